@@ -1,0 +1,57 @@
+# Two commands matter on a fresh machine: `make run` and `make test`.
+# Everything else here is a step of those two.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+# Binaries built from Go modules are cached here, keyed by version.
+export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
+
+.PHONY: all venv test unit lint typecheck lint-imports check kube apiserver run decide-examples bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+lint-imports: $(STAMP)
+	$(BIN)/lint-imports
+
+check: lint typecheck lint-imports
+
+# Builds kube-apiserver and etcd from their Go modules (cached; warm calls return at once).
+kube:
+	hack/kube/build.sh
+
+test: check kube
+	$(BIN)/pytest
+
+# Fast loop while editing: only the tests that need no API server.
+unit: $(STAMP)
+	$(BIN)/pytest -m 'not kube and not e2e'
+
+apiserver: $(STAMP) kube
+	$(BIN)/captf dev apiserver --kubeconfig .local/kubeconfig
+
+decide-examples: $(STAMP)
+	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
+
+run: $(STAMP) kube
+	$(BIN)/captf dev run
+
+clean:
+	rm -rf $(VENV) .local .mypy_cache .pytest_cache .ruff_cache

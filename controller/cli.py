@@ -1,0 +1,121 @@
+"""The `captf` command line.
+
+Arguments are declared here, in one place; each command's body lives in its own
+module and is imported only when that command runs, so `captf decide -f` never
+loads the I/O stack."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _handler(module: str, attr: str = "run") -> Callable[[argparse.Namespace], int]:
+    """A command body, imported on first call."""
+
+    def call(args: argparse.Namespace) -> int:
+        fn: Command = getattr(importlib.import_module(module), attr)
+        return fn(args)
+
+    return call
+
+
+def _add_kubeconfig(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config)",
+    )
+
+
+def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("decide", help="print the decision DecideOp makes for one object")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("-f", "--file", help="snapshot YAML: `now` and `objects`, CAPTF object first")
+    src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
+    p.add_argument("-n", "--namespace", default="default", help="namespace for --live")
+    p.add_argument("--now", help="RFC 3339 time to decide at with --live (default: the clock)")
+    _add_kubeconfig(p)
+    p.set_defaults(func=_handler("controller.decide_cli"))
+
+
+def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run the controller")
+    _add_kubeconfig(p)
+    p.add_argument("--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument(
+        "--controller-namespace",
+        default=None,
+        help="namespace of run-slot and leader Leases (default: from the pod, else 'default')",
+    )
+    p.add_argument("--max-concurrent-runs", type=int, default=10, help="run-slot Leases")
+    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run leader-elected on a Lease",
+    )
+    p.add_argument("--leader-election-id", default="captf-controller")
+    p.add_argument("--metrics-addr", default="127.0.0.1:8080", help="/metrics, /healthz, /readyz")
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="compress controller time: one minute lasts 60/K seconds (demos and tests)",
+    )
+    p.set_defaults(func=_handler("controller.io.main"))
+
+
+def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
+    bsub = p.add_subparsers(dest="bench", required=True)
+    w = bsub.add_parser("watch", help="reflector+cache vs kubernetes_asyncio watch.Watch")
+    w.add_argument("--objects", type=int, default=10_000)
+    w.add_argument("--namespace", default="captf-bench")
+    _add_kubeconfig(w)
+    w.set_defaults(func=_handler("controller.bench_watch"))
+
+
+def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("dev", help="local development: API server, Job executor, demo")
+    dsub = p.add_subparsers(dest="dev", required=True)
+    a = dsub.add_parser("apiserver", help="start etcd and kube-apiserver on loopback")
+    a.add_argument("--kubeconfig", default=".local/kubeconfig", help="where to write it")
+    a.add_argument("--crds", default="manifests/crds", help="CRDs to install ('' for none)")
+    a.set_defaults(func=_handler("runtime.envtest.cli"))
+    e = dsub.add_parser("executor", help="run Jobs as local processes (a kubelet stand-in)")
+    _add_kubeconfig(e)
+    e.add_argument("--namespace", default=None)
+    e.add_argument("--time-scale", type=float, default=1.0)
+    e.set_defaults(func=_handler("controller.executor.main"))
+    r = dsub.add_parser("run", help="the `make run` demo: API server, controller, executor")
+    r.add_argument("--time-scale", type=float, default=30.0)
+    r.set_defaults(func=_handler("controller.demo"))
+
+
+def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("runner", help="the runner image's entrypoint (one Job's operation)")
+    p.set_defaults(func=_handler("controller.runner.main"))
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
+    sub = root.add_subparsers(dest="command", required=True)
+    for add in (_decide, _run, _bench, _dev, _runner):
+        add(sub)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    func: Command = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

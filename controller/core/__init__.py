@@ -1,0 +1,1 @@
+"""The pure decision core: functions of a snapshot and the time, nothing else."""
