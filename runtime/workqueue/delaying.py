@@ -1,0 +1,107 @@
+"""`add_after` on top of the work queue (client-go `delaying_queue.go`).
+
+One task, the waiting loop, owns the heap of not-yet-ready items; `add_after`
+only sends it a message, so the heap needs no lock and is never touched from
+two places."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Generic, Self
+
+import anyio
+import anyio.abc
+
+from runtime.clock import Clock
+from runtime.workqueue.queue import QueueObserver, T, WorkQueue
+
+
+@dataclass(order=True, frozen=True, slots=True)
+class _Waiting(Generic[T]):
+    ready_at: float
+    seq: int  # Ties keep the order of `add_after` calls.
+    item: T = field(compare=False)
+
+
+class DelayingQueue(WorkQueue[T]):
+    """A work queue whose items can be added after a delay on the injected clock.
+
+    Use as `async with DelayingQueue(clock=...) as queue:`; leaving the block
+    shuts the queue down and drops the items still waiting."""
+
+    def __init__(self, *, clock: Clock, observer: QueueObserver | None = None) -> None:
+        super().__init__(observer=observer)
+        self._clock = clock
+        # Messages to the waiting loop: (item, ready_at on the clock's monotonic scale).
+        self._inbox: asyncio.Queue[tuple[T, float]] = asyncio.Queue()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    def add_after(self, item: T, delay: float) -> None:
+        """Add `item` after `delay` seconds; if it already waits, the earlier time wins."""
+        if self.shutting_down:
+            return
+        if delay <= 0:
+            self.add(item)
+            return
+        self._inbox.put_nowait((item, self._clock.monotonic() + delay))
+
+    async def __aenter__(self) -> Self:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._waiting_loop, name="workqueue waiting loop")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None, "__aexit__ without __aenter__"
+        self.shut_down()
+        self._task_group.cancel_scope.cancel()
+        return await self._task_group.__aexit__(exc_type, exc, tb)
+
+    async def _waiting_loop(self) -> None:
+        # The heap may hold stale entries for an item whose time was moved earlier;
+        # `ready_at` holds each waiting item's one true time, so a popped entry
+        # counts only if it matches.
+        heap: list[_Waiting[T]] = []
+        ready_at: dict[Hashable, float] = {}
+        seq = 0
+        while True:
+            now = self._clock.monotonic()
+            while heap and heap[0].ready_at <= now:
+                entry = heapq.heappop(heap)
+                if ready_at.get(entry.item) == entry.ready_at:
+                    del ready_at[entry.item]
+                    self.add(entry.item)
+            wait = heap[0].ready_at - now if heap else None
+            message = await self._receive_within(wait)
+            while message is not None:
+                item, at = message
+                if at < ready_at.get(item, float("inf")):
+                    ready_at[item] = at
+                    seq += 1
+                    heapq.heappush(heap, _Waiting(at, seq, item))
+                message = self._inbox.get_nowait() if not self._inbox.empty() else None
+
+    async def _receive_within(self, wait: float | None) -> tuple[T, float] | None:
+        """The next message, or None once `wait` seconds pass on the clock."""
+        if wait is None:
+            return await self._inbox.get()
+        message: tuple[T, float] | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def alarm() -> None:
+                await self._clock.sleep(wait)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(alarm)
+            message = await self._inbox.get()
+            tg.cancel_scope.cancel()
+        return message

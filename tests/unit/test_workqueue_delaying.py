@@ -1,0 +1,131 @@
+"""add_after and add_rate_limited in virtual time."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from runtime.clock import LoopClock
+from runtime.workqueue import (
+    SHUTDOWN,
+    DelayingQueue,
+    ItemExponential,
+    RateLimitingQueue,
+    Shutdown,
+)
+
+pytestmark = pytest.mark.looptime
+
+
+async def _get_at(q: DelayingQueue[str], clock: LoopClock) -> tuple[str | Shutdown, float]:
+    item = await q.get()
+    return item, clock.monotonic()
+
+
+async def test_add_after_delivers_at_the_time() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        start = clock.monotonic()
+        q.add_after("a", 5)
+        item, at = await _get_at(q, clock)
+    assert item == "a"
+    assert at - start == pytest.approx(5)
+
+
+async def test_items_come_out_in_ready_order_not_add_order() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        start = clock.monotonic()
+        q.add_after("late", 30)
+        q.add_after("early", 10)
+        q.add_after("middle", 20)
+        got = [await _get_at(q, clock) for _ in range(3)]
+    assert [(item, round(at - start)) for item, at in got] == [
+        ("early", 10),
+        ("middle", 20),
+        ("late", 30),
+    ]
+
+
+async def test_adding_twice_keeps_the_earlier_time() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        start = clock.monotonic()
+        q.add_after("a", 10)
+        q.add_after("a", 60)  # later: ignored
+        item, at = await _get_at(q, clock)
+        assert (item, round(at - start)) == ("a", 10)
+        q.done("a")
+        await anyio.sleep(100)
+        assert len(q) == 0, "the ignored later time must not deliver it again"
+
+        start = clock.monotonic()
+        q.add_after("b", 60)
+        q.add_after("b", 10)  # earlier: wins
+        item, at = await _get_at(q, clock)
+        assert (item, round(at - start)) == ("b", 10)
+        q.done("b")
+        await anyio.sleep(100)
+        assert len(q) == 0, "the superseded later entry must not deliver it again"
+
+
+async def test_non_positive_delay_adds_at_once() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        q.add_after("a", 0)
+        q.add_after("b", -1)
+        assert len(q) == 2
+
+
+async def test_delayed_item_already_queued_is_not_duplicated() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        q.add("a")
+        q.add_after("a", 1)
+        await anyio.sleep(2)
+        assert len(q) == 1
+
+
+async def test_leaving_the_block_shuts_down_and_drops_waiting_items() -> None:
+    clock = LoopClock()
+    async with DelayingQueue[str](clock=clock) as q:
+        q.add_after("a", 10)
+    assert q.shutting_down
+    assert await q.get() is SHUTDOWN
+
+
+async def test_time_scale_compresses_delays() -> None:
+    clock = LoopClock(scale=10)
+    loop_start = anyio.current_time()
+    async with DelayingQueue[str](clock=clock) as q:
+        q.add_after("a", 100)  # 100 s of controller time = 10 s of loop time
+        assert await q.get() == "a"
+    assert anyio.current_time() - loop_start == pytest.approx(10)
+
+
+async def test_add_rate_limited_backs_off_and_forget_resets() -> None:
+    clock = LoopClock()
+    limiter = ItemExponential(base=1, cap=8)
+    async with RateLimitingQueue[str](clock=clock, rate_limiter=limiter) as q:
+        delays = []
+        for _ in range(5):
+            delays.append(q.add_rate_limited("a"))
+            start = clock.monotonic()
+            item, at = await _get_at(q, clock)
+            assert item == "a"
+            assert at - start == pytest.approx(delays[-1])
+            q.done("a")
+        assert delays == [1, 2, 4, 8, 8]
+        assert q.num_requeues("a") == 5
+        q.forget("a")
+        assert q.num_requeues("a") == 0
+        assert q.add_rate_limited("a") == 1
+
+
+async def test_add_rate_limited_honours_a_minimum() -> None:
+    clock = LoopClock()
+    async with RateLimitingQueue[str](clock=clock) as q:
+        assert q.add_rate_limited("a", at_least=7) == 7
+        start = clock.monotonic()
+        _, at = await _get_at(q, clock)
+    assert at - start == pytest.approx(7)
