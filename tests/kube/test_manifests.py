@@ -1,0 +1,771 @@
+"""The install manifests and example objects, checked against the real API server.
+
+The API server is the judge of what the manifests say: CRD schemas, defaults,
+CEL rules, RBAC and Pod Security are all enforced by it, so each test creates
+objects and reads back what the server made of them. A few checks need no
+server (file layout, the exact RBAC rules) and run with the unit tests."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from runtime.envtest import ApiServer, RequestFailed
+from runtime.envtest.client import admin_ssl_context
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+EXAMPLES = ROOT / "examples" / "objects"
+CAPTF = "/apis/captf.io/v1alpha1"
+KINDS = {
+    "TerraformCluster": "terraformclusters",
+    "TerraformMachinePool": "terraformmachinepools",
+    "TerraformMachine": "terraformmachines",
+}
+# API prefix and plural of every kind the manifests and examples hold.
+RESOURCES = {
+    "Namespace": ("/api/v1", "namespaces"),
+    "Secret": ("/api/v1", "secrets"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "ServiceAccount": ("/api/v1", "serviceaccounts"),
+    "Pod": ("/api/v1", "pods"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles"),
+    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings"),
+    **{kind: (CAPTF, plural) for kind, plural in KINDS.items()},
+}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+DRY_RUN = {"dryRun": "All"}
+MERGE = "application/merge-patch+json"
+
+Obj = dict[str, Any]
+
+
+def load(path: Path) -> list[Obj]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def load_dir(directory: Path) -> list[Obj]:
+    return [doc for path in sorted(directory.glob("*.yaml")) for doc in load(path)]
+
+
+def one(docs: list[Obj], kind: str) -> Obj:
+    [doc] = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+def collection(kind: str, namespace: str | None) -> str:
+    prefix, plural = RESOURCES[kind]
+    if kind in CLUSTER_SCOPED or namespace is None:
+        return f"{prefix}/{plural}"
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def item(kind: str, namespace: str | None, name: str) -> str:
+    return f"{collection(kind, namespace)}/{name}"
+
+
+def create(api: ApiServer, obj: Obj, namespace: str | None, *, dry_run: bool = False) -> Obj:
+    """POST `obj` into `namespace` (default: its own; ignored for cluster-scoped kinds)."""
+    body = copy.deepcopy(obj)
+    namespace = namespace or obj["metadata"].get("namespace")
+    if obj["kind"] not in CLUSTER_SCOPED and namespace is not None:
+        body["metadata"]["namespace"] = namespace
+    params = DRY_RUN if dry_run else None
+    return api.request("POST", collection(obj["kind"], namespace), body, params=params)
+
+
+def rejection(call: Callable[[], object]) -> RequestFailed:
+    """The error of a call the API server must refuse as invalid (422)."""
+    with pytest.raises(RequestFailed) as info:
+        call()
+    assert info.value.status == 422, info.value
+    return info.value
+
+
+def minimal(kind: str, name: str = "obj") -> Obj:
+    """The smallest valid object of `kind`: required fields only."""
+    spec: Obj = {
+        "module": {"configMapRef": {"name": "module"}},
+        "credentialsRef": {"name": "credentials"},
+        "jobs": {"image": "runner:1"},
+    }
+    if kind != "TerraformCluster":
+        spec["clusterRef"] = {"name": "cluster"}
+    return {
+        "apiVersion": "captf.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+# -- CRDs ---------------------------------------------------------------------
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize(
+    ("kind", "short"),
+    [("TerraformCluster", "tfc"), ("TerraformMachinePool", "tfmp"), ("TerraformMachine", "tfm")],
+)
+def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, short: str) -> None:
+    plural = KINDS[kind]
+    crd = apiserver.request(
+        "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.captf.io"
+    )
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions["Established"] == "True"
+    assert conditions["NamesAccepted"] == "True"
+    names = crd["status"]["acceptedNames"]
+    assert (names["kind"], names["plural"]) == (kind, plural)
+    assert names["shortNames"] == [short]
+    assert names["categories"] == ["captf"]
+    assert crd["spec"]["scope"] == "Namespaced"
+    [version] = crd["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+
+
+def test_three_kinds_share_one_spec_schema() -> None:
+    """The kinds differ only in their references to a cluster and a pool, and in the
+    machine's immutability rules; everything else is written three times and must agree."""
+    specs = {}
+    for kind, plural in KINDS.items():
+        [crd] = load(MANIFESTS / "crds" / f"captf.io_{plural}.yaml")
+        version = crd["spec"]["versions"][0]
+        schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
+        spec = schema["properties"]["spec"]
+        spec.pop("description")
+        spec.pop("x-kubernetes-validations", None)
+        if kind == "TerraformMachine":
+            for field in ("module", "variables", "variablesFrom"):
+                spec["properties"][field].pop("x-kubernetes-validations")
+        spec["properties"].pop("clusterRef", None)
+        spec["properties"].pop("poolRef", None)
+        spec["required"] = [r for r in spec["required"] if r != "clusterRef"]
+        columns = [c for c in version["additionalPrinterColumns"] if c["name"] != "Cluster"]
+        specs[kind] = (spec, schema["properties"]["status"], columns)
+    cluster, pool, machine = specs.values()
+    assert cluster == pool
+    assert cluster == machine
+
+
+# -- examples and defaults -----------------------------------------------------
+
+
+@pytest.mark.kube
+def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: str) -> None:
+    docs = load_dir(EXAMPLES)
+    for doc in docs:
+        create(apiserver, doc, namespace)
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    for kind in KINDS:
+        obj = one(docs, kind)
+        stored = apiserver.request("GET", item(kind, namespace, obj["metadata"]["name"]))
+        spec = stored["spec"]
+        # Every object the examples refer to is among the examples.
+        assert ("ConfigMap", spec["module"]["configMapRef"]["name"]) in names
+        assert ("Secret", spec["credentialsRef"]["name"]) in names
+        for source in spec.get("variablesFrom", []):
+            assert ("Secret", source["secretRef"]["name"]) in names
+        for dep in spec.get("dependsOn", []):
+            assert (dep["kind"], dep["name"]) in names
+        for ref, ref_kind in (
+            ("clusterRef", "TerraformCluster"),
+            ("poolRef", "TerraformMachinePool"),
+        ):
+            if ref in spec:
+                assert (ref_kind, spec[ref]["name"]) in names
+
+
+def test_example_module_uses_only_terraform_data() -> None:
+    module = one(load_dir(EXAMPLES), "ConfigMap")
+    source = "\n".join(module["data"].values())
+    assert set(re.findall(r'^\s*resource\s+"([^"]+)"', source, re.M)) == {"terraform_data"}
+    assert not re.search(r"^\s*(provider|data)\s+\"", source, re.M)
+    assert "required_providers" not in source
+
+
+JOB_DEFAULTS = {
+    "activeDeadlineSeconds": 3600,
+    "failedJobsHistoryLimit": 3,
+    "successfulJobsHistoryLimit": 1,
+}
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_defaults_are_applied(apiserver: ApiServer, namespace: str, kind: str) -> None:
+    obj = minimal(kind)
+    obj["spec"]["changeWindows"] = [{"start": "22:00", "duration": "4h"}]
+    spec = create(apiserver, obj, namespace)["spec"]
+    assert spec["jobs"] == {"image": "runner:1", **JOB_DEFAULTS}
+    assert spec["approval"] == {"mode": "Auto"}
+    assert spec["guard"] == {"allowDestructive": False}
+    assert spec["drift"] == {"remediate": False}
+    assert "refresh" not in spec
+    assert spec["changeWindows"] == [{"start": "22:00", "duration": "4h", "timeZone": "UTC"}]
+
+
+@pytest.mark.kube
+def test_given_values_are_kept_over_defaults(apiserver: ApiServer, namespace: str) -> None:
+    obj = minimal("TerraformCluster")
+    given = {
+        "image": "r:2",
+        "activeDeadlineSeconds": 60,
+        "failedJobsHistoryLimit": 0,
+        "successfulJobsHistoryLimit": 0,
+    }
+    obj["spec"] |= {
+        "jobs": given,
+        "approval": {"mode": "Manual"},
+        "drift": {"interval": "1h30m", "remediate": True},
+    }
+    spec = create(apiserver, obj, namespace)["spec"]
+    assert spec["jobs"] == given
+    assert spec["approval"] == {"mode": "Manual"}
+    assert spec["drift"] == {"interval": "1h30m", "remediate": True}
+
+
+# -- validation ------------------------------------------------------------------
+
+
+def _set(path: str, value: object) -> Callable[[Obj], None]:
+    """An edit of the spec: `path` is dotted; a value of ... deletes the field."""
+
+    def edit(spec: Obj) -> None:
+        *parents, leaf = path.split(".")
+        for key in parents:
+            spec = spec.setdefault(key, {})
+        if value is ...:
+            del spec[leaf]
+        else:
+            spec[leaf] = value
+
+    return edit
+
+
+INVALID = {
+    "drift interval not a duration": (_set("drift.interval", "5 minutes"), "spec.drift.interval"),
+    "drift interval zero": (_set("drift.interval", "0s"), "interval must be more than 0s"),
+    "refresh interval with a unit Go lacks": (
+        _set("refresh.interval", "1d"),
+        "spec.refresh.interval",
+    ),
+    "window start without leading zero": (
+        _set("changeWindows", [{"start": "9:00", "duration": "1h"}]),
+        "spec.changeWindows[0].start",
+    ),
+    "window start past midnight": (
+        _set("changeWindows", [{"start": "24:00", "duration": "1h"}]),
+        "spec.changeWindows[0].start",
+    ),
+    "window duration not a duration": (
+        _set("changeWindows", [{"start": "09:00", "duration": "8 hours"}]),
+        "spec.changeWindows[0].duration",
+    ),
+    "window longer than a week": (
+        _set("changeWindows", [{"start": "09:00", "duration": "169h"}]),
+        "at most 168h",
+    ),
+    "window without start": (
+        _set("changeWindows", [{"duration": "1h"}]),
+        "spec.changeWindows[0].start",
+    ),
+    "window on an unknown day": (
+        _set("changeWindows", [{"days": ["Monday"], "start": "09:00", "duration": "1h"}]),
+        "spec.changeWindows[0].days[0]",
+    ),
+    "negative failed history limit": (
+        _set("jobs.failedJobsHistoryLimit", -1),
+        "spec.jobs.failedJobsHistoryLimit",
+    ),
+    "negative successful history limit": (
+        _set("jobs.successfulJobsHistoryLimit", -1),
+        "spec.jobs.successfulJobsHistoryLimit",
+    ),
+    "zero deadline": (_set("jobs.activeDeadlineSeconds", 0), "spec.jobs.activeDeadlineSeconds"),
+    "no runner image": (_set("jobs.image", ...), "spec.jobs.image: Required value"),
+    "no jobs": (_set("jobs", ...), "spec.jobs: Required value"),
+    "dependsOn an unknown kind": (
+        _set("dependsOn", [{"kind": "Deployment", "name": "x"}]),
+        "spec.dependsOn[0].kind",
+    ),
+    "dependsOn twice the same object": (
+        _set("dependsOn", [{"kind": "TerraformCluster", "name": "x"}] * 2),
+        "spec.dependsOn[1]: Duplicate value",
+    ),
+    "module without configMapRef": (
+        _set("module", {}),
+        "spec.module.configMapRef: Required value",
+    ),
+    "configMapRef without name": (
+        _set("module", {"configMapRef": {}}),
+        "spec.module.configMapRef.name: Required value",
+    ),
+    "no credentials": (_set("credentialsRef", ...), "spec.credentialsRef: Required value"),
+    "unknown approval mode": (_set("approval.mode", "auto"), "spec.approval.mode"),
+    "variables not an object": (_set("variables", ["a"]), "spec.variables"),
+}
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("case", list(INVALID))
+def test_invalid_objects_are_rejected(apiserver: ApiServer, namespace: str, case: str) -> None:
+    edit, expected = INVALID[case]
+    obj = minimal("TerraformCluster")
+    edit(obj["spec"])
+    error = rejection(lambda: create(apiserver, obj, namespace))
+    assert expected in error.message
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", ["TerraformMachinePool", "TerraformMachine"])
+def test_members_need_a_cluster(apiserver: ApiServer, namespace: str, kind: str) -> None:
+    obj = minimal(kind)
+    del obj["spec"]["clusterRef"]
+    error = rejection(lambda: create(apiserver, obj, namespace))
+    assert "spec.clusterRef: Required value" in error.message
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("interval", ["90s", "1h30m", "1.5h", "250ms", "2h45m30.5s", "10µs", ""])
+def test_go_durations_are_accepted(apiserver: ApiServer, namespace: str, interval: str) -> None:
+    obj = minimal("TerraformCluster")
+    obj["spec"]["drift"] = {"interval": interval}
+    assert create(apiserver, obj, namespace, dry_run=True)["spec"]["drift"]["interval"] == interval
+
+
+# -- immutability of a machine's inputs ---------------------------------------------
+
+
+def _machine_with_inputs() -> Obj:
+    obj = minimal("TerraformMachine", "m")
+    obj["spec"]["variables"] = {"name": "m", "size": 2, "tags": {"a": "b"}}
+    obj["spec"]["variablesFrom"] = [{"secretRef": {"name": "vars", "key": "token"}}]
+    return obj
+
+
+INPUT_CHANGES: dict[str, Obj] = {
+    "another module": {"module": {"configMapRef": {"name": "other"}}},
+    "a changed variable": {"variables": {"size": 3}},
+    "a nested change": {"variables": {"tags": {"a": "c"}}},
+    "an added variable": {"variables": {"extra": True}},
+    "variables removed": {"variables": None},
+    "another variables Secret": {"variablesFrom": [{"secretRef": {"name": "vars2"}}]},
+    "variablesFrom removed": {"variablesFrom": None},
+}
+
+
+def _patch(api: ApiServer, kind: str, namespace: str, name: str, spec: Obj) -> Obj:
+    return api.request("PATCH", item(kind, namespace, name), {"spec": spec}, MERGE)
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("change", list(INPUT_CHANGES))
+def test_machine_inputs_cannot_change(apiserver: ApiServer, namespace: str, change: str) -> None:
+    create(apiserver, _machine_with_inputs(), namespace)
+    field = next(iter(INPUT_CHANGES[change]))
+    error = rejection(
+        lambda: _patch(apiserver, "TerraformMachine", namespace, "m", INPUT_CHANGES[change])
+    )
+    assert f"spec.{field} is immutable" in error.message
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("field", ["variables", "variablesFrom"])
+def test_machine_inputs_cannot_be_added_later(
+    apiserver: ApiServer, namespace: str, field: str
+) -> None:
+    create(apiserver, minimal("TerraformMachine", "m"), namespace)
+    added = {"variables": {"a": 1}, "variablesFrom": [{"secretRef": {"name": "s"}}]}[field]
+    error = rejection(lambda: _patch(apiserver, "TerraformMachine", namespace, "m", {field: added}))
+    assert f"spec.{field} is immutable" in error.message
+
+
+OTHER_CHANGES: Obj = {
+    "jobs": {"image": "runner:2", "failedJobsHistoryLimit": 5},
+    "drift": {"interval": "10m", "remediate": True},
+    "credentialsRef": {"name": "rotated"},
+    "poolRef": {"name": "pool"},
+    "approval": {"mode": "Manual"},
+    "changeWindows": [{"days": ["Sat", "Sun"], "start": "02:00", "duration": "3h"}],
+}
+
+
+@pytest.mark.kube
+def test_machine_other_fields_can_change(apiserver: ApiServer, namespace: str) -> None:
+    created = create(apiserver, _machine_with_inputs(), namespace)
+    # Rewriting the inputs with equal values is no change, so it passes the rules.
+    same = {k: created["spec"][k] for k in ("module", "variables", "variablesFrom")}
+    spec = _patch(apiserver, "TerraformMachine", namespace, "m", {**OTHER_CHANGES, **same})["spec"]
+    assert spec["jobs"]["image"] == "runner:2"
+    assert spec["jobs"]["failedJobsHistoryLimit"] == 5
+    assert spec["drift"] == {"interval": "10m", "remediate": True}
+    assert spec["credentialsRef"] == {"name": "rotated"}
+    assert spec["poolRef"] == {"name": "pool"}
+    assert spec["approval"] == {"mode": "Manual"}
+    assert spec["changeWindows"][0]["days"] == ["Sat", "Sun"]
+    assert spec["variables"] == created["spec"]["variables"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", ["TerraformCluster", "TerraformMachinePool"])
+def test_cluster_and_pool_inputs_can_change(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    obj = minimal(kind, "o")
+    obj["spec"]["variables"] = {"size": 2}
+    create(apiserver, obj, namespace)
+    changed = {
+        "module": {"configMapRef": {"name": "other"}},
+        "variables": {"size": 3},
+        "variablesFrom": [{"secretRef": {"name": "vars"}}],
+    }
+    spec = _patch(apiserver, kind, namespace, "o", changed)["spec"]
+    assert {k: spec[k] for k in changed} == changed
+    spec = _patch(apiserver, kind, namespace, "o", {"variables": None, "variablesFrom": None})[
+        "spec"
+    ]
+    assert "variables" not in spec
+    assert "variablesFrom" not in spec
+
+
+# -- status ----------------------------------------------------------------------------
+
+
+def _status(at: str) -> Obj:
+    return {
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "InputsChangedBackoff",
+                "message": "apply failed 1 time; retrying",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "observedGeneration": 1,
+            }
+        ],
+        "activeJob": "",
+        "inputsHash": "a" * 64,
+        "appliedInputsHash": "b" * 64,
+        "stateSerial": 7,
+        "lastRestoredSerial": 5,
+        "next": {"op": "apply", "reason": "InputsChangedBackoff", "at": at},
+        "failures": {"apply": {"count": 1, "lastFailedAt": "2026-01-01T00:00:00Z"}},
+        "missedWindow": {"op": "apply", "windowStart": "2026-01-01T09:00:00Z"},
+    }
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_status_is_written_through_its_subresource(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    path = item(kind, namespace, "s")
+    created = create(apiserver, minimal(kind, "s"), namespace)
+    status = _status("2026-01-01T00:01:00Z")
+    # The status subresource ignores spec; the main resource ignores status.
+    body = {"status": status, "spec": {"jobs": {"image": "ignored:1"}}}
+    written = apiserver.request("PATCH", f"{path}/status", body, MERGE)
+    assert written["status"] == status
+    assert written["spec"] == created["spec"]
+    assert written["metadata"]["generation"] == created["metadata"]["generation"]
+    updated = apiserver.request("PATCH", path, {"status": {"stateSerial": 99}}, MERGE)
+    assert updated["status"]["stateSerial"] == 7
+    changed = _patch(apiserver, kind, namespace, "s", {"jobs": {"image": "runner:2"}})
+    assert changed["metadata"]["generation"] == created["metadata"]["generation"] + 1
+
+
+@pytest.mark.kube
+def test_malformed_conditions_are_rejected(apiserver: ApiServer, namespace: str) -> None:
+    path = item("TerraformCluster", namespace, "s")
+    create(apiserver, minimal("TerraformCluster", "s"), namespace)
+    bad = {"type": "Ready", "status": "Yes"}
+    error = rejection(
+        lambda: apiserver.request(
+            "PATCH", f"{path}/status", {"status": {"conditions": [bad]}}, MERGE
+        )
+    )
+    assert "status.conditions[0].status" in error.message
+    assert "status.conditions[0].reason: Required value" in error.message
+
+
+def _table(api: ApiServer, path: str) -> Obj:
+    """GET `path` as the server-side Table that kubectl prints."""
+    request = urllib.request.Request(api.url + path)
+    request.add_header("Accept", "application/json;as=Table;g=meta.k8s.io;v=v1")
+    with urllib.request.urlopen(request, context=admin_ssl_context(api.pki), timeout=30) as resp:
+        table: Obj = json.load(resp)
+    return table
+
+
+@pytest.mark.kube
+def test_printer_columns_show_what_the_object_waits_for(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    path = item("TerraformMachine", namespace, "p")
+    create(apiserver, minimal("TerraformMachine", "p"), namespace)
+    at = "2099-01-01T00:01:00Z"
+    apiserver.request("PATCH", f"{path}/status", {"status": _status(at)}, MERGE)
+    table = _table(apiserver, path)
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names[:7] == ["Name", "Cluster", "Ready", "Op", "Waiting", "Retry at", "Active job"]
+    assert names[-1] == "Age"
+    cells = dict(zip(names, table["rows"][0]["cells"], strict=True))
+    # A future time stays readable: a `date` column would print it as "<invalid>".
+    assert (cells["Ready"], cells["Op"], cells["Waiting"], cells["Retry at"]) == (
+        "False",
+        "apply",
+        "InputsChangedBackoff",
+        at,
+    )
+
+
+# -- RBAC ---------------------------------------------------------------------------------
+
+# Every (API group, resource, verb) the controller uses; the ClusterRole grants these exactly.
+CONTROLLER_PERMISSIONS = (
+    {
+        ("captf.io", plural, verb)
+        for plural in KINDS.values()
+        for verb in ("get", "list", "watch", "update", "patch")
+    }
+    | {
+        ("captf.io", f"{plural}/status", verb)
+        for plural in KINDS.values()
+        for verb in ("update", "patch")
+    }
+    | {("captf.io", f"{plural}/finalizers", "update") for plural in KINDS.values()}
+    | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
+    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
+    | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
+    | {
+        ("coordination.k8s.io", "leases", verb)
+        for verb in ("get", "list", "watch", "create", "update", "patch", "delete")
+    }
+    | {(group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")}
+)
+
+
+def _grants(role: Obj) -> set[tuple[str, str, str]]:
+    grants = set()
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                grants |= {(group, resource, verb) for verb in rule["verbs"]}
+    return grants
+
+
+def test_cluster_role_grants_exactly_what_the_controller_uses() -> None:
+    grants = _grants(one(load(MANIFESTS / "rbac.yaml"), "ClusterRole"))
+    assert not any("*" in part for grant in grants for part in grant)
+    assert grants - CONTROLLER_PERMISSIONS == set(), "grants the controller does not need"
+    assert CONTROLLER_PERMISSIONS - grants == set(), "missing grants"
+
+
+@pytest.fixture
+def rbac_docs(namespace: str) -> list[Obj]:
+    """rbac.yaml moved into the test's namespace, cluster-scoped names made unique."""
+    docs = load(MANIFESTS / "rbac.yaml")
+    for doc in docs:
+        if doc["kind"] in CLUSTER_SCOPED:
+            doc["metadata"]["name"] = f"{doc['metadata']['name']}-{namespace}"
+        else:
+            doc["metadata"]["namespace"] = namespace
+        if "roleRef" in doc and doc["roleRef"]["kind"] == "ClusterRole":
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{namespace}"
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = namespace
+    return docs
+
+
+def _allowed(api: ApiServer, sa: str, namespace: str, group: str, resource: str, verb: str) -> bool:
+    resource, _, subresource = resource.partition("/")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{namespace}:{sa}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            "resourceAttributes": {
+                "namespace": namespace,
+                "group": group,
+                "resource": resource,
+                "subresource": subresource,
+                "verb": verb,
+            },
+        },
+    }
+    answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    return bool(answer["status"].get("allowed"))
+
+
+@pytest.fixture
+def applied_rbac(apiserver: ApiServer, namespace: str, rbac_docs: list[Obj]) -> Iterator[None]:
+    for doc in rbac_docs:
+        create(apiserver, doc, namespace)
+    yield
+    for doc in rbac_docs:
+        if doc["kind"] in CLUSTER_SCOPED:
+            apiserver.request("DELETE", item(doc["kind"], None, doc["metadata"]["name"]))
+
+
+NOT_GRANTED = [
+    ("", "secrets", "update"),
+    ("", "configmaps", "create"),
+    ("", "configmaps", "update"),
+    ("", "pods", "list"),
+    ("batch", "jobs", "update"),
+    ("batch", "jobs/status", "patch"),
+    ("captf.io", "terraformclusters", "create"),
+    ("captf.io", "terraformmachines", "delete"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+    ("rbac.authorization.k8s.io", "roles", "create"),
+]
+
+
+@pytest.mark.kube
+@pytest.mark.usefixtures("applied_rbac")
+def test_controller_service_account_can_do_its_work_and_no_more(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    def allowed(group: str, resource: str, verb: str) -> bool:
+        return _allowed(apiserver, "captf-controller", namespace, group, resource, verb)
+
+    assert {g for g in CONTROLLER_PERMISSIONS if not allowed(*g)} == set()
+    assert {g for g in NOT_GRANTED if allowed(*g)} == set()
+
+
+@pytest.mark.kube
+def test_runner_role_lets_the_runner_report_and_write_state(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    for doc in load(MANIFESTS / "runner-rbac.yaml"):
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = namespace
+        create(apiserver, doc, namespace)
+
+    def allowed(group: str, resource: str, verb: str) -> bool:
+        return _allowed(apiserver, "captf-runner", namespace, group, resource, verb)
+
+    granted = [("batch", "jobs", "get"), ("batch", "jobs", "patch")] + [
+        ("", "secrets", verb) for verb in ("get", "create", "update", "patch")
+    ]
+    denied = [
+        ("batch", "jobs", "create"),
+        ("batch", "jobs", "delete"),
+        ("", "secrets", "delete"),
+        ("", "secrets", "list"),
+        ("captf.io", "terraformclusters", "get"),
+    ]
+    assert [g for g in granted if not allowed(*g)] == []
+    assert [g for g in denied if allowed(*g)] == []
+
+
+# -- Deployment and the install as a whole -------------------------------------------
+
+
+@pytest.mark.kube
+def test_install_manifests_are_accepted(apiserver: ApiServer) -> None:
+    """Dry runs: the install's names are fixed and the API server is shared by the session.
+
+    The namespace's own dry run creates nothing, so everything else goes to a
+    namespace that exists."""
+    docs = load(MANIFESTS / "namespace.yaml") + load(MANIFESTS / "rbac.yaml")
+    for doc in docs:
+        create(apiserver, doc, None if doc["kind"] == "Namespace" else "default", dry_run=True)
+
+
+def _restricted_namespace(api: ApiServer, namespace: str) -> None:
+    labels = one(load(MANIFESTS / "namespace.yaml"), "Namespace")["metadata"]["labels"]
+    api.request(
+        "PATCH", item("Namespace", None, namespace), {"metadata": {"labels": labels}}, MERGE
+    )
+
+
+def _pod(template: Obj) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "controller"},
+        "spec": template["spec"],
+    }
+
+
+@pytest.mark.kube
+def test_deployment_is_accepted_under_restricted_pod_security(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    _restricted_namespace(apiserver, namespace)
+    deployment = one(load(MANIFESTS / "deployment.yaml"), "Deployment")
+    created = create(apiserver, deployment, namespace, dry_run=True)
+    assert created["spec"]["replicas"] == 2
+    # Pod Security admission enforces on Pods only (it only warns on Deployments),
+    # so the Deployment's pod template is tried as a Pod.
+    create(apiserver, _pod(deployment["spec"]["template"]), namespace, dry_run=True)
+
+
+@pytest.mark.kube
+def test_restricted_namespace_refuses_a_weaker_pod(apiserver: ApiServer, namespace: str) -> None:
+    """The control for the test above: the namespace's labels do enforce."""
+    _restricted_namespace(apiserver, namespace)
+    template = one(load(MANIFESTS / "deployment.yaml"), "Deployment")["spec"]["template"]
+    del template["spec"]["containers"][0]["securityContext"]["capabilities"]
+    with pytest.raises(RequestFailed) as info:
+        create(apiserver, _pod(template), namespace, dry_run=True)
+    assert info.value.status == 403
+    assert "PodSecurity" in info.value.message
+
+
+def test_deployment_runs_the_controller_leader_elected() -> None:
+    deployment = one(load(MANIFESTS / "deployment.yaml"), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = container["args"]
+    assert args[0] == "run"
+    assert "--leader-elect" in args
+    assert "--metrics-addr=0.0.0.0:8080" in args
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container["livenessProbe"]["httpGet"]["port"] in ("metrics", 8080)
+    assert ports == {"metrics": 8080}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert (
+        pod["serviceAccountName"]
+        == one(load(MANIFESTS / "rbac.yaml"), "ServiceAccount")["metadata"]["name"]
+    )
+    assert {"requests", "limits"} <= set(container["resources"])
+
+
+def test_kustomization_installs_every_manifest_but_the_runner_example() -> None:
+    kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
+    files = {str(p.relative_to(MANIFESTS)) for p in MANIFESTS.rglob("*.yaml")}
+    assert set(kustomization["resources"]) == files - {"kustomization.yaml", "runner-rbac.yaml"}
+    namespaces = {
+        doc["metadata"].get("namespace")
+        for name in kustomization["resources"]
+        for doc in load(MANIFESTS / name)
+        if doc["kind"] not in CLUSTER_SCOPED | {"CustomResourceDefinition"}
+    }
+    assert namespaces == {one(load(MANIFESTS / "namespace.yaml"), "Namespace")["metadata"]["name"]}
