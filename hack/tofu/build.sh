@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds OpenTofu and the `local` provider from the Go modules pinned in
+# go.mod and local/go.mod, once per version pair, into
+# $CAPTF_CACHE_DIR/bin/tofu-<version>-local-<version>/:
+#   tofu                                   the CLI
+#   mirror/registry.opentofu.org/hashicorp/local/<v>/<os>_<arch>/terraform-provider-local_v<v>
+#   tofurc                                 CLI config: that mirror, and never the network for it
+# A second call finds them and returns at once. Prints the directory on its
+# last line.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+cache="${CAPTF_CACHE_DIR:-$repo/.local/cache}"
+tofu_version=$(awk '{ if ($1 == "require") $0 = substr($0, 9) } $1 == "github.com/opentofu/opentofu" {print $2; exit}' "$here/go.mod")
+local_version=$(awk '$2 == "provider-version" {print $3; exit}' "$here/local/go.mod")
+platform="$(go env GOOS)_$(go env GOARCH)"
+out="$cache/bin/tofu-${tofu_version}-local-${local_version}"
+provider_rel="mirror/registry.opentofu.org/hashicorp/local/${local_version}/${platform}/terraform-provider-local_v${local_version}"
+if [ -x "$out/tofu" ] && [ -x "$out/$provider_rel" ] && [ -f "$out/tofurc" ]; then
+  echo "$out"; exit 0
+fi
+rm -rf "$out.tmp" && mkdir -p "$out.tmp/$(dirname "$provider_rel")"
+start=$(date +%s)
+echo "building tofu $tofu_version and terraform-provider-local $local_version into $out" >&2
+# version.dev=no is what OpenTofu's release build sets: `tofu version` then
+# reports the plain release version read from its embedded VERSION file.
+(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath \
+  -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
+  -o "$out.tmp/tofu" github.com/opentofu/opentofu/cmd/tofu)
+echo "tofu built after $(( $(date +%s) - start ))s" >&2
+(cd "$here/local" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" \
+  -o "$out.tmp/$provider_rel" github.com/terraform-providers/terraform-provider-local)
+echo "terraform-provider-local built after $(( $(date +%s) - start ))s" >&2
+"$here/write-tofurc.sh" "$out/mirror" > "$out.tmp/tofurc"
+rm -rf "$out" && mv "$out.tmp" "$out"
+echo "$out"
