@@ -1,0 +1,81 @@
+"""The runner's instructions: the environment the controller's Job builder sets.
+
+This is the contract between the controller and any runner image; every name
+here is part of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.core.names import Op
+
+
+class EnvError(ValueError):
+    """A required variable is missing or malformed: the Job was built wrong."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunnerEnv:
+    op: Op
+    namespace: str
+    job_name: str  # the runner's own Job: the result is patched onto it
+    object_name: str
+    object_kind: str
+    inputs_secret: str  # `<name>-inputs-<hash8>`: module.<file> keys and variables.json
+    inputs_hash: str  # must equal the inputs Secret's captf.io/inputs-hash
+    state_secret: str  # `<name>-state`; backups are `<state_secret>-<serial>`
+    guarded: bool  # a plan that deletes or replaces anything ends `blocked`
+    plan_secret: str | None  # op=plan: where the plan goes
+    approved_plan_secret: str | None  # op=apply in Manual mode: the approved plan
+    restore_serial: int | None  # op=restore: the backup to bring back
+    tofu: str  # the tofu binary (a path, or a name on PATH)
+    tofu_cli_config: str | None  # TF_CLI_CONFIG_FILE for tofu: the provider mirror
+    work_dir: str | None  # parent of the per-run work directory (default: the temp dir)
+
+
+def _required(env: Mapping[str, str], key: str) -> str:
+    value = env.get(key, "")
+    if not value:
+        raise EnvError(f"{key} is not set")
+    return value
+
+
+def _optional(env: Mapping[str, str], key: str) -> str | None:
+    return env.get(key) or None
+
+
+def from_environ(env: Mapping[str, str]) -> RunnerEnv:
+    """Parses and checks the environment; raises EnvError naming the first problem."""
+    raw_op = _required(env, "CAPTF_OP")
+    try:
+        op = Op(raw_op)
+    except ValueError:
+        raise EnvError(f"CAPTF_OP={raw_op!r} is not one of {[o.value for o in Op]}") from None
+    restore_serial = None
+    if op is Op.RESTORE:
+        raw = _required(env, "CAPTF_RESTORE_SERIAL")
+        if not raw.isdigit():
+            raise EnvError(f"CAPTF_RESTORE_SERIAL={raw!r} is not a non-negative integer")
+        restore_serial = int(raw)
+    plan_secret = _required(env, "CAPTF_PLAN_SECRET") if op is Op.PLAN else None
+    return RunnerEnv(
+        op=op,
+        namespace=_required(env, "CAPTF_NAMESPACE"),
+        job_name=_required(env, "CAPTF_JOB_NAME"),
+        object_name=_required(env, "CAPTF_OBJECT_NAME"),
+        object_kind=_required(env, "CAPTF_OBJECT_KIND"),
+        # A restore runs no module, so it needs no inputs.
+        inputs_secret="" if op is Op.RESTORE else _required(env, "CAPTF_INPUTS_SECRET"),
+        inputs_hash="" if op is Op.RESTORE else _required(env, "CAPTF_INPUTS_HASH"),
+        state_secret=_required(env, "CAPTF_STATE_SECRET"),
+        guarded=env.get("CAPTF_GUARDED", "").lower() == "true",
+        plan_secret=plan_secret,
+        approved_plan_secret=_optional(env, "CAPTF_APPROVED_PLAN_SECRET")
+        if op is Op.APPLY
+        else None,
+        restore_serial=restore_serial,
+        tofu=env.get("CAPTF_TOFU") or "tofu",
+        tofu_cli_config=_optional(env, "CAPTF_TOFU_CLI_CONFIG"),
+        work_dir=_optional(env, "CAPTF_WORK_DIR"),
+    )

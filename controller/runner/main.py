@@ -1,0 +1,69 @@
+"""`captf runner`: the runner image's entrypoint.
+
+Exit status 0 means the outcome is `succeeded`; anything else exits 1, so the
+Job's own status agrees with the result annotation. SIGTERM (and SIGINT, for a
+terminal) is forwarded once to the running tofu, whose state is then saved
+and the Job reported `interrupted`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from controller.core.jobs import Outcome
+from controller.core.names import ANN_RESULT
+from controller.runner.env import EnvError, RunnerEnv, from_environ
+from controller.runner.kube import Kube, TransportKube
+from controller.runner.ops import Tofu, execute
+from controller.runner.result import Result
+from controller.runner.tofu import TofuRunner
+from runtime.transport import open_transport
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        env = from_environ(os.environ)
+    except EnvError as exc:
+        # Without its instructions the runner cannot even name its Job.
+        print(f"captf-runner: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return asyncio.run(_main(env))
+
+
+async def _main(env: RunnerEnv) -> int:
+    work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
+    tofu = TofuRunner(env.tofu, str(work_dir), cli_config=env.tofu_cli_config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, tofu.terminate)
+    try:
+        # In a pod: in-cluster config; for the local executor: $KUBECONFIG.
+        async with open_transport(None) as transport:
+            kube = TransportKube(transport, env.namespace)
+            result = await run_op(env, kube, tofu, work_dir)
+            await report(kube, env.job_name, result)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return result.exit_code
+
+
+async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:
+    """The op's result; an unexpected error becomes a `failed` result, so the Job
+    is always reported."""
+    print(f"captf-runner: {env.op.value} {env.object_kind}/{env.object_name}", flush=True)
+    try:
+        return await execute(env, kube, tofu, work_dir)
+    except Exception as exc:
+        return Result(outcome=Outcome.FAILURE, message=f"runner error: {type(exc).__name__}: {exc}")
+
+
+async def report(kube: Kube, job_name: str, result: Result) -> None:
+    value = result.to_json()
+    print(f"captf-runner: result {value}", flush=True)
+    await kube.patch_job(job_name, {"metadata": {"annotations": {ANN_RESULT: value}}})

@@ -1,0 +1,265 @@
+"""One Job's operation: the runner contract carried out with tofu.
+
+Every op ends in a `Result`; nothing here raises for an expected failure. State
+written by tofu (after success, failure or interruption alike) is saved before
+the result is decided, because tofu may have changed real infrastructure."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from controller.core.jobs import Outcome
+from controller.core.names import ANN_INPUTS_HASH, SECRET_SIZE_LIMIT, Op
+from controller.runner import plans
+from controller.runner.env import RunnerEnv
+from controller.runner.kube import Json, Kube
+from controller.runner.result import Result
+from controller.runner.state import STATE_KEY, StateError, StateStore, StoredState
+from controller.runner.tofu import Exit
+from controller.runner.workdir import RenderError, render
+from runtime.errors import ApiError
+
+PLAN_FILE = "tfplan"
+PLAN_KEY = "tfplan"
+PLAN_JSON_KEY = "plan.json"
+LABEL_RESCUE_OF = "captf.io/state-rescue-of"
+_FLAGS = ("-input=false", "-no-color")
+
+
+class Tofu(Protocol):
+    @property
+    def terminated(self) -> bool: ...
+
+    async def run(self, *args: str, capture: bool = False) -> Exit: ...
+
+
+@dataclass(frozen=True)
+class Context:
+    env: RunnerEnv
+    kube: Kube
+    tofu: Tofu
+    work_dir: Path
+    store: StateStore
+
+
+class Stop(Exception):
+    """Ends the op early with `result`."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+def _failed(message: str, serial: int | None = None) -> Result:
+    return Result(outcome=Outcome.FAILURE, message=message, state_serial=serial)
+
+
+def _tofu_failed(ctx: Context, what: str, ex: Exit, serial: int | None = None) -> Result:
+    if ctx.tofu.terminated:
+        saved = "" if serial is None else f"; state saved at serial {serial}"
+        message = f"interrupted by SIGTERM during tofu {what}{saved}\n{ex.stderr}"
+        return Result(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
+    return _failed(f"tofu {what} failed (exit {ex.code}):\n{ex.stderr}", serial=serial)
+
+
+async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:
+    store = StateStore(
+        kube, secret_name=env.state_secret, object_name=env.object_name, object_kind=env.object_kind
+    )
+    ctx = Context(env, kube, tofu, work_dir, store)
+    try:
+        if env.op is Op.RESTORE:
+            return await _restore(ctx)
+        old = await _prepare(ctx)
+        match env.op:
+            case Op.PLAN:
+                return await _plan_op(ctx)
+            case Op.APPLY:
+                return await _apply(ctx, old)
+            case Op.DRIFT:
+                return await _drift(ctx)
+            case Op.REFRESH:
+                return await _write_op(ctx, old, "apply -refresh-only", ("-auto-approve",))
+            case Op.DESTROY:
+                return await _write_op(ctx, old, "destroy", ("-auto-approve",))
+    except Stop as stop:
+        return stop.result
+    raise AssertionError(f"unhandled op {env.op}")
+
+
+async def _prepare(ctx: Context) -> StoredState | None:
+    """Renders inputs and state into the work directory and runs `tofu init`."""
+    env = ctx.env
+    inputs = await ctx.kube.get_secret(env.inputs_secret)
+    if inputs is None:
+        raise Stop(_failed(f"inputs Secret {env.inputs_secret} not found"))
+    recorded = ((inputs.get("metadata") or {}).get("annotations") or {}).get(ANN_INPUTS_HASH)
+    if recorded != env.inputs_hash:
+        text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
+        raise Stop(_failed(text))
+    try:
+        render(ctx.work_dir, inputs)
+        old = await ctx.store.load()
+    except (RenderError, StateError) as exc:
+        raise Stop(_failed(str(exc))) from None
+    if old is not None:
+        (ctx.work_dir / STATE_KEY).write_bytes(old.data)
+    ex = await ctx.tofu.run("init", *_FLAGS)
+    if ex.code != 0:
+        raise Stop(_tofu_failed(ctx, "init", ex))
+    return old
+
+
+async def _plan(ctx: Context, *extra: str) -> tuple[int, bytes, Json]:
+    """`tofu plan -out`, then the saved plan as JSON; returns (exit code, JSON bytes, JSON)."""
+    ex = await ctx.tofu.run("plan", *_FLAGS, f"-out={PLAN_FILE}", *extra)
+    if ex.code not in (0, 2) or (ex.code == 2 and "-detailed-exitcode" not in extra):
+        raise Stop(_tofu_failed(ctx, "plan", ex))
+    shown = await ctx.tofu.run("show", "-json", "-no-color", PLAN_FILE, capture=True)
+    if shown.code != 0:
+        raise Stop(_tofu_failed(ctx, "show", shown))
+    try:
+        parsed = orjson.loads(shown.stdout)
+    except orjson.JSONDecodeError as exc:
+        raise Stop(_failed(f"tofu show -json printed no JSON: {exc}")) from None
+    return ex.code, shown.stdout, parsed
+
+
+def _summary(plan: Json) -> str:
+    changes = plans.changed(plan)
+    return "no changes" if not changes else f"{len(changes)} to change: " + ", ".join(changes)
+
+
+async def _plan_op(ctx: Context) -> Result:
+    _, raw, plan = await _plan(ctx)
+    name = ctx.env.plan_secret
+    assert name is not None  # required by env for op=plan
+    data = {PLAN_KEY: (ctx.work_dir / PLAN_FILE).read_bytes(), PLAN_JSON_KEY: raw}
+    if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
+        return _failed(f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)")
+    await _put_plan_secret(ctx, name, data)
+    return Result(outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name)
+
+
+async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> None:
+    # Owned by this Job: the plan lives exactly as long as the Job that made it,
+    # which is what an approval names.
+    metadata: Json = {"name": name, "labels": {"captf.io/plan-of": ctx.env.object_name}}
+    job = await ctx.kube.get_job(ctx.env.job_name)
+    if job is not None and job.get("metadata", {}).get("uid"):
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
+        metadata["ownerReferences"] = [owner | {"uid": job["metadata"]["uid"]}]
+    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
+    body["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    try:
+        await ctx.kube.create_secret(body)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        await ctx.kube.replace_secret(name, body)  # a retried Job pod: same name, newer plan
+
+
+async def _approved_plan(ctx: Context, name: str) -> Json:
+    secret = await ctx.kube.get_secret(name)
+    raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
+    if raw is None:
+        raise Stop(_failed(f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"))
+    parsed: Json = orjson.loads(base64.b64decode(raw))
+    return parsed
+
+
+async def _apply(ctx: Context, old: StoredState | None) -> Result:
+    _, _, plan = await _plan(ctx)
+    approved_name = ctx.env.approved_plan_secret
+    if approved_name is not None:
+        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
+        if differing:
+            text = f"the plan no longer matches approved plan {approved_name}: " + ", ".join(
+                differing
+            )
+            return Result(outcome=Outcome.PLAN_CHANGED, message=text, state_serial=_serial(old))
+    destroyed = plans.destroyed(plan)
+    if ctx.env.guarded and destroyed:
+        text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
+        return Result(outcome=Outcome.BLOCKED, message=text, state_serial=_serial(old))
+    ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
+    serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
+    if ex.code != 0:
+        return _tofu_failed(ctx, "apply", ex, serial)
+    return Result(
+        outcome=Outcome.SUCCESS, message=f"applied: {_summary(plan)}", state_serial=serial
+    )
+
+
+async def _drift(ctx: Context) -> Result:
+    code, _, plan = await _plan(ctx, "-detailed-exitcode")
+    if code == 0:
+        return Result(outcome=Outcome.SUCCESS, message="no drift", drift=False)
+    return Result(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
+
+
+async def _write_op(
+    ctx: Context, old: StoredState | None, what: str, flags: tuple[str, ...]
+) -> Result:
+    """refresh and destroy: one tofu command that writes state."""
+    ex = await ctx.tofu.run(*what.split(), *_FLAGS, *flags)
+    # A refreshed state still reflects the inputs last applied; a destroyed one none.
+    keep = None if ctx.env.op is Op.DESTROY and ex.code == 0 else _hash(old)
+    serial = await _save_state(ctx, old, keep)
+    if ex.code != 0:
+        return _tofu_failed(ctx, what, ex, serial)
+    return Result(outcome=Outcome.SUCCESS, message=f"tofu {what} succeeded", state_serial=serial)
+
+
+async def _restore(ctx: Context) -> Result:
+    serial = ctx.env.restore_serial
+    assert serial is not None  # required by env for op=restore
+    try:
+        new_serial = await ctx.store.restore(serial)
+    except StateError as exc:
+        return _failed(str(exc))
+    text = f"restored backup {ctx.store.backup_name(serial)} as state serial {new_serial}"
+    return Result(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
+
+
+def _serial(old: StoredState | None) -> int | None:
+    return None if old is None else old.serial
+
+
+def _hash(old: StoredState | None) -> str | None:
+    return None if old is None else old.inputs_hash
+
+
+async def _save_state(ctx: Context, old: StoredState | None, inputs_hash: str | None) -> int | None:
+    """Saves the state tofu left in the work directory; returns the stored serial.
+
+    If the Secret cannot be written, the state goes to a rescue Secret and the
+    op fails saying where it is: losing it would orphan real infrastructure."""
+    path = ctx.work_dir / STATE_KEY
+    if not path.exists():
+        return _serial(old)
+    data = path.read_bytes()
+    try:
+        return await ctx.store.save(old, data, inputs_hash)
+    except (StateError, ApiError) as exc:
+        rescue = await _rescue(ctx, data)
+        raise Stop(
+            _failed(f"tofu ran but its state could not be saved ({exc}); {rescue}")
+        ) from None
+
+
+async def _rescue(ctx: Context, data: bytes) -> str:
+    name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
+    metadata: Json = {"name": name, "labels": {LABEL_RESCUE_OF: ctx.env.object_name}}
+    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
+    body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
+    try:
+        await ctx.kube.create_secret(body)
+    except ApiError as exc:
+        return f"the rescue Secret {name} could not be written either ({exc})"
+    return f"the new state is in Secret {name}"

@@ -1,0 +1,58 @@
+"""The runner's result: the `captf.io/result` annotation it leaves on its own Job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from controller.core.jobs import Outcome
+
+# A Job's annotations share the object's 256 KiB budget with everything else;
+# an operator reads the message in `kubectl describe`, so the tail of tofu's
+# error is enough.
+MESSAGE_LIMIT = 2048
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    outcome: Outcome
+    message: str = ""
+    state_serial: int | None = None
+    plan_secret: str | None = None
+    drift: bool | None = None
+
+    def to_json(self) -> str:
+        """The annotation value: only the keys that apply to this op."""
+        body: dict[str, object] = {"outcome": self.outcome.value, "message": bounded(self.message)}
+        if self.state_serial is not None:
+            body["stateSerial"] = self.state_serial
+        if self.plan_secret is not None:
+            body["planSecret"] = self.plan_secret
+        if self.drift is not None:
+            body["drift"] = self.drift
+        return orjson.dumps(body).decode()
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.outcome is Outcome.SUCCESS else 1
+
+
+def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """The last lines of `text` that fit in `limit` UTF-8 bytes, blank lines dropped.
+
+    The end of tofu's stderr holds the error that stopped it; earlier lines
+    are warnings and progress."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    kept: list[str] = []
+    size = 0
+    for line in reversed(lines):
+        cost = len(line.encode()) + (1 if kept else 0)
+        if size + cost > limit:
+            if not kept:
+                # One line longer than the limit: keep its end, on a character boundary.
+                kept.append(line.encode()[-limit:].decode("utf-8", "ignore"))
+            break
+        kept.append(line)
+        size += cost
+    return "\n".join(reversed(kept))

@@ -1,0 +1,189 @@
+"""The state Secret, its backups, and restore.
+
+Invariants:
+- The state Secret `<name>-state` holds `terraform.tfstate`; its `captf.io/serial`
+  annotation is the serial inside that state, and `captf.io/inputs-hash` (when
+  present) is the inputs hash of the last apply that succeeded on this state.
+- Before the state's content is replaced, the old content is kept in the backup
+  Secret `<name>-state-<old serial>` (labelled `captf.io/state-backup-of`); the
+  newest `keep` backups survive.
+- Serials only grow: tofu raises the serial on every change, and a restore
+  writes the backup's content under a serial above the current one, so a
+  backup's name always means one state.
+- Every write carries the resourceVersion read at load: a concurrent writer makes
+  it fail (`StateConflict`) instead of being overwritten silently.
+
+State and backups carry no owner reference on purpose: they are the only record
+of real infrastructure and must outlive the object, its Jobs and mistakes."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core.names import ANN_INPUTS_HASH, ANN_SERIAL, LABEL_KIND, LABEL_NAME
+from controller.runner.kube import Json, Kube
+from runtime.errors import ApiError
+
+STATE_KEY = "terraform.tfstate"
+LABEL_BACKUP_OF = "captf.io/state-backup-of"
+# When a backup was written: backups are pruned oldest first by this, not by
+# serial, so a fresh lineage (serials from 1 again) does not lose its backups.
+ANN_BACKED_UP_AT = "captf.io/backed-up-at"
+# Enough to step back over a few bad applies; each is up to 1 MiB of etcd.
+DEFAULT_KEEP = 5
+
+
+class StateError(Exception):
+    """The state or a backup is missing or unreadable; the message says which."""
+
+
+class StateConflict(StateError):
+    """Someone else wrote the state Secret since it was loaded."""
+
+
+@dataclass(frozen=True)
+class StoredState:
+    data: bytes
+    serial: int
+    inputs_hash: str | None
+    secret: Json  # as read: its resourceVersion guards the next write
+
+
+def serial_of(data: bytes) -> int:
+    try:
+        serial = json.loads(data)["serial"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StateError(f"state has no readable serial: {exc}") from None
+    if not isinstance(serial, int) or isinstance(serial, bool):
+        raise StateError(f"state serial {serial!r} is not an integer")
+    return serial
+
+
+def with_serial(data: bytes, serial: int) -> bytes:
+    """The same state under another serial, written as tofu writes state files."""
+    document: dict[str, Any] = json.loads(data)
+    document["serial"] = serial
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _decode(secret: Json, key: str) -> bytes | None:
+    value = (secret.get("data") or {}).get(key)
+    return None if value is None else base64.b64decode(value)
+
+
+def _meta(secret: Json, field: str) -> dict[str, str]:
+    return dict((secret.get("metadata") or {}).get(field) or {})
+
+
+class StateStore:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        secret_name: str,
+        object_name: str,
+        object_kind: str,
+        keep: int = DEFAULT_KEEP,
+    ) -> None:
+        self._kube = kube
+        self._name = secret_name
+        self._object_labels = {LABEL_NAME: object_name, LABEL_KIND: object_kind}
+        self._object_name = object_name
+        self._keep = keep
+
+    def backup_name(self, serial: int) -> str:
+        return f"{self._name}-{serial}"
+
+    async def load(self) -> StoredState | None:
+        """The current state, or None before the first write."""
+        secret = await self._kube.get_secret(self._name)
+        return None if secret is None else self._parse(secret, self._name)
+
+    def _parse(self, secret: Json, name: str) -> StoredState:
+        data = _decode(secret, STATE_KEY)
+        if data is None:
+            raise StateError(f"Secret {name} has no {STATE_KEY} key")
+        annotations = _meta(secret, "annotations")
+        return StoredState(data, serial_of(data), annotations.get(ANN_INPUTS_HASH), secret)
+
+    async def save(self, old: StoredState | None, data: bytes, inputs_hash: str | None) -> int:
+        """Writes `data` as the state (backing up `old` first); returns its serial.
+
+        `inputs_hash` is the annotation to leave: the new inputs after a
+        successful apply, else the old one. Writes nothing if nothing changed."""
+        serial = serial_of(data)
+        if old is not None and old.data == data and old.inputs_hash == inputs_hash:
+            return old.serial
+        if old is not None and old.data != data:
+            await self._backup(old)
+        labels = {**(_meta(old.secret, "labels") if old else {}), **self._object_labels}
+        annotations = _meta(old.secret, "annotations") if old else {}
+        annotations[ANN_SERIAL] = str(serial)
+        annotations.pop(ANN_INPUTS_HASH, None)
+        if inputs_hash is not None:
+            annotations[ANN_INPUTS_HASH] = inputs_hash
+        metadata: Json = {"name": self._name, "labels": labels, "annotations": annotations}
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
+        body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
+        try:
+            if old is None:
+                await self._kube.create_secret(body)
+            else:
+                metadata["resourceVersion"] = old.secret["metadata"]["resourceVersion"]
+                await self._kube.replace_secret(self._name, body)
+        except ApiError as exc:
+            if exc.status == 409:
+                raise StateConflict(f"Secret {self._name} changed while this Job ran") from exc
+            raise
+        await self._prune()
+        return serial
+
+    async def _backup(self, old: StoredState) -> None:
+        name = self.backup_name(old.serial)
+        annotations = {
+            ANN_SERIAL: str(old.serial),
+            ANN_BACKED_UP_AT: datetime.now(UTC).isoformat(timespec="microseconds"),
+        }
+        if old.inputs_hash is not None:
+            annotations[ANN_INPUTS_HASH] = old.inputs_hash
+        labels = {**self._object_labels, LABEL_BACKUP_OF: self._object_name}
+        metadata: Json = {"name": name, "labels": labels, "annotations": annotations}
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
+        body["data"] = {STATE_KEY: base64.b64encode(old.data).decode()}
+        try:
+            await self._kube.create_secret(body)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            # Only a new lineage reuses a serial; the newer state is the one to keep.
+            await self._kube.replace_secret(name, body)
+
+    async def _prune(self) -> None:
+        backups = await self._kube.list_secrets(f"{LABEL_BACKUP_OF}={self._object_name}")
+
+        def age_key(secret: Json) -> tuple[str, int]:
+            annotations = _meta(secret, "annotations")
+            serial = annotations.get(ANN_SERIAL, "")
+            return annotations.get(ANN_BACKED_UP_AT, ""), int(serial) if serial.isdigit() else -1
+
+        for secret in sorted(backups, key=age_key, reverse=True)[self._keep :]:
+            await self._kube.delete_secret(secret["metadata"]["name"])
+
+    async def restore(self, serial: int) -> int:
+        """Makes backup `serial` the current state; returns the serial it now has."""
+        name = self.backup_name(serial)
+        backup = await self._kube.get_secret(name)
+        if backup is None:
+            raise StateError(f"no backup Secret {name} to restore from")
+        restored = self._parse(backup, name)
+        current = await self.load()
+        if current is None:
+            return await self.save(None, restored.data, restored.inputs_hash)
+        new_serial = max(restored.serial, current.serial + 1)
+        return await self.save(
+            current, with_serial(restored.data, new_serial), restored.inputs_hash
+        )
