@@ -1,0 +1,276 @@
+"""Leader election on a coordination.k8s.io/v1 Lease (client-go `leaderelection`).
+
+Usage:
+
+    async with leader_election(api, namespace=ns, name="my-controller", clock=clock):
+        ...  # runs only while this process holds the Lease
+
+Entering the block waits until the Lease is ours. If it cannot be renewed
+within the renew deadline (or another holder shows up), the block is cancelled
+and `LeaderLost` is raised: the caller must exit, since another process may
+already be writing. Leaving the block normally releases the Lease so a standby
+takes over at once instead of waiting out the lease duration.
+
+Whether to take the Lease is the pure function `decide`; the elector only reads,
+decides and writes. Writes carry the resourceVersion read, so of two candidates
+racing for a free Lease exactly one wins and the other gets 409 Conflict.
+
+The Lease's times are compared against this process's wall clock, so candidates
+need clocks in step to well within the renew margin (lease duration minus renew
+deadline, 5 s by default); give the elector an unscaled clock."""
+
+from __future__ import annotations
+
+import logging
+import random
+import secrets
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from runtime.clock import Clock
+from runtime.errors import ApiError, is_transient
+from runtime.lease import Create, LeaseSpec, Update, Wait, decide, released
+
+log = logging.getLogger(__name__)
+
+# The defaults of controller-runtime's manager, with their reasons:
+# 15 s lease: how long a crashed leader's Lease blocks a standby; shorter means more
+# API writes from every candidate and more risk of a slow (not dead) leader losing it.
+LEASE_DURATION = 15.0
+# 10 s renew deadline: a leader that has not renewed for this long stops acting, 5 s
+# before the Lease can be taken, so two leaders never act at once (given clocks in step).
+RENEW_DEADLINE = 10.0
+# 2 s retry: a renew that fails can be retried several times within the renew deadline.
+RETRY_PERIOD = 2.0
+# client-go's JitterFactor: standbys retry after 2 s to 4.4 s so they do not poll in step.
+JITTER_FACTOR = 1.2
+
+
+class LeaderLost(Exception):
+    """The Lease could not be renewed in time; work done under it must stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderTimings:
+    lease_duration: float = LEASE_DURATION
+    renew_deadline: float = RENEW_DEADLINE
+    retry_period: float = RETRY_PERIOD
+
+    def __post_init__(self) -> None:
+        # client-go's own checks: the leader must give up before a standby may take over,
+        # and must get more than one renew attempt before giving up.
+        if not self.lease_duration > self.renew_deadline > JITTER_FACTOR * self.retry_period > 0:
+            raise ValueError(f"need lease > renew deadline > 1.2 * retry > 0, got {self}")
+
+
+def default_identity() -> str:
+    """Hostname plus a random suffix: two processes in one pod (or a restarted pod
+    with the same name) must not mistake each other's Lease for their own."""
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
+
+
+class LeaseApi(Protocol):
+    """What the elector needs of runtime.transport.Transport."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: object = None,
+        timeout: float = 30.0,  # noqa: ASYNC109 -- mirrors Transport.request
+    ) -> dict[str, Any]: ...
+
+
+class LeaderElector:
+    """Reads, decides, writes: one round per retry period. `leader_election` runs it."""
+
+    def __init__(
+        self,
+        api: LeaseApi,
+        *,
+        namespace: str,
+        name: str,
+        clock: Clock,
+        identity: str | None = None,
+        timings: LeaderTimings = LeaderTimings(),
+    ) -> None:
+        self.identity = identity or default_identity()
+        self.name = name
+        self._api = api
+        self._clock = clock
+        self._timings = timings
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+        self._path = f"{self._collection}/{name}"
+        self._namespace = namespace
+        # The Lease as our last successful write left it; None unless we hold it.
+        self._held: dict[str, Any] | None = None
+        # Monotonic time of the renewTime our last successful write set.
+        self.renewed_at = float("-inf")
+        # Set when the last round saw another holder's valid Lease.
+        self.observed_holder: str | None = None
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One round; True if we hold the Lease after it. Failures are logged, not raised."""
+        try:
+            return await self._round()
+        except Exception as error:
+            level = logging.INFO if is_transient(error) else logging.WARNING
+            log.log(level, "lease %s: round failed: %s", self.name, error)
+            return False
+
+    async def _round(self) -> bool:
+        self.observed_holder = None
+        request_timeout = self._timings.retry_period
+        try:
+            lease: dict[str, Any] | None = await self._api.request(
+                "GET", self._path, timeout=request_timeout
+            )
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            lease = None
+        decided_at = self._clock.monotonic()
+        action = decide(
+            lease, self.identity, self._clock.now(), lease_duration=self._timings.lease_duration
+        )
+        try:
+            match action:
+                case Wait(holder, until):
+                    self.observed_holder = holder
+                    self._held = None
+                    log.debug("lease %s: held by %s until %s", self.name, holder, until)
+                    return False
+                case Create(spec):
+                    body = self._new_lease(spec)
+                    self._held = await self._api.request(
+                        "POST", self._collection, body=body, timeout=request_timeout
+                    )
+                case Update(spec, acquired):
+                    assert lease is not None
+                    self._held = await self._api.request(
+                        "PUT", self._path, body={**lease, "spec": spec}, timeout=request_timeout
+                    )
+                    if acquired:
+                        log.info("lease %s: taken over by %s", self.name, self.identity)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            # Someone else wrote between our read and write: they won this round.
+            self._held = None
+            return False
+        # The Lease now says renewed at (about) `decided_at`; counting from before the
+        # write errs on the safe side.
+        self.renewed_at = decided_at
+        return True
+
+    def _new_lease(self, spec: LeaseSpec) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self._namespace},
+            "spec": spec,
+        }
+
+    async def acquire(self) -> None:
+        """Return once we hold the Lease."""
+        period = self._timings.retry_period
+        while not await self.try_acquire_or_renew():
+            await self._clock.sleep(period * (1 + random.random() * JITTER_FACTOR))
+        log.info("lease %s: acquired by %s", self.name, self.identity)
+
+    async def keep_renewing(self) -> None:
+        """Renew every retry period; return when the Lease is lost.
+
+        Lost means: no successful renewal within the renew deadline of the last
+        one, or a round found another holder's valid Lease (ours was taken)."""
+        timings = self._timings
+        while True:
+            await self._clock.sleep(timings.retry_period)
+            remaining = self.renewed_at + timings.renew_deadline - self._clock.monotonic()
+            with anyio.move_on_after(remaining):
+                while not await self.try_acquire_or_renew():
+                    if self.observed_holder is not None:
+                        log.error("lease %s: taken by %s", self.name, self.observed_holder)
+                        return
+                    await self._clock.sleep(timings.retry_period)
+                continue
+            log.error("lease %s: not renewed within %ss", self.name, timings.renew_deadline)
+            return
+
+    async def release(self) -> None:
+        """Clear the holder if the Lease is still ours, so a standby need not wait it out."""
+        if self._held is None:
+            return
+        try:
+            await self._api.request(
+                "PUT",
+                self._path,
+                body=released(self._held, self._clock.now()),
+                timeout=self._timings.retry_period,
+            )
+            log.info("lease %s: released by %s", self.name, self.identity)
+        except Exception as error:
+            log.warning("lease %s: release failed (it will expire): %s", self.name, error)
+        self._held = None
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    identity: str
+    name: str
+
+
+@asynccontextmanager
+async def leader_election(
+    api: LeaseApi,
+    *,
+    namespace: str,
+    name: str,
+    clock: Clock,
+    identity: str | None = None,
+    timings: LeaderTimings = LeaderTimings(),
+    on_leading: Callable[[bool], None] | None = None,
+) -> AsyncIterator[Leadership]:
+    """Enter once leader; the body is cancelled and `LeaderLost` raised if the Lease is lost;
+    leaving the body releases the Lease."""
+    elector = LeaderElector(
+        api, namespace=namespace, name=name, clock=clock, identity=identity, timings=timings
+    )
+    await elector.acquire()
+    if on_leading is not None:
+        on_leading(True)
+    lost = False
+    error: Exception | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+
+            async def guard() -> None:
+                nonlocal lost
+                await elector.keep_renewing()
+                lost = True
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(guard, name=f"lease {name} renewal")
+            # The body's own exception is kept out of the task group, so the caller
+            # sees it as raised rather than wrapped in an ExceptionGroup.
+            try:
+                yield Leadership(elector.identity, name)
+            except Exception as exc:
+                error = exc
+            tg.cancel_scope.cancel()
+    finally:
+        if on_leading is not None:
+            on_leading(False)
+        if not lost:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(timings.retry_period * 2):
+                await elector.release()
+    if error is not None:
+        raise error
+    if lost:
+        raise LeaderLost(f"lease {namespace}/{name} lost by {elector.identity}")
