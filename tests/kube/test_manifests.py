@@ -315,6 +315,10 @@ INVALID = {
     ),
     "no credentials": (_set("credentialsRef", ...), "spec.credentialsRef: Required value"),
     "unknown approval mode": (_set("approval.mode", "auto"), "spec.approval.mode"),
+    "runner account not a name": (
+        _set("jobs.serviceAccountName", "Runner_1"),
+        "spec.jobs.serviceAccountName",
+    ),
     "variables not an object": (_set("variables", ["a"]), "spec.variables"),
 }
 
@@ -339,7 +343,9 @@ def test_members_need_a_cluster(apiserver: ApiServer, namespace: str, kind: str)
 
 
 @pytest.mark.kube
-@pytest.mark.parametrize("interval", ["90s", "1h30m", "1.5h", "250ms", "2h45m30.5s", "10µs", ""])
+@pytest.mark.parametrize(
+    "interval", ["90s", "1h30m", "1.5h", ".5h", "1.h", "250ms", "2h45m30.5s", "10µs", "10us", ""]
+)
 def test_go_durations_are_accepted(apiserver: ApiServer, namespace: str, interval: str) -> None:
     obj = minimal("TerraformCluster")
     obj["spec"]["drift"] = {"interval": interval}
