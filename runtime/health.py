@@ -1,0 +1,85 @@
+"""The health and metrics endpoints: /healthz, /readyz, /metrics.
+
+/healthz answers ok while the server runs (it runs inside the controller's
+task group, so it stops answering when the controller stops). /readyz answers
+ok once every registered readiness check passes, e.g. "caches synced", and
+lists the failing ones otherwise. /metrics exposes the given registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+ReadinessCheck = Callable[[], bool]
+
+# Loopback by default: the endpoints carry no authentication.
+DEFAULT_ADDRESS = "127.0.0.1:8080"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """ "host:port" (an IPv6 host in brackets) -> (host, port); port 0 picks a free one."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected host:port, got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class HealthServer:
+    """`async with HealthServer(registry, address=...) as server:` serves until the block ends."""
+
+    def __init__(self, registry: CollectorRegistry, *, address: str = DEFAULT_ADDRESS) -> None:
+        self._registry = registry
+        self._host, self._port = parse_address(address)
+        self._checks: dict[str, ReadinessCheck] = {}
+        self._runner: web.AppRunner | None = None
+
+    def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
+        """/readyz fails while `check()` is false; checks must be cheap and not block."""
+        self._checks[name] = check
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0); valid inside the `async with` block."""
+        return self._port
+
+    async def __aenter__(self) -> Self:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        if self._port == 0:
+            self._port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        failing = sorted(name for name, check in self._checks.items() if not check())
+        if failing:
+            text = "".join(f"[-] {name} failed\n" for name in failing)
+            return web.Response(status=503, text=text + "not ready\n")
+        text = "".join(f"[+] {name} ok\n" for name in sorted(self._checks))
+        return web.Response(text=text + "ok\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
