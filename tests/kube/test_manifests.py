@@ -668,13 +668,15 @@ def test_runner_role_lets_the_runner_report_and_write_state(
         return _allowed(apiserver, "captf-runner", namespace, group, resource, verb)
 
     granted = [("batch", "jobs", "get"), ("batch", "jobs", "patch")] + [
-        ("", "secrets", verb) for verb in ("get", "create", "update", "patch")
+        ("", "secrets", verb) for verb in ("get", "list", "create", "update", "patch", "delete")
     ]
     denied = [
         ("batch", "jobs", "create"),
         ("batch", "jobs", "delete"),
-        ("", "secrets", "delete"),
-        ("", "secrets", "list"),
+        ("batch", "jobs", "list"),
+        ("", "secrets", "watch"),
+        ("", "configmaps", "get"),
+        ("", "pods", "get"),
         ("captf.io", "terraformclusters", "get"),
     ]
     assert [g for g in granted if not allowed(*g)] == []
