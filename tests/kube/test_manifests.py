@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -777,3 +779,23 @@ def test_kustomization_installs_every_manifest_but_the_runner_example() -> None:
         if doc["kind"] not in CLUSTER_SCOPED | {"CustomResourceDefinition"}
     }
     assert namespaces == {one(load(MANIFESTS / "namespace.yaml"), "Namespace")["metadata"]["name"]}
+
+
+@pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl (its built-in kustomize) not installed"
+)
+def test_kustomization_renders_the_install_with_the_image_set() -> None:
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None
+    out = subprocess.run(
+        [kubectl, "kustomize", str(MANIFESTS)], check=True, capture_output=True, text=True
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(
+        ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        + ["CustomResourceDefinition"] * 3
+        + ["Deployment"]
+    )
+    [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "captf:dev"
