@@ -7,7 +7,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-cache="${CAPTF_CACHE_DIR:-$repo/.local/cache}"
+# The same default as the Makefile, so `pytest` run by hand finds what `make` built.
+cache="${CAPTF_CACHE_DIR:-$HOME/.cache/captf}"
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$here/go.mod")
 out="$cache/bin/kube-${k8s_version}-etcd-${etcd_version}"

@@ -1,0 +1,38 @@
+"""Fixtures shared by every test that needs the real API server.
+
+The server starts on first use: a run of unit tests alone never builds or
+starts anything."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime.envtest import ApiServer
+from runtime.envtest.process import terminate_as_interrupt
+
+CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
+
+
+@pytest.fixture(scope="session")
+def apiserver() -> Iterator[ApiServer]:
+    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml Established."""
+    with terminate_as_interrupt(), ApiServer() as server:
+        server.install_crds(CRD_DIR)
+        yield server
+
+
+@pytest.fixture
+def namespace(apiserver: ApiServer, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace named after the test.
+
+    Not deleted afterwards: without a namespace controller deletion would never
+    finish, and unique names already keep tests apart."""
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
+    name = f"{stem or 'test'}-{uuid.uuid4().hex[:8]}"
+    apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    return name
