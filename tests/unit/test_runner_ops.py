@@ -1,0 +1,329 @@
+"""The op logic against an in-memory API and a scripted tofu."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from controller.core.jobs import Outcome
+from controller.runner.env import RunnerEnv, from_environ
+from controller.runner.main import report, run_op
+from controller.runner.ops import execute
+from controller.runner.tofu import Exit
+from tests.runner_fakes import FakeKube, data_of, secret
+
+HASH = "ab" * 32
+
+
+def tfstate(serial: int) -> bytes:
+    return json.dumps({"version": 4, "serial": serial, "lineage": "L"}).encode()
+
+
+def plan_json(*changes: tuple[str, list[str]]) -> dict[str, Any]:
+    return {
+        "resource_changes": [
+            {"address": a, "change": {"actions": acts, "after": {"v": a}}} for a, acts in changes
+        ]
+    }
+
+
+@dataclass
+class ScriptedTofu:
+    """Plays tofu: each command's exit code, the plan `show` prints, the state
+    `apply`/`destroy` leave, and a SIGTERM arriving during one command."""
+
+    work_dir: Path
+    plan: dict[str, Any] = field(default_factory=dict)
+    codes: dict[str, int] = field(default_factory=dict)
+    new_state: bytes | None = None
+    stderr: str = "Error: something broke\n"
+    terminate_during: str | None = None
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+    terminated: bool = False
+
+    async def run(self, *args: str, capture: bool = False) -> Exit:
+        self.calls.append(args)
+        cmd = args[0]
+        if self.terminated:
+            return Exit(-15, "not started")
+        if cmd == self.terminate_during:
+            self.terminated = True
+        code = self.codes.get(cmd, 0)
+        if cmd == "plan":
+            (self.work_dir / "tfplan").write_bytes(b"binary plan")
+            if code == 0 and "-detailed-exitcode" in args and self.plan.get("resource_changes"):
+                code = 2
+        if cmd in ("apply", "destroy") and self.new_state is not None:
+            (self.work_dir / "terraform.tfstate").write_bytes(self.new_state)
+        if cmd == "show":
+            return Exit(0, "", orjson.dumps(self.plan))
+        return Exit(code, self.stderr if code else "")
+
+    def commands(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def environ(op: str = "apply", **extra: str) -> RunnerEnv:
+    return from_environ(
+        {
+            "CAPTF_OP": op,
+            "CAPTF_NAMESPACE": "ns",
+            "CAPTF_JOB_NAME": "job",
+            "CAPTF_OBJECT_NAME": "c",
+            "CAPTF_OBJECT_KIND": "TerraformCluster",
+            "CAPTF_INPUTS_SECRET": "c-inputs-abababab",
+            "CAPTF_INPUTS_HASH": HASH,
+            "CAPTF_STATE_SECRET": "c-state",
+            **extra,
+        }
+    )
+
+
+@pytest.fixture
+def kube() -> FakeKube:
+    k = FakeKube()
+    k.put(
+        secret(
+            "c-inputs-abababab",
+            {"module.main.tf": b'resource "terraform_data" "x" {}\n', "variables.json": b'{"a":1}'},
+            {"captf.io/inputs-hash": HASH},
+        )
+    )
+    k.add_job("job")
+    return k
+
+
+def with_state(kube: FakeKube, serial: int, inputs_hash: str = "old") -> None:
+    annotations = {"captf.io/serial": str(serial), "captf.io/inputs-hash": inputs_hash}
+    kube.put(secret("c-state", {"terraform.tfstate": tfstate(serial)}, annotations))
+
+
+def state_annotations(kube: FakeKube) -> dict[str, str]:
+    return dict(kube.secrets["c-state"]["metadata"]["annotations"])
+
+
+async def test_apply_renders_inputs_and_records_state_with_inputs_hash(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    tofu = ScriptedTofu(tmp_path, plan=plan_json(("x", ["create"])), new_state=tfstate(1))
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.SUCCESS
+    assert result.state_serial == 1
+    assert "create x" in result.message
+    assert tofu.commands() == ["init", "plan", "show", "apply"]
+    assert tofu.calls[-1][-1] == "tfplan"  # applies exactly the plan it checked
+    assert (tmp_path / "main.tf").read_text().startswith('resource "terraform_data"')
+    assert json.loads((tmp_path / "terraform.tfvars.json").read_text()) == {"a": 1}
+    assert state_annotations(kube) == {"captf.io/serial": "1", "captf.io/inputs-hash": HASH}
+
+
+async def test_apply_starts_from_the_stored_state(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.state_serial == 5
+    assert data_of(kube.secrets["c-state-4"], "terraform.tfstate") == tfstate(4)
+
+
+async def test_inputs_hash_mismatch_fails_before_tofu(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path)
+    env = environ(CAPTF_INPUTS_HASH="cd" * 32)
+    result = await execute(env, kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "cdcd" in result.message
+    assert tofu.calls == []
+
+
+async def test_missing_inputs_secret_fails(kube: FakeKube, tmp_path: Path) -> None:
+    del kube.secrets["c-inputs-abababab"]
+    result = await execute(environ(), kube, ScriptedTofu(tmp_path), tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "c-inputs-abababab not found" in result.message
+
+
+async def test_guarded_destructive_plan_is_blocked_and_changes_nothing(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    with_state(kube, 4)
+    plan = plan_json(("keep", ["update"]), ("gone", ["delete", "create"]))
+    tofu = ScriptedTofu(tmp_path, plan=plan, new_state=tfstate(5))
+    result = await execute(environ(CAPTF_GUARDED="true"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.BLOCKED
+    assert "gone" in result.message
+    assert "keep" not in result.message
+    assert "apply" not in tofu.commands()
+    assert state_annotations(kube)["captf.io/serial"] == "4"
+
+
+async def test_unguarded_destructive_plan_applies(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path, plan=plan_json(("gone", ["delete"])), new_state=tfstate(1))
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.SUCCESS
+
+
+async def test_approved_plan_that_changed_is_not_applied(kube: FakeKube, tmp_path: Path) -> None:
+    approved = plan_json(("x", ["create"]))
+    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    fresh = plan_json(("x", ["create"]), ("y", ["create"]))
+    tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
+    result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.PLAN_CHANGED
+    assert "y" in result.message
+    assert "apply" not in tofu.commands()
+    assert "c-state" not in kube.secrets
+
+
+async def test_approved_plan_that_still_matches_is_applied(kube: FakeKube, tmp_path: Path) -> None:
+    approved = plan_json(("x", ["delete"]))
+    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    tofu = ScriptedTofu(tmp_path, plan=approved, new_state=tfstate(1))
+    result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.SUCCESS
+    assert tofu.commands()[-1] == "apply"
+
+
+async def test_missing_approved_plan_fails(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path)
+    result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="gone"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "gone" in result.message
+
+
+async def test_failed_apply_saves_partial_state_but_not_the_new_inputs_hash(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    with_state(kube, 4, inputs_hash="old")
+    tofu = ScriptedTofu(tmp_path, codes={"apply": 1}, new_state=tfstate(5))
+    tofu.stderr = "progress\n\nError: quota exceeded\n  on main.tf line 1\n"
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert result.state_serial == 5
+    assert result.message.endswith("Error: quota exceeded\n  on main.tf line 1")
+    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "old"}
+
+
+async def test_sigterm_during_apply_saves_state_and_reports_interrupted(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(
+        tmp_path, codes={"apply": 1}, new_state=tfstate(5), terminate_during="apply"
+    )
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.INTERRUPTED
+    assert result.state_serial == 5
+    assert state_annotations(kube)["captf.io/serial"] == "5"
+
+
+async def test_sigterm_during_init_stops_before_any_plan(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path, codes={"init": 1}, terminate_during="init")
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.INTERRUPTED
+    assert tofu.commands() == ["init"]
+
+
+async def test_init_failure_is_reported(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path, codes={"init": 1}, stderr="Error: provider not in mirror\n")
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "tofu init failed (exit 1)" in result.message
+    assert "provider not in mirror" in result.message
+
+
+async def test_state_conflict_rescues_the_new_state(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+
+    class Racing(ScriptedTofu):
+        async def run(self, *args: str, capture: bool = False) -> Exit:
+            if args[0] == "apply":  # another writer updates the state meanwhile
+                kube.secrets["c-state"]["metadata"]["resourceVersion"] = "999"
+            return await super().run(*args, capture=capture)
+
+    result = await execute(environ(), kube, Racing(tmp_path, new_state=tfstate(5)), tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "c-state-rescue-job" in result.message
+    assert data_of(kube.secrets["c-state-rescue-job"], "terraform.tfstate") == tfstate(5)
+
+
+async def test_drift_reports_changes_as_drift(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(tmp_path, plan=plan_json(("local_file.f", ["create"])))
+    result = await execute(environ("drift"), kube, tofu, tmp_path)
+    assert (result.outcome, result.drift) == (Outcome.SUCCESS, True)
+    assert "local_file.f" in result.message
+    assert "-detailed-exitcode" in tofu.calls[1]
+    assert state_annotations(kube)["captf.io/serial"] == "4"
+
+
+async def test_no_drift(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    result = await execute(environ("drift"), kube, ScriptedTofu(tmp_path), tmp_path)
+    assert (result.outcome, result.drift) == (Outcome.SUCCESS, False)
+
+
+async def test_failed_drift_check_is_a_failure(kube: FakeKube, tmp_path: Path) -> None:
+    tofu = ScriptedTofu(tmp_path, codes={"plan": 1})
+    result = await execute(environ("drift"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert result.drift is None
+
+
+async def test_plan_writes_plan_secret_owned_by_its_job(kube: FakeKube, tmp_path: Path) -> None:
+    plan = plan_json(("x", ["create"]))
+    tofu = ScriptedTofu(tmp_path, plan=plan)
+    env = environ("plan", CAPTF_PLAN_SECRET="c-plan-1")
+    result = await execute(env, kube, tofu, tmp_path)
+    assert (result.outcome, result.plan_secret) == (Outcome.SUCCESS, "c-plan-1")
+    stored = kube.secrets["c-plan-1"]
+    assert data_of(stored, "tfplan") == b"binary plan"
+    assert orjson.loads(data_of(stored, "plan.json")) == plan
+    owner = stored["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Job", kube.jobs["job"]["metadata"]["uid"])
+
+
+async def test_refresh_keeps_the_recorded_inputs_hash(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4, inputs_hash="applied")
+    tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
+    result = await execute(environ("refresh"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.SUCCESS
+    assert tofu.calls[1][:2] == ("apply", "-refresh-only")
+    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "applied"}
+
+
+async def test_destroy_clears_the_inputs_hash(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
+    result = await execute(environ("destroy"), kube, tofu, tmp_path)
+    assert (result.outcome, result.state_serial) == (Outcome.SUCCESS, 5)
+    assert state_annotations(kube) == {"captf.io/serial": "5"}
+
+
+async def test_restore_op(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    kube.put(secret("c-state-2", {"terraform.tfstate": tfstate(2)}))
+    tofu = ScriptedTofu(tmp_path)
+    env = environ("restore", CAPTF_RESTORE_SERIAL="2")
+    result = await execute(env, kube, tofu, tmp_path)
+    assert (result.outcome, result.state_serial) == (Outcome.SUCCESS, 5)
+    assert tofu.calls == []
+    missing = await execute(environ("restore", CAPTF_RESTORE_SERIAL="3"), kube, tofu, tmp_path)
+    assert missing.outcome is Outcome.FAILURE
+    assert "c-state-3" in missing.message
+
+
+async def test_unexpected_error_still_reports_a_result(kube: FakeKube, tmp_path: Path) -> None:
+    class Broken(ScriptedTofu):
+        async def run(self, *args: str, capture: bool = False) -> Exit:
+            raise RuntimeError("boom")
+
+    result = await run_op(environ(), kube, Broken(tmp_path), tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert "boom" in result.message
+    await report(kube, "job", result)
+    reported = orjson.loads(kube.jobs["job"]["metadata"]["annotations"]["captf.io/result"])
+    assert reported["outcome"] == "failed"

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from typing import Any
+
+from controller.runner import plans
+
+
+def change(address: str, actions: list[str], after: Any = None) -> dict[str, Any]:
+    return {"address": address, "change": {"actions": actions, "before": None, "after": after}}
+
+
+PLAN = {
+    "resource_changes": [
+        change("a", ["no-op"]),
+        change("b", ["create"], {"x": 1}),
+        change("c", ["update"], {"x": 2}),
+        change("d", ["delete", "create"]),
+        change("e", ["delete"]),
+        change("f", ["create", "delete"]),
+        change("data.g", ["read"]),
+        change("h", ["forget"]),
+    ]
+}
+
+
+def test_destroyed_lists_deletes_and_replacements_only() -> None:
+    assert plans.destroyed(PLAN) == ["d", "e", "f"]
+    assert plans.destroyed({"resource_changes": [change("b", ["create"])]}) == []
+    assert plans.destroyed({}) == []
+
+
+def test_changed_skips_inert_actions() -> None:
+    assert plans.changed(PLAN) == [
+        "create b",
+        "update c",
+        "delete/create d",
+        "delete e",
+        "create/delete f",
+        "forget h",
+    ]
+
+
+def test_same_plan_has_no_differences_whatever_the_order_and_inert_entries() -> None:
+    without_no_op = [c for c in PLAN["resource_changes"] if c["address"] != "a"]
+    shuffled = {"resource_changes": list(reversed(without_no_op))}
+    assert plans.differences(PLAN, shuffled) == []
+
+
+def test_differences_name_changed_values_actions_and_new_resources() -> None:
+    fresh = {
+        "resource_changes": [
+            change("b", ["create"], {"x": 9}),  # value changed
+            change("c", ["delete", "create"], {"x": 2}),  # now a replacement
+            change("d", ["delete", "create"]),
+            change("e", ["delete"]),
+            change("f", ["create", "delete"]),
+            change("h", ["forget"]),
+            change("z", ["create"]),  # not in the approved plan
+        ]
+    }
+    assert plans.differences(PLAN, fresh) == ["b", "c", "z"]

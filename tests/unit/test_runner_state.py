@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from controller.runner.state import (
+    LABEL_BACKUP_OF,
+    StateConflict,
+    StateError,
+    StateStore,
+    serial_of,
+    with_serial,
+)
+from tests.runner_fakes import FakeKube, data_of
+
+
+def tfstate(serial: int, lineage: str = "L", resources: int = 0) -> bytes:
+    doc = {"version": 4, "serial": serial, "lineage": lineage, "resources": [{}] * resources}
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+def store(kube: FakeKube, keep: int = 5) -> StateStore:
+    return StateStore(
+        kube, secret_name="c-state", object_name="c", object_kind="TerraformCluster", keep=keep
+    )
+
+
+def anns(kube: FakeKube, name: str) -> dict[str, str]:
+    return dict(kube.secrets[name]["metadata"]["annotations"])
+
+
+async def test_first_save_creates_the_state_secret() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    assert await s.load() is None
+    assert await s.save(None, tfstate(1), "h1") == 1
+    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(1)
+    assert anns(kube, "c-state") == {"captf.io/serial": "1", "captf.io/inputs-hash": "h1"}
+    loaded = await s.load()
+    assert loaded is not None
+    assert (loaded.serial, loaded.inputs_hash) == (1, "h1")
+
+
+async def test_new_content_backs_up_the_old_state_first() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h1")
+    old = await s.load()
+    assert await s.save(old, tfstate(2), "h2") == 2
+    backup = kube.secrets["c-state-1"]
+    assert data_of(backup, "terraform.tfstate") == tfstate(1)
+    assert backup["metadata"]["labels"][LABEL_BACKUP_OF] == "c"
+    assert anns(kube, "c-state-1")["captf.io/inputs-hash"] == "h1"
+    assert anns(kube, "c-state")["captf.io/serial"] == "2"
+    assert kube.writes.index(("create", "c-state-1")) < kube.writes.index(("replace", "c-state"))
+
+
+async def test_same_content_new_hash_updates_the_annotation_without_backup() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h1")
+    await s.save(await s.load(), tfstate(1), "h2")
+    assert anns(kube, "c-state")["captf.io/inputs-hash"] == "h2"
+    assert "c-state-1" not in kube.secrets
+
+
+async def test_nothing_changed_writes_nothing() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h1")
+    writes = list(kube.writes)
+    assert await s.save(await s.load(), tfstate(1), "h1") == 1
+    assert kube.writes == writes
+
+
+async def test_no_inputs_hash_removes_the_annotation() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h1")
+    await s.save(await s.load(), tfstate(2), None)
+    assert "captf.io/inputs-hash" not in anns(kube, "c-state")
+
+
+async def test_only_the_newest_backups_are_kept() -> None:
+    kube = FakeKube()
+    s = store(kube, keep=3)
+    await s.save(None, tfstate(1), "h")
+    for serial in range(2, 9):
+        await s.save(await s.load(), tfstate(serial), "h")
+    backups = sorted(n for n in kube.secrets if n != "c-state")
+    assert backups == ["c-state-5", "c-state-6", "c-state-7"]
+
+
+async def test_a_new_lineage_keeps_its_own_backups() -> None:
+    kube = FakeKube()
+    s = store(kube, keep=2)
+    await s.save(None, tfstate(10), "h")
+    await s.save(await s.load(), tfstate(11), "h")
+    await s.save(await s.load(), tfstate(12), "h")  # backups: 10, 11
+    await s.save(await s.load(), tfstate(1, lineage="M"), "h")  # backs up 12
+    await s.save(await s.load(), tfstate(2, lineage="M"), "h")  # backs up 1 (newest)
+    assert sorted(n for n in kube.secrets if n != "c-state") == ["c-state-1", "c-state-12"]
+
+
+async def test_a_concurrent_write_is_a_conflict_not_an_overwrite() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h")
+    stale = await s.load()
+    await s.save(await s.load(), tfstate(2), "h")
+    with pytest.raises(StateConflict):
+        await s.save(stale, tfstate(3), "h")
+    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(2)
+
+
+async def test_create_race_is_a_conflict() -> None:
+    kube = FakeKube()
+    await store(kube).save(None, tfstate(1), "h")
+    with pytest.raises(StateConflict):
+        await store(kube).save(None, tfstate(1), "h")
+
+
+async def test_restore_brings_back_the_backup_above_the_current_serial() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1, resources=1), "h1")
+    await s.save(await s.load(), tfstate(2, resources=2), "h2")
+    await s.save(await s.load(), tfstate(3, resources=3), "h3")
+    assert await s.restore(1) == 4
+    restored = data_of(kube.secrets["c-state"], "terraform.tfstate")
+    assert serial_of(restored) == 4
+    assert len(json.loads(restored)["resources"]) == 1
+    assert anns(kube, "c-state") == {"captf.io/serial": "4", "captf.io/inputs-hash": "h1"}
+    # The state it replaced is itself a backup now.
+    assert serial_of(data_of(kube.secrets["c-state-3"], "terraform.tfstate")) == 3
+
+
+async def test_restore_of_a_missing_backup_fails() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h")
+    with pytest.raises(StateError, match="c-state-7"):
+        await s.restore(7)
+
+
+async def test_unreadable_state_is_an_error() -> None:
+    kube = FakeKube()
+    kube.secrets["c-state"] = {"metadata": {"name": "c-state"}, "data": {}}
+    with pytest.raises(StateError, match=r"terraform\.tfstate"):
+        await store(kube).load()
+    with pytest.raises(StateError):
+        serial_of(b'{"serial": "7"}')
+
+
+def test_with_serial_changes_only_the_serial() -> None:
+    rewritten = json.loads(with_serial(tfstate(3, resources=2), 9))
+    assert rewritten == json.loads(tfstate(9, resources=2))
