@@ -8,12 +8,11 @@ every call retries transient errors for a while before giving up."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from runtime.errors import ApiError, is_transient
-from runtime.transport import Transport
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -70,10 +69,25 @@ async def retrying(
     return await call()
 
 
+class Requests(Protocol):
+    """What `TransportKube` needs of `runtime.transport.Transport`."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float = 30.0,  # noqa: ASYNC109 -- the transport's per-request deadline
+    ) -> Json: ...
+
+
 class TransportKube:
     """`Kube` over a `Transport`, bound to one namespace."""
 
-    def __init__(self, transport: Transport, namespace: str) -> None:
+    def __init__(self, transport: Requests, namespace: str) -> None:
         self._t = transport
         self._secrets = f"/api/v1/namespaces/{quote(namespace)}/secrets"
         self._jobs = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"

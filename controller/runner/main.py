@@ -25,6 +25,8 @@ from controller.runner.result import Result
 from controller.runner.tofu import TofuRunner
 from runtime.transport import open_transport
 
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 def run(args: argparse.Namespace) -> int:
     try:
@@ -37,20 +39,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(env: RunnerEnv) -> int:
+    # In a pod: in-cluster config; for the local executor: $KUBECONFIG.
+    async with open_transport(None) as transport:
+        result = await serve(env, TransportKube(transport, env.namespace))
+    return result.exit_code
+
+
+async def serve(env: RunnerEnv, kube: Kube) -> Result:
+    """Runs the op in a fresh work directory with signals forwarded to tofu, and
+    reports the result on the Job."""
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
     tofu = TofuRunner(env.tofu, str(work_dir), cli_config=env.tofu_cli_config)
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in _SIGNALS:
         loop.add_signal_handler(sig, tofu.terminate)
     try:
-        # In a pod: in-cluster config; for the local executor: $KUBECONFIG.
-        async with open_transport(None) as transport:
-            kube = TransportKube(transport, env.namespace)
-            result = await run_op(env, kube, tofu, work_dir)
-            await report(kube, env.job_name, result)
+        result = await run_op(env, kube, tofu, work_dir)
+        await report(kube, env.job_name, result)
     finally:
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
         shutil.rmtree(work_dir, ignore_errors=True)
-    return result.exit_code
+    return result
 
 
 async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:

@@ -18,7 +18,7 @@ from controller.core.names import ANN_INPUTS_HASH, SECRET_SIZE_LIMIT, Op
 from controller.runner import plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
-from controller.runner.result import Result
+from controller.runner.result import MESSAGE_LIMIT, Result, bounded
 from controller.runner.state import STATE_KEY, StateError, StateStore, StoredState
 from controller.runner.tofu import Exit
 from controller.runner.workdir import RenderError, render
@@ -60,11 +60,13 @@ def _failed(message: str, serial: int | None = None) -> Result:
 
 
 def _tofu_failed(ctx: Context, what: str, ex: Exit, serial: int | None = None) -> Result:
+    # The headline leaves room for it in the bounded message; the stderr tail fills the rest.
+    tail = bounded(ex.stderr, MESSAGE_LIMIT - 200)
     if ctx.tofu.terminated:
         saved = "" if serial is None else f"; state saved at serial {serial}"
-        message = f"interrupted by SIGTERM during tofu {what}{saved}\n{ex.stderr}"
+        message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
         return Result(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
-    return _failed(f"tofu {what} failed (exit {ex.code}):\n{ex.stderr}", serial=serial)
+    return _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", serial=serial)
 
 
 async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:

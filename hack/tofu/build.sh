@@ -6,7 +6,8 @@
 #   mirror/registry.opentofu.org/hashicorp/local/<v>/<os>_<arch>/terraform-provider-local_v<v>
 #   tofurc                                 CLI config: that mirror, and never the network for it
 # A second call finds them and returns at once. Prints the directory on its
-# last line.
+# last line. With --check, builds nothing: prints the directory and exits 0 if
+# it is complete, else exits 1 (tests use this to skip instead of building).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -18,6 +19,9 @@ out="$cache/bin/tofu-${tofu_version}-local-${local_version}"
 provider_rel="mirror/registry.opentofu.org/hashicorp/local/${local_version}/${platform}/terraform-provider-local_v${local_version}"
 if [ -x "$out/tofu" ] && [ -x "$out/$provider_rel" ] && [ -f "$out/tofurc" ]; then
   echo "$out"; exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+  echo "not built: $out (run hack/tofu/build.sh)" >&2; exit 1
 fi
 rm -rf "$out.tmp" && mkdir -p "$out.tmp/$(dirname "$provider_rel")"
 start=$(date +%s)

@@ -1,0 +1,57 @@
+"""Where tofu and the provider mirror come from: $CAPTF_TOFU_DIR, else hack/tofu/build.sh.
+
+build.sh builds OpenTofu and the `local` provider from Go modules once per
+version and afterwards only prints the cached directory. The directory holds
+`tofu`, the filesystem mirror, and `tofurc` (the CLI config naming the mirror)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+DIR_ENV = "CAPTF_TOFU_DIR"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "tofu" / "build.sh"
+
+
+class TofuMissing(Exception):
+    pass
+
+
+def tofu_dir(*, build: bool = True) -> Path:
+    """The build directory; without `build`, only an existing build is accepted.
+
+    Raises TofuMissing saying what is missing."""
+    explicit = os.environ.get(DIR_ENV)
+    directory = Path(explicit) if explicit else _from_script(build)
+    for name in ("tofu", "tofurc"):
+        if not (directory / name).is_file():
+            source = f"${DIR_ENV}" if explicit else str(BUILD_SCRIPT)
+            raise TofuMissing(f"{name} not found in {directory} (from {source})")
+    return directory
+
+
+def runner_environ(directory: Path) -> dict[str, str]:
+    """The runner's variables that point it at this build."""
+    return {
+        "CAPTF_TOFU": str(directory / "tofu"),
+        "CAPTF_TOFU_CLI_CONFIG": str(directory / "tofurc"),
+    }
+
+
+def _from_script(build: bool) -> Path:
+    if not BUILD_SCRIPT.is_file():
+        raise TofuMissing(f"no ${DIR_ENV} and no build script at {BUILD_SCRIPT}")
+    args = [str(BUILD_SCRIPT)] if build else [str(BUILD_SCRIPT), "--check"]
+    done = subprocess.run(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=None if build else subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        why = (done.stderr or "").strip() if not build else f"exit status {done.returncode}"
+        raise TofuMissing(f"{BUILD_SCRIPT}: {why}")
+    return Path(lines[-1])
