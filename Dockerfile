@@ -1,0 +1,38 @@
+# One image for both roles: `captf run` (the controller Deployment) and
+# `captf runner` (the Jobs it creates). Build from the repository root:
+#   docker build -t captf:dev .
+
+# OpenTofu and the `local` provider, built from the Go modules pinned in
+# hack/tofu (the same build as for development: nothing is downloaded at run
+# time, and `tofu init` finds hashicorp/local in the filesystem mirror).
+FROM golang:1.26-bookworm AS tofu
+WORKDIR /src/hack/tofu
+COPY hack/tofu/ ./
+RUN CAPTF_CACHE_DIR=/build ./build.sh > /build-dir \
+ && mkdir -p /opt \
+ && cp -a "$(tail -n 1 /build-dir)" /opt/tofu \
+ && ./write-tofurc.sh /opt/tofu/mirror > /opt/tofu/tofurc \
+ && TF_CLI_CONFIG_FILE=/opt/tofu/tofurc /opt/tofu/tofu version
+
+# The captf package and its dependencies, installed into a prefix to copy.
+FROM python:3.11-slim-bookworm AS python
+WORKDIR /src
+COPY pyproject.toml ./
+COPY runtime/ runtime/
+COPY controller/ controller/
+RUN pip install --no-cache-dir --prefix=/install .
+
+FROM python:3.11-slim-bookworm
+COPY --from=python /install /usr/local
+COPY --from=tofu /opt/tofu /opt/tofu
+# The runner reads these (contract: docs/runner.md); the controller ignores them.
+ENV CAPTF_TOFU=/opt/tofu/tofu \
+    CAPTF_TOFU_CLI_CONFIG=/opt/tofu/tofurc \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# A fixed non-root uid, so pod securityContexts can name it (runAsNonRoot).
+RUN useradd --uid 65532 --user-group --no-create-home --home-dir /tmp captf
+USER 65532:65532
+WORKDIR /tmp
+ENTRYPOINT ["captf"]
+CMD ["run"]
