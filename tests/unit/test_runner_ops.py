@@ -327,3 +327,13 @@ async def test_unexpected_error_still_reports_a_result(kube: FakeKube, tmp_path:
     await report(kube, "job", result)
     reported = orjson.loads(kube.jobs["job"]["metadata"]["annotations"]["captf.io/result"])
     assert reported["outcome"] == "failed"
+
+
+async def test_a_long_error_is_bounded_with_its_headline(kube: FakeKube, tmp_path: Path) -> None:
+    noise = "".join(f"warning {i}\n" for i in range(5000))
+    tofu = ScriptedTofu(tmp_path, codes={"plan": 1}, stderr=noise + "Error: the real cause\n")
+    result = await execute(environ(), kube, tofu, tmp_path)
+    assert result.message.startswith("tofu plan failed (exit 1):\n")
+    assert result.message.endswith("Error: the real cause")
+    assert len(result.message.encode()) <= 2048
+    assert orjson.loads(result.to_json())["message"] == result.message
