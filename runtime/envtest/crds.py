@@ -49,7 +49,8 @@ def install_crds(client: Client, directory: Path, timeout: float = 60.0) -> list
 def _wait_established(client: Client, name: str, deadline: float) -> None:
     while True:
         crd = client.request("GET", f"{_CRDS}/{name}")
-        conditions = crd.get("status", {}).get("conditions", [])
+        # Right after creation the server may return `conditions: null`.
+        conditions = (crd.get("status") or {}).get("conditions") or []
         if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
             return
         if time.monotonic() > deadline:
