@@ -136,11 +136,17 @@ class StateStore:
                 metadata["resourceVersion"] = old.secret["metadata"]["resourceVersion"]
                 await self._kube.replace_secret(self._name, body)
         except ApiError as exc:
-            if exc.status == 409:
+            if exc.status != 409:
+                raise
+            if not await self._holds(data, inputs_hash):
                 raise StateConflict(f"Secret {self._name} changed while this Job ran") from exc
-            raise
+            # Our own earlier attempt got through and only its answer was lost.
         await self._prune()
         return serial
+
+    async def _holds(self, data: bytes, inputs_hash: str | None) -> bool:
+        current = await self.load()
+        return current is not None and (current.data, current.inputs_hash) == (data, inputs_hash)
 
     async def _backup(self, old: StoredState) -> None:
         name = self.backup_name(old.serial)

@@ -118,7 +118,7 @@ async def test_create_race_is_a_conflict() -> None:
     kube = FakeKube()
     await store(kube).save(None, tfstate(1), "h")
     with pytest.raises(StateConflict):
-        await store(kube).save(None, tfstate(1), "h")
+        await store(kube).save(None, tfstate(1, lineage="other"), "h")
 
 
 async def test_restore_brings_back_the_backup_above_the_current_serial() -> None:
@@ -156,3 +156,20 @@ async def test_unreadable_state_is_an_error() -> None:
 def test_with_serial_changes_only_the_serial() -> None:
     rewritten = json.loads(with_serial(tfstate(3, resources=2), 9))
     assert rewritten == json.loads(tfstate(9, resources=2))
+
+
+async def test_a_write_whose_answer_was_lost_is_not_a_conflict() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1), "h")
+    old = await s.load()
+    original_replace = kube.replace_secret
+
+    async def replace_then_conflict(name: str, body: dict[str, object]) -> dict[str, object]:
+        # The first PUT lands, its answer is lost, and the retry meets our own write.
+        await original_replace(name, body)
+        return await original_replace(name, body)
+
+    kube.replace_secret = replace_then_conflict  # type: ignore[method-assign]
+    assert await s.save(old, tfstate(2), "h") == 2
+    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(2)
