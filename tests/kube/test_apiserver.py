@@ -279,6 +279,9 @@ def dev_apiserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, 
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
+        # A shell without job control starts background jobs with SIGINT ignored, and
+        # that would be inherited: restore the default so Python installs its handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert proc.stdout is not None
