@@ -73,7 +73,7 @@ class ApiServer:
         self._run: _Running | None = None
         self._stack = contextlib.ExitStack()
         self._keep_workdir = False
-        #: Seconds from spawning etcd to kube-apiserver ready (build excluded).
+        #: Seconds from creating the directory to /readyz answering (build check excluded).
         self.startup_seconds = 0.0
 
     # -- lifecycle --------------------------------------------------------------
