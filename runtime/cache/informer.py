@@ -1,0 +1,114 @@
+"""An informer: a reflector feeding a store, and the store's changes fanned out to handlers.
+
+Lifecycle: nothing runs until `async with informer:` (or `await informer.run()`
+under the caller's task group); leaving the block stops the watch. `synced` is
+set once the first complete list is in the store and its changes were handed
+to the handlers: from then on the store is a usable, if possibly stale, view."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+
+from runtime.cache.listing import Listed
+from runtime.cache.reflector import Delta, ListWatchTransport, Selection, reflect
+from runtime.cache.resource import Obj, Resource
+from runtime.cache.store import Change, IndexFunc, Store
+from runtime.cache.watchstream import Watched
+from runtime.clock import Clock
+
+logger = logging.getLogger(__name__)
+
+# Called with (None, new) on add, (old, new) on update, (old, None) on delete.
+# Synchronous and quick (enqueue a key, nothing more): it runs inside the watch loop.
+Handler = Callable[[Obj | None, Obj | None], None]
+
+
+class Informer:
+    def __init__(
+        self,
+        transport: ListWatchTransport,
+        resource: Resource,
+        *,
+        clock: Clock,
+        selection: Selection = Selection(),  # noqa: B008 -- frozen, so sharing is safe
+        indexers: Mapping[str, IndexFunc] | None = None,
+    ) -> None:
+        self.resource = resource
+        self.store = Store(indexers)
+        self.synced = asyncio.Event()
+        self._transport = transport
+        self._clock = clock
+        self._selection = selection
+        self._handlers: list[Handler] = []
+        self._running: AbstractAsyncContextManager[Informer] | None = None
+
+    def add_handler(self, handler: Handler) -> None:
+        """Register before the informer runs, or the handler misses the initial adds."""
+        self._handlers.append(handler)
+
+    async def wait_synced(self) -> None:
+        await self.synced.wait()
+
+    async def run(self) -> None:
+        """Keep the store current until cancelled."""
+        deltas = reflect(
+            self._transport, self.resource, clock=self._clock, selection=self._selection
+        )
+        try:
+            async for delta in deltas:
+                self._apply(delta)
+        finally:
+            await deltas.aclose()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Informer]:
+        async with asyncio.TaskGroup() as group:
+            task = group.create_task(self.run(), name=f"informer {self.resource.plural}")
+            try:
+                yield self
+            finally:
+                task.cancel()
+
+    async def __aenter__(self) -> Informer:
+        self._running = self.running()
+        return await self._running.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._running is not None, "__aexit__ without __aenter__"
+        running, self._running = self._running, None
+        return await running.__aexit__(exc_type, exc, tb)
+
+    def _apply(self, delta: Delta) -> None:
+        store = self.store
+        if isinstance(delta, Watched):
+            change = (
+                store.delete(delta.object)
+                if delta.type == "DELETED"
+                else store.upsert(delta.object)
+            )
+            store.resource_version = delta.resource_version
+            if change is not None:
+                self._dispatch(change)
+        elif isinstance(delta, Listed):
+            for change in store.replace(delta.objects, delta.resource_version):
+                self._dispatch(change)
+            self.synced.set()
+        else:
+            store.resource_version = delta.resource_version
+
+    def _dispatch(self, change: Change) -> None:
+        for handler in self._handlers:
+            try:
+                handler(change.old, change.new)
+            except Exception:
+                # A broken handler must not stop the cache for every other handler.
+                logger.exception("%s handler %r failed", self.resource.plural, handler)

@@ -1,0 +1,174 @@
+"""List, then watch from the list's resourceVersion, forever.
+
+The reflector yields a `Listed` snapshot whenever it (re)lists, then every
+watch event, bookmarks included. Its one invariant: the resourceVersion it
+watches from is that of the last thing it yielded, so a reconnect replays
+nothing already delivered and skips nothing not yet delivered.
+
+  410 Gone/Expired (answer or ERROR event)  -> relist, at once
+  connection errors, timeouts, 429, 5xx     -> back off, re-watch from the last version
+  the server ends the watch (timeoutSeconds) -> re-watch from the last version, at once
+  a silent stream                           -> re-watch from the last version, at once
+  any other error                           -> back off, relist (the stream's state is unknown)"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from runtime.cache.backoff import backoff_delay
+from runtime.cache.listing import PAGE_SIZE, Listed, ListTransport, list_all
+from runtime.cache.resource import Resource
+from runtime.cache.watchstream import Bookmark, SilentStream, StreamTransport, Watched, watch_once
+from runtime.clock import Clock
+from runtime.errors import ApiError, is_transient
+
+logger = logging.getLogger(__name__)
+
+Delta = Listed | Watched | Bookmark
+
+# client-go's choice: watches last 5 to 10 minutes, randomised so that many
+# watchers do not all reconnect in the same second.
+WATCH_SECONDS_MIN = 300
+WATCH_SECONDS_MAX = 600
+# How much longer than timeoutSeconds a stream may stay silent before it is presumed dead
+# (a half-open TCP connection never ends on its own).
+SILENCE_MARGIN_SECONDS = 30.0
+# A watch the server ends sooner than this with nothing sent counts as a failure,
+# so a proxy that drops every connection at once cannot make us hot-loop.
+EMPTY_WATCH_SECONDS = 1.0
+
+
+class EmptyWatch(ConnectionError):
+    """The server ended a watch at once without sending anything."""
+
+
+class ListWatchTransport(ListTransport, StreamTransport, Protocol):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which objects of a resource: one namespace or all, and selectors as the API takes them."""
+
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    page_size: int = PAGE_SIZE
+
+    def params(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        if self.label_selector:
+            params["labelSelector"] = self.label_selector
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
+        return params
+
+
+@dataclass
+class _Position:
+    """Where the reflector stands. `version` empty means "must (re)list first"."""
+
+    version: str = ""
+    listed_once: bool = False
+    failures: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+
+async def reflect(
+    transport: ListWatchTransport,
+    resource: Resource,
+    *,
+    clock: Clock,
+    selection: Selection = Selection(),
+) -> AsyncGenerator[Delta, None]:
+    """Every change of the selected objects, forever; a `Listed` snapshot after each (re)list."""
+    path = resource.path(selection.namespace)
+    position = _Position()
+    while True:
+        try:
+            if not position.version:
+                yield await _list(transport, path, selection, position)
+            async for delta in _watch(transport, path, selection, position, clock):
+                yield delta
+        except ApiError as error:
+            await _recover_from_api_error(error, resource, position, clock)
+        except SilentStream as error:
+            logger.info("watch of %s went silent (%s); re-watching", resource.plural, error)
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            await _pause(position, clock, None, f"{resource.plural}: {error!r}")
+
+
+async def _list(
+    transport: ListTransport, path: str, selection: Selection, position: _Position
+) -> Listed:
+    # The first list may come from the watch cache ("0"); later ones follow a
+    # 410 or an unknown failure, so they ask for the most recent state ("").
+    version = "" if position.listed_once else "0"
+    listed = await list_all(
+        transport,
+        path,
+        resource_version=version,
+        selectors=selection.params(),
+        page_size=selection.page_size,
+    )
+    position.version = listed.resource_version
+    position.listed_once = True
+    position.failures = 0
+    return listed
+
+
+async def _watch(
+    transport: StreamTransport,
+    path: str,
+    selection: Selection,
+    position: _Position,
+    clock: Clock,
+) -> AsyncIterator[Watched | Bookmark]:
+    seconds = position.rng.randint(WATCH_SECONDS_MIN, WATCH_SECONDS_MAX)
+    params = {
+        **selection.params(),
+        "watch": "true",
+        "allowWatchBookmarks": "true",
+        "resourceVersion": position.version,
+        "timeoutSeconds": str(seconds),
+    }
+    silence = seconds + SILENCE_MARGIN_SECONDS
+    started = clock.monotonic()
+    delivered = False
+    async for delta in watch_once(transport, path, params=params, silence=silence):
+        # Updated before the yield: if the consumer is cancelled while holding
+        # this event, it has still been delivered.
+        position.version = delta.resource_version
+        position.failures = 0
+        delivered = True
+        yield delta
+    if not delivered and clock.monotonic() - started < EMPTY_WATCH_SECONDS:
+        raise EmptyWatch(f"watch from {position.version} ended at once")
+
+
+async def _recover_from_api_error(
+    error: ApiError, resource: Resource, position: _Position, clock: Clock
+) -> None:
+    if error.status == 410:
+        logger.info("%s: resourceVersion %s is gone; relisting", resource.plural, position.version)
+        position.version = ""
+        return
+    if not is_transient(error):
+        # E.g. 403 while RBAC is being granted, or a bad selector: the stream's
+        # state is unknown, so start again from a list after a pause.
+        logger.warning("%s: %s; relisting after a pause", resource.plural, error)
+        position.version = ""
+    await _pause(position, clock, error.retry_after, f"{resource.plural}: {error}")
+
+
+async def _pause(position: _Position, clock: Clock, at_least: float | None, why: str) -> None:
+    position.failures += 1
+    delay = max(backoff_delay(position.failures, rng=position.rng), at_least or 0.0)
+    logger.info("%s; retrying in %.1f s", why, delay)
+    await clock.sleep(delay)
