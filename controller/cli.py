@@ -39,6 +39,10 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
     p.add_argument("-n", "--namespace", default="default", help="namespace for --live")
     p.add_argument("--now", help="RFC 3339 time to decide at with --live (default: the clock)")
+    p.add_argument(
+        "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_kubeconfig(p)
     p.set_defaults(func=_handler("controller.decide_cli"))
 

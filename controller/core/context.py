@@ -1,0 +1,76 @@
+"""What every step of DecideOp reads: the snapshot, the time, and what is derived once from them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from controller.core.history import Finished, History
+from controller.core.inputs import Inputs
+from controller.core.jobs import Outcome, annotations_of, result
+from controller.core.names import ANN_APPROVE, ANN_INPUTS_HASH, ANN_PLAN_JOB, ANN_SERIAL, Op
+from controller.core.policy import Policy
+from controller.core.snapshot import Snapshot
+
+Json = dict[str, Any]
+
+
+@dataclass
+class Context:
+    snap: Snapshot
+    now: datetime
+    policy: Policy
+    inputs: Inputs
+
+    @cached_property
+    def history(self) -> History:
+        return History(self.snap.jobs, self.plan_readable)
+
+    def plan_readable(self, job: Json) -> bool:
+        """A plan Job's plan Secret, named in its result, exists and has data."""
+        name = (result(job) or {}).get("planSecret")
+        secret = self.snap.secrets.get(str(name)) if name else None
+        return secret is not None and bool(secret.get("data"))
+
+    @property
+    def approved(self) -> str | None:
+        """The Job named by the object's approve annotation."""
+        return self.snap.annotations.get(ANN_APPROVE) or None
+
+    @property
+    def state_inputs_hash(self) -> str | None:
+        state = self.snap.state_secret
+        return annotations_of(state).get(ANN_INPUTS_HASH) if state else None
+
+    def has_applied(self) -> bool:
+        """The first successful apply happened (its Job may be pruned; the state keeps it)."""
+        applied = self.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+        return bool(self.state_inputs_hash) or applied is not None
+
+    def plan_used(self, plan: Finished) -> bool:
+        return any(annotations_of(j).get(ANN_PLAN_JOB) == plan.name for j in self.snap.jobs)
+
+    def plan_current(self, plan: Finished) -> bool:
+        """The plan was made for the current inputs (a plan without a recorded hash is trusted)."""
+        made_for = annotations_of(plan.job).get(ANN_INPUTS_HASH)
+        return made_for is None or made_for == self.inputs.hash
+
+    def open_plan(self) -> Finished | None:
+        """The newest successful plan of the current inputs that no apply has used yet."""
+        plan = self.history.newest(Op.PLAN)
+        if plan is None or plan.outcome != Outcome.SUCCESS:
+            return None
+        return plan if self.plan_current(plan) and not self.plan_used(plan) else None
+
+    def state_serial_problem(self) -> str | None:
+        state = self.snap.state_secret
+        if state is None:
+            return None
+        raw = annotations_of(state).get(ANN_SERIAL)
+        try:
+            int(str(raw))
+        except ValueError:
+            return f"state Secret {self.snap.name}-state has no integer {ANN_SERIAL} ({raw!r})"
+        return None

@@ -1,0 +1,256 @@
+"""DecideOp: the one decision for an object, from a snapshot and the time.
+
+Steps are checked in order and the first that applies wins; the order and the
+reason names are part of the API. Pure: no I/O, no clock, no randomness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from controller.core import backoff, gates, triggers
+from controller.core.context import Context
+from controller.core.decision import Decision, Idle, Requeue, Run
+from controller.core.inputs import InputsMissing, render
+from controller.core.jobs import Outcome, annotations_of, is_finished, name_of
+from controller.core.names import (
+    ANN_INPUTS_HASH,
+    ANN_PLAN_JOB,
+    ANN_RESTORE_SERIAL,
+    CLUSTER,
+    FINALIZER,
+    MUTABLE_KINDS,
+    SECRET_SIZE_LIMIT,
+    Op,
+    Reason,
+)
+from controller.core.policy import PolicyError, read_policy
+from controller.core.snapshot import Snapshot
+
+# Requeue intervals of the waits, in seconds (the table "What does not back off").
+INVALID_WAIT = 600.0  # a change to the object or its inputs wakes the reconcile sooner
+CACHE_WAIT = 5.0
+RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
+NOT_READY_WAIT = 30.0
+STATE_WAIT = 60.0
+APPROVAL_WAIT = 600.0  # the approve annotation wakes the reconcile sooner
+
+Step = Callable[[Context], Decision | None]
+
+
+def decide(snap: Snapshot, now: datetime) -> Decision:
+    try:
+        policy = read_policy(snap.spec)
+    except PolicyError as err:
+        return Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
+    try:
+        inputs = render(snap.spec, snap.configmaps, snap.secrets)
+    except InputsMissing as err:
+        return Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
+    if inputs.too_large():
+        message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
+        return Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
+    ctx = Context(snap=snap, now=now, policy=policy, inputs=inputs)
+    for step in STEPS:
+        decision = step(ctx)
+        if decision is not None:
+            return decision
+    return idle(ctx)
+
+
+def cache_behind(ctx: Context) -> Decision | None:
+    """A Job this controller created is not in the cache yet: deciding now could create it twice."""
+    seen = ctx.snap.job_names()
+    missing = sorted(ctx.snap.pending_jobs - seen)
+    active = ctx.snap.status.get("activeJob")
+    if active and active not in seen and active != triggers.interrupted_apply(ctx):
+        missing.append(active)
+    if not missing:
+        return None
+    message = f"Job {missing[0]} is not in the cache yet"
+    return Requeue(Reason.JOB_CACHE_BEHIND, CACHE_WAIT, message=message)
+
+
+def running(ctx: Context) -> Decision | None:
+    busy = sorted(name_of(j) for j in ctx.snap.jobs if not is_finished(j))
+    if not busy:
+        return None
+    return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {busy[0]} is running")
+
+
+def deleting(ctx: Context) -> Decision | None:
+    meta = ctx.snap.obj.get("metadata", {})
+    if not meta.get("deletionTimestamp"):
+        return None
+    if FINALIZER not in (meta.get("finalizers") or []):
+        return Idle(None, Reason.DELETING, "deleting; nothing left to destroy")
+    last = ctx.history.newest(Op.DESTROY)
+    if last is not None and last.outcome == Outcome.SUCCESS:
+        return Idle(None, Reason.DESTROYED, f"destroyed by Job {last.name}")
+    return run(ctx, Op.DESTROY, Reason.DELETING)
+
+
+def restore(ctx: Context) -> Decision | None:
+    """A restore runs once per requested serial: a failed one is not retried for that serial."""
+    wanted = ctx.snap.annotations.get(ANN_RESTORE_SERIAL)
+    done = ctx.snap.status.get("lastRestoredSerial")
+    if not wanted or (done is not None and str(done) == wanted):
+        return None
+    tried = any(annotations_of(j).get(ANN_RESTORE_SERIAL) == wanted for j in ctx.snap.jobs)
+    if tried:
+        return None
+    return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=wanted)
+
+
+def not_ready(ctx: Context) -> Decision | None:
+    snap = ctx.snap
+    cred = (snap.spec.get("credentialsRef") or {}).get("name")
+    if cred and cred not in snap.secrets:
+        message = f"credentials Secret {cred} not found"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, message=message)
+    for dep in snap.spec.get("dependsOn") or []:
+        kind, name = str(dep.get("kind", "")), str(dep.get("name", ""))
+        if not _is_ready(snap.related.get((kind, name))):
+            message = f"dependency {kind}/{name} is missing or not Ready"
+            return Requeue(Reason.DEPENDENCIES_NOT_READY, NOT_READY_WAIT, message=message)
+    if snap.kind != CLUSTER:
+        cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
+        if not _is_ready(snap.related.get((CLUSTER, cluster))):
+            message = f"cluster {cluster} is missing or not Ready"
+            return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)
+    return None
+
+
+def _is_ready(obj: dict[str, object] | None) -> bool:
+    if obj is None:
+        return False
+    status = obj.get("status")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def state(ctx: Context) -> Decision | None:
+    problem = ctx.state_serial_problem()
+    if problem:
+        return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
+    serial = ctx.snap.status.get("stateSerial") or 0
+    if ctx.snap.state_secret is None and isinstance(serial, int) and serial > 0:
+        message = f"state Secret {ctx.snap.name}-state is gone but serial {serial} was applied"
+        return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
+    return None
+
+
+def approval(ctx: Context) -> Decision | None:
+    """A blocked or plan-changed apply, or (Manual) an unused plan, waits for `captf.io/approve`."""
+    last = ctx.history.newest(Op.APPLY)
+    waiting_on: str | None = None
+    if last is not None and last.outcome == Outcome.BLOCKED:
+        waiting_on = last.name
+    elif last is not None and last.outcome == Outcome.PLAN_CHANGED:
+        made_for = annotations_of(last.job).get(ANN_INPUTS_HASH)
+        if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
+            waiting_on = last.name
+    elif ctx.policy.manual and (plan := ctx.open_plan()) is not None:
+        waiting_on = plan.name
+    if waiting_on is None or ctx.approved == waiting_on:
+        return None
+    message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
+    return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
+
+
+def apply(ctx: Context) -> Decision | None:
+    due = triggers.apply_due(ctx)
+    if due is None:
+        return None
+    guarded = _guarded(ctx)
+    if not ctx.policy.manual:
+        return run(ctx, Op.APPLY, due.trigger, guarded=guarded, remediation=due.drift_remediation)
+    plan_job = _approved_plan(ctx)
+    if plan_job is None:
+        return run(ctx, Op.PLAN, due.trigger, remediation=due.drift_remediation)
+    return run(
+        ctx,
+        Op.APPLY,
+        due.trigger,
+        guarded=guarded,
+        remediation=due.drift_remediation,
+        plan_job=plan_job,
+    )
+
+
+def _guarded(ctx: Context) -> bool:
+    """The guard applies unless destruction is allowed or the blocked apply was approved."""
+    if ctx.policy.allow_destructive:
+        return False
+    last = ctx.history.newest(Op.APPLY)
+    return not (last is not None and last.outcome == Outcome.BLOCKED and ctx.approved == last.name)
+
+
+def _approved_plan(ctx: Context) -> str | None:
+    """The plan an apply carries out in Manual mode: an approved open plan, or the plan of
+    an approved blocked apply (approving it approves that plan's destruction)."""
+    last = ctx.history.newest(Op.APPLY)
+    if last is not None and last.outcome == Outcome.BLOCKED and ctx.approved == last.name:
+        return annotations_of(last.job).get(ANN_PLAN_JOB)
+    plan = ctx.open_plan()
+    return plan.name if plan is not None and ctx.approved == plan.name else None
+
+
+def scheduled_checks(ctx: Context) -> Decision | None:
+    for op, trigger in ((Op.DRIFT, Reason.DRIFT_CHECK_DUE), (Op.REFRESH, Reason.REFRESH_DUE)):
+        due = triggers.scheduled(ctx, op)
+        if due is not None and due <= ctx.now:
+            return run(ctx, op, trigger)
+    return None
+
+
+def idle(ctx: Context) -> Idle:
+    times = [t for op in (Op.DRIFT, Op.REFRESH) if (t := triggers.scheduled(ctx, op))]
+    if not times:
+        return Idle(None, message="nothing scheduled")
+    soonest = min(times)
+    return Idle(max((soonest - ctx.now).total_seconds(), 0.0), message="next scheduled check")
+
+
+def run(
+    ctx: Context,
+    op: str,
+    trigger: str,
+    *,
+    guarded: bool = False,
+    remediation: bool = False,
+    plan_job: str | None = None,
+    restore_serial: str | None = None,
+) -> Decision:
+    """Run the op unless its backoff, a change window or a lease holds it back."""
+    if op != Op.RESTORE:
+        held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
+        if held is not None:
+            return held
+    held = gates.check_leases(ctx)
+    if held is not None:
+        return held
+    return Run(
+        op=op,
+        reason=trigger,
+        retry=backoff.retry_number(ctx.history, op),
+        guarded=guarded and op == Op.APPLY,
+        drift_remediation=remediation and op == Op.APPLY,
+        plan_job=plan_job,
+        restore_serial=restore_serial,
+    )
+
+
+STEPS: tuple[Step, ...] = (
+    cache_behind,
+    running,
+    deleting,
+    restore,
+    not_ready,
+    state,
+    approval,
+    apply,
+    scheduled_checks,
+)
+
+__all__ = ["MUTABLE_KINDS", "decide"]

@@ -1,0 +1,124 @@
+"""What stands between a due op and its Job: its backoff, a change window, the leases.
+
+Checked in that order; each returns a Requeue when it holds the op back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from controller.core import backoff
+from controller.core.context import Context
+from controller.core.decision import Requeue
+from controller.core.jobs import labels_of, name_of
+from controller.core.names import (
+    CLUSTER,
+    GATED_OPS,
+    LABEL_CLUSTER,
+    LABEL_SCOPE,
+    RUN_SLOT_PREFIX,
+    SCOPE_CLUSTER,
+    SCOPE_MEMBER,
+    SCOPE_RUN_SLOT,
+    Reason,
+    backoff_reason,
+    op_lease_name,
+)
+from controller.core.timefmt import format_duration, format_time
+from controller.core.windows import next_opening, open_window
+
+Json = dict[str, Any]
+
+LEASE_WAIT = 30.0
+
+
+def _seconds(until: datetime, now: datetime) -> float:
+    return max((until - now).total_seconds(), 0.0)
+
+
+def check_backoff(ctx: Context, op: str, trigger: str) -> Requeue | None:
+    """Requeue `<Trigger>Backoff` until the op's delay after its failures has passed."""
+    until = backoff.retry_at(ctx.history, op, ctx.policy.failed_limit)
+    if until is None or until <= ctx.now:
+        return None
+    failures = len(ctx.history.failures(op))
+    message = (
+        f"{op} failed {failures} time(s) in a row; next attempt at {format_time(until)} "
+        f"(in {format_duration(_seconds(until, ctx.now))})"
+    )
+    return Requeue(
+        reason=backoff_reason(trigger),
+        after=_seconds(until, ctx.now),
+        op=op,
+        message=message,
+        missed_window=_missed_window(ctx, op, until),
+    )
+
+
+def _missed_window(ctx: Context, op: str, retry_at: datetime) -> tuple[datetime, datetime] | None:
+    """The window open now that closes before the retry may start: that window is missed."""
+    if op not in GATED_OPS or not ctx.policy.windows:
+        return None
+    window = open_window(ctx.policy.windows, ctx.now)
+    return window if window is not None and window[1] <= retry_at else None
+
+
+def check_window(ctx: Context, op: str) -> Requeue | None:
+    """Ops that change infrastructure start only inside a change window."""
+    if op not in GATED_OPS or not ctx.policy.windows:
+        return None
+    opens = next_opening(ctx.policy.windows, ctx.now)
+    if opens == ctx.now:
+        return None
+    if opens is None:  # unreachable with valid windows; wait a day and look again
+        return Requeue(Reason.OUTSIDE_CHANGE_WINDOW, 86400.0, op, "no change window opens soon")
+    message = f"{op} waits for the change window opening at {format_time(opens)}"
+    return Requeue(Reason.OUTSIDE_CHANGE_WINDOW, _seconds(opens, ctx.now), op, message)
+
+
+def _held_by_other(lease: Json, own_jobs: set[str]) -> bool:
+    """A Lease is held while holderIdentity is set; our own finished Jobs' holds do not block us."""
+    holder = (lease.get("spec") or {}).get("holderIdentity")
+    return bool(holder) and holder not in own_jobs
+
+
+def _is_run_slot(lease: Json) -> bool:
+    return labels_of(lease).get(LABEL_SCOPE) == SCOPE_RUN_SLOT or name_of(lease).startswith(
+        RUN_SLOT_PREFIX
+    )
+
+
+def check_leases(ctx: Context) -> Requeue | None:
+    snap, own = ctx.snap, ctx.snap.job_names()
+    held = [lease for lease in snap.leases if _held_by_other(lease, own)]
+    slots = [lease for lease in held if _is_run_slot(lease)]
+    if len(slots) >= snap.max_concurrent_runs:
+        message = f"all {snap.max_concurrent_runs} run slots are held"
+        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
+    if snap.kind != CLUSTER:
+        cluster = ((snap.spec.get("clusterRef") or {}).get("name")) or ""
+        if any(_is_cluster_lease(lease, cluster) for lease in held):
+            message = f"cluster {cluster} is running an operation"
+            return Requeue(Reason.WAITING_FOR_CLUSTER_OPERATION, LEASE_WAIT, message=message)
+    else:
+        busy = [name_of(lease) for lease in held if _is_member_lease(lease, snap.name)]
+        if busy:
+            message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
+            return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
+    return None
+
+
+def _is_cluster_lease(lease: Json, cluster: str) -> bool:
+    if name_of(lease) == op_lease_name(CLUSTER, cluster):
+        return True
+    lease_labels = labels_of(lease)
+    return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
+        SCOPE_CLUSTER
+    )
+
+
+def _is_member_lease(lease: Json, cluster: str) -> bool:
+    lease_labels = labels_of(lease)
+    return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
+        SCOPE_MEMBER
+    )

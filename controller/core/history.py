@@ -1,0 +1,111 @@
+"""An object's finished Jobs, classified and ordered: the record every count is read from.
+
+There is no counter anywhere: failures, retry numbers and the remediation cap
+are all derived from the Jobs that exist, so they survive controller restarts
+and need no bookkeeping of their own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from controller.core.jobs import (
+    Classified,
+    Outcome,
+    classify,
+    finished_at,
+    is_drift_remediation,
+    is_finished,
+    op_of,
+    result,
+)
+from controller.core.names import Op
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Finished:
+    job: Json
+    op: str
+    at: datetime
+    verdict: Classified
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.outcome
+
+    @property
+    def name(self) -> str:
+        return str(self.job["metadata"]["name"])
+
+    @property
+    def remediation(self) -> bool:
+        return is_drift_remediation(self.job)
+
+
+class History:
+    """Finished Jobs of one object, newest first (ties broken by name, for determinism)."""
+
+    def __init__(self, jobs: Iterable[Json], plan_readable: Callable[[Json], bool]) -> None:
+        records = [_record(job, plan_readable) for job in jobs if is_finished(job)]
+        self._records: list[Finished] = sorted(records, key=lambda r: (r.at, r.name), reverse=True)
+
+    def __iter__(self) -> Iterator[Finished]:
+        return iter(self._records)
+
+    def of(self, op: str) -> list[Finished]:
+        return [r for r in self._records if r.op == op]
+
+    def newest(self, op: str, *, outcome: Outcome | None = None) -> Finished | None:
+        for record in self.of(op):
+            if outcome is None or record.outcome == outcome:
+                return record
+        return None
+
+    def failures(self, op: str) -> list[Finished]:
+        """The op's counted failures since its newest success, newest first.
+
+        Free outcomes (interrupted, blocked, plan-changed) are skipped: they
+        neither count nor end the streak. A restore never counts."""
+        if op == Op.RESTORE:
+            return []
+        streak: list[Finished] = []
+        for record in self.of(op):
+            if record.outcome == Outcome.SUCCESS:
+                break
+            if record.outcome == Outcome.FAILURE:
+                streak.append(record)
+        return streak
+
+    def remediation_failures(self) -> int:
+        """Counted-failure applies since the newest successful drift check, stopping at an
+        apply success; blocked and plan-changed applies count nowhere."""
+        check = self.newest(Op.DRIFT, outcome=Outcome.SUCCESS)
+        count = 0
+        for record in self.of(Op.APPLY):
+            if check is not None and record.at <= check.at:
+                break
+            if record.outcome == Outcome.SUCCESS:
+                break
+            if record.outcome == Outcome.FAILURE:
+                count += 1
+        return count
+
+    def drift_pending(self) -> bool:
+        """The newest successful drift check found drift and no apply has succeeded since."""
+        check = self.newest(Op.DRIFT, outcome=Outcome.SUCCESS)
+        if check is None or not (result(check.job) or {}).get("drift"):
+            return False
+        applied = self.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+        return applied is None or applied.at < check.at
+
+
+def _record(job: Json, plan_readable: Callable[[Json], bool]) -> Finished:
+    at = finished_at(job)
+    assert at is not None  # is_finished held
+    op = op_of(job)
+    readable = plan_readable(job) if op == Op.PLAN else True
+    return Finished(job=job, op=op, at=at, verdict=classify(job, readable))

@@ -1,0 +1,134 @@
+"""Names that are part of CAPTF's API: kinds, labels, annotations, ops and reasons.
+
+Every string here is read or written by operators and other tools (kubectl
+selectors, alerts), so changing one is a breaking change."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+GROUP: Final = "captf.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+CLUSTER: Final = "TerraformCluster"
+POOL: Final = "TerraformMachinePool"
+MACHINE: Final = "TerraformMachine"
+KINDS: Final = (CLUSTER, POOL, MACHINE)
+PLURALS: Final = {
+    CLUSTER: "terraformclusters",
+    POOL: "terraformmachinepools",
+    MACHINE: "terraformmachines",
+}
+# Kinds whose module and variables may change after create.
+MUTABLE_KINDS: Final = frozenset({CLUSTER, POOL})
+
+FINALIZER: Final = "captf.io/destroy"
+
+# Labels on Jobs (and the retry-capped label on CAPTF objects).
+LABEL_KIND: Final = "captf.io/kind"
+LABEL_NAME: Final = "captf.io/name"
+LABEL_UID: Final = "captf.io/uid"
+LABEL_OP: Final = "captf.io/op"
+LABEL_RETRY_CAPPED: Final = "captf.io/retry-capped"
+LABEL_CLUSTER: Final = "captf.io/cluster"
+LABEL_SCOPE: Final = "captf.io/scope"
+
+# Annotations on Jobs.
+ANN_RESULT: Final = "captf.io/result"
+ANN_DRIFT_REMEDIATION: Final = "captf.io/drift-remediation"
+ANN_GUARDED: Final = "captf.io/guarded"
+ANN_RETRY: Final = "captf.io/retry"
+ANN_RESTORE_SERIAL: Final = "captf.io/restore-serial"
+ANN_SEQ: Final = "captf.io/seq"
+ANN_ACCOUNTED: Final = "captf.io/accounted"
+ANN_INPUTS_HASH: Final = "captf.io/inputs-hash"
+# The plan Job whose plan an approved apply carries out (Manual mode).
+ANN_PLAN_JOB: Final = "captf.io/plan-job"
+
+# Annotations on CAPTF objects.
+ANN_APPROVE: Final = "captf.io/approve"
+# ANN_RESTORE_SERIAL is also the object's restore request.
+
+# Annotations on Secrets.
+ANN_SERIAL: Final = "captf.io/serial"
+ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
+# When the interrupted apply was recorded: applies created after it can clear it.
+ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
+
+# Lease scopes (label captf.io/scope).
+SCOPE_CLUSTER: Final = "cluster"
+SCOPE_MEMBER: Final = "member"
+SCOPE_RUN_SLOT: Final = "run-slot"
+RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+
+# Compiled-in retry timing (seconds).
+BACKOFF_BASE: Final = 60.0
+BACKOFF_CAP: Final = 600.0
+
+# Kubernetes caps a Secret's data at 1 MiB.
+SECRET_SIZE_LIMIT: Final = 1024 * 1024
+
+
+class Op(StrEnum):
+    PLAN = "plan"
+    APPLY = "apply"
+    REFRESH = "refresh"
+    DRIFT = "drift"
+    DESTROY = "destroy"
+    RESTORE = "restore"
+
+
+# Ops that change infrastructure, and so wait for a change window.
+GATED_OPS: Final = frozenset({Op.APPLY, Op.DESTROY})
+
+
+class Reason(StrEnum):
+    """Decision reasons: triggers of a run, and waits."""
+
+    # Waits.
+    JOB_POLICY_INVALID = "JobPolicyInvalid"
+    INPUTS_TOO_LARGE = "InputsTooLarge"
+    DURABLE_INPUTS_MISSING = "DurableInputsMissing"
+    JOB_CACHE_BEHIND = "JobCacheBehind"
+    JOB_RUNNING = "JobRunning"
+    CREDENTIALS_NOT_READY = "CredentialsNotReady"
+    DEPENDENCIES_NOT_READY = "DependenciesNotReady"
+    OWNER_NOT_READY = "OwnerNotReady"
+    STATE_UNREADABLE = "StateUnreadable"
+    STATE_LOST = "StateLost"
+    WAITING_FOR_APPROVAL = "WaitingForApproval"
+    WAITING_FOR_RUN_LEASE = "WaitingForRunLease"
+    WAITING_FOR_CLUSTER_OPERATION = "WaitingForClusterOperation"
+    WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
+    OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
+    DESTROYED = "Destroyed"
+    # Triggers.
+    DELETING = "Deleting"
+    RESTORE_REQUESTED = "RestoreRequested"
+    INTERRUPTED_APPLY = "InterruptedApply"
+    INPUTS_CHANGED = "InputsChanged"
+    LAST_APPLY_FAILED = "LastApplyFailed"
+    NO_STATE = "NoState"
+    STATE_WITHOUT_INPUTS_HASH = "StateWithoutInputsHash"
+    DRIFT_REMEDIATION = "DriftRemediation"
+    DRIFT_CHECK_DUE = "DriftCheckDue"
+    REFRESH_DUE = "RefreshDue"
+
+
+def backoff_reason(trigger: str) -> str:
+    """The wait reason while a trigger's op backs off, e.g. InputsChangedBackoff."""
+    return f"{trigger}Backoff"
+
+
+def state_secret_name(name: str) -> str:
+    return f"{name}-state"
+
+
+def inputs_secret_prefix(name: str) -> str:
+    return f"{name}-inputs-"
+
+
+def op_lease_name(kind: str, name: str) -> str:
+    return f"captf-op-{kind.lower()}-{name}"

@@ -1,0 +1,85 @@
+"""Checks of an object's spec that make its Jobs impossible to build (JobPolicyInvalid).
+
+The CRD schema rejects most of these at admission; DecideOp checks again
+because objects can predate a schema change and snapshots come from files."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.timefmt import TimeFormatError, parse_duration
+from controller.core.windows import Window, WindowError, parse_windows
+
+Json = dict[str, Any]
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The spec fields DecideOp reads, validated and with their defaults applied."""
+
+    failed_limit: int
+    successful_limit: int
+    active_deadline: int
+    drift_interval: float | None
+    drift_remediate: bool
+    refresh_interval: float | None
+    manual: bool
+    allow_destructive: bool
+    windows: list[Window]
+
+
+class PolicyError(ValueError):
+    """The object's Job policy is invalid; the message names the field."""
+
+
+def _int(jobs: Json, key: str, default: int, minimum: int) -> int:
+    value = jobs.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(f"spec.jobs.{key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise PolicyError(f"spec.jobs.{key} must be at least {minimum}, got {value}")
+    return value
+
+
+def _interval(spec: Json, section: str) -> float | None:
+    raw = (spec.get(section) or {}).get("interval")
+    if raw in (None, ""):
+        return None
+    try:
+        seconds = parse_duration(str(raw))
+    except TimeFormatError as err:
+        raise PolicyError(f"spec.{section}.interval: {err}") from None
+    if seconds <= 0:
+        raise PolicyError(f"spec.{section}.interval must be positive, got {raw!r}")
+    return seconds
+
+
+def read_policy(spec: Json) -> Policy:
+    """The validated policy of a spec, or PolicyError naming the first bad field."""
+    jobs = spec.get("jobs") or {}
+    if not isinstance(jobs.get("image"), str) or not jobs["image"].strip():
+        raise PolicyError("spec.jobs.image is required")
+    account = jobs.get("serviceAccountName")
+    if account is not None and not _DNS_SUBDOMAIN.match(str(account)):
+        raise PolicyError(f"spec.jobs.serviceAccountName is not a valid name: {account!r}")
+    mode = (spec.get("approval") or {}).get("mode", "Auto")
+    if mode not in ("Auto", "Manual"):
+        raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
+    try:
+        windows = parse_windows(spec.get("changeWindows"))
+    except WindowError as err:
+        raise PolicyError(f"spec.{err}") from None
+    return Policy(
+        failed_limit=_int(jobs, "failedJobsHistoryLimit", 3, 0),
+        successful_limit=_int(jobs, "successfulJobsHistoryLimit", 1, 0),
+        active_deadline=_int(jobs, "activeDeadlineSeconds", 3600, 1),
+        drift_interval=_interval(spec, "drift"),
+        drift_remediate=bool((spec.get("drift") or {}).get("remediate", False)),
+        refresh_interval=_interval(spec, "refresh"),
+        manual=mode == "Manual",
+        allow_destructive=bool((spec.get("guard") or {}).get("allowDestructive", False)),
+        windows=windows,
+    )

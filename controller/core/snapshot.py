@@ -1,0 +1,112 @@
+"""A snapshot: one CAPTF object and everything DecideOp reads about it.
+
+The controller fills it from its caches, `captf decide -f` from a file; the
+decision cannot tell the difference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.core.jobs import annotations_of, labels_of, name_of
+from controller.core.names import (
+    KINDS,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_UID,
+    inputs_secret_prefix,
+    state_secret_name,
+)
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    obj: Json
+    jobs: list[Json] = field(default_factory=list)
+    secrets: dict[str, Json] = field(default_factory=dict)
+    configmaps: dict[str, Json] = field(default_factory=dict)
+    leases: list[Json] = field(default_factory=list)
+    # Other CAPTF objects of the namespace by (kind, name): cluster, dependencies, members.
+    related: dict[tuple[str, str], Json] = field(default_factory=dict)
+    # Jobs this controller created that its cache has not shown yet.
+    pending_jobs: frozenset[str] = frozenset()
+    max_concurrent_runs: int = 10
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return name_of(self.obj)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj.get("metadata", {}).get("namespace", ""))
+
+    @property
+    def spec(self) -> Json:
+        return self.obj.get("spec") or {}
+
+    @property
+    def status(self) -> Json:
+        return self.obj.get("status") or {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return annotations_of(self.obj)
+
+    @property
+    def state_secret(self) -> Json | None:
+        return self.secrets.get(state_secret_name(self.name))
+
+    def inputs_secrets(self) -> list[Json]:
+        prefix = inputs_secret_prefix(self.name)
+        return [s for n, s in sorted(self.secrets.items()) if n.startswith(prefix)]
+
+    def job_names(self) -> set[str]:
+        return {name_of(j) for j in self.jobs}
+
+
+def owns(obj: Json, job: Json) -> bool:
+    """Whether a Job belongs to the object: by uid label, else name/kind labels, else owner."""
+    meta = obj.get("metadata", {})
+    uid, name, kind = meta.get("uid"), meta.get("name"), obj.get("kind")
+    job_labels = labels_of(job)
+    if uid and job_labels.get(LABEL_UID):
+        return bool(job_labels[LABEL_UID] == uid)
+    if job_labels.get(LABEL_NAME):
+        return job_labels[LABEL_NAME] == name and job_labels.get(LABEL_KIND, kind) == kind
+    for ref in job.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == kind and ref.get("name") == name:
+            return not uid or not ref.get("uid") or ref.get("uid") == uid
+    return False
+
+
+def build(
+    obj: Json,
+    others: Iterable[Json],
+    *,
+    pending_jobs: frozenset[str] = frozenset(),
+    max_concurrent_runs: int = 10,
+) -> Snapshot:
+    """Sorts a flat list of API objects into a snapshot of `obj`."""
+    namespace = obj.get("metadata", {}).get("namespace")
+    snap = Snapshot(obj=obj, pending_jobs=pending_jobs, max_concurrent_runs=max_concurrent_runs)
+    for item in others:
+        kind = item.get("kind")
+        same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
+        if kind == "Job" and owns(obj, item):
+            snap.jobs.append(item)
+        elif kind == "Secret" and same_ns:
+            snap.secrets[name_of(item)] = item
+        elif kind == "ConfigMap" and same_ns:
+            snap.configmaps[name_of(item)] = item
+        elif kind == "Lease":
+            snap.leases.append(item)
+        elif kind in KINDS and same_ns and item is not obj:
+            snap.related[(str(kind), name_of(item))] = item
+    return snap

@@ -1,0 +1,75 @@
+"""Kubernetes time formats: RFC 3339 timestamps and Go duration strings."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+class TimeFormatError(ValueError):
+    """A timestamp or duration that cannot be read."""
+
+
+def parse_time(value: object) -> datetime:
+    """An RFC 3339 timestamp as Kubernetes writes it, as an aware UTC datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        raise TimeFormatError(f"not an RFC 3339 time: {value!r}")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise TimeFormatError(f"not an RFC 3339 time: {value!r}") from None
+    if parsed.tzinfo is None:
+        raise TimeFormatError(f"RFC 3339 time without a zone: {value!r}")
+    return parsed.astimezone(UTC)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a Z, whole seconds: the metav1.Time wire format."""
+    return value.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_duration(value: str) -> float:
+    """A Go duration string (`90s`, `1h30m`, `1.5h`) in seconds; negative not allowed."""
+    text = value.strip() if isinstance(value, str) else ""
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if match is None:
+            raise TimeFormatError(f"not a Go duration: {value!r}")
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos == 0:
+        raise TimeFormatError(f"not a Go duration: {value!r}")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a short Go-style duration, for messages (`2m`, `1h30m`, `45s`)."""
+    whole = max(round(seconds), 0)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [
+        f"{hours}h" if hours else "",
+        f"{minutes}m" if minutes else "",
+        f"{secs}s" if secs else "",
+    ]
+    return "".join(parts) or "0s"

@@ -1,0 +1,114 @@
+"""Reading a `captf decide` snapshot file, with one clear error for anything wrong in it.
+
+A snapshot is YAML with `now` (RFC 3339) and `objects` (Kubernetes objects as the
+API returns them, the CAPTF object first). Values no API server would return
+(a negative limit, a time that does not parse) are refused here rather than
+decided on."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.core.names import ANN_RESTORE_SERIAL, KINDS
+from controller.core.timefmt import TimeFormatError, parse_time
+
+Json = dict[str, Any]
+
+KNOWN_KINDS = frozenset({*KINDS, "Job", "Secret", "ConfigMap", "Lease"})
+_LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
+
+
+class SnapshotError(ValueError):
+    """The snapshot file cannot be decided on; the message says why in one line."""
+
+
+def load(path: str) -> tuple[datetime, list[Json]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise SnapshotError(f"cannot read {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{path} is not UTF-8 text") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SnapshotError(f"{path} is not valid YAML{where}") from None
+    return parse(doc)
+
+
+def parse(doc: object) -> tuple[datetime, list[Json]]:
+    if not isinstance(doc, dict):
+        raise SnapshotError("a snapshot is a mapping with `now` and `objects`")
+    if "now" not in doc:
+        raise SnapshotError("snapshot has no `now`")
+    now = _time(doc["now"], "now")
+    objects = doc.get("objects")
+    if not isinstance(objects, list) or not objects:
+        raise SnapshotError("snapshot `objects` must be a non-empty list")
+    for index, obj in enumerate(objects):
+        _check_object(obj, index)
+    if objects[0]["kind"] not in KINDS:
+        first = objects[0]["kind"]
+        raise SnapshotError(
+            f"the first object must be a CAPTF object ({', '.join(KINDS)}), not {first}"
+        )
+    _check_captf(objects[0])
+    return now, objects
+
+
+def _check_object(obj: object, index: int) -> None:
+    where = f"objects[{index}]"
+    if not isinstance(obj, dict):
+        raise SnapshotError(f"{where} is not a mapping")
+    kind = obj.get("kind")
+    if kind not in KNOWN_KINDS:
+        raise SnapshotError(
+            f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KNOWN_KINDS))}"
+        )
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise SnapshotError(f"{where} ({kind}) has no metadata.name")
+    where = f"{kind}/{meta['name']}"
+    for key in ("creationTimestamp", "deletionTimestamp"):
+        if meta.get(key) is not None:
+            _time(meta[key], f"{where} metadata.{key}")
+    status = obj.get("status") or {}
+    if not isinstance(status, dict):
+        raise SnapshotError(f"{where} status is not a mapping")
+    for key in ("startTime", "completionTime"):
+        if status.get(key) is not None:
+            _time(status[key], f"{where} status.{key}")
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("lastTransitionTime") is not None:
+            _time(cond["lastTransitionTime"], f"{where} condition {cond.get('type')}")
+
+
+def _check_captf(obj: Json) -> None:
+    where = f"{obj['kind']}/{obj['metadata']['name']}"
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise SnapshotError(f"{where} has no spec")
+    jobs = spec.get("jobs") or {}
+    for key in _LIMITS:
+        value = jobs.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise SnapshotError(f"{where} spec.jobs.{key} is negative ({value})")
+    serial = (obj["metadata"].get("annotations") or {}).get(ANN_RESTORE_SERIAL)
+    if serial is not None and not str(serial).isdigit():
+        raise SnapshotError(f"{where} annotation {ANN_RESTORE_SERIAL} is not a serial: {serial!r}")
+    state_serial = (obj.get("status") or {}).get("stateSerial")
+    if state_serial is not None and (not isinstance(state_serial, int) or state_serial < 0):
+        raise SnapshotError(f"{where} status.stateSerial is not a non-negative integer")
+
+
+def _time(value: object, what: str) -> datetime:
+    try:
+        return parse_time(value)
+    except TimeFormatError as err:
+        raise SnapshotError(f"{what}: {err}") from None

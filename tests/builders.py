@@ -1,0 +1,198 @@
+"""Builders of API objects as the API server returns them, for tests of the core.
+
+Each builder returns a plain dict; keyword arguments override the parts a test
+cares about, so a test states only what matters to it."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from controller.core.inputs import inputs_hash
+from controller.core.names import (
+    ANN_INPUTS_HASH,
+    ANN_RESULT,
+    ANN_SERIAL,
+    API_VERSION,
+    CLUSTER,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_OP,
+    LABEL_UID,
+)
+from controller.core.timefmt import format_time
+
+Json = dict[str, Any]
+NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
+NS = "default"
+MODULE = {"main.tf": 'resource "terraform_data" "x" {\n  input = var.size\n}\n'}
+VARIABLES: Json = {"size": 3}
+
+
+def ago(minutes: float = 0.0, seconds: float = 0.0) -> datetime:
+    return NOW - timedelta(minutes=minutes, seconds=seconds)
+
+
+def ts(when: datetime) -> str:
+    return format_time(when)
+
+
+def captf(
+    kind: str = CLUSTER,
+    name: str = "c1",
+    *,
+    uid: str | None = None,
+    spec: Json | None = None,
+    status: Json | None = None,
+    annotations: dict[str, str] | None = None,
+    deleting: datetime | None = None,
+    finalizers: list[str] | None = None,
+    ready: bool | None = None,
+) -> Json:
+    base_spec: Json = {
+        "module": {"configMapRef": {"name": f"{name}-module"}},
+        "variables": dict(VARIABLES),
+        "credentialsRef": {"name": "creds"},
+        "jobs": {"image": "captf:dev"},
+    }
+    if kind != CLUSTER:
+        base_spec["clusterRef"] = {"name": "c1"}
+    meta: Json = {"name": name, "namespace": NS, "uid": uid or f"uid-{name}"}
+    meta["creationTimestamp"] = ts(ago(minutes=600))
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    if deleting is not None:
+        meta["deletionTimestamp"] = ts(deleting)
+    if finalizers is not None:
+        meta["finalizers"] = list(finalizers)
+    obj: Json = {"apiVersion": API_VERSION, "kind": kind, "metadata": meta}
+    obj["spec"] = _merge(base_spec, spec or {})
+    obj["status"] = dict(status or {})
+    if ready is not None:
+        condition = {"type": "Ready", "status": "True" if ready else "False"}
+        obj["status"]["conditions"] = [condition]
+    return obj
+
+
+def _merge(base: Json, override: Json) -> Json:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def module_configmap(name: str = "c1", data: dict[str, str] | None = None) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{name}-module", "namespace": NS},
+        "data": dict(MODULE if data is None else data),
+    }
+
+
+def secret(name: str, data: dict[str, str] | None = None, **annotations: str) -> Json:
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in (data or {}).items()}
+    meta: Json = {"name": name, "namespace": NS}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": encoded}
+
+
+def current_hash(module: dict[str, str] | None = None, variables: Json | None = None) -> str:
+    return inputs_hash(
+        MODULE if module is None else module, VARIABLES if variables is None else variables
+    )
+
+
+def state(name: str = "c1", serial: int | str | None = 1, inputs: str | None = None) -> Json:
+    notes: dict[str, str] = {}
+    if serial is not None:
+        notes[ANN_SERIAL] = str(serial)
+    if inputs is not None:
+        notes[ANN_INPUTS_HASH] = inputs
+    s = secret(f"{name}-state", {"terraform.tfstate": "{}"})
+    if notes:
+        s["metadata"]["annotations"] = notes
+    return s
+
+
+def job(
+    op: str,
+    seq: int,
+    outcome: str | None = "succeeded",
+    *,
+    finished: datetime | None = None,
+    owner: str = "c1",
+    kind: str = CLUSTER,
+    state: str = "Failed",
+    reason: str = "BackoffLimitExceeded",
+    result: Json | None = None,
+    raw_result: str | None = None,
+    annotations: dict[str, str] | None = None,
+    created: datetime | None = None,
+) -> Json:
+    """A Job of `op`. `outcome` is the runner's result outcome (None: no annotation).
+
+    `state` is "Complete", "Failed" (with `reason`) or "Running"; an outcome of
+    "succeeded" defaults the state to Complete."""
+    finished = finished or ago(minutes=1)
+    if outcome == "succeeded" and state == "Failed" and reason == "BackoffLimitExceeded":
+        state = "Complete"
+    notes = dict(annotations or {})
+    if raw_result is not None:
+        notes[ANN_RESULT] = raw_result
+    elif outcome is not None:
+        notes[ANN_RESULT] = orjson.dumps({"outcome": outcome, **(result or {})}).decode()
+    name = f"{owner}-{op}-{seq:08x}"
+    meta: Json = {
+        "name": name,
+        "namespace": NS,
+        "labels": {LABEL_KIND: kind, LABEL_NAME: owner, LABEL_UID: f"uid-{owner}", LABEL_OP: op},
+        "annotations": notes,
+        "creationTimestamp": ts(created or finished - timedelta(seconds=30)),
+    }
+    status: Json = {"startTime": meta["creationTimestamp"]}
+    if state == "Complete":
+        status |= {"completionTime": ts(finished), "succeeded": 1}
+        status["conditions"] = [_cond("SuccessCriteriaMet", finished), _cond("Complete", finished)]
+    elif state == "Failed":
+        status |= {"failed": 1}
+        status["conditions"] = [
+            _cond("FailureTarget", finished, reason),
+            _cond("Failed", finished, reason),
+        ]
+    else:
+        status["active"] = 1
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "status": status}
+
+
+def _cond(kind: str, when: datetime, reason: str = "") -> Json:
+    cond: Json = {"type": kind, "status": "True", "lastTransitionTime": ts(when)}
+    if reason:
+        cond["reason"] = reason
+    return cond
+
+
+def lease(name: str, holder: str | None = None, labels: dict[str, str] | None = None) -> Json:
+    meta: Json = {"name": name, "namespace": NS}
+    if labels:
+        meta["labels"] = dict(labels)
+    spec: Json = {"holderIdentity": holder} if holder else {}
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+
+def base_objects(name: str = "c1", *, applied: bool = True) -> list[Json]:
+    """The objects a healthy, applied cluster has: module, credentials, state."""
+    out = [module_configmap(name), secret("creds", {"token": "t"})]
+    if applied:
+        out.append(state(name, serial=1, inputs=current_hash()))
+    return out
