@@ -7,6 +7,7 @@ nothing already delivered and skips nothing not yet delivered.
 
   410 Gone/Expired (answer or ERROR event)  -> relist, at once
   connection errors, timeouts, 429, 5xx     -> back off, re-watch from the last version
+  the same 5xx for one version, 3 times     -> back off, relist (the version itself is the trouble)
   the server ends the watch (timeoutSeconds) -> re-watch from the last version, at once
   a silent stream                           -> re-watch from the last version, at once
   any other error                           -> back off, relist (the stream's state is unknown)"""
@@ -40,6 +41,9 @@ SILENCE_MARGIN_SECONDS = 30.0
 # A watch the server ends sooner than this with nothing sent counts as a failure,
 # so a proxy that drops every connection at once cannot make us hot-loop.
 EMPTY_WATCH_SECONDS = 1.0
+# A server error that repeats for one resourceVersion is about that version (etcd
+# answers 500 for a watch from just before its compaction point): relist instead.
+MAX_SERVER_ERRORS_PER_VERSION = 3
 
 
 class EmptyWatch(ConnectionError):
@@ -75,6 +79,8 @@ class _Position:
     version: str = ""
     listed_once: bool = False
     failures: int = 0
+    # Consecutive 5xx answers to watches from `version`.
+    server_errors: int = 0
     rng: random.Random = field(default_factory=random.Random)
 
 
@@ -120,6 +126,7 @@ async def _list(
     position.version = listed.resource_version
     position.listed_once = True
     position.failures = 0
+    position.server_errors = 0
     return listed
 
 
@@ -146,6 +153,7 @@ async def _watch(
         # this event, it has still been delivered.
         position.version = delta.resource_version
         position.failures = 0
+        position.server_errors = 0
         delivered = True
         yield delta
     if not delivered and clock.monotonic() - started < EMPTY_WATCH_SECONDS:
@@ -159,7 +167,9 @@ async def _recover_from_api_error(
         logger.info("%s: resourceVersion %s is gone; relisting", resource.plural, position.version)
         position.version = ""
         return
-    if not is_transient(error):
+    if error.status >= 500:
+        position.server_errors += 1
+    if not is_transient(error) or position.server_errors >= MAX_SERVER_ERRORS_PER_VERSION:
         # E.g. 403 while RBAC is being granted, or a bad selector: the stream's
         # state is unknown, so start again from a list after a pause.
         logger.warning("%s: %s; relisting after a pause", resource.plural, error)

@@ -263,3 +263,15 @@ async def test_a_bug_is_not_retried() -> None:
     api = ScriptedApi(lists=[page([], rv=10)], watches=[[b"not json"]])
     with pytest.raises(orjson.JSONDecodeError):
         await take(api, 2)
+
+
+async def test_a_server_error_repeating_for_one_version_relists() -> None:
+    clock = RecordingClock()
+    api = ScriptedApi(
+        lists=[page([], rv=10), page([], rv=50)],
+        watches=[[error_event(500, "InternalError")] for _ in range(3)] + [[bookmark(51)]],
+    )
+    deltas = await take(api, 3, clock=clock)
+    assert versions(deltas) == ["10", "50", "51"]
+    assert [p["resourceVersion"] for p in api.params_of("watch")] == ["10", "10", "10", "50"]
+    assert len(clock.sleeps) == 3

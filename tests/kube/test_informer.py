@@ -1,0 +1,274 @@
+"""Reflector and informer against the real API server: list, watch, 410, bookmarks, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from runtime.cache import Bookmark, Informer, Listed, Resource, Selection, label_index, reflect
+from runtime.cache import reflector as reflector_module
+from runtime.clock import LoopClock
+from runtime.envtest import ApiServer
+from runtime.transport import Transport, open_transport
+
+pytestmark = pytest.mark.kube
+
+CONFIGMAPS = Resource("", "v1", "configmaps")
+# The launcher turns the watch cache off for podtemplates, so etcd's compaction shows through.
+PODTEMPLATES = Resource("", "v1", "podtemplates")
+MERGE = "application/merge-patch+json"
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def transport(apiserver: ApiServer) -> AsyncIterator[Transport]:
+    async with open_transport(str(apiserver.kubeconfig)) as opened:
+        yield opened
+
+
+class Severable:
+    """The real transport, plus a switch that cuts every open watch and holds new ones."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.open = asyncio.Event()
+        self.open.set()
+        self.watch_versions: list[str] = []
+        self._cut = asyncio.Event()
+
+    async def request(
+        self, method: str, path: str, *, params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        await self.open.wait()
+        return await self.inner.request(method, path, params=params)
+
+    def stream(
+        self, path: str, *, params: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self._stream(path, params)
+
+    @asynccontextmanager
+    async def _stream(
+        self, path: str, params: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        await self.open.wait()
+        self.watch_versions.append(params["resourceVersion"])
+        async with self.inner.stream(path, params=params) as lines:
+            yield self._until_cut(lines)
+
+    async def _until_cut(self, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        iterator = aiter(lines)
+        while True:
+            next_line = asyncio.ensure_future(anext(iterator))
+            cut = asyncio.ensure_future(self._cut.wait())
+            try:
+                await asyncio.wait({next_line, cut}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in (next_line, cut):
+                    if not waiting.done():
+                        waiting.cancel()
+                        with contextlib.suppress(BaseException):
+                            await waiting
+            if cut.done() and not cut.cancelled():
+                raise ConnectionResetError("severed by the test")
+            try:
+                line = next_line.result()
+            except StopAsyncIteration:
+                return
+            yield line
+
+    async def sever(self) -> None:
+        """Cut the watches and hold every new call until `restore`."""
+        self.open.clear()
+        self._cut.set()
+        await asyncio.sleep(0.1)  # let the open watches see the cut before the test writes
+
+    def restore(self) -> None:
+        self._cut.clear()
+        self.open.set()
+
+
+def configmap(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
+
+
+def podtemplate(name: str) -> dict[str, Any]:
+    spec = {"containers": [{"name": "c", "image": "busybox"}]}
+    return {"metadata": {"name": name}, "template": {"metadata": {}, "spec": spec}}
+
+
+async def until(condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110 -- polls a store fed by another task
+            await asyncio.sleep(0.05)
+
+
+def server_state(apiserver: ApiServer, path: str) -> dict[str, str]:
+    items = apiserver.request("GET", path)["items"]
+    return {i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in items}
+
+
+def cache_state(informer: Informer) -> dict[str, str]:
+    return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in informer.store}
+
+
+class Journal:
+    """Handler calls, as ("add" | "update" | "delete", name, resourceVersion)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str, str]] = []
+
+    def __call__(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        kind = "add" if old is None else "delete" if new is None else "update"
+        meta = (new or old or {})["metadata"]
+        self.entries.append((kind, meta["name"], meta["resourceVersion"]))
+
+    def names(self, kind: str) -> Counter[str]:
+        return Counter(name for k, name, _ in self.entries if k == kind)
+
+
+async def test_list_then_watch_fills_the_store_and_the_indexes(
+    apiserver: ApiServer, namespace: str, transport: Transport
+) -> None:
+    path = CONFIGMAPS.path(namespace)
+    apiserver.request("POST", path, configmap("before", app="x"))
+    journal = Journal()
+    informer = Informer(
+        transport,
+        CONFIGMAPS,
+        clock=LoopClock(),
+        selection=Selection(namespace=namespace),
+        indexers={"app": label_index("app")},
+    )
+    informer.add_handler(journal)
+    async with informer:
+        await informer.wait_synced()
+        assert cache_state(informer) == server_state(apiserver, path)
+        apiserver.request("POST", path, configmap("after", app="x"))
+        apiserver.request("PATCH", f"{path}/before", {"data": {"k": "2"}}, MERGE)
+        apiserver.request("DELETE", f"{path}/after")
+        await until(lambda: journal.names("delete")["after"] == 1)
+        assert cache_state(informer) == server_state(apiserver, path)
+        assert [o["metadata"]["name"] for o in informer.store.by_index("app", "x")] == ["before"]
+        [cached] = informer.store
+        assert "managedFields" not in cached["metadata"]
+        assert cached["kind"] == "ConfigMap"
+    assert [(kind, name) for kind, name, _ in journal.entries] == [
+        ("add", "before"),
+        ("add", "after"),
+        ("update", "before"),
+        ("delete", "after"),
+    ]
+
+
+async def test_a_paged_relist_sees_every_object(
+    apiserver: ApiServer, namespace: str, transport: Transport
+) -> None:
+    path = CONFIGMAPS.path(namespace)
+    for n in range(25):
+        apiserver.request("POST", path, configmap(f"m{n:02}"))
+    selection = Selection(namespace=namespace, page_size=4)
+    stream = reflect(transport, CONFIGMAPS, clock=LoopClock(), selection=selection)
+    listed = await anext(stream)
+    await stream.aclose()
+    assert isinstance(listed, Listed)
+    assert sorted(o["metadata"]["name"] for o in listed.objects) == [f"m{n:02}" for n in range(25)]
+
+
+async def test_relist_after_compaction_delivers_what_changed_meanwhile(
+    apiserver: ApiServer, namespace: str, transport: Transport
+) -> None:
+    path = PODTEMPLATES.path(namespace)
+    for name in ("keep", "vanish"):
+        apiserver.request("POST", path, podtemplate(name))
+    severable = Severable(transport)
+    journal = Journal()
+    informer = Informer(
+        severable, PODTEMPLATES, clock=LoopClock(), selection=Selection(namespace=namespace)
+    )
+    informer.add_handler(journal)
+    async with informer:
+        await informer.wait_synced()
+        seen = informer.store.resource_version
+        await severable.sever()
+        apiserver.request("DELETE", f"{path}/vanish")
+        apiserver.request("POST", path, podtemplate("new"))
+        apiserver.request("PATCH", f"{path}/keep", {"metadata": {"labels": {"a": "b"}}}, MERGE)
+        assert apiserver.etcd_compact() > int(seen) + 1
+        severable.restore()
+        await until(lambda: cache_state(informer) == server_state(apiserver, path))
+    # The re-watch from `seen` met 410 and the reflector listed again.
+    assert severable.watch_versions[:2] == [seen, seen]
+    assert len(severable.watch_versions) >= 3
+    assert journal.names("delete") == Counter({"vanish": 1})
+    assert journal.names("add") == Counter({"keep": 1, "vanish": 1, "new": 1})
+    assert journal.names("update") == Counter({"keep": 1})
+
+
+async def test_bookmarks_advance_the_version_watched_from(
+    apiserver: ApiServer,
+    namespace: str,
+    transport: Transport,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Bookmarks come 2 s before a watch's deadline: make the deadline near.
+    monkeypatch.setattr(reflector_module, "WATCH_SECONDS_MIN", 5)
+    monkeypatch.setattr(reflector_module, "WATCH_SECONDS_MAX", 5)
+    path = CONFIGMAPS.path(namespace)
+    severable = Severable(transport)
+    selection = Selection(namespace=namespace, label_selector="watched=yes")
+    stream = reflect(severable, CONFIGMAPS, clock=LoopClock(), selection=selection)
+    listed = await anext(stream)
+    assert isinstance(listed, Listed)
+    waiting = asyncio.ensure_future(anext(stream))
+    await until(lambda: len(severable.watch_versions) == 1)
+    await asyncio.sleep(0.5)
+    # A write the selector excludes: no event, but the resource's revision moves on.
+    excluded = apiserver.request("POST", path, configmap("other", watched="no"))
+    excluded_version = int(excluded["metadata"]["resourceVersion"])
+    async with asyncio.timeout(30):
+        delta = await waiting
+        assert isinstance(delta, Bookmark)
+        # The next watch starts from the bookmark, not from the list.
+        watched_again = asyncio.ensure_future(anext(stream))
+        await until(lambda: len(severable.watch_versions) == 2)
+        watched_again.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watched_again
+        await stream.aclose()
+    assert isinstance(delta, Bookmark)
+    assert int(delta.resource_version) >= excluded_version > int(listed.resource_version)
+    assert severable.watch_versions == [listed.resource_version, delta.resource_version]
+
+
+async def test_reconnect_after_an_api_server_restart_loses_and_duplicates_nothing(
+    apiserver: ApiServer, namespace: str, transport: Transport
+) -> None:
+    path = CONFIGMAPS.path(namespace)
+    for name in ("a", "b", "c"):
+        apiserver.request("POST", path, configmap(name))
+    journal = Journal()
+    informer = Informer(
+        transport, CONFIGMAPS, clock=LoopClock(), selection=Selection(namespace=namespace)
+    )
+    informer.add_handler(journal)
+    async with informer:
+        await informer.wait_synced()
+        apiserver.request("POST", path, configmap("d"))
+        await until(lambda: "d" in journal.names("add"))
+        await asyncio.to_thread(apiserver.restart_apiserver)
+        apiserver.request("DELETE", f"{path}/a")
+        apiserver.request("PATCH", f"{path}/b", {"data": {"k": "2"}}, MERGE)
+        apiserver.request("POST", path, configmap("e"))
+        await until(lambda: cache_state(informer) == server_state(apiserver, path), 60)
+        apiserver.request("POST", path, configmap("f"))
+        await until(lambda: "f" in journal.names("add"))
+    assert journal.names("add") == Counter({n: 1 for n in "abcdef"})
+    assert journal.names("delete") == Counter({"a": 1})
+    assert journal.names("update") == Counter({"b": 1})
