@@ -29,7 +29,14 @@ def run(args: argparse.Namespace) -> int:
     except SnapshotError as err:
         print(f"captf decide: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    snap = snapshot.build(objects[0], objects[1:], max_concurrent_runs=args.max_concurrent_runs)
-    decision = decide(snap, now)
+    try:
+        snap = snapshot.build(objects[0], objects[1:], max_concurrent_runs=args.max_concurrent_runs)
+        decision = decide(snap, now)
+    except (LookupError, TypeError, ValueError, AttributeError) as err:
+        # An object whose shape no API server returns (a list where a mapping belongs, ...).
+        source = args.file or args.live
+        why = " ".join(f"{type(err).__name__}: {err}".split())  # one line, whatever err says
+        print(f"captf decide: cannot decide on {source}: {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     sys.stdout.write(orjson.dumps(to_json(decision, verbose=args.verbose)).decode() + "\n")
     return 0

@@ -22,6 +22,17 @@ KNOWN_KINDS = frozenset({*KINDS, "Job", "Secret", "ConfigMap", "Lease"})
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
 
+class _ApiLoader(yaml.SafeLoader):
+    """YAML as the API's JSON: a scalar that looks like a time stays a string (JSON has no
+    time type), so a variable such as `date: 2026-01-01` hashes as the API would send it."""
+
+
+_ApiLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 class SnapshotError(ValueError):
     """The snapshot file cannot be decided on; the message says why in one line."""
 
@@ -34,7 +45,7 @@ def load(path: str) -> tuple[datetime, list[Json]]:
     except UnicodeDecodeError:
         raise SnapshotError(f"{path} is not UTF-8 text") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_ApiLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

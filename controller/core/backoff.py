@@ -23,8 +23,9 @@ def delay(failures: int, limit: int) -> float:
         return 0.0
     if failures >= effective_limit(limit):
         return BACKOFF_CAP
-    # 2 ** (n - 1) overflows nothing here: n < L, and L is a small int.
-    return min(BACKOFF_BASE * 2.0 ** (failures - 1), BACKOFF_CAP)
+    # The exponent is clamped: past 2**32 the product is far above the cap anyway, and
+    # an unclamped 2.0 ** n overflows a float near n = 1024 (a large limit allows that n).
+    return min(BACKOFF_BASE * 2.0 ** min(failures - 1, 32), BACKOFF_CAP)
 
 
 def retry_at(history: History, op: str, limit: int) -> datetime | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from controller.core.history import Finished, History
 from controller.core.inputs import Inputs
-from controller.core.jobs import Outcome, annotations_of, result
+from controller.core.jobs import Outcome, annotations_of, created_at, inputs_hash_of, op_of
 from controller.core.names import ANN_APPROVE, ANN_INPUTS_HASH, ANN_PLAN_JOB, ANN_SERIAL, Op
 from controller.core.policy import Policy
 from controller.core.snapshot import Snapshot
@@ -26,13 +26,7 @@ class Context:
 
     @cached_property
     def history(self) -> History:
-        return History(self.snap.jobs, self.plan_readable)
-
-    def plan_readable(self, job: Json) -> bool:
-        """A plan Job's plan Secret, named in its result, exists and has data."""
-        name = (result(job) or {}).get("planSecret")
-        secret = self.snap.secrets.get(str(name)) if name else None
-        return secret is not None and bool(secret.get("data"))
+        return History(self.snap.jobs, self.snap.plan_readable)
 
     @property
     def approved(self) -> str | None:
@@ -50,11 +44,21 @@ class Context:
         return bool(self.state_inputs_hash) or applied is not None
 
     def plan_used(self, plan: Finished) -> bool:
-        return any(annotations_of(j).get(ANN_PLAN_JOB) == plan.name for j in self.snap.jobs)
+        """An apply carried the plan out: it names the plan, or it was created after the plan
+        finished (one Job runs at a time, and in Manual mode every apply follows its plan)."""
+        for job in self.snap.jobs:
+            if op_of(job) != Op.APPLY:
+                continue
+            if annotations_of(job).get(ANN_PLAN_JOB) == plan.name:
+                return True
+            started = created_at(job)
+            if started is not None and started >= plan.at:
+                return True
+        return False
 
     def plan_current(self, plan: Finished) -> bool:
         """The plan was made for the current inputs (a plan without a recorded hash is trusted)."""
-        made_for = annotations_of(plan.job).get(ANN_INPUTS_HASH)
+        made_for = inputs_hash_of(plan.job)
         return made_for is None or made_for == self.inputs.hash
 
     def open_plan(self) -> Finished | None:

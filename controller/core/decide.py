@@ -12,9 +12,9 @@ from controller.core import backoff, gates, triggers
 from controller.core.context import Context
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.inputs import InputsMissing, render
-from controller.core.jobs import Outcome, annotations_of, is_finished, name_of
+from controller.core.jobs import Outcome, annotations_of, inputs_hash_of, is_finished, name_of
 from controller.core.names import (
-    ANN_INPUTS_HASH,
+    ANN_ACCOUNTED,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     CLUSTER,
@@ -91,15 +91,24 @@ def deleting(ctx: Context) -> Decision | None:
 
 
 def restore(ctx: Context) -> Decision | None:
-    """A restore runs once per requested serial: a failed one is not retried for that serial."""
+    """A restore runs once per requested serial: a failed one is not retried for that serial.
+
+    status.lastRestoredSerial is the record of the attempt. A restore Job of the wanted
+    serial that bookkeeping has not accounted yet also counts as the attempt (the status
+    lags it); an accounted one does not, so that removing the annotation, waiting for the
+    status to clear and setting the same serial again retries, as documented."""
     wanted = ctx.snap.annotations.get(ANN_RESTORE_SERIAL)
     done = ctx.snap.status.get("lastRestoredSerial")
     if not wanted or (done is not None and str(done) == wanted):
         return None
-    tried = any(annotations_of(j).get(ANN_RESTORE_SERIAL) == wanted for j in ctx.snap.jobs)
-    if tried:
+    if any(_unaccounted_restore(j, wanted) for j in ctx.snap.jobs):
         return None
     return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=wanted)
+
+
+def _unaccounted_restore(job: dict[str, object], serial: str) -> bool:
+    notes = annotations_of(job)
+    return notes.get(ANN_RESTORE_SERIAL) == serial and notes.get(ANN_ACCOUNTED) != "true"
 
 
 def not_ready(ctx: Context) -> Decision | None:
@@ -147,7 +156,7 @@ def approval(ctx: Context) -> Decision | None:
     if last is not None and last.outcome == Outcome.BLOCKED:
         waiting_on = last.name
     elif last is not None and last.outcome == Outcome.PLAN_CHANGED:
-        made_for = annotations_of(last.job).get(ANN_INPUTS_HASH)
+        made_for = inputs_hash_of(last.job)
         if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
             waiting_on = last.name
     elif ctx.policy.manual and (plan := ctx.open_plan()) is not None:

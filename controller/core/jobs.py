@@ -15,6 +15,7 @@ import orjson
 
 from controller.core.names import (
     ANN_DRIFT_REMEDIATION,
+    ANN_INPUTS_HASH,
     ANN_RESULT,
     LABEL_OP,
     Op,
@@ -109,6 +110,20 @@ def result(job: Json) -> Json | None:
     except orjson.JSONDecodeError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def inputs_hash_of(job: Json) -> str | None:
+    """The inputs hash a Job ran with: its annotation, else its runner's CAPTF_INPUTS_HASH
+    environment variable; None when the Job records neither."""
+    recorded = annotations_of(job).get(ANN_INPUTS_HASH)
+    if recorded:
+        return recorded
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == "CAPTF_INPUTS_HASH" and env.get("value"):
+                return str(env["value"])
+    return None
 
 
 def is_drift_remediation(job: Json) -> bool:

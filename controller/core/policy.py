@@ -36,7 +36,9 @@ class PolicyError(ValueError):
 
 
 def _int(jobs: Json, key: str, default: int, minimum: int) -> int:
-    value = jobs.get(key, default)
+    value = jobs.get(key)
+    if value is None:  # absent or null: the CRD default
+        value = default
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(f"spec.jobs.{key} must be an integer, got {value!r}")
     if value < minimum:
@@ -65,7 +67,7 @@ def read_policy(spec: Json) -> Policy:
     account = jobs.get("serviceAccountName")
     if account is not None and not _DNS_SUBDOMAIN.match(str(account)):
         raise PolicyError(f"spec.jobs.serviceAccountName is not a valid name: {account!r}")
-    mode = (spec.get("approval") or {}).get("mode", "Auto")
+    mode = (spec.get("approval") or {}).get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
     try:

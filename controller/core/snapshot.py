@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.jobs import annotations_of, labels_of, name_of
+from controller.core.jobs import annotations_of, labels_of, name_of, result
 from controller.core.names import (
     KINDS,
     LABEL_KIND,
@@ -70,11 +70,21 @@ class Snapshot:
     def job_names(self) -> set[str]:
         return {name_of(j) for j in self.jobs}
 
+    def plan_readable(self, job: Json) -> bool:
+        """A plan Job's plan Secret, named in its result, exists and has data."""
+        name = (result(job) or {}).get("planSecret")
+        secret = self.secrets.get(str(name)) if name else None
+        return secret is not None and bool(secret.get("data"))
+
 
 def owns(obj: Json, job: Json) -> bool:
-    """Whether a Job belongs to the object: by uid label, else name/kind labels, else owner."""
+    """Whether a Job belongs to the object: in its namespace, and by uid label, else
+    name/kind labels, else owner reference (a Job of an earlier object of the same name
+    carries another uid)."""
     meta = obj.get("metadata", {})
     uid, name, kind = meta.get("uid"), meta.get("name"), obj.get("kind")
+    if job.get("metadata", {}).get("namespace", meta.get("namespace")) != meta.get("namespace"):
+        return False
     job_labels = labels_of(job)
     if uid and job_labels.get(LABEL_UID):
         return bool(job_labels[LABEL_UID] == uid)

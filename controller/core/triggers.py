@@ -91,11 +91,13 @@ def remediation_due(ctx: Context) -> bool:
 def scheduled(ctx: Context, op: str) -> datetime | None:
     """When a drift check or refresh is next due; None when it has no interval or no apply
     has succeeded yet. Measured from the op's newest finished Job, else the newest
-    successful apply (or, with its record pruned, now)."""
+    successful apply. With neither Job left (the state shows an apply whose Job is gone)
+    it is due now: the interval cannot be shown not to have elapsed, and the Job it runs
+    anchors the schedule from then on (pruning keeps each op's newest success)."""
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
-    base = last.at if last else applied.at if applied else ctx.now
-    return base + timedelta(seconds=interval)
+    base = last.at if last else applied.at if applied else None
+    return ctx.now if base is None else base + timedelta(seconds=interval)
