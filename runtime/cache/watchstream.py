@@ -8,7 +8,7 @@ retries: reconnecting is the reflector's job."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -51,7 +51,7 @@ async def watch_once(
     *,
     params: Mapping[str, str],
     silence: float,
-) -> AsyncIterator[Watched | Bookmark]:
+) -> AsyncGenerator[Watched | Bookmark, None]:
     """The events of one watch connection, until the server ends it.
 
     Raises `ApiError` for a non-2xx answer or an ERROR event (410 included),

@@ -5,7 +5,9 @@ in-cluster loading, TLS, client certificates, and credentials that refresh
 (exec plugins, the projected service-account token). Everything else is ours:
 bodies are encoded and decoded with orjson, never through generated models.
 
-This is the only module that imports kubernetes_asyncio."""
+This is the only module that imports kubernetes_asyncio. `typed_client` and
+`typed_watch` are re-exported for `runtime.transport.peer`, the benchmark's
+yardstick, so that the import stays here."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from typing import Any
 
 import aiohttp
 import orjson
+from kubernetes_asyncio import client as typed_client
 from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio import watch as typed_watch
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import RESTClientObject
 
@@ -25,6 +29,15 @@ from runtime.errors import ApiError
 
 # Watches hold a connection each for minutes; the pool must not starve ordinary requests.
 _POOL_SIZE = 64
+
+__all__ = [
+    "Configuration",
+    "Transport",
+    "load_configuration",
+    "open_transport",
+    "typed_client",
+    "typed_watch",
+]
 
 
 class Transport:
@@ -172,7 +185,7 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 async def open_transport(kubeconfig: str | None = None) -> AsyncIterator[Transport]:
     """From a kubeconfig path, else $KUBECONFIG, else ~/.kube/config, else in-cluster config."""
     configuration = Configuration()
-    reload = await _load_configuration(configuration, kubeconfig)
+    reload = await load_configuration(configuration, kubeconfig)
     configuration.connection_pool_maxsize = _POOL_SIZE
     rest = RESTClientObject(configuration)
     transport = Transport(configuration, rest, reload)
@@ -182,7 +195,7 @@ async def open_transport(kubeconfig: str | None = None) -> AsyncIterator[Transpo
         await transport.close()
 
 
-async def _load_configuration(
+async def load_configuration(
     configuration: Any, kubeconfig: str | None
 ) -> Callable[[], Awaitable[None]] | None:
     path = _kubeconfig_path(kubeconfig)

@@ -1,0 +1,55 @@
+"""kubernetes_asyncio's own typed client, kept only as the yardstick for benchmarks.
+
+The controller never uses this: it reads raw JSON through `runtime.transport`.
+`captf bench watch` measures the generated models and `watch.Watch` on the same
+server and the same events, so the comparison lives next to the only module
+allowed to import kubernetes_asyncio."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from runtime.transport import Configuration, load_configuration, typed_client, typed_watch
+
+
+class TypedJobs:
+    """BatchV1Api on one namespace: models out, as a kubernetes_asyncio user would write it."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        self._api = api
+        self._namespace = namespace
+
+    async def list(self, *, resource_version: str, exact: bool = False) -> tuple[list[Any], str]:
+        """The Jobs as V1Job models, and the list's resourceVersion."""
+        listed = await self._api.list_namespaced_job(
+            self._namespace,
+            resource_version=resource_version,
+            resource_version_match="Exact" if exact else None,
+        )
+        return listed.items, listed.metadata.resource_version
+
+    async def watch(self, *, resource_version: str, count: int) -> AsyncIterator[dict[str, Any]]:
+        """`count` events from `resource_version` as `watch.Watch` yields them (models inside)."""
+        stream = typed_watch.Watch()
+        seen = 0
+        async with stream:
+            async for event in stream.stream(
+                self._api.list_namespaced_job,
+                self._namespace,
+                resource_version=resource_version,
+                timeout_seconds=300,
+            ):
+                yield event
+                seen += 1
+                if seen == count:
+                    return
+
+
+@asynccontextmanager
+async def open_typed_jobs(kubeconfig: str | None, namespace: str) -> AsyncIterator[TypedJobs]:
+    configuration = Configuration()
+    await load_configuration(configuration, kubeconfig)
+    async with typed_client.ApiClient(configuration) as api_client:
+        yield TypedJobs(typed_client.BatchV1Api(api_client), namespace)
