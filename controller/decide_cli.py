@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
+from typing import Any
 
 import orjson
 
@@ -19,24 +21,28 @@ EXIT_BAD_INPUT = 2
 
 
 def run(args: argparse.Namespace) -> int:
+    source = args.file or args.live
     try:
-        if args.live:
-            from controller.io.live import live_snapshot  # the I/O stack, only when asked
-
-            now, objects = live_snapshot(args)
-        else:
-            now, objects = load(args.file)
-    except SnapshotError as err:
-        print(f"captf decide: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    try:
+        now, objects = _read(args)
         snap = snapshot.build(objects[0], objects[1:], max_concurrent_runs=args.max_concurrent_runs)
         decision = decide(snap, now)
+    except SnapshotError as err:
+        return _bad_input(str(err))
     except (LookupError, TypeError, ValueError, AttributeError) as err:
         # An object whose shape no API server returns (a list where a mapping belongs, ...).
-        source = args.file or args.live
-        why = " ".join(f"{type(err).__name__}: {err}".split())  # one line, whatever err says
-        print(f"captf decide: cannot decide on {source}: {why}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(f"cannot decide on {source}: {type(err).__name__}: {err}")
     sys.stdout.write(orjson.dumps(to_json(decision, verbose=args.verbose)).decode() + "\n")
     return 0
+
+
+def _read(args: argparse.Namespace) -> tuple[datetime, list[dict[str, Any]]]:
+    if args.live:
+        from controller.io.live import live_snapshot  # the I/O stack, only when asked
+
+        return live_snapshot(args)
+    return load(args.file)
+
+
+def _bad_input(message: str) -> int:
+    print(f"captf decide: {' '.join(message.split())}", file=sys.stderr)  # always one line
+    return EXIT_BAD_INPUT

@@ -86,6 +86,9 @@ def _check_object(obj: object, index: int) -> None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise SnapshotError(f"{where} ({kind}) has no metadata.name")
     where = f"{kind}/{meta['name']}"
+    for key in ("labels", "annotations"):
+        if not isinstance(meta.get(key) or {}, dict):
+            raise SnapshotError(f"{where} metadata.{key} is not a mapping")
     for key in ("creationTimestamp", "deletionTimestamp"):
         if meta.get(key) is not None:
             _time(meta[key], f"{where} metadata.{key}")
