@@ -279,7 +279,7 @@ async def test_env_secret_and_configmap_values_reach_the_process(h: Harness) -> 
         "json.dump({k: os.environ.get(k) for k in keys} | {'argv': sys.argv[1:]},"
         " open(os.environ['OUT'], 'w'))\n"
     )
-    env = [
+    env: list[Json] = [
         {"name": "OUT", "value": str(out)},
         {"name": "GREETING", "value": "hello"},
         {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
