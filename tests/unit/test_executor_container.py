@@ -1,0 +1,166 @@
+"""A Job's container as a local command line and environment."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from controller.executor import container as ctr
+
+Json = dict[str, Any]
+
+
+class Objects:
+    """Secrets and ConfigMaps by (kind, namespace, name); records what was read."""
+
+    def __init__(self, objects: dict[tuple[str, str, str], Json]) -> None:
+        self.objects = objects
+        self.reads: list[tuple[str, str, str]] = []
+
+    async def read(self, kind: str, namespace: str, name: str) -> Json | None:
+        self.reads.append((kind, namespace, name))
+        return self.objects.get((kind, namespace, name))
+
+
+def secret(**data: str) -> Json:
+    return {"data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
+POD: Json = {
+    "metadata": {"name": "j-abcde", "namespace": "ns", "labels": {"app": "captf"}},
+    "spec": {"serviceAccountName": "captf-runner", "nodeName": "local"},
+}
+
+
+def test_no_command_runs_the_image_entrypoint_captf_locally() -> None:
+    argv = ctr.command_line({"args": ["runner"]}, {})
+    assert argv == [*ctr.LOCAL_CAPTF, "runner"]
+
+
+def test_a_command_runs_as_given_with_its_args() -> None:
+    argv = ctr.command_line({"command": ["/bin/sh", "-c"], "args": ["echo $(WHO)"]}, {"WHO": "me"})
+    assert argv == ["/bin/sh", "-c", "echo me"]
+
+
+def test_a_captf_command_is_the_local_captf_too() -> None:
+    assert ctr.command_line({"command": ["captf", "runner"]}, {}) == [*ctr.LOCAL_CAPTF, "runner"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$(A)", "1"),
+        ("x$(A)y$(B)", "x1y2"),
+        ("$(MISSING)", "$(MISSING)"),
+        ("$$(A)", "$(A)"),
+        ("$$", "$"),
+        ("$A", "$A"),
+        ("$(", "$("),
+    ],
+)
+def test_expand_as_kubernetes(text: str, expected: str) -> None:
+    assert ctr.expand(text, {"A": "1", "B": "2"}) == expected
+
+
+async def test_env_precedence_envfrom_then_env_in_order() -> None:
+    objects = Objects(
+        {
+            ("secrets", "ns", "s"): secret(A="from-secret", B="b"),
+            ("configmaps", "ns", "c"): {"data": {"A": "from-cm", "C": "c"}},
+        }
+    )
+    container = {
+        "envFrom": [{"secretRef": {"name": "s"}}, {"configMapRef": {"name": "c"}, "prefix": "P_"}],
+        "env": [
+            {"name": "B", "value": "literal"},
+            {"name": "D", "value": "$(B)-$(P_C)"},
+            {"name": "B", "value": "last"},
+        ],
+    }
+    env = await ctr.container_env(container, POD, objects, "ns")
+    assert env == {"A": "from-secret", "B": "last", "P_A": "from-cm", "P_C": "c", "D": "literal-c"}
+
+
+async def test_value_from_secret_configmap_and_fields() -> None:
+    objects = Objects(
+        {
+            ("secrets", "ns", "s"): secret(token="t0k"),
+            ("configmaps", "ns", "c"): {"data": {"k": "v"}},
+        }
+    )
+    container = {
+        "env": [
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}}},
+            {"name": "K", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "SA", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
+            {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+        ]
+    }
+    env = await ctr.container_env(container, POD, objects, "ns")
+    assert env == {
+        "TOKEN": "t0k",
+        "K": "v",
+        "POD": "j-abcde",
+        "NS": "ns",
+        "SA": "captf-runner",
+        "APP": "captf",
+    }
+
+
+async def test_a_missing_secret_or_key_is_missing_unless_optional() -> None:
+    objects = Objects({("secrets", "ns", "s"): secret(a="1")})
+    for ref in ({"name": "absent", "key": "a"}, {"name": "s", "key": "b"}):
+        container = {"env": [{"name": "X", "valueFrom": {"secretKeyRef": ref}}]}
+        with pytest.raises(ctr.Missing):
+            await ctr.container_env(container, POD, objects, "ns")
+    optional = {
+        "env": [
+            {
+                "name": "X",
+                "valueFrom": {"secretKeyRef": {"name": "absent", "key": "a", "optional": True}},
+            },
+            {
+                "name": "Y",
+                "valueFrom": {"secretKeyRef": {"name": "s", "key": "b", "optional": True}},
+            },
+        ],
+        "envFrom": [{"configMapRef": {"name": "absent", "optional": True}}],
+    }
+    assert await ctr.container_env(optional, POD, objects, "ns") == {}
+
+
+async def test_a_missing_envfrom_source_is_missing() -> None:
+    container = {"envFrom": [{"secretRef": {"name": "absent"}}]}
+    with pytest.raises(ctr.Missing):
+        await ctr.container_env(container, POD, Objects({}), "ns")
+
+
+async def test_what_is_not_emulated_is_refused() -> None:
+    resource = {
+        "env": [{"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]
+    }
+    with pytest.raises(ctr.Unsupported):
+        await ctr.container_env(resource, POD, Objects({}), "ns")
+    field = {"env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "status.phase"}}}]}
+    with pytest.raises(ctr.Unsupported):
+        await ctr.container_env(field, POD, Objects({}), "ns")
+
+
+def test_the_pod_stand_in_has_the_job_template_a_name_and_a_node() -> None:
+    job: Json = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}},
+    }
+    pod = ctr.pod_stand_in(job, "j-x1y2z", "local")
+    assert pod["metadata"] == {"labels": {"a": "b"}, "name": "j-x1y2z", "namespace": "ns"}
+    assert pod["spec"]["nodeName"] == "local"
+    assert "nodeName" not in job["spec"]["template"]["spec"]
+
+
+def test_a_job_without_containers_is_refused() -> None:
+    with pytest.raises(ctr.Unsupported):
+        ctr.first_container({"spec": {"template": {"spec": {"containers": []}}}})
