@@ -16,18 +16,24 @@ def z(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-WEEKNIGHTS = [{"days": ["Mon", "Tue", "Wed", "Thu", "Fri"], "start": "22:00", "duration": "2h"}]
-TWO = [
+WEEKNIGHTS: list[Json] = [
+    {"days": ["Mon", "Tue", "Wed", "Thu", "Fri"], "start": "22:00", "duration": "2h"}
+]
+TWO: list[Json] = [
     {"days": ["Tue"], "start": "02:00", "duration": "1h"},
     {"days": ["Thu"], "start": "14:00", "duration": "30m"},
 ]
-OVERLAP = [
+OVERLAP: list[Json] = [
     {"start": "09:00", "duration": "2h"},
     {"days": ["Mon"], "start": "10:00", "duration": "4h"},
 ]
-BERLIN_9 = [{"start": "09:00", "duration": "1h", "timeZone": "Europe/Berlin"}]
-BERLIN_GAP = [{"days": ["Sun"], "start": "02:30", "duration": "1h", "timeZone": "Europe/Berlin"}]
-NEW_YORK = [{"days": ["Sun"], "start": "01:30", "duration": "1h", "timeZone": "America/New_York"}]
+BERLIN_9: list[Json] = [{"start": "09:00", "duration": "1h", "timeZone": "Europe/Berlin"}]
+BERLIN_GAP: list[Json] = [
+    {"days": ["Sun"], "start": "02:30", "duration": "1h", "timeZone": "Europe/Berlin"}
+]
+NEW_YORK: list[Json] = [
+    {"days": ["Sun"], "start": "01:30", "duration": "1h", "timeZone": "America/New_York"}
+]
 
 # (case, windows, at, the window open at `at` or None, the next opening from `at`).
 # 2026-05-04 is a Monday. Europe/Berlin: CET (+1) until 2026-03-29 02:00, CEST (+2)
