@@ -46,6 +46,8 @@ Json = dict[str, Any]
 DEFAULT_GRACE_SECONDS = 30.0
 # How often a missing Secret or ConfigMap is looked for again (kubelet retries its pod sync).
 ENV_RETRY_SECONDS = 2.0
+# What a container runtime reports for a container that could not start.
+START_ERROR_CODE = 128
 
 
 class JobApi(ctr.ObjectReader, Protocol):
@@ -89,6 +91,8 @@ class JobRun:
         self._stop_requested = anyio.Event()
         # Why the pod is being stopped; None with _stop_requested set means deleted.
         self._stop: Stopping | None = None
+        self._process: Process | None = None
+        # The container's exit code, once it is known.
         self.code: int | None = None
 
     @property
@@ -112,54 +116,66 @@ class JobRun:
             logger.info("%s: already started or finished elsewhere; not running it", self.key)
             return
         started = self._node.clock.monotonic()
-        process: Process | None = None
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(self._enforce_deadline)
-                process = await self._until_stopped(self._start)
-                if process is not None:
-                    self.code = await self._supervise(process)
+                await self._until_stopped(self._start)
+                if self._process is not None:
+                    self.code = await self._supervise(self._process)
                 group.cancel_scope.cancel()
         finally:
-            if process is not None and self.code is None:
+            if self._process is not None and self.code is None:
                 with anyio.CancelScope(shield=True):
-                    await terminate(process, self._grace(), self._node.clock)
+                    await terminate(self._process, self._grace(), self._node.clock)
         if self._stop_requested.is_set() and self._stop is None:
             logger.info("%s: deleted; process stopped (exit %s)", self.key, self.code)
             return
-        final = await self._write(Exited(self.code if self.code is not None else 1, self._stop))
+        # Stopped before it could start: the pod fails all the same.
+        code = self.code if self.code is not None else 1
+        final = await self._write(Exited(code, self._stop))
         elapsed = self._node.clock.monotonic() - started
         logger.info(
-            "%s: %s, exit %s, %.1fs, log %s",
-            self.key,
-            _verdict(final),
-            self.code,
-            elapsed,
-            self.log,
+            "%s: %s, exit %s, %.1fs, log %s", self.key, _verdict(final), code, elapsed, self.log
         )
 
-    async def _start(self) -> Process:
-        env = await self._resolve_env()
-        container = ctr.first_container(self._job)
-        argv = ctr.command_line(container, env)
-        full = {**self._node.image_env, "HOSTNAME": self._pod_name, **env, **self._node.forced_env}
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("a") as out:
-            out.write(f"--- captf executor: pod {self._pod_name}: {' '.join(argv)}\n")
-        process = await self._node.spawn(argv, full, self.log)
+    async def _start(self) -> None:
+        """Resolve the environment and start the process (`_process`), or record why it
+        could not start as exit code 128, as a container runtime's StartError."""
+        try:
+            container = ctr.first_container(self._job)
+            env = await self._resolve_env(container)
+            argv = ctr.command_line(container, env)
+            full = {**self._node.image_env, "HOSTNAME": self._pod_name, **env}
+            full.update(self._node.forced_env)
+            self._log_line(f"pod {self._pod_name}: {' '.join(argv)}")
+            # Shielded: a process started and then dropped by a cancellation would be orphaned.
+            with anyio.CancelScope(shield=True):
+                process = await self._node.spawn(argv, full, self.log)
+        except (ctr.Unsupported, OSError) as exc:
+            self._log_line(f"cannot start: {exc}")
+            logger.error("%s: cannot start: %s", self.key, exc)
+            self.code = START_ERROR_CODE
+            return
+        self._process = process
         logger.info("%s: started pid %d: %s", self.key, process.pid, " ".join(argv))
-        await self._write(Running())
-        return process
 
-    async def _resolve_env(self) -> dict[str, str]:
+    async def _resolve_env(self, container: Json) -> dict[str, str]:
+        """The container's environment; a missing Secret or ConfigMap is waited for."""
         pod = ctr.pod_stand_in(self._job, self._pod_name, self._node.name)
-        container = ctr.first_container(self._job)
+        reported = ""
         while True:
             try:
                 return await ctr.container_env(container, pod, self._api, self.namespace)
             except ctr.Missing as exc:
-                logger.info("%s: waiting: %s", self.key, exc)
+                if str(exc) != reported:
+                    reported = str(exc)
+                    logger.info("%s: waiting: %s", self.key, exc)
                 await self._node.clock.sleep(ENV_RETRY_SECONDS)
+
+    def _log_line(self, text: str) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("a") as out:
+            out.write(f"--- captf executor: {text}\n")
 
     async def _supervise(self, process: Process) -> int:
         async with anyio.create_task_group() as group:
@@ -171,6 +187,7 @@ class JobRun:
                 await terminate(process, self._grace(), self._node.clock)
 
             group.start_soon(stop_on_request)
+            await self._write(Running())
             code = await process.wait()
             group.cancel_scope.cancel()
         return code

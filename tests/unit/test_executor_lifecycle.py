@@ -270,3 +270,25 @@ async def test_a_job_already_started_is_not_run(tmp_path: Path) -> None:
     await run_of(job(), api, spawner, tmp_path).run()
     assert spawner.started == []
     assert api.writes == []
+
+
+class BrokenSpawner(Spawner):
+    async def __call__(self, argv: Sequence[str], env: Mapping[str, str], log: Path) -> Process:
+        raise FileNotFoundError(2, "No such file or directory", argv[0])
+
+
+async def test_a_command_that_cannot_start_fails_the_job(tmp_path: Path) -> None:
+    api = Api()
+    run = run_of(job(), api, BrokenSpawner(), tmp_path)
+    await run.run()
+    assert run.code == 128
+    assert api.conditions()[-1] == ("Failed", "BackoffLimitExceeded")
+    assert "cannot start" in run.log.read_text()
+
+
+async def test_an_environment_the_executor_cannot_emulate_fails_the_job(tmp_path: Path) -> None:
+    env = [{"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]
+    api, spawner = Api(), Spawner(runs_for=1)
+    await run_of(job(env=env), api, spawner, tmp_path).run()
+    assert spawner.started == []
+    assert api.conditions()[-1] == ("Failed", "BackoffLimitExceeded")
