@@ -47,6 +47,8 @@ class DelayingQueue(WorkQueue[T]):
         if delay <= 0:
             self.add(item)
             return
+        if self._task_group is None:
+            raise RuntimeError("add_after needs the waiting loop: use `async with` on the queue")
         self._inbox.put_nowait((item, self._clock.monotonic() + delay))
 
     async def __aenter__(self) -> Self:

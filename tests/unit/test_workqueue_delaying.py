@@ -129,3 +129,9 @@ async def test_add_rate_limited_honours_a_minimum() -> None:
         start = clock.monotonic()
         _, at = await _get_at(q, clock)
     assert at - start == pytest.approx(7)
+
+
+async def test_add_after_outside_the_block_is_refused_not_lost() -> None:
+    q = DelayingQueue[str](clock=LoopClock())
+    with pytest.raises(RuntimeError, match="async with"):
+        q.add_after("a", 1)
