@@ -11,6 +11,7 @@ from datetime import datetime
 from controller.core import backoff, gates, triggers
 from controller.core.context import Context
 from controller.core.decision import Decision, Idle, Requeue, Run
+from controller.core.history import Finished
 from controller.core.inputs import InputsMissing, render
 from controller.core.jobs import Outcome, annotations_of, inputs_hash_of, is_finished, name_of
 from controller.core.names import (
@@ -189,18 +190,26 @@ def apply(ctx: Context) -> Decision | None:
 
 def _guarded(ctx: Context) -> bool:
     """The guard applies unless destruction is allowed or the blocked apply was approved."""
-    if ctx.policy.allow_destructive:
-        return False
+    return not ctx.policy.allow_destructive and _approved_block(ctx) is None
+
+
+def _approved_block(ctx: Context) -> Finished | None:
+    """The newest apply, when it was blocked, `captf.io/approve` names it, and it ran with
+    the current inputs: approving a blocked apply approves the destruction its plan showed
+    for those inputs, not for inputs changed since."""
     last = ctx.history.newest(Op.APPLY)
-    return not (last is not None and last.outcome == Outcome.BLOCKED and ctx.approved == last.name)
+    if last is None or last.outcome != Outcome.BLOCKED or ctx.approved != last.name:
+        return None
+    made_for = inputs_hash_of(last.job)
+    return last if made_for is None or made_for == ctx.inputs.hash else None
 
 
 def _approved_plan(ctx: Context) -> str | None:
-    """The plan an apply carries out in Manual mode: an approved open plan, or the plan of
-    an approved blocked apply (approving it approves that plan's destruction)."""
-    last = ctx.history.newest(Op.APPLY)
-    if last is not None and last.outcome == Outcome.BLOCKED and ctx.approved == last.name:
-        return annotations_of(last.job).get(ANN_PLAN_JOB)
+    """The plan an apply carries out in Manual mode: the plan of an approved blocked apply
+    (approving it approves that plan's destruction), or an approved open plan."""
+    block = _approved_block(ctx)
+    if block is not None and annotations_of(block.job).get(ANN_PLAN_JOB):
+        return annotations_of(block.job).get(ANN_PLAN_JOB)
     plan = ctx.open_plan()
     return plan.name if plan is not None and ctx.approved == plan.name else None
 

@@ -89,6 +89,9 @@ def _is_run_slot(lease: Json) -> bool:
 
 
 def check_leases(ctx: Context) -> Requeue | None:
+    """A free run slot, and no operation of the cluster (for its pools and machines) or of
+    its members (for a cluster). An operation shows as its held operation Lease or as the
+    other object's status.activeJob, whichever the snapshot has."""
     snap, own = ctx.snap, ctx.snap.job_names()
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if _is_run_slot(lease)]
@@ -96,16 +99,39 @@ def check_leases(ctx: Context) -> Requeue | None:
         message = f"all {snap.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
     if snap.kind != CLUSTER:
-        cluster = ((snap.spec.get("clusterRef") or {}).get("name")) or ""
-        if any(_is_cluster_lease(lease, cluster) for lease in held):
+        cluster = _cluster_of(snap.obj)
+        leased = any(_is_cluster_lease(lease, cluster) for lease in held)
+        if leased or _runs_a_job(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is running an operation"
             return Requeue(Reason.WAITING_FOR_CLUSTER_OPERATION, LEASE_WAIT, message=message)
-    else:
-        busy = [name_of(lease) for lease in held if _is_member_lease(lease, snap.name)]
-        if busy:
-            message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
-            return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
+        return None
+    members = {
+        op_lease_name(kind, name): f"{kind}/{name}"
+        for (kind, name), other in snap.related.items()
+        if kind != CLUSTER and _cluster_of(other) == snap.name
+    }
+    busy = {
+        members.get(name_of(lease), name_of(lease))
+        for lease in held
+        if _is_member_lease(lease, snap.name, members)
+    }
+    busy |= {
+        f"{kind}/{name}"
+        for (kind, name), other in snap.related.items()
+        if kind != CLUSTER and _cluster_of(other) == snap.name and _runs_a_job(other)
+    }
+    if busy:
+        message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
+        return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
     return None
+
+
+def _cluster_of(obj: Json) -> str:
+    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
+
+
+def _runs_a_job(obj: Json | None) -> bool:
+    return obj is not None and bool((obj.get("status") or {}).get("activeJob"))
 
 
 def _is_cluster_lease(lease: Json, cluster: str) -> bool:
@@ -117,7 +143,10 @@ def _is_cluster_lease(lease: Json, cluster: str) -> bool:
     )
 
 
-def _is_member_lease(lease: Json, cluster: str) -> bool:
+def _is_member_lease(lease: Json, cluster: str, members: dict[str, str]) -> bool:
+    """Labelled as a member's operation Lease of this cluster, or named after a member."""
+    if name_of(lease) in members:
+        return True
     lease_labels = labels_of(lease)
     return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
         SCOPE_MEMBER

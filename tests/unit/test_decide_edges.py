@@ -9,8 +9,26 @@ from controller.core import snapshot
 from controller.core.backoff import delay
 from controller.core.decide import decide
 from controller.core.decision import to_json
-from controller.core.names import ANN_ACCOUNTED, ANN_RESTORE_SERIAL
-from tests.builders import NOW, ago, base_objects, captf, current_hash, job, secret, ts
+from controller.core.names import (
+    ANN_ACCOUNTED,
+    ANN_APPROVE,
+    ANN_INPUTS_HASH,
+    ANN_RESTORE_SERIAL,
+    MACHINE,
+    POOL,
+)
+from tests.builders import (
+    NOW,
+    ago,
+    base_objects,
+    captf,
+    current_hash,
+    job,
+    lease,
+    module_configmap,
+    secret,
+    ts,
+)
 
 Json = dict[str, Any]
 MANUAL = {"approval": {"mode": "Manual"}}
@@ -134,3 +152,59 @@ def test_times_with_offsets_are_read_as_instants() -> None:
         "reason": "InputsChangedBackoff",
         "after": 30.0,
     }
+
+
+def _pool_snapshot(cluster: Json, *extra: Json) -> Json:
+    pool = captf(POOL, "p1", spec={"variables": {"size": 4}})
+    others = [module_configmap("p1"), secret("creds", {"t": "x"}), cluster, *extra]
+    return _decide(pool, others)
+
+
+def test_a_pool_waits_while_its_cluster_shows_an_active_job() -> None:
+    # "a pool or machine while its cluster runs a Job": the cluster's status.activeJob
+    # says so even when the snapshot carries no operation Lease.
+    busy = captf(name="c1", ready=True)
+    busy["status"]["activeJob"] = "c1-refresh-00000001"
+    assert _pool_snapshot(busy) == {
+        "action": "requeue",
+        "reason": "WaitingForClusterOperation",
+        "after": 30.0,
+    }
+    idle = captf(name="c1", ready=True)
+    assert _pool_snapshot(idle)["action"] == "run"
+
+
+def test_a_cluster_waits_while_a_member_shows_an_active_job() -> None:
+    member = captf(MACHINE, "m1", status={"activeJob": "m1-apply-00000001"})
+    elsewhere = captf(MACHINE, "m2", spec={"clusterRef": {"name": "other"}})
+    elsewhere["status"]["activeJob"] = "m2-apply-00000001"
+    obj = captf(spec={"variables": {"size": 4}})
+    assert _decide(obj, [*base_objects(), member]) == {
+        "action": "requeue",
+        "reason": "WaitingForMachineOperations",
+        "after": 30.0,
+    }
+    assert _decide(obj, [*base_objects(), elsewhere])["action"] == "run"
+
+
+def test_a_member_lease_is_known_by_its_name_without_labels() -> None:
+    member = captf(MACHINE, "m1")
+    held = lease("captf-op-terraformmachine-m1", holder="m1-apply-00000001")
+    obj = captf(spec={"variables": {"size": 4}})
+    assert _decide(obj, [*base_objects(), member, held])["reason"] == (
+        "WaitingForMachineOperations"
+    )
+
+
+def test_approving_a_blocked_apply_does_not_unguard_inputs_changed_since() -> None:
+    blocked = job("apply", 1, "blocked", finished=ago(10))
+    blocked["metadata"]["annotations"][ANN_INPUTS_HASH] = current_hash(variables={"size": 4})
+    approve = {ANN_APPROVE: blocked["metadata"]["name"]}
+    same = captf(spec={"variables": {"size": 4}}, annotations=approve)
+    changed = captf(spec={"variables": {"size": 5}}, annotations=approve)
+    unguarded = to_json(decide(snapshot.build(same, [*base_objects(), blocked]), NOW), verbose=True)
+    guarded = to_json(
+        decide(snapshot.build(changed, [*base_objects(), blocked]), NOW), verbose=True
+    )
+    assert (unguarded["reason"], unguarded["guarded"]) == ("InputsChanged", False)
+    assert (guarded["reason"], guarded["guarded"]) == ("InputsChanged", True)
