@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.jobs import (
+    LONG_AGO,
     Classified,
     Outcome,
     classify,
@@ -104,8 +105,7 @@ class History:
 
 
 def _record(job: Json, plan_readable: Callable[[Json], bool]) -> Finished:
-    at = finished_at(job)
-    assert at is not None  # is_finished held
+    at = finished_at(job) or LONG_AGO  # never None: is_finished held
     op = op_of(job)
     readable = plan_readable(job) if op == Op.PLAN else True
     return Finished(job=job, op=op, at=at, verdict=classify(job, readable))

@@ -7,7 +7,7 @@ outside, blocked by the guard, plan changed since approval)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -23,6 +23,7 @@ from controller.core.names import (
 from controller.core.timefmt import parse_time
 
 Json = dict[str, Any]
+LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 
 class Outcome(StrEnum):
@@ -81,18 +82,24 @@ def is_finished(job: Json) -> bool:
 
 
 def finished_at(job: Json) -> datetime | None:
-    """completionTime, or else the terminal condition's lastTransitionTime; None while running."""
+    """completionTime, or else the terminal condition's lastTransitionTime; None while running.
+
+    A finished Job that records neither (no API server writes one, but a hand-made
+    snapshot may) finished no later than it started: startTime, else creationTimestamp,
+    else as long ago as can be, so that no delay is counted from an unknown time."""
     cond = _terminal_condition(job)
     if cond is None:
         return None
-    completion = (job.get("status") or {}).get("completionTime")
-    if completion:
-        return parse_time(completion)
-    when = cond.get("lastTransitionTime")
-    if when:
-        return parse_time(when)
-    created = job.get("metadata", {}).get("creationTimestamp")
-    return parse_time(created) if created else None
+    status = job.get("status") or {}
+    for when in (
+        status.get("completionTime"),
+        cond.get("lastTransitionTime"),
+        status.get("startTime"),
+        job.get("metadata", {}).get("creationTimestamp"),
+    ):
+        if when:
+            return parse_time(when)
+    return LONG_AGO
 
 
 def created_at(job: Json) -> datetime | None:

@@ -208,3 +208,39 @@ def test_approving_a_blocked_apply_does_not_unguard_inputs_changed_since() -> No
     )
     assert (unguarded["reason"], unguarded["guarded"]) == ("InputsChanged", False)
     assert (guarded["reason"], guarded["guarded"]) == ("InputsChanged", True)
+
+
+def _timeless(job_: Json, **status: str) -> Json:
+    """The Job with its terminal condition but no time on it (a hand-made snapshot)."""
+    conditions = [{"type": c["type"], "status": "True"} for c in job_["status"]["conditions"]]
+    job_["status"] = {"conditions": conditions, **status}
+    del job_["metadata"]["creationTimestamp"]
+    return job_
+
+
+def test_a_finished_job_without_any_time_is_still_read() -> None:
+    blocked = _timeless(job("apply", 1, "blocked"))
+    obj = captf(spec={"variables": {"size": 4}})
+    assert _decide(obj, [*base_objects(), blocked]) == {
+        "action": "requeue",
+        "reason": "WaitingForApproval",
+        "after": 600.0,
+    }
+    failed = _timeless(job("apply", 1, "failed"))
+    assert _decide(obj, [*base_objects(), failed]) == {
+        "action": "run",
+        "op": "apply",
+        "reason": "InputsChanged",
+        "retry": 2,
+    }
+
+
+def test_a_finished_job_without_a_finish_time_finished_no_later_than_it_started() -> None:
+    failed = _timeless(job("apply", 1, "failed"), startTime=ts(ago(seconds=20)))
+    obj = captf(spec={"variables": {"size": 4}})
+    assert _decide(obj, [*base_objects(), failed]) == {
+        "action": "requeue",
+        "op": "apply",
+        "reason": "InputsChangedBackoff",
+        "after": 40.0,
+    }
