@@ -72,3 +72,33 @@ class ManualClock:
     async def sleep(self, seconds: float) -> None:
         self.advance(max(seconds, 0.0))
         await asyncio.sleep(0)
+
+
+class SteppedClock:
+    """Virtual time that moves only when `advance` is called; sleepers wake when their time
+    comes. For end-to-end tests of delays measured in minutes: the event loop and all I/O
+    run in real time, while every wait on this clock is virtual."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._wall = start or datetime.now(UTC).replace(microsecond=0)
+        self._mono = 0.0
+        self._moved = asyncio.Condition()
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def now(self) -> datetime:
+        return self._wall + timedelta(seconds=self._mono)
+
+    async def advance(self, seconds: float) -> None:
+        async with self._moved:
+            self._mono += seconds
+            self._moved.notify_all()
+        # Let the woken sleepers run before the caller looks at their effects.
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def sleep(self, seconds: float) -> None:
+        until = self._mono + max(seconds, 0.0)
+        async with self._moved:
+            await self._moved.wait_for(lambda: self._mono >= until)

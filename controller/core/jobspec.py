@@ -1,0 +1,187 @@
+"""The Jobs and durable inputs Secrets the controller creates, built as plain dicts.
+
+Job names are deterministic: `<name>-<op>-<hash8>` with hash8 taken from
+(uid, op, attempt sequence). The same decision made twice, before the cache
+shows the first Job, names the same Job, and the API server refuses the second
+create: no Job is ever created twice."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from controller.core.decision import Run
+from controller.core.inputs import Inputs
+from controller.core.jobs import annotations_of, op_of
+from controller.core.names import (
+    ANN_DRIFT_REMEDIATION,
+    ANN_GUARDED,
+    ANN_INPUTS_HASH,
+    ANN_PLAN_JOB,
+    ANN_RESTORE_SERIAL,
+    ANN_RETRY,
+    ANN_SEQ,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_OP,
+    LABEL_UID,
+    Op,
+    state_secret_name,
+)
+from controller.core.policy import Policy
+
+Json = dict[str, Any]
+
+
+def job_name(name: str, uid: str, op: str, seq: int) -> str:
+    digest = hashlib.sha256(f"{uid}/{op}/{seq}".encode()).hexdigest()[:8]
+    return f"{name}-{op}-{digest}"
+
+
+def next_seq(jobs: list[Json], op: str) -> int:
+    """One more than the highest attempt sequence among the object's Jobs of that op."""
+    seqs = [_seq(j) for j in jobs if op_of(j) == op]
+    return max(seqs, default=0) + 1
+
+
+def _seq(job: Json) -> int:
+    raw = annotations_of(job).get(ANN_SEQ, "0")
+    return int(raw) if raw.isdigit() else 0
+
+
+def inputs_secret_name(name: str, inputs: Inputs) -> str:
+    return f"{name}-inputs-{inputs.hash8}"
+
+
+def plan_secret_name(plan_job: str) -> str:
+    """A plan Job writes its plan to a Secret of its own name (Job names are unique)."""
+    return plan_job
+
+
+def owner_reference(obj: Json, *, controller: bool = True) -> Json:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def object_labels(obj: Json) -> dict[str, str]:
+    meta = obj["metadata"]
+    return {LABEL_KIND: obj["kind"], LABEL_NAME: meta["name"], LABEL_UID: meta["uid"]}
+
+
+def inputs_secret(obj: Json, inputs: Inputs) -> Json:
+    """The immutable durable inputs Secret; its name carries the inputs hash."""
+    meta = obj["metadata"]
+    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": inputs_secret_name(meta["name"], inputs),
+            "namespace": meta["namespace"],
+            "labels": object_labels(obj),
+            "annotations": {ANN_INPUTS_HASH: inputs.hash},
+            "ownerReferences": [owner_reference(obj, controller=False)],
+        },
+        "type": "Opaque",
+        "immutable": True,
+        "data": data,
+    }
+
+
+def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, name: str) -> Json:
+    meta = obj["metadata"]
+    notes = {ANN_RETRY: str(run.retry), ANN_SEQ: str(seq), ANN_INPUTS_HASH: inputs.hash}
+    if run.drift_remediation:
+        notes[ANN_DRIFT_REMEDIATION] = "true"
+    if run.guarded:
+        notes[ANN_GUARDED] = "true"
+    if run.restore_serial:
+        notes[ANN_RESTORE_SERIAL] = run.restore_serial
+    if run.plan_job:
+        notes[ANN_PLAN_JOB] = run.plan_job
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": object_labels(obj) | {LABEL_OP: run.op},
+            "annotations": notes,
+            "ownerReferences": [owner_reference(obj)],
+        },
+        "spec": _job_spec(obj, run, inputs=inputs, policy=policy, name=name),
+    }
+
+
+def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str) -> Json:
+    spec = obj.get("spec") or {}
+    jobs = spec.get("jobs") or {}
+    pod: Json = {
+        "restartPolicy": "Never",
+        "containers": [_container(obj, run, inputs=inputs, name=name)],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if jobs.get("serviceAccountName"):
+        pod["serviceAccountName"] = jobs["serviceAccountName"]
+    return {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": policy.active_deadline,
+        # An evicted or preempted runner fails its Job with reason PodFailurePolicy,
+        # recognisable even when the runner died before writing a result.
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                }
+            ]
+        },
+        "template": {"metadata": {"labels": object_labels(obj) | {LABEL_OP: run.op}}, "spec": pod},
+    }
+
+
+def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    env = {
+        "CAPTF_OP": run.op,
+        "CAPTF_NAMESPACE": meta["namespace"],
+        "CAPTF_JOB_NAME": name,
+        "CAPTF_OBJECT_NAME": meta["name"],
+        "CAPTF_OBJECT_KIND": obj["kind"],
+        "CAPTF_INPUTS_SECRET": inputs_secret_name(meta["name"], inputs),
+        "CAPTF_INPUTS_HASH": inputs.hash,
+        "CAPTF_STATE_SECRET": state_secret_name(meta["name"]),
+        "CAPTF_GUARDED": "true" if run.guarded else "false",
+        "CAPTF_WORK_DIR": "/tmp",
+    }
+    if run.op == Op.PLAN:
+        env["CAPTF_PLAN_SECRET"] = plan_secret_name(name)
+    if run.op == Op.APPLY and run.plan_job:
+        env["CAPTF_APPROVED_PLAN_SECRET"] = plan_secret_name(run.plan_job)
+    if run.op == Op.RESTORE and run.restore_serial:
+        env["CAPTF_RESTORE_SERIAL"] = run.restore_serial
+    container: Json = {
+        "name": "runner",
+        "image": (spec.get("jobs") or {}).get("image", ""),
+        "args": ["runner"],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    cred = (spec.get("credentialsRef") or {}).get("name")
+    if cred:
+        container["envFrom"] = [{"secretRef": {"name": cred}}]
+    return container

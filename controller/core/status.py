@@ -1,0 +1,138 @@
+"""The status an object should show: conditions, failures, and what it waits for until when.
+
+Pure: computed from the snapshot, the decision and the time; the reconciler
+writes it only when it differs from what is there."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.core import triggers
+from controller.core.context import Context
+from controller.core.decision import Decision, Idle, Requeue, Run
+from controller.core.history import History
+from controller.core.jobs import FREE_OUTCOMES, Outcome
+from controller.core.names import MUTABLE_KINDS, Op, Reason
+from controller.core.timefmt import format_time
+
+Json = dict[str, Any]
+
+INTERRUPTED_MESSAGE = (
+    "Job {job}: disappeared while it ran and may have applied part of its change; "
+    "an apply of the current inputs is due"
+)
+
+
+def next_of(decision: Decision, now: datetime) -> Json:
+    """status.next: what the controller waits for, and until when."""
+    match decision:
+        case Run(op=op, reason=reason):
+            return {"op": op, "reason": reason, "at": format_time(now)}
+        case Requeue(op=op, reason=reason, after=after):
+            out: Json = {"op": op} if op else {}
+            return out | {"reason": reason, "at": format_time(now + timedelta(seconds=after))}
+        case Idle(after=after, reason=reason):
+            out = {"reason": reason or "Idle"}
+            if after is not None:
+                out["at"] = format_time(now + timedelta(seconds=after))
+            return out
+
+
+def failures_of(history: History) -> Json:
+    out: Json = {}
+    for op in Op:
+        streak = history.failures(op)
+        if streak:
+            out[op.value] = {"count": len(streak), "lastFailedAt": format_time(streak[0].at)}
+    return out
+
+
+def conditions(ctx: Context, decision: Decision) -> list[Json]:
+    """Ready, ApplyJobSucceeded, DriftDetected and Waiting, without transition times."""
+    out = [_ready(ctx, decision), _waiting(decision)]
+    applied = _apply_condition(ctx)
+    if applied is not None:
+        out.append(applied)
+    drift = _drift_condition(ctx)
+    if drift is not None:
+        out.append(drift)
+    return out
+
+
+def _cond(kind: str, true: bool, reason: str, message: str) -> Json:
+    return {
+        "type": kind,
+        "status": "True" if true else "False",
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _ready(ctx: Context, decision: Decision) -> Json:
+    if ctx.snap.obj.get("metadata", {}).get("deletionTimestamp"):
+        return _cond("Ready", False, Reason.DELETING, "the object is being deleted")
+    due = triggers.apply_due(ctx)
+    if due is not None and due.trigger != Reason.DRIFT_REMEDIATION:
+        return _cond("Ready", False, due.trigger, _reason_message(decision) or due.trigger)
+    if ctx.snap.kind in MUTABLE_KINDS and ctx.state_inputs_hash != ctx.inputs.hash:
+        return _cond("Ready", False, Reason.INPUTS_CHANGED, "the current inputs are not applied")
+    if not ctx.state_inputs_hash:
+        return _cond("Ready", False, Reason.NO_STATE, "not applied yet")
+    return _cond("Ready", True, "Applied", f"inputs {ctx.inputs.hash8} are applied")
+
+
+def _reason_message(decision: Decision) -> str:
+    if isinstance(decision, Requeue | Idle):
+        return decision.message
+    return ""
+
+
+def _waiting(decision: Decision) -> Json:
+    if isinstance(decision, Requeue):
+        return _cond("Waiting", True, decision.reason, decision.message or decision.reason)
+    if isinstance(decision, Run):
+        return _cond("Waiting", False, "Running", f"starting {decision.op} ({decision.reason})")
+    return _cond("Waiting", False, "Idle", decision.message or "nothing to do")
+
+
+def _apply_condition(ctx: Context) -> Json | None:
+    interrupted = triggers.interrupted_apply(ctx)
+    if interrupted and ctx.snap.kind in MUTABLE_KINDS:
+        return _cond(
+            "ApplyJobSucceeded", False, "ApplyFailed", INTERRUPTED_MESSAGE.format(job=interrupted)
+        )
+    for record in ctx.history.of(Op.APPLY):
+        if record.outcome in FREE_OUTCOMES:
+            continue
+        if record.outcome == Outcome.SUCCESS:
+            return _cond("ApplyJobSucceeded", True, "ApplySucceeded", record.verdict.message)
+        return _cond("ApplyJobSucceeded", False, "ApplyFailed", record.verdict.message)
+    return None
+
+
+def _drift_condition(ctx: Context) -> Json | None:
+    check = ctx.history.newest(Op.DRIFT, outcome=Outcome.SUCCESS)
+    if check is None:
+        return None
+    if ctx.history.drift_pending():
+        message = f"drift check {check.name} found drift"
+        if ctx.policy.drift_remediate and not triggers.remediation_due(ctx):
+            message += "; remediation stopped at the failure limit until the next drift check"
+        return _cond("DriftDetected", True, "DriftDetected", message)
+    return _cond("DriftDetected", False, "NoDrift", f"no drift pending after {check.name}")
+
+
+def merge_conditions(old: list[Json], new: list[Json], now: datetime) -> list[Json]:
+    """New conditions keep their lastTransitionTime while their status is unchanged."""
+    before = {c.get("type"): c for c in old}
+    merged = []
+    for cond in new:
+        prior = before.get(cond["type"])
+        when = (
+            prior.get("lastTransitionTime")
+            if prior and prior.get("status") == cond["status"]
+            else None
+        )
+        merged.append(cond | {"lastTransitionTime": when or format_time(now)})
+    return merged

@@ -1,0 +1,175 @@
+"""Accounting finished Jobs exactly once, pruning old ones, and the retry-capped tail.
+
+A finished Job is accounted by: its Event (deterministic name, so a replay
+after a crash is refused), the attempts histogram, releasing the Leases it
+held, and last the `captf.io/accounted` annotation, the one durable record.
+A crash anywhere before the annotation replays the steps, and each step is
+idempotent."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+
+from controller.core import bookkeeping
+from controller.core.history import Finished, History
+from controller.core.jobs import Outcome, annotations_of, created_at
+from controller.core.names import (
+    ANN_ACCOUNTED,
+    ANN_INTERRUPTED_APPLY,
+    ANN_INTERRUPTED_APPLY_AT,
+    ANN_RESTORE_SERIAL,
+    LABEL_RETRY_CAPPED,
+    Op,
+)
+from controller.core.snapshot import Snapshot
+from controller.core.timefmt import TimeFormatError, parse_time
+from controller.io import api
+from controller.io.api import Api
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+
+
+class JobMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.attempts = Histogram(
+            "captf_job_attempts",
+            "Retry number of each finished Job: 1 + earlier failed Jobs of its op since the "
+            "last success (blocked and plan-changed not counted)",
+            ["kind", "op", "outcome"],
+            buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20),
+            registry=registry,
+        )
+
+
+def _event_type(outcome: Outcome) -> str:
+    return "Normal" if outcome in (Outcome.SUCCESS, Outcome.INTERRUPTED) else "Warning"
+
+
+async def account(
+    client: Api, snap: Snapshot, history: History, metrics: JobMetrics, now: datetime
+) -> list[Finished]:
+    """Accounts every finished, unaccounted Job of the object, oldest first."""
+    done = []
+    for record in bookkeeping.unaccounted(history):
+        await _account_one(client, snap, history, record, metrics, now)
+        done.append(record)
+    return done
+
+
+async def _account_one(
+    client: Api,
+    snap: Snapshot,
+    history: History,
+    record: Finished,
+    metrics: JobMetrics,
+    now: datetime,
+) -> None:
+    verdict = record.verdict
+    if verdict.event is not None:
+        body = api.event_body(
+            snap.obj,
+            f"{record.name}.{verdict.event.lower()}",
+            type_=_event_type(record.outcome),
+            reason=verdict.event,
+            message=verdict.message,
+            now=now,
+        )
+        await api.record_event(client, body)
+    attempt = bookkeeping.attempt_number(history, record)
+    metrics.attempts.labels(snap.kind, record.op, record.outcome.value).observe(attempt)
+    for lease in snap.leases:
+        if (lease.get("spec") or {}).get("holderIdentity") == record.name:
+            await api.release_lease(client, lease)
+    if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
+        await _clear_interrupted(client, snap, record)
+    await api.merge_patch(
+        client,
+        api.job_path(snap.namespace, record.name),
+        {"metadata": {"annotations": {ANN_ACCOUNTED: "true"}}},
+    )
+    record.job.setdefault("metadata", {}).setdefault("annotations", {})[ANN_ACCOUNTED] = "true"
+    log.info(
+        "%s/%s: Job %s %s (attempt %d)",
+        snap.kind,
+        snap.name,
+        record.name,
+        record.outcome.value,
+        attempt,
+    )
+
+
+async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> None:
+    """An apply started after an interrupted apply was recorded succeeded: clear the record."""
+    started = created_at(applied.job)
+    for secret in snap.inputs_secrets():
+        notes = annotations_of(secret)
+        if not notes.get(ANN_INTERRUPTED_APPLY):
+            continue
+        try:
+            recorded = parse_time(notes.get(ANN_INTERRUPTED_APPLY_AT, ""))
+        except TimeFormatError:
+            recorded = None
+        if recorded is not None and started is not None and started < recorded:
+            continue
+        patch = {
+            "metadata": {
+                "annotations": {ANN_INTERRUPTED_APPLY: None, ANN_INTERRUPTED_APPLY_AT: None}
+            }
+        }
+        await api.merge_patch(
+            client, api.secret_path(snap.namespace, secret["metadata"]["name"]), patch
+        )
+
+
+def restored_serial(accounted: list[Finished]) -> str | None:
+    """The serial of the newest restore Job just accounted: the restore was attempted."""
+    restores = [r for r in accounted if r.op == Op.RESTORE]
+    if not restores:
+        return None
+    return annotations_of(max(restores, key=lambda r: r.at).job).get(ANN_RESTORE_SERIAL)
+
+
+async def prune(
+    client: Api, snap: Snapshot, history: History, *, failed_limit: int, successful_limit: int
+) -> list[str]:
+    keep = frozenset(
+        filter(None, [snap.status.get("activeJob"), snap.annotations.get("captf.io/approve")])
+    )
+    doomed = bookkeeping.prune(
+        history, failed_limit=failed_limit, successful_limit=successful_limit, keep=keep
+    )
+    for name in doomed:
+        await api.delete_job(client, snap.namespace, name)
+    return doomed
+
+
+async def mark_capped(
+    client: Api, snap: Snapshot, history: History, failed_limit: int, now: datetime
+) -> None:
+    """The `captf.io/retry-capped=<op>` label while an op's failures are at the limit, and one
+    RetryCapped Warning per streak (named after the Job that reached the cap)."""
+    capped = bookkeeping.capped(history, failed_limit)
+    current = (snap.obj["metadata"].get("labels") or {}).get(LABEL_RETRY_CAPPED)
+    wanted = capped.op if capped else None
+    if capped is not None and current != wanted:
+        message = (
+            f"{capped.op} failed {len(history.failures(capped.op))} times in a row; "
+            f"retrying every 10m until it succeeds"
+        )
+        body = api.event_body(
+            snap.obj,
+            f"{capped.reached_by}.retrycapped",
+            type_="Warning",
+            reason="RetryCapped",
+            message=message,
+            now=now,
+        )
+        await api.record_event(client, body)
+    if current != wanted:
+        path = api.object_path(snap.kind, snap.namespace, snap.name)
+        await api.merge_patch(client, path, {"metadata": {"labels": {LABEL_RETRY_CAPPED: wanted}}})

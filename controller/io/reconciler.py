@@ -1,0 +1,250 @@
+"""The CAPTF reconciler: read the caches, keep the books, decide, act, report.
+
+One reconcile of one object, level-based: it is told only the key and reads
+everything else. Decisions come from `controller.core`; this module only
+performs them and writes what they mean to the API server."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from controller.core import status as status_rules
+from controller.core.context import Context
+from controller.core.decide import decide
+from controller.core.decision import Decision, Idle, Requeue, Run
+from controller.core.history import History
+from controller.core.inputs import Inputs, InputsMissing, render
+from controller.core.names import ANN_RESTORE_SERIAL, FINALIZER, Reason
+from controller.core.policy import Policy, PolicyError, read_policy
+from controller.core.snapshot import Snapshot
+from controller.core.timefmt import format_time
+from controller.io import api, bookkeeper, interrupted
+from controller.io.api import Api
+from controller.io.bookkeeper import JobMetrics
+from controller.io.caches import Caches, parse_key
+from controller.io.launcher import Slots, launch
+from runtime.clock import Clock
+from runtime.loop import DONE, Result, requeue_after
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+
+# Pending creates older than this are forgotten: the Job was deleted before the cache saw it.
+PENDING_TTL = 300.0
+# After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
+RUNNING_RECHECK = 60.0
+
+
+@dataclass
+class Reconciler:
+    client: Api
+    caches: Caches
+    clock: Clock
+    metrics: JobMetrics
+    slots: Slots
+    _pending: dict[str, float] = field(default_factory=dict)  # Job name -> created (monotonic)
+    _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
+
+    async def reconcile(self, key: str) -> Result:
+        kind, namespace, name = parse_key(key)
+        obj = self.caches.object(kind, namespace, name)
+        if obj is None:
+            return DONE
+        now = self.clock.now()
+        obj = await self._ensure_finalizer(obj)
+        snap = self._snapshot(obj)
+        policy, inputs = _policy_and_inputs(snap)
+        history = History(snap.jobs, snap.plan_readable)
+        accounted = await bookkeeper.account(self.client, snap, history, self.metrics, now)
+        status = dict(snap.status)
+        if status.get("activeJob") in {r.name for r in accounted}:
+            status.pop("activeJob")
+        _note_restore(status, snap, accounted)
+        missing = await interrupted.check(self.client, snap, set(self._pending))
+        if missing is interrupted.Missing.GONE:
+            job = str(status.pop("activeJob"))
+            await interrupted.record(self.client, snap, inputs, job, self._deleted, now)
+            log.warning("%s: Job %s disappeared while it ran", key, job)
+        if policy is not None:
+            pruned = await bookkeeper.prune(
+                self.client,
+                snap,
+                history,
+                failed_limit=policy.failed_limit,
+                successful_limit=policy.successful_limit,
+            )
+            self._deleted.update(pruned)
+        snap = replace(snap, obj=snap.obj | {"status": status})
+        decision = decide(snap, now)
+        if isinstance(decision, Run) and policy is not None and inputs is not None:
+            job = await launch(
+                self.client, snap, decision, inputs=inputs, policy=policy, slots=self.slots, now=now
+            )
+            self._pending[job] = self.clock.monotonic()
+            status["activeJob"] = job
+            log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
+        await self._write_status(snap, status, decision, policy, inputs, now)
+        if policy is not None:
+            await bookkeeper.mark_capped(
+                self.client, snap, History(snap.jobs, snap.plan_readable), policy.failed_limit, now
+            )
+        if isinstance(decision, Idle) and decision.reason == Reason.DESTROYED:
+            await self._remove_finalizer(snap.obj)
+            return DONE
+        return _result(decision)
+
+    def _snapshot(self, obj: Json) -> Snapshot:
+        now = self.clock.monotonic()
+        seen = {j["metadata"]["name"] for j in self.caches.jobs_of(obj["metadata"]["uid"])}
+        for job, created in list(self._pending.items()):
+            if job in seen or now - created > PENDING_TTL:
+                del self._pending[job]
+        return self.caches.snapshot(
+            obj,
+            pending_jobs=frozenset(self._pending) & _prefixed(obj, self._pending),
+            max_concurrent_runs=self.slots.count,
+        )
+
+    async def _ensure_finalizer(self, obj: Json) -> Json:
+        meta = obj["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if meta.get("deletionTimestamp") or FINALIZER in finalizers:
+            return obj
+        path = api.object_path(obj["kind"], meta["namespace"], meta["name"])
+        patch = {"metadata": {"finalizers": [*finalizers, FINALIZER]}}
+        updated = await api.merge_patch(self.client, path, patch, version=meta["resourceVersion"])
+        return {"apiVersion": obj["apiVersion"], "kind": obj["kind"]} | updated
+
+    async def _remove_finalizer(self, obj: Json) -> None:
+        meta = obj["metadata"]
+        kept = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        path = api.object_path(obj["kind"], meta["namespace"], meta["name"])
+        await api.merge_patch(
+            self.client, path, {"metadata": {"finalizers": kept}}, version=meta["resourceVersion"]
+        )
+        log.info("%s/%s: destroyed; finalizer removed", meta["namespace"], meta["name"])
+
+    async def _write_status(
+        self,
+        snap: Snapshot,
+        status: Json,
+        decision: Decision,
+        policy: Policy | None,
+        inputs: Inputs | None,
+        now: datetime,
+    ) -> None:
+        new = _desired_status(snap, status, decision, policy, inputs, now)
+        if new == snap.obj.get("status"):
+            return
+        if snap.obj["metadata"].get("deletionTimestamp") and not snap.obj["metadata"].get(
+            "finalizers"
+        ):
+            return
+        await api.put_status(self.client, snap.obj, new)
+
+
+def _prefixed(obj: Json, pending: dict[str, float]) -> frozenset[str]:
+    prefix = f"{obj['metadata']['name']}-"
+    return frozenset(n for n in pending if n.startswith(prefix))
+
+
+def _policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
+    try:
+        policy: Policy | None = read_policy(snap.spec)
+    except PolicyError:
+        policy = None
+    try:
+        inputs: Inputs | None = render(snap.spec, snap.configmaps, snap.secrets)
+    except InputsMissing:
+        inputs = None
+    return policy, inputs
+
+
+def _note_restore(status: Json, snap: Snapshot, accounted: list[Any]) -> None:
+    """lastRestoredSerial: set when a restore for the requested serial was attempted, cleared
+    when the restore annotation is removed."""
+    wanted = snap.annotations.get(ANN_RESTORE_SERIAL)
+    if not wanted:
+        status.pop("lastRestoredSerial", None)
+        return
+    tried = bookkeeper.restored_serial(accounted)
+    if tried is not None and tried.isdigit():
+        status["lastRestoredSerial"] = int(tried)
+
+
+def _desired_status(
+    snap: Snapshot,
+    status: Json,
+    decision: Decision,
+    policy: Policy | None,
+    inputs: Inputs | None,
+    now: datetime,
+) -> Json:
+    out = dict(status)
+    out["observedGeneration"] = snap.obj["metadata"].get("generation", 0)
+    out["next"] = _stable_next(snap.status.get("next"), status_rules.next_of(decision, now), now)
+    history = History(snap.jobs, snap.plan_readable)
+    failures = status_rules.failures_of(history)
+    if failures:
+        out["failures"] = failures
+    else:
+        out.pop("failures", None)
+    if policy is not None and inputs is not None:
+        ctx = Context(snap=snap, now=now, policy=policy, inputs=inputs)
+        out["inputsHash"] = inputs.hash
+        applied = ctx.state_inputs_hash
+        if applied:
+            out["appliedInputsHash"] = applied
+        serial = _state_serial(snap)
+        if serial is not None:
+            out["stateSerial"] = serial
+        new_conditions = status_rules.conditions(ctx, decision)
+    else:
+        new_conditions = [_not_ready(decision), status_rules._waiting(decision)]
+    out["conditions"] = status_rules.merge_conditions(
+        snap.status.get("conditions") or [], new_conditions, now
+    )
+    return out
+
+
+def _not_ready(decision: Decision) -> Json:
+    reason = decision.reason if isinstance(decision, Requeue) else "NotReady"
+    message = decision.message if isinstance(decision, Requeue) else ""
+    return {"type": "Ready", "status": "False", "reason": reason, "message": message or reason}
+
+
+def _state_serial(snap: Snapshot) -> int | None:
+    state = snap.state_secret
+    if state is None:
+        return None
+    raw = (state["metadata"].get("annotations") or {}).get("captf.io/serial", "")
+    return int(raw) if str(raw).isdigit() else None
+
+
+def _stable_next(old: Json | None, new: Json, now: datetime) -> Json:
+    """Keeps the old `at` of the same fixed-interval wait (JobRunning, a Lease, a readiness
+    wait) while it still lies ahead, so re-deciding does not rewrite the status, and wake
+    every watcher, on each pass. Backoffs, windows and schedules have exact times."""
+    same = old is not None and (old.get("reason"), old.get("op")) == (
+        new.get("reason"),
+        new.get("op"),
+    )
+    reason = str(new.get("reason", ""))
+    exact = reason.endswith("Backoff") or reason in (Reason.OUTSIDE_CHANGE_WINDOW, "Idle")
+    old_at = old.get("at") if old is not None else None
+    if same and not exact and isinstance(old_at, str) and old_at > format_time(now):
+        return new | {"at": old_at}
+    return new
+
+
+def _result(decision: Decision) -> Result:
+    match decision:
+        case Run():
+            return requeue_after(RUNNING_RECHECK)
+        case Requeue(after=after):
+            return requeue_after(max(after, 0.0))
+        case Idle(after=after):
+            return DONE if after is None else requeue_after(max(after, 0.0))

@@ -1,0 +1,223 @@
+"""Running the controller in-process against the real API server, and playing Job outcomes.
+
+No Job controller or kubelet runs beside the test API server, so tests write a
+finished Job's status themselves, the way the Job controller would, through
+the status subresource; the runner's result goes on the Job itself."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import anyio
+import orjson
+
+from controller.core.names import ANN_RESULT
+from controller.core.timefmt import format_time
+from controller.io.main import serve
+from runtime.clock import Clock
+from runtime.envtest import ApiServer
+
+Json = dict[str, Any]
+T = TypeVar("T")
+MERGE = "application/merge-patch+json"
+MODULE = {"main.tf": 'variable "size" {}\nresource "terraform_data" "x" { input = var.size }\n'}
+
+
+class Kube:
+    """Async calls to the test API server (the sync client, off the event loop)."""
+
+    def __init__(self, server: ApiServer, namespace: str) -> None:
+        self.server = server
+        self.ns = namespace
+
+    async def call(
+        self, method: str, path: str, body: object = None, ctype: str = "application/json"
+    ) -> Json:
+        return await asyncio.to_thread(self.server.request, method, path, body, ctype)
+
+    def captf_path(self, plural: str, name: str = "") -> str:
+        base = f"/apis/captf.io/v1alpha1/namespaces/{self.ns}/{plural}"
+        return f"{base}/{name}" if name else base
+
+    async def cluster(self, name: str = "c1") -> Json:
+        return await self.call("GET", self.captf_path("terraformclusters", name))
+
+    async def jobs(self, selector: str = "") -> list[Json]:
+        path = f"/apis/batch/v1/namespaces/{self.ns}/jobs"
+        if selector:
+            path += f"?labelSelector={selector}"
+        items: list[Json] = (await self.call("GET", path)).get("items", [])
+        return sorted(items, key=_attempt_order)
+
+    async def events(self) -> list[Json]:
+        items: list[Json] = (await self.call("GET", f"/api/v1/namespaces/{self.ns}/events")).get(
+            "items", []
+        )
+        return items
+
+    async def setup_cluster(self, name: str = "c1", **spec: Any) -> Json:
+        """The module ConfigMap, credentials and a TerraformCluster."""
+        await self.call(
+            "POST",
+            f"/api/v1/namespaces/{self.ns}/configmaps",
+            {"metadata": {"name": f"{name}-module"}, "data": MODULE},
+        )
+        with contextlib.suppress(Exception):
+            await self.call(
+                "POST",
+                f"/api/v1/namespaces/{self.ns}/secrets",
+                {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}},
+            )
+        body = {
+            "apiVersion": "captf.io/v1alpha1",
+            "kind": "TerraformCluster",
+            "metadata": {"name": name},
+            "spec": {
+                "module": {"configMapRef": {"name": f"{name}-module"}},
+                "variables": {"size": 1},
+                "credentialsRef": {"name": "creds"},
+                "jobs": {"image": "captf:dev"},
+            }
+            | spec,
+        }
+        return await self.call("POST", self.captf_path("terraformclusters"), body)
+
+    async def finish(
+        self,
+        job: Json,
+        outcome: str | None,
+        *,
+        at: datetime | None = None,
+        reason: str = "BackoffLimitExceeded",
+        result: Json | None = None,
+        complete: bool | None = None,
+    ) -> None:
+        """Plays a runner outcome: the result annotation, then the terminal status."""
+        at = at or datetime.now(UTC)
+        name = job["metadata"]["name"]
+        path = f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}"
+        if outcome is not None:
+            value = orjson.dumps(
+                {"outcome": outcome, "message": f"played {outcome}"} | (result or {})
+            )
+            await self.call(
+                "PATCH", path, {"metadata": {"annotations": {ANN_RESULT: value.decode()}}}, MERGE
+            )
+        await self.call(
+            "PATCH",
+            path + "/status",
+            {
+                "status": job_status(
+                    outcome == "succeeded" if complete is None else complete, at, reason
+                )
+            },
+            MERGE,
+        )
+
+
+async def write_state(kube: Kube, job: Json, serial: int, name: str = "c1") -> None:
+    """Plays the runner's state write after a successful apply: serial and inputs hash."""
+    inputs_hash = job["metadata"]["annotations"]["captf.io/inputs-hash"]
+    notes = {"captf.io/serial": str(serial), "captf.io/inputs-hash": inputs_hash}
+    body = {
+        "metadata": {"name": f"{name}-state", "annotations": notes},
+        "stringData": {"terraform.tfstate": "{}"},
+    }
+    path = f"/api/v1/namespaces/{kube.ns}/secrets"
+    try:
+        await kube.call("POST", path, body)
+    except Exception:
+        await kube.call(
+            "PATCH", f"{path}/{name}-state", {"metadata": {"annotations": notes}}, MERGE
+        )
+
+
+def _attempt_order(job: Json) -> tuple[str, int, str]:
+    meta = job["metadata"]
+    seq = (meta.get("annotations") or {}).get("captf.io/seq", "0")
+    return (meta["creationTimestamp"], int(seq), meta["name"])
+
+
+def job_status(complete: bool, at: datetime, reason: str) -> Json:
+    """A terminal Job status the API server (1.31+) accepts, as the Job controller writes it."""
+    start = format_time(at - timedelta(seconds=5))
+    when = format_time(at)
+    if complete:
+        return {
+            "startTime": start,
+            "completionTime": when,
+            "active": 0,
+            "succeeded": 1,
+            "conditions": [
+                _cond("SuccessCriteriaMet", when, "CompletionsReached"),
+                _cond("Complete", when, "CompletionsReached"),
+            ],
+        }
+    return {
+        "startTime": start,
+        "active": 0,
+        "failed": 1,
+        "conditions": [_cond("FailureTarget", when, reason), _cond("Failed", when, reason)],
+    }
+
+
+def _cond(kind: str, when: str, reason: str) -> Json:
+    return {
+        "type": kind,
+        "status": "True",
+        "reason": reason,
+        "message": reason,
+        "lastProbeTime": when,
+        "lastTransitionTime": when,
+    }
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, within: float = 30.0, what: str = ""
+) -> T:
+    """Polls until the probe returns something truthy; fails with `what` after the timeout."""
+    deadline = time.monotonic() + within
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {within}s waiting for {what or probe}; last: {last!r}")
+
+
+def controller_args(server: ApiServer, namespace: str, **over: Any) -> argparse.Namespace:
+    base: Json = {
+        "kubeconfig": str(server.kubeconfig),
+        "namespace": namespace,
+        "controller_namespace": namespace,
+        "max_concurrent_runs": 10,
+        "workers": 2,
+        "leader_elect": False,
+        "leader_election_id": "captf-controller",
+        "metrics_addr": "127.0.0.1:0",
+        "time_scale": 1.0,
+    }
+    return argparse.Namespace(**(base | over))
+
+
+@contextlib.asynccontextmanager
+async def running_controller(
+    server: ApiServer, namespace: str, clock: Clock | None = None, **over: Any
+) -> AsyncIterator[None]:
+    """The controller in this event loop, until the block ends (then cancelled)."""
+    started = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve, controller_args(server, namespace, **over), started, clock)
+        with anyio.fail_after(30):
+            await started.wait()
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
