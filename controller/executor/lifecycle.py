@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,7 +127,8 @@ class JobRun:
         finally:
             if self._process is not None and self.code is None:
                 with anyio.CancelScope(shield=True):
-                    await terminate(self._process, self._grace(), self._node.clock)
+                    code = await terminate(self._process, self._grace(), self._node.clock)
+                    logger.info("%s: stopped by the executor's shutdown, exit %d", self.key, code)
         if self._stop_requested.is_set() and self._stop is None:
             logger.info("%s: deleted; process stopped (exit %s)", self.key, self.code)
             return
@@ -147,7 +149,7 @@ class JobRun:
             argv = ctr.command_line(container, env)
             full = {**self._node.image_env, "HOSTNAME": self._pod_name, **env}
             full.update(self._node.forced_env)
-            self._log_line(f"pod {self._pod_name}: {' '.join(argv)}")
+            self._log_line(f"pod {self._pod_name}: {shlex.join(argv)}")
             # Shielded: a process started and then dropped by a cancellation would be orphaned.
             with anyio.CancelScope(shield=True):
                 process = await self._node.spawn(argv, full, self.log)
@@ -157,7 +159,7 @@ class JobRun:
             self.code = START_ERROR_CODE
             return
         self._process = process
-        logger.info("%s: started pid %d: %s", self.key, process.pid, " ".join(argv))
+        logger.info("%s: started pid %d: %s", self.key, process.pid, _one_line(argv))
 
     async def _resolve_env(self, container: Json) -> dict[str, str]:
         """The container's environment; a missing Secret or ConfigMap is waited for."""
@@ -244,6 +246,11 @@ def _disruption(job: Json, pod_name: str) -> Stopping:
             )
             return Stopping(Reason.POD_FAILURE_POLICY, message)
     return Stopping(Reason.BACKOFF_LIMIT)
+
+
+def _one_line(argv: Sequence[str], limit: int = 160) -> str:
+    text = shlex.join(argv).replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _verdict(status: Json | None) -> str:

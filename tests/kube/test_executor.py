@@ -10,7 +10,10 @@ import asyncio
 import base64
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +22,14 @@ import anyio
 import pytest
 import pytest_asyncio
 
+from controller.core.inputs import Inputs
 from controller.core.timefmt import parse_time
 from controller.executor import ANN_SIMULATE_DRAIN, Executor
 from controller.executor.executor import LOST_MESSAGE
+from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.transport import Transport, open_transport
+from tests.e2e.test_runner_tofu import MODULE
 
 pytestmark = pytest.mark.kube
 
@@ -166,13 +172,9 @@ async def h(apiserver: ApiServer, namespace: str, tmp_path: Path) -> AsyncIterat
 
 
 def executor(h: Harness, **kwargs: Any) -> Executor:
+    kwargs.setdefault("image_env", {})
     return Executor(
-        h.transport,
-        namespace=h.ns,
-        kubeconfig=h.api.kubeconfig,
-        log_dir=h.tmp / "logs",
-        image_env={},
-        **kwargs,
+        h.transport, namespace=h.ns, kubeconfig=h.api.kubeconfig, log_dir=h.tmp / "logs", **kwargs
     )
 
 
@@ -408,3 +410,99 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_the_cli_runs_jobs_and_a_ctrl_c_leaves_no_process_behind(
+    apiserver: ApiServer, namespace: str, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    env = {**os.environ, "CAPTF_EXECUTOR_LOGS": str(logs)}
+    argv = [sys.executable, "-m", "controller.cli", "dev", "executor"]
+    argv += ["--kubeconfig", str(apiserver.kubeconfig), "--namespace", namespace]
+    out = tmp_path / "stdout"
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    paths = [
+        {"name": "MARK", "value": str(tmp_path / "mark")},
+        {"name": "PIDFILE", "value": str(tmp_path / "pid")},
+    ]
+    with out.open("wb") as sink:
+        # SIGINT at its default, as an interactive shell leaves it.
+        cli = subprocess.Popen(
+            argv,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            apiserver.request("POST", jobs, job_body("quick", "print('quick one')"))
+            apiserver.request("POST", jobs, job_body("long", SLEEP, env=paths))
+            _poll(lambda: terminal(apiserver.request("GET", f"{jobs}/quick")) is not None)
+            _poll(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text() != "")
+            pid = int((tmp_path / "pid").read_text())
+            cli.send_signal(signal.SIGINT)
+            assert cli.wait(timeout=WAIT_SECONDS) == 0
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+    assert (tmp_path / "mark").read_text() == "SIGTERM"
+    assert not _alive(pid)
+    printed = out.read_text()
+    assert f"{namespace}/quick: Complete (CompletionsReached), exit 0" in printed
+    assert "SIGINT: stopping every process" in printed
+    assert f"{namespace}/long: stopped by the executor's shutdown, exit 143" in printed
+    assert "quick one" in (logs / namespace / "quick.log").read_text()
+    # Stopped by the shutdown, not finished: a later executor fails it as lost.
+    assert terminal(apiserver.request("GET", f"{jobs}/long")) is None
+
+
+def _poll(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true in {WAIT_SECONDS}s")
+        time.sleep(0.05)
+
+
+@pytest.mark.e2e
+async def test_a_runner_job_applies_with_real_opentofu(h: Harness) -> None:
+    """`args: [runner]` runs the local `captf runner` with the tofu build as the image's env;
+    the runner writes its result on the Job, the executor the status."""
+    try:
+        build = tofu_dir(build=False)
+    except TofuMissing as exc:
+        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
+    infra = h.tmp / "infra"
+    infra.mkdir()
+    inputs = Inputs(module={"main.tf": MODULE}, variables={"dir": str(infra)})
+    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    meta = {
+        "name": f"c-inputs-{inputs.hash8}",
+        "annotations": {"captf.io/inputs-hash": inputs.hash},
+    }
+    secret = {"metadata": meta, "data": data, "immutable": True}
+    await h.transport.request("POST", f"/api/v1/namespaces/{h.ns}/secrets", body=secret)
+    env = {
+        "CAPTF_OP": "apply",
+        "CAPTF_OBJECT_NAME": "c",
+        "CAPTF_OBJECT_KIND": "TerraformCluster",
+        "CAPTF_INPUTS_SECRET": meta["name"],
+        "CAPTF_INPUTS_HASH": inputs.hash,
+        "CAPTF_STATE_SECRET": "c-state",
+    }
+    entries: list[Json] = [{"name": k, "value": v} for k, v in env.items()]
+    entries += [
+        {"name": "CAPTF_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "CAPTF_JOB_NAME", "value": "c-apply-1"},
+    ]
+    body = job_body("c-apply-1", "unused", env=entries)
+    del body["spec"]["template"]["spec"]["containers"][0]["command"]
+    body["spec"]["template"]["spec"]["containers"][0]["args"] = ["runner"]
+    async with executor(h, image_env=runner_environ(build)):
+        await h.create(body)
+        job = await h.until("c-apply-1", lambda j: terminal(j) is not None, "finished")
+    assert "Complete" in conditions(job), (h.tmp / "logs" / h.ns / "c-apply-1.log").read_text()
+    result = json.loads(job["metadata"]["annotations"]["captf.io/result"])
+    assert result["outcome"] == "succeeded"
+    assert (infra / "managed.txt").read_text() == "hello"
