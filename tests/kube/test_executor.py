@@ -127,6 +127,11 @@ class Harness:
     async def running(self, name: str) -> Json:
         return await self.until(name, lambda j: (j.get("status") or {}).get("ready") == 1, "ready")
 
+    async def trapped(self, name: str) -> None:
+        """Ready, and its SLEEP script's SIGTERM handler installed (it then writes PIDFILE)."""
+        await self.running(name)
+        await self.file(self.tmp / f"{name}.pid")
+
     async def file(self, path: Path) -> str:
         deadline = asyncio.get_running_loop().time() + WAIT_SECONDS
         while asyncio.get_running_loop().time() < deadline:
@@ -239,7 +244,7 @@ async def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(h: Ha
 async def test_drain_sends_sigterm_and_fails_the_job_by_pod_failure_policy(h: Harness) -> None:
     async with executor(h) as ex:
         await h.create(job_body("drained", SLEEP, env=h.paths("drained")))
-        await h.running("drained")
+        await h.trapped("drained")
         assert ex.drain(h.ns, "drained")
         job = await h.finished("drained")
         assert not ex.drain(h.ns, "nothing-here")
@@ -251,7 +256,7 @@ async def test_drain_sends_sigterm_and_fails_the_job_by_pod_failure_policy(h: Ha
 async def test_the_simulate_drain_annotation_drains_a_running_job(h: Harness) -> None:
     async with executor(h):
         await h.create(job_body("annotated", SLEEP, env=h.paths("annotated")))
-        await h.running("annotated")
+        await h.trapped("annotated")
         patch = {"metadata": {"annotations": {ANN_SIMULATE_DRAIN: "true"}}}
         await h.transport.request(
             "PATCH",
@@ -363,7 +368,7 @@ async def test_a_restarted_executor_fails_a_started_job_instead_of_rerunning_it(
     count = f"open({str(runs)!r}, 'a').write('run\\n')\n"
     async with executor(h):
         await h.create(job_body("once", count + SLEEP, env=h.paths("once")))
-        await h.running("once")
+        await h.trapped("once")
     # Leaving the block stopped the process and wrote no status.
     assert (h.tmp / "once.mark").read_text() == "SIGTERM"
     job = await h.get("once")
