@@ -98,6 +98,8 @@ def check_leases(ctx: Context) -> Requeue | None:
     if len(slots) >= snap.max_concurrent_runs:
         message = f"all {snap.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
+    # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
+    held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:
         cluster = _cluster_of(snap.obj)
         leased = any(_is_cluster_lease(lease, cluster) for lease in held)
@@ -124,6 +126,10 @@ def check_leases(ctx: Context) -> Requeue | None:
         message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
         return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
     return None
+
+
+def _namespace_of(obj: Json, default: str) -> str:
+    return str(obj.get("metadata", {}).get("namespace") or default)
 
 
 def _cluster_of(obj: Json) -> str:

@@ -244,3 +244,12 @@ def test_a_finished_job_without_a_finish_time_finished_no_later_than_it_started(
         "reason": "InputsChangedBackoff",
         "after": 40.0,
     }
+
+
+def test_an_operation_lease_of_another_namespace_does_not_block() -> None:
+    labels = {"captf.io/cluster": "c1", "captf.io/scope": "cluster"}
+    here = lease("captf-op-terraformcluster-c1", holder="c1-apply-00000002", labels=labels)
+    there = lease("captf-op-terraformcluster-c1", holder="c1-apply-00000002", labels=labels)
+    there["metadata"]["namespace"] = "team-b"
+    assert _pool_snapshot(captf(name="c1", ready=True), here)["action"] == "requeue"
+    assert _pool_snapshot(captf(name="c1", ready=True), there)["action"] == "run"
