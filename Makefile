@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube apiserver run decide-examples bench clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu apiserver run decide-examples bench clean
 
 all: test
 
@@ -37,7 +37,11 @@ check: lint typecheck lint-imports
 kube:
 	hack/kube/build.sh
 
-test: check kube
+# OpenTofu and the local provider, built from Go modules into a filesystem mirror (cached).
+tofu:
+	hack/tofu/build.sh
+
+test: check kube tofu
 	$(BIN)/pytest
 
 # Fast loop while editing: only the tests that need no API server.
@@ -50,8 +54,14 @@ apiserver: $(STAMP) kube
 decide-examples: $(STAMP)
 	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
 
-run: $(STAMP) kube
-	$(BIN)/captf dev run
+# The main job: API server, controller, Job executor, the examples, a live timeline.
+# TIME_SCALE=K makes one minute last 60/K seconds.
+TIME_SCALE ?= 30
+run: $(STAMP) kube tofu
+	$(BIN)/captf dev run --time-scale $(TIME_SCALE)
+
+bench: $(STAMP) kube
+	$(BIN)/captf bench watch --objects $${OBJECTS:-10000}
 
 clean:
 	rm -rf $(VENV) .local .mypy_cache .pytest_cache .ruff_cache

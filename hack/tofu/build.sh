@@ -11,7 +11,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-cache="${CAPTF_CACHE_DIR:-$repo/.local/cache}"
+cache="${CAPTF_CACHE_DIR:-$HOME/.cache/captf}"
 tofu_version=$(awk '{ if ($1 == "require") $0 = substr($0, 9) } $1 == "github.com/opentofu/opentofu" {print $2; exit}' "$here/go.mod")
 local_version=$(awk '$2 == "provider-version" {print $3; exit}' "$here/local/go.mod")
 platform="$(go env GOOS)_$(go env GOARCH)"

@@ -1,0 +1,105 @@
+"""`captf dev run` (`make run`): the whole system on this machine, with a live timeline.
+
+A real kube-apiserver and etcd, the controller, the local Job executor running
+the real runner with OpenTofu, and the objects of examples/objects. Time is
+compressed (--time-scale): the 1-minute first retry takes 60/K seconds."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from controller.core.names import API_VERSION, KINDS, PLURALS
+from controller.executor.executor import Executor
+from controller.io.main import serve
+from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from controller.timeline import Timeline
+from runtime.clock import LoopClock
+from runtime.envtest import ApiServer
+from runtime.transport import open_transport
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "objects"
+CRDS = REPO / "manifests" / "crds"
+KUBECONFIG = Path(".local/kubeconfig")
+NAMESPACE = "default"
+Json = dict[str, Any]
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        print("building or finding OpenTofu and the local provider ...", flush=True)
+        tofu = tofu_dir(build=True)
+    except TofuMissing as err:
+        print(f"captf dev run: {err}", file=sys.stderr)
+        return 2
+    Path("/tmp/captf-demo-flaky-counter").unlink(missing_ok=True)
+    with ApiServer(kubeconfig=KUBECONFIG) as server:
+        server.install_crds(CRDS)
+        took = f"{server.startup_seconds:.1f}s"
+        print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
+        for obj in _examples():
+            server.request("POST", _collection(obj), obj)
+        minute = 60 / args.time_scale
+        print(f"applied examples/objects; time scale {args.time_scale:g} (1m lasts {minute:.1f}s)")
+        print("Ctrl-C stops everything.\n")
+        anyio.run(_run_all, args, tofu, str(KUBECONFIG.absolute()))
+    return 0
+
+
+async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> None:
+    os.environ["KUBECONFIG"] = kubeconfig
+    controller_args = argparse.Namespace(
+        kubeconfig=str(KUBECONFIG),
+        namespace=None,
+        controller_namespace=NAMESPACE,
+        max_concurrent_runs=10,
+        workers=4,
+        leader_elect=False,
+        leader_election_id="captf-controller",
+        metrics_addr="127.0.0.1:8080",
+        time_scale=args.time_scale,
+    )
+    # One clock for the controller, the executor and the timeline: a scaled clock's origin
+    # is where it was first read, so separate ones would drift apart by (K - 1) x the gap.
+    clock = LoopClock(args.time_scale)
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
+            tg.start_soon(serve, controller_args, None, clock)
+            async with Executor(
+                transport,
+                clock=clock,
+                kubeconfig=kubeconfig,
+                log_dir=".local/executor-logs",
+                image_env=runner_environ(tofu),
+            ):
+                timeline = Timeline(transport, clock=clock, scale=args.time_scale)
+                tg.start_soon(timeline.run)
+                async for _ in signals:
+                    print("\nstopping: controller, executor, API server ...", flush=True)
+                    break
+            tg.cancel_scope.cancel()
+
+
+def _examples() -> list[Json]:
+    docs: list[Json] = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def _collection(obj: Json) -> str:
+    kind = obj["kind"]
+    if kind in KINDS:
+        return f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURALS[kind]}"
+    plural = {"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts"}
+    return f"/api/v1/namespaces/{NAMESPACE}/{plural[kind]}"

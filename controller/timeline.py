@@ -1,0 +1,128 @@
+"""A live timeline of what the controller decides and what its Jobs do, for people.
+
+It watches the CAPTF objects and their Jobs like any other client and prints one
+line per change: a decision (status.next) with its reason and, for a wait, the
+time it ends and how long that is from now; a Job started; a Job finished with
+its outcome. On a terminal, a footer counts down the waits."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Any, TextIO
+
+import anyio
+
+from controller.core.jobs import classify, is_finished, op_of
+from controller.core.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
+from controller.core.timefmt import TimeFormatError, parse_time
+from runtime.cache import Informer, Resource, Selection
+from runtime.cache.reflector import ListWatchTransport
+from runtime.clock import Clock, LoopClock
+
+Json = dict[str, Any]
+
+
+class Timeline:
+    def __init__(
+        self,
+        transport: ListWatchTransport,
+        *,
+        clock: Clock,
+        scale: float = 1.0,
+        out: TextIO = sys.stdout,
+    ) -> None:
+        self._clock = clock
+        self._scale = scale
+        self._out = out
+        self._waits: dict[str, tuple[str, datetime]] = {}  # object -> (reason, until)
+        real = LoopClock()
+        self._objects = {
+            kind: Informer(transport, Resource(GROUP, VERSION, PLURALS[kind]), clock=real)
+            for kind in KINDS
+        }
+        self._jobs = Informer(
+            transport,
+            Resource("batch", "v1", "jobs"),
+            clock=real,
+            selection=Selection(label_selector=LABEL_UID),
+        )
+        for kind, informer in self._objects.items():
+            informer.add_handler(self._on_object(kind))
+        self._jobs.add_handler(self._on_job)
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for informer in [*self._objects.values(), self._jobs]:
+                tg.start_soon(informer.run)
+            if self._out.isatty():
+                tg.start_soon(self._footer)
+
+    def _say(self, who: str, text: str) -> None:
+        stamp = self._clock.now().strftime("%H:%M:%S")
+        self._out.write(
+            f"\r\033[K{stamp}  {who:<40} {text}\n"
+            if self._out.isatty()
+            else f"{stamp}  {who:<40} {text}\n"
+        )
+        self._out.flush()
+
+    def _in(self, until: datetime) -> str:
+        seconds = (until - self._clock.now()).total_seconds() / self._scale
+        return f"in {max(seconds, 0.0):.1f}s"
+
+    def _on_object(self, kind: str) -> Any:
+        def handler(old: Json | None, new: Json | None) -> None:
+            who = f"{kind}/{(new or old or {}).get('metadata', {}).get('name')}"
+            if new is None:
+                self._waits.pop(who, None)
+                self._say(who, "deleted")
+                return
+            before = ((old or {}).get("status") or {}).get("next")
+            after = (new.get("status") or {}).get("next")
+            if after and after != before:
+                self._decision(who, after)
+
+        return handler
+
+    def _decision(self, who: str, nxt: Json) -> None:
+        reason, op = nxt.get("reason", ""), nxt.get("op")
+        try:
+            until = parse_time(nxt["at"]) if nxt.get("at") else None
+        except TimeFormatError:
+            until = None
+        what = f"{op} " if op else ""
+        if reason == "Idle":
+            self._waits.pop(who, None)
+            when = f"; next scheduled check at {until:%H:%M:%S}" if until else ""
+            self._say(who, f"idle: up to date{when}")
+        elif until is not None and until > self._clock.now():
+            self._waits[who] = (reason, until)
+            self._say(who, f"waits: {what}{reason} until {until:%H:%M:%S} ({self._in(until)})")
+        else:
+            self._waits.pop(who, None)
+            self._say(who, f"decides: {what}{reason}")
+
+    def _on_job(self, old: Json | None, new: Json | None) -> None:
+        if new is None:
+            return
+        name = new["metadata"]["name"]
+        retry = (new["metadata"].get("annotations") or {}).get(ANN_RETRY, "?")
+        if old is None and not is_finished(new):
+            self._say(f"Job/{name}", f"started: {op_of(new)}, attempt {retry}")
+        elif is_finished(new) and (old is None or not is_finished(old)):
+            verdict = classify(new)
+            message = " ".join(verdict.message.split())  # one line: tofu's errors span several
+            self._say(f"Job/{name}", f"{verdict.outcome}: {message}"[:200])
+
+    async def _footer(self) -> None:
+        while True:
+            now = self._clock.now()
+            parts = [
+                f"{who.split('/')[-1]} {reason} {self._in(until)}"
+                for who, (reason, until) in sorted(self._waits.items())
+                if until > now
+            ]
+            self._out.write("\r\033[K" + (" | ".join(parts) if parts else ""))
+            self._out.flush()
+            await anyio.sleep(0.5)
