@@ -116,10 +116,12 @@ class Executor:
             image_env={**_host_env(), **image_env},
             forced_env={"KUBECONFIG": _kubeconfig_path(self._kubeconfig)},
         )
-        # Retries wait real time: an API server's recovery does not speed up with the demo.
-        api = KubeJobs(self._transport, LoopClock())
+        # Retries and watch backoff wait real time: an API server's recovery does not
+        # speed up with the demo.
+        real = LoopClock()
+        api = KubeJobs(self._transport, real)
         selection = Selection(namespace=self._namespace, label_selector=LABEL_OP)
-        informer = Informer(self._transport, JOBS, clock=self._clock, selection=selection)
+        informer = Informer(self._transport, JOBS, clock=real, selection=selection)
         informer.add_handler(lambda old, new: self._on_change(api, old, new))
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
@@ -153,8 +155,9 @@ class Executor:
         meta = new["metadata"]
         run = self._runs.get(meta["uid"])
         if run is not None:
-            if meta.get("deletionTimestamp"):
-                run.deleted()
+            # A Job finished by anyone but this run has no use for its pod any more.
+            if meta.get("deletionTimestamp") or is_terminal(new.get("status") or {}):
+                run.kill()
             elif (meta.get("annotations") or {}).get(ANN_SIMULATE_DRAIN) == "true":
                 run.drain()
             return
@@ -177,7 +180,7 @@ class Executor:
         self._seen.discard(uid)
         run = self._runs.get(uid)
         if run is not None:
-            run.deleted()
+            run.kill()
 
     async def _run(self, run: JobRun) -> None:
         try:

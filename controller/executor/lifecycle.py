@@ -7,7 +7,8 @@
   deadline   -> FailureTarget DeadlineExceeded, SIGTERM, grace, SIGKILL, then Failed
   drain      -> SIGTERM and FailureTarget PodFailurePolicy (if the Job has a FailJob rule on
                 DisruptionTarget, else BackoffLimitExceeded), then Failed
-  deleted    -> SIGTERM, grace, SIGKILL; no status (there is no Job to write it to)
+  deleted    -> SIGTERM, grace, SIGKILL; no status (there is no Job to write it to);
+                the same for a Job that someone else marked finished
   cancelled  -> (executor shutdown) SIGTERM, grace, SIGKILL; no status: a restarted
                 executor finds the Job started and unfinished, and fails it as lost
 
@@ -90,7 +91,7 @@ class JobRun:
         self._node = node
         self._pod_name = f"{self.name}-{secrets.token_hex(3)[:5]}"
         self._stop_requested = anyio.Event()
-        # Why the pod is being stopped; None with _stop_requested set means deleted.
+        # Why the pod is being stopped; None with _stop_requested set: killed, no status.
         self._stop: Stopping | None = None
         self._process: Process | None = None
         # The container's exit code, once it is known.
@@ -104,7 +105,8 @@ class JobRun:
         """Evict the pod: SIGTERM, and the Job fails as its pod failure policy says."""
         self._request_stop(_disruption(self._job, self._pod_name))
 
-    def deleted(self) -> None:
+    def kill(self) -> None:
+        """Stop the pod and write nothing: its Job was deleted, or finished by someone else."""
         self._request_stop(None)
 
     def _request_stop(self, stop: Stopping | None) -> None:
@@ -130,7 +132,7 @@ class JobRun:
                     code = await terminate(self._process, self._grace(), self._node.clock)
                     logger.info("%s: stopped by the executor's shutdown, exit %d", self.key, code)
         if self._stop_requested.is_set() and self._stop is None:
-            logger.info("%s: deleted; process stopped (exit %s)", self.key, self.code)
+            logger.info("%s: deleted or finished elsewhere; stopped, exit %s", self.key, self.code)
             return
         # Stopped before it could start: the pod fails all the same.
         code = self.code if self.code is not None else 1

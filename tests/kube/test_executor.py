@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from controller.core.inputs import Inputs
 from controller.core.timefmt import parse_time
 from controller.executor import ANN_SIMULATE_DRAIN, Executor
 from controller.executor.executor import LOST_MESSAGE
+from controller.executor.status import Lost, next_status
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.transport import Transport, open_transport
@@ -341,6 +343,22 @@ async def test_deleting_a_running_job_stops_its_process(h: Harness) -> None:
         assert await h.file(h.tmp / "doomed.mark") == "SIGTERM"
         await _until(lambda: not ex.running_jobs(), "the run ended")
     assert not _alive(pid)
+
+
+async def test_a_job_finished_by_someone_else_has_its_process_stopped(h: Harness) -> None:
+    async with executor(h) as ex:
+        await h.create(job_body("taken", SLEEP, env=h.paths("taken")))
+        await h.trapped("taken")
+        job = await h.get("taken")
+        assert job is not None
+        job["status"] = next_status(job["status"], Lost("failed by the test"), datetime.now(UTC))
+        path = f"/apis/batch/v1/namespaces/{h.ns}/jobs/taken/status"
+        await h.transport.request("PUT", path, body=job)
+        assert await h.file(h.tmp / "taken.mark") == "SIGTERM"
+        await _until(lambda: not ex.running_jobs(), "the run ended")
+    job = await h.get("taken")
+    assert job is not None
+    assert terminal(job)["message"] == "failed by the test"  # type: ignore[index]
 
 
 async def test_jobs_run_concurrently(h: Harness) -> None:

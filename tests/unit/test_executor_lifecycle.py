@@ -207,7 +207,7 @@ async def test_a_deleted_job_has_its_process_stopped_and_no_status_written(tmp_p
 
     def delete() -> None:
         api.gone = True
-        run.deleted()
+        run.kill()
 
     asyncio.get_running_loop().call_later(3, delete)
     await run.run()
