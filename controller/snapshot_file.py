@@ -7,6 +7,7 @@ decided on."""
 
 from __future__ import annotations
 
+import base64
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ def parse(doc: object) -> tuple[datetime, list[Json]]:
         raise SnapshotError("snapshot `objects` must be a non-empty list")
     for index, obj in enumerate(objects):
         _check_object(obj, index)
+        _as_the_api_stores(obj)
     if objects[0]["kind"] not in KINDS:
         first = objects[0]["kind"]
         raise SnapshotError(
@@ -119,6 +121,29 @@ def _check_captf(obj: Json) -> None:
     state_serial = (obj.get("status") or {}).get("stateSerial")
     if state_serial is not None and (not isinstance(state_serial, int) or state_serial < 0):
         raise SnapshotError(f"{where} status.stateSerial is not a non-negative integer")
+
+
+def _as_the_api_stores(obj: Json) -> None:
+    """Values a hand-written file may spell loosely, as the API server would store them:
+    label and annotation values are strings (`captf.io/restore-serial: 4` is "4"), a
+    condition's status is "True" or "False", and a Secret's stringData is base64 data."""
+    meta = obj["metadata"]
+    for key in ("labels", "annotations"):
+        if meta.get(key):
+            meta[key] = {str(k): _text(v) for k, v in meta[key].items()}
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and isinstance(cond.get("status"), bool):
+            cond["status"] = "True" if cond["status"] else "False"
+    if obj["kind"] == "Secret" and isinstance(obj.get("stringData"), dict):
+        plain = obj.pop("stringData")
+        encoded = {str(k): base64.b64encode(_text(v).encode()).decode() for k, v in plain.items()}
+        obj["data"] = {**(obj.get("data") or {}), **encoded}
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def _time(value: object, what: str) -> datetime:

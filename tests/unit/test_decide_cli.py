@@ -252,3 +252,56 @@ def test_the_console_script(tmp_path: Path) -> None:
     assert failed.stdout == ""
     assert failed.stderr.startswith("captf decide:")
     assert "Traceback" not in failed.stderr
+
+
+LOOSE = """\
+now: 2026-06-01T12:00:00Z
+objects:
+- apiVersion: captf.io/v1alpha1
+  kind: TerraformCluster
+  metadata:
+    name: c1
+    annotations: {{captf.io/restore-serial: 4}}
+  spec:
+    module: {{configMapRef: {{name: mod}}}}
+    variables: {{size: 3}}
+    variablesFrom: [{{secretRef: {{name: vars}}}}]
+    jobs: {{image: captf:dev}}
+    drift: {{interval: 30s}}
+  status: {{lastRestoredSerial: 4}}
+- kind: ConfigMap
+  metadata: {{name: mod}}
+  data: {{main.tf: ""}}
+- kind: Secret
+  metadata: {{name: vars}}
+  stringData: {{owner: me}}
+- kind: Secret
+  metadata:
+    name: c1-state
+    annotations: {{captf.io/serial: 1, captf.io/inputs-hash: "{hash}"}}
+  stringData: {{terraform.tfstate: "{{}}"}}
+- kind: Job
+  metadata:
+    name: c1-drift-1
+    labels: {{captf.io/name: c1, captf.io/op: drift}}
+    annotations: {{captf.io/result: '{{"outcome":"failed"}}'}}
+  status:
+    conditions:
+    - {{type: Failed, status: True, lastTransitionTime: 2026-06-01T11:59:30Z}}
+"""
+
+
+def test_a_loosely_written_file_reads_as_the_api_would_store_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Unquoted `status: True`, `captf.io/restore-serial: 4` and `captf.io/serial: 1`,
+    # and Secrets written with stringData: as the API server would have stored them.
+    applied = inputs_hash({"main.tf": ""}, {"size": 3, "owner": "me"})
+    status, out, err = _decide(capsys, _write(tmp_path, LOOSE.format(hash=applied)))
+    assert (status, err) == (0, "")
+    assert orjson.loads(out) == {
+        "action": "requeue",
+        "op": "drift",
+        "reason": "DriftCheckDueBackoff",
+        "after": 30.0,
+    }
