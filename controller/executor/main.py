@@ -30,23 +30,24 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> None:
     log_dir = getattr(args, "log_dir", None) or os.environ.get(LOG_DIR_ENV) or DEFAULT_LOG_DIR
-    # Signals are received before anything starts, so a Ctrl-C always takes the clean path:
-    # leave the Executor block, which stops every process and waits for it.
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with (
-            open_transport(args.kubeconfig) as transport,
-            Executor(
-                transport,
-                time_scale=args.time_scale,
-                namespace=args.namespace,
-                kubeconfig=args.kubeconfig,
-                log_dir=log_dir,
-            ),
-        ):
-            scope = args.namespace or "all namespaces"
-            logger.info(
-                "watching Jobs in %s, time scale %g, logs in %s", scope, args.time_scale, log_dir
-            )
+    async with (
+        open_transport(args.kubeconfig) as transport,
+        Executor(
+            transport,
+            time_scale=args.time_scale,
+            namespace=args.namespace,
+            kubeconfig=args.kubeconfig,
+            log_dir=log_dir,
+        ),
+    ):
+        scope = args.namespace or "all namespaces"
+        logger.info(
+            "watching Jobs in %s, time scale %g, logs in %s", scope, args.time_scale, log_dir
+        )
+        # The first Ctrl-C leaves the Executor block, which stops every process and waits
+        # for it; the receiver is closed by then, so a second Ctrl-C interrupts at once.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for received in signals:
-                logger.info("%s: stopping every process", signal.Signals(received).name)
-                return
+                name = signal.Signals(received).name
+                logger.info("%s: stopping every process (again to quit at once)", name)
+                break
