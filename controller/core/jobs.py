@@ -61,13 +61,20 @@ def labels_of(obj: Json) -> dict[str, str]:
     return found
 
 
+_OPS = frozenset(op.value for op in Op)
+
+
 def op_of(job: Json) -> str:
-    """The Job's op from its label; failing that, from the `<name>-<op>-<hash8>` name."""
+    """The Job's op from its label; failing that, from the `<name>-<op>-<hash8>` name (or a
+    hand-made `<name>-<op>`); "" when neither says."""
     op = labels_of(job).get(LABEL_OP)
     if op:
         return op
     parts = name_of(job).rsplit("-", 2)
-    return parts[1] if len(parts) == 3 and parts[1] in Op.__members__.values() else ""
+    for candidate in (parts[-2] if len(parts) >= 2 else "", parts[-1]):
+        if candidate in _OPS:
+            return candidate
+    return ""
 
 
 def _terminal_condition(job: Json) -> Json | None:

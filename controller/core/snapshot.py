@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.jobs import annotations_of, labels_of, name_of, result
+from controller.core.jobs import annotations_of, labels_of, name_of, op_of, result
 from controller.core.names import (
     KINDS,
     LABEL_KIND,
@@ -79,8 +79,8 @@ class Snapshot:
 
 def owns(obj: Json, job: Json) -> bool:
     """Whether a Job belongs to the object: in its namespace, and by uid label, else
-    name/kind labels, else owner reference (a Job of an earlier object of the same name
-    carries another uid)."""
+    name/kind labels, else owner reference, else its name (a Job of an earlier object of
+    the same name carries another uid)."""
     meta = obj.get("metadata", {})
     uid, name, kind = meta.get("uid"), meta.get("name"), obj.get("kind")
     if job.get("metadata", {}).get("namespace", meta.get("namespace")) != meta.get("namespace"):
@@ -90,10 +90,13 @@ def owns(obj: Json, job: Json) -> bool:
         return bool(job_labels[LABEL_UID] == uid)
     if job_labels.get(LABEL_NAME):
         return job_labels[LABEL_NAME] == name and job_labels.get(LABEL_KIND, kind) == kind
-    for ref in job.get("metadata", {}).get("ownerReferences") or []:
+    refs = job.get("metadata", {}).get("ownerReferences") or []
+    for ref in refs:
         if ref.get("kind") == kind and ref.get("name") == name:
             return not uid or not ref.get("uid") or ref.get("uid") == uid
-    return False
+    # Neither labels nor owners (a hand-made snapshot): the `<name>-<op>-<hash8>` name.
+    job_name = name_of(job)
+    return not refs and bool(name) and job_name.startswith(f"{name}-") and bool(op_of(job))
 
 
 def build(

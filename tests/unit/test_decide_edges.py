@@ -253,3 +253,24 @@ def test_an_operation_lease_of_another_namespace_does_not_block() -> None:
     there["metadata"]["namespace"] = "team-b"
     assert _pool_snapshot(captf(name="c1", ready=True), here)["action"] == "requeue"
     assert _pool_snapshot(captf(name="c1", ready=True), there)["action"] == "run"
+
+
+def _bare(job_: Json, name: str) -> Json:
+    """The Job with neither labels nor owner references, named by hand."""
+    job_["metadata"]["name"] = name
+    del job_["metadata"]["labels"]
+    return job_
+
+
+def test_a_bare_job_is_the_objects_by_its_name() -> None:
+    obj = captf(spec={"variables": {"size": 4}})
+    ours = _bare(job("apply", 1, "failed", finished=ago(2)), "c1-apply")
+    theirs = _bare(job("apply", 2, "failed", finished=ago(2)), "c10-apply-00000001")
+    owned = _bare(job("apply", 3, "failed", finished=ago(2)), "c1-apply-00000003")
+    owned["metadata"]["ownerReferences"] = [{"kind": "TerraformCluster", "name": "c9"}]
+    assert _decide(obj, [*base_objects(), ours, theirs, owned]) == {
+        "action": "run",
+        "op": "apply",
+        "reason": "InputsChanged",
+        "retry": 2,
+    }
