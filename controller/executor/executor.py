@@ -25,7 +25,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from controller.executor.kube import KubeJobs, Requester
-from controller.executor.lifecycle import JobRun, Node, Spawner
+from controller.executor.lifecycle import JobRun, Node
 from controller.executor.process import spawn
 from controller.executor.status import Lost, is_terminal, next_status
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
@@ -63,7 +63,6 @@ class Executor:
         kubeconfig: str | os.PathLike[str] | None = None,
         log_dir: str | os.PathLike[str] = DEFAULT_LOG_DIR,
         image_env: Mapping[str, str] | None = None,
-        spawner: Spawner = spawn,
     ) -> None:
         """`clock` is Job time (activeDeadlineSeconds, grace periods, status timestamps);
         by default `LoopClock(time_scale)`, so a deadline of D seconds passes after D/K
@@ -80,7 +79,6 @@ class Executor:
         self._kubeconfig = kubeconfig
         self._log_dir = Path(log_dir).absolute()
         self._image_env = image_env
-        self._spawner = spawner
         # Jobs with a live task, by uid; a uid leaves when its task ends.
         self._runs: dict[str, JobRun] = {}
         # Every uid this executor ran or judged lost: never run again, even when a stale
@@ -99,7 +97,7 @@ class Executor:
         return False
 
     def running_jobs(self) -> list[str]:
-        """ "namespace/name" of every Job with a live process or one about to start."""
+        """The "namespace/name" of every Job with a live process or one about to start."""
         return sorted(run.key for run in self._runs.values())
 
     @asynccontextmanager
@@ -111,7 +109,7 @@ class Executor:
             image_env = await anyio.to_thread.run_sync(_tofu_env)
         self._node = Node(
             clock=self._clock,
-            spawn=self._spawner,
+            spawn=spawn,
             log_dir=self._log_dir,
             image_env={**_host_env(), **image_env},
             forced_env={"KUBECONFIG": _kubeconfig_path(self._kubeconfig)},

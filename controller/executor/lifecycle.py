@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import secrets
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -196,9 +196,8 @@ class JobRun:
             group.cancel_scope.cancel()
         return code
 
-    async def _until_stopped(self, start: Callable[[], Any]) -> Process | None:
+    async def _until_stopped(self, start: Callable[[], Awaitable[None]]) -> None:
         """`start()`, unless a stop request comes first."""
-        result: Process | None = None
         async with anyio.create_task_group() as group:
 
             async def cancel_on_stop() -> None:
@@ -206,9 +205,8 @@ class JobRun:
                 group.cancel_scope.cancel()
 
             group.start_soon(cancel_on_stop)
-            result = await start()
+            await start()
             group.cancel_scope.cancel()
-        return result
 
     async def _enforce_deadline(self) -> None:
         seconds = self._job.get("spec", {}).get("activeDeadlineSeconds")
