@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         decision = decide(snap, now)
     except SnapshotError as err:
         return _bad_input(str(err))
-    except (LookupError, TypeError, ValueError, AttributeError) as err:
+    except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
         # An object whose shape no API server returns (a list where a mapping belongs, ...).
         return _bad_input(f"cannot decide on {source}: {type(err).__name__}: {err}")
     sys.stdout.write(orjson.dumps(to_json(decision, verbose=args.verbose)).decode() + "\n")

@@ -17,6 +17,9 @@ _UNIT_SECONDS = {
     "h": 3600.0,
 }
 
+# Go's time.Duration is an int64 of nanoseconds: about 292 years at most.
+_MAX_DURATION = (2**63 - 1) / 1e9
+
 
 class TimeFormatError(ValueError):
     """A timestamp or duration that cannot be read."""
@@ -59,6 +62,8 @@ def parse_duration(value: str) -> float:
         pos = match.end()
     if pos == 0:
         raise TimeFormatError(f"not a Go duration: {value!r}")
+    if total > _MAX_DURATION:
+        raise TimeFormatError(f"Go duration out of range (at most 2562047h): {value!r}")
     return total
 
 

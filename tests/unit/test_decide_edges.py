@@ -274,3 +274,18 @@ def test_a_bare_job_is_the_objects_by_its_name() -> None:
         "reason": "InputsChanged",
         "retry": 2,
     }
+
+
+def test_an_interval_beyond_a_go_duration_is_a_policy_error_not_a_crash() -> None:
+    longest = captf(spec={"drift": {"interval": "2562047h"}})
+    applied = job("apply", 1, "succeeded", finished=ago(1))
+    assert _decide(longest, [*base_objects(), applied]) == {
+        "action": "idle",
+        "after": 2562047 * 3600.0 - 60.0,
+    }
+    beyond = captf(spec={"drift": {"interval": "99999999h"}})
+    assert _decide(beyond, [*base_objects(), applied]) == {
+        "action": "requeue",
+        "reason": "JobPolicyInvalid",
+        "after": 600.0,
+    }

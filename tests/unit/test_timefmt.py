@@ -24,6 +24,7 @@ DURATIONS = [
     ("0", 0.0),
     ("0s", 0.0),
     ("168h", 604800.0),
+    ("2562047h", 9223369200.0),
 ]
 
 
@@ -33,7 +34,8 @@ def test_go_durations(text: str, seconds: float) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", "5", "1d", "-1s", "+1s", "1h 30m", "h", "1.2.3s", "1H", "1hour", "00"]
+    "text",
+    ["", "5", "1d", "-1s", "+1s", "1h 30m", "h", "1.2.3s", "1H", "1hour", "00", "2562048h"],
 )
 def test_not_go_durations(text: str) -> None:
     with pytest.raises(TimeFormatError):
