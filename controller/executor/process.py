@@ -40,6 +40,9 @@ class Process(Protocol):
 class LocalProcess:
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
+        # Set once the process was reaped and its group killed: the group id may then be
+        # reused by an unrelated process, so no signal is sent to it any more.
+        self._over = False
 
     @property
     def pid(self) -> int:
@@ -49,9 +52,12 @@ class LocalProcess:
         code = await self._proc.wait()
         # The container is over: nothing it started may outlive it.
         self.signal(signal.SIGKILL)
+        self._over = True
         return 128 - code if code < 0 else code
 
     def signal(self, sig: signal.Signals) -> None:
+        if self._over:
+            return
         # The group id is the pid (a new session); it stays reserved while any member lives.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
