@@ -71,19 +71,69 @@ async def watch_once(
 
 
 async def _until_silent(lines: AsyncIterator[bytes], silence: float) -> AsyncIterator[bytes]:
-    # The deadline covers only the wait for the next line, never the consumer's
-    # work between lines. It runs on the event loop's clock, not the controller's
-    # (possibly scaled) Clock: the server keeps the watch open in real seconds.
     iterator = aiter(lines)
-    while True:
-        deadline = asyncio.timeout(silence)
-        try:
-            async with deadline:
+    watchdog = _Watchdog(silence)
+    try:
+        while True:
+            watchdog.reading()
+            try:
                 line = await anext(iterator)
-        except StopAsyncIteration:
+            except StopAsyncIteration:
+                return
+            except asyncio.CancelledError:
+                if watchdog.bit():
+                    raise SilentStream(f"no data for {silence:.0f} s") from None
+                raise
+            watchdog.idle()
+            yield line
+    finally:
+        watchdog.stop()
+
+
+class _Watchdog:
+    """Cancels the reading task when one read has waited `silence` seconds.
+
+    The deadline covers only the wait for the next line, never the consumer's
+    work between lines. One timer per `silence` seconds at most, instead of one
+    deadline per line: a burst of 10,000 events costs a few callbacks, not 10,000
+    timer handles. It runs on the event loop's clock, not the controller's
+    (possibly scaled) Clock: the server keeps the watch open in real seconds."""
+
+    def __init__(self, silence: float) -> None:
+        self._silence = silence
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        # Loop time at which the current read began; None while the consumer has control.
+        self._since: float | None = None
+        # The read start the pending timer was set for (asyncio may run a timer a
+        # clock tick early, so "is it the same read" is asked, not "is it late enough").
+        self._armed_for: float | None = None
+        self._fired = False
+        self._timer = self._loop.call_later(silence, self._check)
+
+    def reading(self) -> None:
+        self._since = self._loop.time()
+
+    def idle(self) -> None:
+        self._since = None
+
+    def bit(self) -> bool:
+        """Whether the cancellation just received was ours (then it is consumed)."""
+        if not self._fired or self._task is None:
+            return False
+        self._fired = False
+        # Another cancel arrived as well: let that one through.
+        return self._task.uncancel() == 0
+
+    def stop(self) -> None:
+        self._timer.cancel()
+
+    def _check(self) -> None:
+        since = self._since
+        if since is not None and since == self._armed_for and self._task is not None:
+            self._fired = True
+            self._task.cancel()
             return
-        except TimeoutError:
-            if deadline.expired():
-                raise SilentStream(f"no data for {silence:.0f} s") from None
-            raise
-        yield line
+        self._armed_for = since
+        due = self._loop.time() + self._silence if since is None else since + self._silence
+        self._timer = self._loop.call_at(due, self._check)

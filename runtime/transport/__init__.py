@@ -11,6 +11,7 @@ yardstick, so that the import stays here."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,6 +30,7 @@ from runtime.errors import ApiError
 
 # Watches hold a connection each for minutes; the pool must not starve ordinary requests.
 _POOL_SIZE = 64
+_LARGE_BODY = 1 << 20
 
 __all__ = [
     "Configuration",
@@ -86,7 +88,7 @@ class Transport:
             raise ApiError.from_response(status, payload, headers)
         if not payload:
             return {}
-        decoded = orjson.loads(payload)
+        decoded = _decode(payload)
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def stream(
@@ -164,6 +166,20 @@ class Transport:
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         return headers
+
+
+def _decode(payload: bytes) -> Any:
+    # Decoding builds only acyclic dicts and lists: the cyclic collector can find
+    # nothing in them, yet left on it rescans the growing result again and again
+    # (a 27 MB list of 10,000 Jobs decodes 6 times slower). No await happens in
+    # between, so nothing else runs while it is off.
+    if len(payload) < _LARGE_BODY or not gc.isenabled():
+        return orjson.loads(payload)
+    gc.disable()
+    try:
+        return orjson.loads(payload)
+    finally:
+        gc.enable()
 
 
 async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
