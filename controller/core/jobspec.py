@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Collection
 from typing import Any
 
 from controller.core.decision import Run
@@ -43,6 +44,18 @@ def next_seq(jobs: list[Json], op: str) -> int:
     """One more than the highest attempt sequence among the object's Jobs of that op."""
     seqs = [_seq(j) for j in jobs if op_of(j) == op]
     return max(seqs, default=0) + 1
+
+
+def fresh_seq(name: str, uid: str, jobs: list[Json], op: str, gone: Collection[str]) -> int:
+    """next_seq, skipping any sequence whose Job name is in `gone` (Jobs known to have been
+    deleted while they ran). A deleted Job lowers the highest sequence left, and its
+    successor must not take its name: the record that names the deleted Job would then
+    name the new one, and its Events (named after the Job) would be refused as duplicates.
+    `gone` comes from durable records, so a replayed decision still names the same Job."""
+    seq = next_seq(jobs, op)
+    while job_name(name, uid, op, seq) in gone:
+        seq += 1
+    return seq
 
 
 def _seq(job: Json) -> int:

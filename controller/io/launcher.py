@@ -12,14 +12,16 @@ from typing import Any
 
 from controller.core.decision import Run
 from controller.core.inputs import Inputs
+from controller.core.jobs import annotations_of
 from controller.core.jobspec import (
     build_job,
+    fresh_seq,
     inputs_secret,
     inputs_secret_name,
     job_name,
-    next_seq,
 )
 from controller.core.names import (
+    ANN_INTERRUPTED_APPLY,
     CLUSTER,
     LABEL_SCOPE,
     RUN_SLOT_PREFIX,
@@ -44,7 +46,14 @@ class Slots:
 
 
 def planned_job_name(snap: Snapshot, op: str) -> str:
-    return job_name(snap.name, snap.obj["metadata"]["uid"], op, next_seq(snap.jobs, op))
+    return job_name(snap.name, snap.obj["metadata"]["uid"], op, _seq(snap, op))
+
+
+def _seq(snap: Snapshot, op: str) -> int:
+    """The attempt sequence of the op's next Job: past every Job there is, and past an apply
+    recorded as deleted while it ran (its name is not reused)."""
+    gone = {annotations_of(s).get(ANN_INTERRUPTED_APPLY) or "" for s in snap.inputs_secrets()}
+    return fresh_seq(snap.name, snap.obj["metadata"]["uid"], snap.jobs, op, gone - {""})
 
 
 async def launch(
@@ -58,7 +67,7 @@ async def launch(
     now: datetime,
 ) -> str:
     """Creates what the op needs and its Job; returns the Job's name."""
-    seq = next_seq(snap.jobs, run.op)
+    seq = _seq(snap, run.op)
     name = job_name(snap.name, snap.obj["metadata"]["uid"], run.op, seq)
     if inputs_secret_name(snap.name, inputs) not in snap.secrets:
         await api.create(client, api.secret_path(snap.namespace), inputs_secret(snap.obj, inputs))
