@@ -136,18 +136,20 @@ async def take_lease(api: Api, current: Json | None, body: Json) -> None:
     await api.request("PUT", lease_path(meta["namespace"], meta["name"]), body=update)
 
 
-async def release_lease(api: Api, lease: Json) -> None:
-    """Clears the holder; the Lease object stays, so it is visible with kubectl."""
+async def release_lease(api: Api, lease: Json) -> Json | None:
+    """Clears the holder; the Lease object stays, so it is visible with kubectl.
+    Returns the freed Lease (None when it was gone)."""
     meta = lease["metadata"]
     spec = dict(lease.get("spec") or {})
     spec.pop("holderIdentity", None)
     try:
-        await api.request(
+        return await api.request(
             "PUT", lease_path(meta["namespace"], meta["name"]), body=lease | {"spec": spec}
         )
     except ApiError as err:
         if err.status != 404:
             raise
+    return None
 
 
 def op_lease_labels(cluster: str, scope: str) -> dict[str, str]:

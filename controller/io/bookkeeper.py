@@ -82,9 +82,7 @@ async def _account_one(
         await api.record_event(client, body)
     attempt = bookkeeping.attempt_number(history, record)
     metrics.attempts.labels(snap.kind, record.op, record.outcome.value).observe(attempt)
-    for lease in snap.leases:
-        if (lease.get("spec") or {}).get("holderIdentity") == record.name:
-            await api.release_lease(client, lease)
+    await release_leases(client, snap, record.name)
     if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
         await _clear_interrupted(client, snap, record)
     await api.merge_patch(
@@ -101,6 +99,17 @@ async def _account_one(
         record.outcome.value,
         attempt,
     )
+
+
+async def release_leases(client: Api, snap: Snapshot, job: str) -> None:
+    """Frees every Lease the Job holds. The snapshot's copies are replaced by the freed
+    ones, so the rest of the reconcile sees them free and takes them with their current
+    resourceVersion (a Job started in the same pass reuses the slot without a conflict)."""
+    for i, lease in enumerate(snap.leases):
+        if (lease.get("spec") or {}).get("holderIdentity") == job:
+            freed = await api.release_lease(client, lease)
+            if freed is not None:
+                snap.leases[i] = freed | {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
 
 
 async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> None:
