@@ -67,6 +67,8 @@ class Reconciler:
         if missing is interrupted.Missing.GONE:
             job = str(status.pop("activeJob"))
             await interrupted.record(self.client, snap, inputs, job, self._deleted, now)
+            # A Job that never finishes is never accounted: free its Leases here.
+            await bookkeeper.release_leases(self.client, snap, job)
             log.warning("%s: Job %s disappeared while it ran", key, job)
         if policy is not None:
             pruned = await bookkeeper.prune(
@@ -77,6 +79,7 @@ class Reconciler:
                 successful_limit=policy.successful_limit,
             )
             self._deleted.update(pruned)
+        stored = snap.obj.get("status")  # what the API server has: written only if different
         snap = replace(snap, obj=snap.obj | {"status": status})
         decision = decide(snap, now)
         if isinstance(decision, Run) and policy is not None and inputs is not None:
@@ -86,7 +89,7 @@ class Reconciler:
             self._pending[job] = self.clock.monotonic()
             status["activeJob"] = job
             log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
-        await self._write_status(snap, status, decision, policy, inputs, now)
+        await self._write_status(snap, stored, status, decision, policy, inputs, now)
         if policy is not None:
             await bookkeeper.mark_capped(
                 self.client, snap, History(snap.jobs, snap.plan_readable), policy.failed_limit, now
@@ -130,6 +133,7 @@ class Reconciler:
     async def _write_status(
         self,
         snap: Snapshot,
+        stored: Json | None,
         status: Json,
         decision: Decision,
         policy: Policy | None,
@@ -137,7 +141,7 @@ class Reconciler:
         now: datetime,
     ) -> None:
         new = _desired_status(snap, status, decision, policy, inputs, now)
-        if new == snap.obj.get("status"):
+        if new == stored:
             return
         if snap.obj["metadata"].get("deletionTimestamp") and not snap.obj["metadata"].get(
             "finalizers"
