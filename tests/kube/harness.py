@@ -48,6 +48,22 @@ class Kube:
     async def cluster(self, name: str = "c1") -> Json:
         return await self.call("GET", self.captf_path("terraformclusters", name))
 
+    async def get(self, plural: str, name: str) -> Json:
+        return await self.call("GET", self.captf_path(plural, name))
+
+    async def annotate(self, plural: str, name: str, notes: dict[str, str | None]) -> Json:
+        """Sets (or, with None, removes) annotations on a CAPTF object."""
+        patch = {"metadata": {"annotations": notes}}
+        return await self.call("PATCH", self.captf_path(plural, name), patch, MERGE)
+
+    async def secret(self, name: str) -> Json:
+        return await self.call("GET", f"/api/v1/namespaces/{self.ns}/secrets/{name}")
+
+    async def delete_job(self, name: str) -> None:
+        """Deletes a Job the way kubectl does (background propagation: no GC needed)."""
+        path = f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}"
+        await self.call("DELETE", path, {"propagationPolicy": "Background"})
+
     async def jobs(self, selector: str = "") -> list[Json]:
         path = f"/apis/batch/v1/namespaces/{self.ns}/jobs"
         if selector:
@@ -136,6 +152,96 @@ async def write_state(kube: Kube, job: Json, serial: int, name: str = "c1") -> N
         await kube.call(
             "PATCH", f"{path}/{name}-state", {"metadata": {"annotations": notes}}, MERGE
         )
+
+
+async def nth_job(kube: Kube, n: int, selector: str = "captf.io/op=apply") -> Json:
+    """The n-th Job (1-based, in creation order) matching the label selector, once it exists."""
+
+    async def probe() -> Json | None:
+        jobs = await kube.jobs(selector)
+        return jobs[n - 1] if len(jobs) >= n else None
+
+    return await eventually(probe, what=f"Job #{n} of {selector}")
+
+
+async def new_job(kube: Kube, *known: Json, selector: str = "captf.io/op=apply") -> Json:
+    """The first Job matching the selector that is none of `known` (pruning may have removed
+    some of them, so counting Jobs would not do)."""
+    names = {job["metadata"]["name"] for job in known}
+
+    async def probe() -> Json | None:
+        fresh = [j for j in await kube.jobs(selector) if j["metadata"]["name"] not in names]
+        return fresh[0] if fresh else None
+
+    return await eventually(probe, what=f"a Job of {selector} other than {sorted(names)}")
+
+
+async def next_is(
+    kube: Kube, reason: str, name: str = "c1", plural: str = "terraformclusters"
+) -> Json:
+    """Waits until the object's status.next has this reason; returns status.next."""
+
+    seen: list[Json] = [{}]
+
+    async def probe() -> Json | None:
+        seen[0] = (await kube.get(plural, name)).get("status") or {}
+        nxt: Json = seen[0].get("next") or {}
+        return nxt if nxt.get("reason") == reason else None
+
+    try:
+        return await eventually(probe, what=f"{plural}/{name} status.next.reason={reason}")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; status: {seen[0]}") from None
+
+
+def condition(obj: Json, kind: str) -> Json | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return None
+
+
+async def condition_is(
+    kube: Kube,
+    kind: str,
+    status: str,
+    reason: str | None = None,
+    name: str = "c1",
+    plural: str = "terraformclusters",
+) -> Json:
+    """Waits until the object's condition has this status (and reason); returns it."""
+
+    async def probe() -> Json | None:
+        cond = condition(await kube.get(plural, name), kind)
+        if cond and cond["status"] == status and reason in (None, cond.get("reason")):
+            return cond
+        return None
+
+    return await eventually(probe, what=f"{plural}/{name} condition {kind}={status} {reason}")
+
+
+async def events_of(kube: Kube, reason: str) -> list[Json]:
+    return [e for e in await kube.events() if e.get("reason") == reason]
+
+
+async def event_for(kube: Kube, job: str, reason: str) -> Json:
+    """Waits for the Event of that reason about that Job (named after it, or naming it)."""
+
+    async def probe() -> Json | None:
+        found = [e for e in await events_of(kube, reason) if _about(e, job)]
+        return found[0] if found else None
+
+    return await eventually(probe, what=f"a {reason} Event for {job}")
+
+
+def _about(event: Json, job: str) -> bool:
+    return bool(event["metadata"]["name"].startswith(f"{job}.") or job in event.get("message", ""))
+
+
+async def succeed_apply(kube: Kube, job: Json, serial: int, at: datetime, name: str = "c1") -> None:
+    """The runner's successful apply: the state written with its inputs hash, then Complete."""
+    await write_state(kube, job, serial=serial, name=name)
+    await kube.finish(job, "succeeded", at=at, result={"stateSerial": serial})
 
 
 def _attempt_order(job: Json) -> tuple[str, int, str]:
