@@ -167,15 +167,18 @@ async def _burst(transport: Transport, namespace: str) -> tuple[str, str]:
     selectors = {"labelSelector": f"{BENCH_LABEL}=watch"}
     listed = await list_all(transport, path, resource_version="", selectors=selectors)
     stamp = str(time.time_ns())
-    patch = {"metadata": {"labels": {"captf.io/bench-burst": stamp}}}
 
-    def one(obj: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+    def one(obj: dict[str, Any], value: str = stamp) -> Awaitable[dict[str, Any]]:
         url = f"{path}/{obj['metadata']['name']}"
+        patch = {"metadata": {"labels": {"captf.io/bench-burst": value}}}
         return transport.request("PATCH", url, body=patch, content_type=MERGE_PATCH)
 
+    # The API server's watch cache answers 410 for a version older than its oldest
+    # Job event. A marker write makes "before" itself a Job event the cache holds.
+    marker = await one(listed.objects[0], value=f"{stamp}-marker")
     await _all(one, listed.objects)
     after = await transport.request("GET", path, params={"limit": "1"})
-    return listed.resource_version, after["metadata"]["resourceVersion"]
+    return marker["metadata"]["resourceVersion"], after["metadata"]["resourceVersion"]
 
 
 async def _all(call: Callable[[Any], Awaitable[Any]], items: list[Any]) -> None:
