@@ -163,10 +163,11 @@ async def _watch(
 async def _recover_from_api_error(
     error: ApiError, resource: Resource, position: _Position, clock: Clock
 ) -> None:
-    if error.status == 410:
+    if error.status == 410 and position.version:
         logger.info("%s: resourceVersion %s is gone; relisting", resource.plural, position.version)
         position.version = ""
         return
+    # A 410 while listing (continue tokens that keep expiring) falls through to a pause.
     if error.status >= 500:
         position.server_errors += 1
     if not is_transient(error) or position.server_errors >= MAX_SERVER_ERRORS_PER_VERSION:

@@ -269,9 +269,19 @@ async def test_a_server_error_repeating_for_one_version_relists() -> None:
     clock = RecordingClock()
     api = ScriptedApi(
         lists=[page([], rv=10), page([], rv=50)],
-        watches=[[error_event(500, "InternalError")] for _ in range(3)] + [[bookmark(51)]],
+        watches=[*([error_event(500, "InternalError")] for _ in range(3)), [bookmark(51)]],
     )
     deltas = await take(api, 3, clock=clock)
     assert versions(deltas) == ["10", "50", "51"]
     assert [p["resourceVersion"] for p in api.params_of("watch")] == ["10", "10", "10", "50"]
     assert len(clock.sleeps) == 3
+
+
+async def test_a_list_that_keeps_meeting_410_is_retried_after_a_pause() -> None:
+    clock = RecordingClock()
+    expiring = [x for _ in range(4) for x in (page([], rv=1, token="t"), gone())]
+    api = ScriptedApi(lists=[*expiring, page([obj("a", 5)], rv=10)])
+    [listed] = await take(api, 1, clock=clock)
+    assert isinstance(listed, Listed)
+    assert listed.resource_version == "10"
+    assert len(clock.sleeps) == 1
