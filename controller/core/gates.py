@@ -11,6 +11,7 @@ from controller.core import backoff
 from controller.core.context import Context
 from controller.core.decision import Requeue
 from controller.core.jobs import labels_of, name_of
+from controller.core.jobspec import job_name, next_seq
 from controller.core.names import (
     CLUSTER,
     GATED_OPS,
@@ -20,11 +21,13 @@ from controller.core.names import (
     SCOPE_CLUSTER,
     SCOPE_MEMBER,
     SCOPE_RUN_SLOT,
+    Op,
     Reason,
     backoff_reason,
     op_lease_name,
 )
-from controller.core.timefmt import format_duration, format_time
+from controller.core.snapshot import Snapshot
+from controller.core.timefmt import format_time
 from controller.core.windows import next_opening, open_window
 
 Json = dict[str, Any]
@@ -42,10 +45,9 @@ def check_backoff(ctx: Context, op: str, trigger: str) -> Requeue | None:
     if until is None or until <= ctx.now:
         return None
     failures = len(ctx.history.failures(op))
-    message = (
-        f"{op} failed {failures} time(s) in a row; next attempt at {format_time(until)} "
-        f"(in {format_duration(_seconds(until, ctx.now))})"
-    )
+    # No "in N seconds" here: the message goes into status conditions, and a text that
+    # changed with every pass would rewrite the status, and wake the watch, every pass.
+    message = f"{op} failed {failures} time(s) in a row; next attempt at {format_time(until)}"
     return Requeue(
         reason=backoff_reason(trigger),
         after=_seconds(until, ctx.now),
@@ -92,7 +94,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     """A free run slot, and no operation of the cluster (for its pools and machines) or of
     its members (for a cluster). An operation shows as its held operation Lease or as the
     other object's status.activeJob, whichever the snapshot has."""
-    snap, own = ctx.snap, ctx.snap.job_names()
+    snap, own = ctx.snap, _own_job_names(ctx.snap)
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if _is_run_slot(lease)]
     if len(slots) >= snap.max_concurrent_runs:
@@ -126,6 +128,15 @@ def check_leases(ctx: Context) -> Requeue | None:
         message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
         return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
     return None
+
+
+def _own_job_names(snap: Snapshot) -> set[str]:
+    """The object's Jobs, and the Jobs it would create next. Leases are taken before the
+    Job is created, so after a crash in between, a Lease held in the name of the Job the
+    same decision will create again is this object's own, not another's."""
+    uid = str(snap.obj.get("metadata", {}).get("uid", ""))
+    planned = {job_name(snap.name, uid, op, next_seq(snap.jobs, op)) for op in Op}
+    return snap.job_names() | planned
 
 
 def _namespace_of(obj: Json, default: str) -> str:

@@ -576,3 +576,18 @@ def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:
     applied = snapshot.build(obj, [*failed_only, job("apply", 2, "succeeded", finished=ago(2))])
     ctx2 = Context(applied, NOW, ctx.policy, ctx.inputs)
     assert scheduled(ctx2, "drift") == ago(1)
+
+
+def test_a_lease_held_for_the_job_this_decision_would_create_is_ours() -> None:
+    """A crash between taking the Leases and creating the Job leaves them held in the name
+    of the Job the same decision creates again: they must not make the object wait."""
+    from controller.core.jobspec import job_name
+
+    planned = job_name("c1", "uid-c1", "apply", 1)
+    slots = [lease(f"captf-run-slot-{i}", holder=f"other-{i}") for i in range(9)]
+    slots.append(lease("captf-run-slot-9", holder=planned))
+    snap = snapshot.build(captf(spec=NEW_VARS), [*base_objects(), *slots])
+    assert to_json(decide(snap, NOW)) == _run("apply", "InputsChanged")
+    slots[-1] = lease("captf-run-slot-9", holder=job_name("c1", "uid-c1", "apply", 2))
+    snap = snapshot.build(captf(spec=NEW_VARS), [*base_objects(), *slots])
+    assert to_json(decide(snap, NOW)) == _requeue("WaitingForRunLease", 30.0)
