@@ -11,12 +11,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from controller.core import bookkeeping
 from controller.core import status as status_rules
 from controller.core.context import Context
 from controller.core.decide import decide
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
+from controller.core.jobs import is_finished, name_of
 from controller.core.names import ANN_RESTORE_SERIAL, FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, read_policy
 from controller.core.snapshot import Snapshot
@@ -58,9 +60,12 @@ class Reconciler:
         snap = self._snapshot(obj)
         policy, inputs = _policy_and_inputs(snap)
         history = History(snap.jobs, snap.plan_readable)
+        snap = await self._record_restore_attempt(snap, history)
         accounted = await bookkeeper.account(self.client, snap, history, self.metrics, now)
         status = dict(snap.status)
-        if status.get("activeJob") in {r.name for r in accounted}:
+        # A finished Job is no longer active: just accounted, or accounted by a pass whose
+        # status write failed afterwards.
+        if status.get("activeJob") in {r.name for r in history}:
             status.pop("activeJob")
         _note_restore(status, snap, accounted)
         missing = await interrupted.check(self.client, snap, set(self._pending))
@@ -70,6 +75,12 @@ class Reconciler:
             # A Job that never finishes is never accounted: free its Leases here.
             await bookkeeper.release_leases(self.client, snap, job)
             log.warning("%s: Job %s disappeared while it ran", key, job)
+        if not status.get("activeJob"):
+            # A Job this controller created but never recorded (it stopped between the
+            # create and the status write): adopt it, so its disappearance is noticed too.
+            adopted = _running_job(snap)
+            if adopted is not None:
+                status["activeJob"] = adopted
         if policy is not None:
             pruned = await bookkeeper.prune(
                 self.client,
@@ -111,6 +122,22 @@ class Reconciler:
             max_concurrent_runs=self.slots.count,
         )
 
+    async def _record_restore_attempt(self, snap: Snapshot, history: History) -> Snapshot:
+        """Writes status.lastRestoredSerial for a finished restore Job before the Job is
+        accounted. Once accounted, the status is the only record that the serial was tried:
+        were the status write lost after the accounting (a crash, a conflict), the restore
+        would run again."""
+        tried = bookkeeper.restored_serial(bookkeeping.unaccounted(history))
+        wanted = snap.annotations.get(ANN_RESTORE_SERIAL)
+        if not wanted or tried is None or not tried.isdigit():
+            return snap
+        if snap.status.get("lastRestoredSerial") == int(tried):
+            return snap
+        status = snap.status | {"lastRestoredSerial": int(tried)}
+        updated = await api.put_status(self.client, snap.obj, status)
+        obj = {"apiVersion": snap.obj["apiVersion"], "kind": snap.kind} | updated
+        return replace(snap, obj=obj)
+
     async def _ensure_finalizer(self, obj: Json) -> Json:
         meta = obj["metadata"]
         finalizers = list(meta.get("finalizers") or [])
@@ -148,6 +175,11 @@ class Reconciler:
         ):
             return
         await api.put_status(self.client, snap.obj, new)
+
+
+def _running_job(snap: Snapshot) -> str | None:
+    running = sorted(name_of(job) for job in snap.jobs if not is_finished(job))
+    return running[0] if running else None
 
 
 def _prefixed(obj: Json, pending: dict[str, float]) -> frozenset[str]:
