@@ -152,8 +152,9 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
             assert obj is not None
             meta = obj["metadata"]
             enqueue(key_of(kind, meta["namespace"], meta["name"]))
-            if _ready_changed(old, new):
-                # Dependants and members wait on this object's Ready condition.
+            if _ready_changed(old, new) or _active_job(old) != _active_job(new):
+                # Dependants and members wait on this object's Ready condition; a cluster
+                # and its members wait while the other runs a Job (status.activeJob).
                 for other in caches.objects_in(meta["namespace"]):
                     enqueue(key_of(other["kind"], meta["namespace"], other["metadata"]["name"]))
 
@@ -196,6 +197,10 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
 
 def _holder(lease: Obj | None) -> str:
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
+
+
+def _active_job(obj: Obj | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("activeJob") or "")
 
 
 def _ready_changed(old: Obj | None, new: Obj | None) -> bool:

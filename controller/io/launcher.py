@@ -101,7 +101,12 @@ async def _take_run_slot(
             continue
         body = api.lease_body(slots.namespace, name, job, now, {LABEL_SCOPE: SCOPE_RUN_SLOT})
         body["metadata"]["annotations"] = {ANN_HOLDER_NAMESPACE: snap.namespace}
-        await api.take_lease(client, current, body)
+        try:
+            await api.take_lease(client, current, body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            continue  # another worker took this slot meanwhile: try the next one
         return
     raise ApiError(409, "Conflict", f"all {slots.count} run slots are held")
 
