@@ -69,6 +69,7 @@ async def test_a_drain_counts_nothing_and_retries_at_once(
         assert "failures" not in status
         assert await events_of(kube, "JobFailed") == []
         # An interrupted runner that did report `interrupted` (a drain it noticed) is the same.
+        await clock.advance(5)  # it ran a while: it finished after the first
         await kube.finish(second, "interrupted", at=clock.now())
         await event_for(kube, second["metadata"]["name"], "JobInterrupted")
         third = await new_job(kube, first, second)

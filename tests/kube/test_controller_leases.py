@@ -1,0 +1,129 @@
+"""The controller on the real API server: run slots and operation Leases.
+
+With one run slot, a second object waits `WaitingForRunLease` until the first
+object's Job is accounted. A pool waits `WaitingForClusterOperation` while its
+cluster runs a Job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime.clock import SteppedClock
+from runtime.envtest import ApiServer
+from tests.kube.harness import (
+    MODULE,
+    Kube,
+    condition_is,
+    eventually,
+    next_is,
+    nth_job,
+    running_controller,
+    succeed_apply,
+)
+
+pytestmark = pytest.mark.kube
+Json = dict[str, Any]
+
+
+async def _lease(kube: Kube, name: str) -> Json:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{kube.ns}/leases/{name}"
+    return await kube.call("GET", path)
+
+
+def _holder(lease: Json) -> str | None:
+    holder = (lease.get("spec") or {}).get("holderIdentity")
+    return str(holder) if holder else None
+
+
+async def test_one_run_slot_makes_the_second_cluster_wait(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    kube = Kube(apiserver, namespace)
+    clock = SteppedClock()
+    async with running_controller(apiserver, namespace, clock=clock, max_concurrent_runs=1):
+        await kube.setup_cluster("c1")
+        first = await nth_job(kube, 1, "captf.io/name=c1")
+        assert _holder(await _lease(kube, "captf-run-slot-0")) == first["metadata"]["name"]
+        await kube.setup_cluster("c2")
+        await next_is(kube, "WaitingForRunLease", name="c2")
+        waiting = await condition_is(kube, "Waiting", "True", "WaitingForRunLease", name="c2")
+        assert "run slots" in waiting["message"]
+        assert await kube.jobs("captf.io/name=c2") == []
+
+        # The first Job finishes; once it is accounted its slot is free and c2 starts at
+        # once (the Lease's release wakes it: no clock advance).
+        await succeed_apply(kube, first, serial=1, at=clock.now(), name="c1")
+        second = await nth_job(kube, 1, "captf.io/name=c2")
+        accounted = (await kube.jobs("captf.io/name=c1"))[0]
+        assert accounted["metadata"]["annotations"]["captf.io/accounted"] == "true"
+        assert _holder(await _lease(kube, "captf-run-slot-0")) == second["metadata"]["name"]
+        await condition_is(kube, "Ready", "True", name="c1")
+
+
+async def test_a_pool_waits_while_its_cluster_runs_a_job(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    kube = Kube(apiserver, namespace)
+    clock = SteppedClock()
+    await kube.setup_cluster(refresh={"interval": "1h"})
+    async with running_controller(apiserver, namespace, clock=clock):
+        applied = await nth_job(kube, 1, "captf.io/name=c1")
+        await succeed_apply(kube, applied, serial=1, at=clock.now())
+        await condition_is(kube, "Ready", "True")
+        # A refresh keeps the cluster Ready while it holds the cluster's operation Lease.
+        await clock.advance(3600)
+        refresh = await nth_job(kube, 1, "captf.io/op=refresh")
+        lease = await _lease(kube, "captf-op-terraformcluster-c1")
+        assert _holder(lease) == refresh["metadata"]["name"]
+        assert lease["metadata"]["labels"] == {
+            "captf.io/cluster": "c1",
+            "captf.io/scope": "cluster",
+        }
+        await _create_pool(kube)
+        await next_is(kube, "WaitingForClusterOperation", name="p1", plural=POOLS)
+        assert await kube.jobs("captf.io/name=p1") == []
+
+        await kube.finish(refresh, "succeeded", at=clock.now())
+        pool_job = await nth_job(kube, 1, "captf.io/name=p1")
+        assert pool_job["metadata"]["labels"]["captf.io/kind"] == "TerraformMachinePool"
+        member = await _lease(kube, "captf-op-terraformmachinepool-p1")
+        assert _holder(member) == pool_job["metadata"]["name"]
+        assert member["metadata"]["labels"]["captf.io/scope"] == "member"
+        assert _holder(await _lease(kube, "captf-op-terraformcluster-c1")) is None
+
+        # And the other way round: the cluster's next refresh waits for the pool's Job.
+        await clock.advance(3600)
+        await next_is(kube, "WaitingForMachineOperations")
+        assert len(await kube.jobs("captf.io/op=refresh")) == 1
+        await succeed_apply(kube, pool_job, serial=1, at=clock.now(), name="p1")
+
+        async def refreshed_again() -> bool:
+            return len(await kube.jobs("captf.io/op=refresh")) == 2
+
+        await eventually(refreshed_again, what="the cluster's refresh after the pool's Job")
+
+
+POOLS = "terraformmachinepools"
+
+
+async def _create_pool(kube: Kube) -> None:
+    await kube.call(
+        "POST",
+        f"/api/v1/namespaces/{kube.ns}/configmaps",
+        {"metadata": {"name": "p1-module"}, "data": MODULE},
+    )
+    body = {
+        "apiVersion": "captf.io/v1alpha1",
+        "kind": "TerraformMachinePool",
+        "metadata": {"name": "p1"},
+        "spec": {
+            "clusterRef": {"name": "c1"},
+            "module": {"configMapRef": {"name": "p1-module"}},
+            "variables": {"size": 2},
+            "credentialsRef": {"name": "creds"},
+            "jobs": {"image": "captf:dev"},
+        },
+    }
+    await kube.call("POST", kube.captf_path(POOLS), body)
