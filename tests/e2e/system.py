@@ -1,0 +1,250 @@
+"""The whole system in the test's event loop: the controller and the local Job executor on
+one scaled clock, the runner with real OpenTofu, and a record of every version of the
+namespace's CAPTF clusters and Jobs as the watch delivered them.
+
+One clock for both, as `make run` does: a scaled LoopClock counts from where it is first
+read, so two scaled clocks started at different moments disagree by (K - 1) x the gap, and
+Job finish times (the executor's) would not be on the controller's timeline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import orjson
+
+from controller.core.names import ANN_RESULT
+from controller.core.timefmt import parse_time
+from controller.executor import Executor
+from controller.io.main import serve
+from controller.runner.binaries import runner_environ
+from runtime.cache import Informer, Resource, Selection
+from runtime.clock import LoopClock
+from runtime.envtest import ApiServer
+from runtime.transport import open_transport
+from tests.kube.harness import Kube, controller_args, eventually
+
+Json = dict[str, Any]
+T = TypeVar("T")
+
+# One controller minute lasts one real second.
+SCALE = 60.0
+# Real seconds to wait for anything that runs OpenTofu (a few seconds each on 2 cores).
+WAIT = 90.0
+CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
+JOBS = Resource("batch", "v1", "jobs")
+
+
+class Seen:
+    """Every version of a resource's objects that the watch delivered, by name, oldest
+    first: a status that passed between two polls, or a Job pruned since, stays visible."""
+
+    def __init__(self) -> None:
+        self.versions: defaultdict[str, list[Json]] = defaultdict(list)
+
+    def record(self, old: Json | None, new: Json | None) -> None:
+        if new is not None:
+            self.versions[new["metadata"]["name"]].append(new)
+
+    def of(self, name: str) -> list[Json]:
+        return list(self.versions.get(name, ()))
+
+    def latest(self) -> list[Json]:
+        return [versions[-1] for versions in self.versions.values()]
+
+
+@dataclass
+class System:
+    kube: Kube
+    clock: LoopClock
+    infra: Path
+    logs: Path
+    clusters: Seen = field(default_factory=Seen)
+    jobs: Seen = field(default_factory=Seen)
+    # Raises the error of the background run (controller, executor, watches) if it ended.
+    check: Callable[[], None] = lambda: None
+
+    async def until(
+        self, probe: Callable[[], Awaitable[T | None]], what: str, within: float = WAIT
+    ) -> T:
+        """`eventually`, failing at once with the cause when the system itself stopped."""
+
+        async def checked() -> T | None:
+            self.check()
+            return await probe()
+
+        return await eventually(checked, within=within, what=what)
+
+    async def create_cluster(
+        self, name: str, module: str, variables: Json, *, jobs: Json | None = None, **spec: Any
+    ) -> Json:
+        """The module ConfigMap, the credentials Secret (once) and a TerraformCluster; `jobs`
+        is added to the runner image, `spec` to the rest."""
+        ns = self.kube.ns
+        await self.kube.call(
+            "POST",
+            f"/api/v1/namespaces/{ns}/configmaps",
+            {"metadata": {"name": f"{name}-module"}, "data": {"main.tf": module}},
+        )
+        with contextlib.suppress(Exception):  # AlreadyExists after the first cluster
+            await self.kube.call(
+                "POST",
+                f"/api/v1/namespaces/{ns}/secrets",
+                {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}},
+            )
+        body = {
+            "apiVersion": "captf.io/v1alpha1",
+            "kind": "TerraformCluster",
+            "metadata": {"name": name},
+            "spec": {
+                "module": {"configMapRef": {"name": f"{name}-module"}},
+                "variables": variables,
+                "credentialsRef": {"name": "creds"},
+                "jobs": {"image": "captf:dev"} | (jobs or {}),
+            }
+            | spec,
+        }
+        return await self.kube.call("POST", self.kube.captf_path("terraformclusters"), body)
+
+    async def finished_job(self, name: str, op: str, seq: int) -> Json:
+        """The object's Job of that op and attempt sequence, once it has finished (as the
+        watch saw it: pruning may have removed it from the API since)."""
+
+        async def probe() -> Json | None:
+            for job in self.jobs.latest():
+                if _is(job, name, op, seq) and finished_at(job) is not None:
+                    return job
+            return None
+
+        return await self.until(probe, f"{op} Job #{seq} of {name} finished")
+
+    def log(self, job: Json) -> str:
+        """The runner's output (the pod log), for assertion messages."""
+        path = self.logs / self.kube.ns / f"{job['metadata']['name']}.log"
+        return path.read_text() if path.exists() else f"(no log at {path})"
+
+
+def _is(job: Json, name: str, op: str, seq: int) -> bool:
+    meta = job["metadata"]
+    labels = meta.get("labels") or {}
+    notes = meta.get("annotations") or {}
+    return (labels.get("captf.io/name"), labels.get("captf.io/op"), notes.get("captf.io/seq")) == (
+        name,
+        op,
+        str(seq),
+    )
+
+
+def terminal(job: Json) -> Json | None:
+    """The Job's Complete or Failed condition with status True."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+            found: Json = cond
+            return found
+    return None
+
+
+def ended(job: Json) -> str:
+    """ "Complete", "Failed", or "" while the Job runs."""
+    cond = terminal(job)
+    return str(cond["type"]) if cond else ""
+
+
+def finished_at(job: Json) -> datetime | None:
+    """Where the contract says a Job finished: completionTime, else the terminal condition's
+    lastTransitionTime."""
+    cond = terminal(job)
+    if cond is None:
+        return None
+    return parse_time((job.get("status") or {}).get("completionTime") or cond["lastTransitionTime"])
+
+
+def result_of(job: Json) -> Json:
+    raw = (job["metadata"].get("annotations") or {}).get(ANN_RESULT)
+    parsed: Json = orjson.loads(raw) if raw else {}
+    return parsed
+
+
+@contextlib.asynccontextmanager
+async def running_system(
+    server: ApiServer, namespace: str, tmp_path: Path, tofu: Path
+) -> AsyncIterator[System]:
+    """The controller and the executor (Jobs of `namespace` only) until the block ends; the
+    runner processes get KUBECONFIG pointing at the test API server."""
+    clock = LoopClock(SCALE)
+    infra = tmp_path / "infra"
+    infra.mkdir()
+    system = System(Kube(server, namespace), clock, infra, tmp_path / "logs")
+    async with (
+        open_transport(str(server.kubeconfig)) as transport,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        for resource, seen in ((CLUSTERS, system.clusters), (JOBS, system.jobs)):
+            selection = Selection(namespace=namespace)
+            informer = Informer(transport, resource, clock=LoopClock(), selection=selection)
+            informer.add_handler(seen.record)
+            await stack.enter_async_context(informer)
+            await informer.wait_synced()
+        async with anyio.create_task_group() as tg:
+            started = anyio.Event()
+            args = controller_args(server, namespace, time_scale=SCALE)
+            tg.start_soon(serve, args, started, clock)
+            async with Executor(
+                transport,
+                clock=clock,
+                namespace=namespace,
+                kubeconfig=server.kubeconfig,
+                log_dir=system.logs,
+                image_env=runner_environ(tofu),
+            ):
+                with anyio.fail_after(30):
+                    await started.wait()
+                try:
+                    yield system
+                finally:
+                    tg.cancel_scope.cancel()
+
+
+async def in_background(
+    system: contextlib.AbstractAsyncContextManager[System],
+) -> tuple[System, Callable[[], Awaitable[None]]]:
+    """Enters `system` in a task of its own and returns it with the function that stops it.
+
+    An async fixture's setup and teardown run in different tasks, and a task group must be
+    left by the task that entered it: the system lives in one task from start to stop."""
+    ready: asyncio.Future[System] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        async with system as value:
+            ready.set_result(value)
+            await stop.wait()
+
+    task = asyncio.create_task(hold(), name="e2e system")
+    either: set[asyncio.Future[Any]] = {ready, task}
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        task.result()  # the start failed: raise why
+        raise AssertionError("the system ended before it started")
+    started = ready.result()
+
+    def check() -> None:
+        if task.done():
+            task.result()
+            raise AssertionError("the controller and executor stopped early")
+
+    started.check = check
+
+    async def shutdown() -> None:
+        stop.set()
+        with anyio.fail_after(60):
+            await task
+
+    return started, shutdown
