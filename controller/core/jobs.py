@@ -17,6 +17,7 @@ from controller.core.names import (
     ANN_DRIFT_REMEDIATION,
     ANN_INPUTS_HASH,
     ANN_RESULT,
+    ANN_SEQ,
     LABEL_OP,
     Op,
 )
@@ -107,6 +108,12 @@ def finished_at(job: Json) -> datetime | None:
         if when:
             return parse_time(when)
     return LONG_AGO
+
+
+def seq_of(job: Json) -> int:
+    """The Job's attempt sequence (`captf.io/seq`); 0 when it records none."""
+    raw = annotations_of(job).get(ANN_SEQ, "0")
+    return int(raw) if raw.isdigit() else 0
 
 
 def created_at(job: Json) -> datetime | None:

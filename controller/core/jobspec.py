@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.core.decision import Run
 from controller.core.inputs import Inputs
-from controller.core.jobs import annotations_of, op_of
+from controller.core.jobs import op_of, seq_of
 from controller.core.names import (
     ANN_DRIFT_REMEDIATION,
     ANN_GUARDED,
@@ -42,7 +42,7 @@ def job_name(name: str, uid: str, op: str, seq: int) -> str:
 
 def next_seq(jobs: list[Json], op: str) -> int:
     """One more than the highest attempt sequence among the object's Jobs of that op."""
-    seqs = [_seq(j) for j in jobs if op_of(j) == op]
+    seqs = [seq_of(j) for j in jobs if op_of(j) == op]
     return max(seqs, default=0) + 1
 
 
@@ -56,11 +56,6 @@ def fresh_seq(name: str, uid: str, jobs: list[Json], op: str, gone: Collection[s
     while job_name(name, uid, op, seq) in gone:
         seq += 1
     return seq
-
-
-def _seq(job: Json) -> int:
-    raw = annotations_of(job).get(ANN_SEQ, "0")
-    return int(raw) if raw.isdigit() else 0
 
 
 def inputs_secret_name(name: str, inputs: Inputs) -> str:

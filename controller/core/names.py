@@ -56,6 +56,9 @@ ANN_SERIAL: Final = "captf.io/serial"
 ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
 # When the interrupted apply was recorded: applies created after it can clear it.
 ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
+# The apply attempt sequence when it was recorded: applies from this sequence on were
+# created after the record (no clocks compared).
+ANN_INTERRUPTED_APPLY_SEQ: Final = "captf.io/interrupted-apply-seq"
 
 # Lease scopes (label captf.io/scope).
 SCOPE_CLUSTER: Final = "cluster"

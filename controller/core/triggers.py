@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from controller.core import backoff
 from controller.core.context import Context
-from controller.core.jobs import Outcome, annotations_of, created_at
+from controller.core.jobs import Outcome, annotations_of, created_at, seq_of
 from controller.core.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
+    ANN_INTERRUPTED_APPLY_SEQ,
     MUTABLE_KINDS,
     Op,
     Reason,
 )
 from controller.core.timefmt import TimeFormatError, parse_time
+
+Json = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -29,25 +33,37 @@ def interrupted_apply(ctx: Context) -> str | None:
     for secret in ctx.snap.inputs_secrets():
         notes = annotations_of(secret)
         job: str | None = notes.get(ANN_INTERRUPTED_APPLY)
-        if job and not _cleared_since(ctx, notes.get(ANN_INTERRUPTED_APPLY_AT)):
+        if job and not _cleared(ctx, notes):
             return job
     return None
 
 
-def _cleared_since(ctx: Context, recorded: str | None) -> bool:
-    """An apply created after the record succeeded. Without a record time, nothing clears it
-    here: bookkeeping removes the annotation when that apply succeeds."""
-    if not recorded:
-        return False
+def _cleared(ctx: Context, notes: dict[str, str]) -> bool:
+    """An apply created after the record succeeded. A record that says neither its sequence
+    nor its time is not cleared here: bookkeeping removes it when an apply succeeds."""
+    return any(
+        record.outcome == Outcome.SUCCESS and started_after_record(record.job, notes)
+        for record in ctx.history.of(Op.APPLY)
+    )
+
+
+def started_after_record(job: Json, notes: dict[str, str]) -> bool | None:
+    """Whether an apply Job was created after the interrupted-apply record `notes`; None
+    when the record says neither its sequence nor its time.
+
+    The recorded sequence was the op's next one when the record was made, so every apply
+    there was then has a lower one: no clocks are compared. The recorded time (older
+    records) is the controller's clock, compared with the API server's creationTimestamp,
+    which a controller clock running ahead (--time-scale, skew) would never reach."""
+    seq = notes.get(ANN_INTERRUPTED_APPLY_SEQ, "")
+    if seq.isdigit():
+        return seq_of(job) >= int(seq)
     try:
-        since = parse_time(recorded)
+        since = parse_time(notes.get(ANN_INTERRUPTED_APPLY_AT) or "")
     except TimeFormatError:
-        return False
-    for record in ctx.history.of(Op.APPLY):
-        started = created_at(record.job)
-        if record.outcome == Outcome.SUCCESS and started is not None and started >= since:
-            return True
-    return False
+        return None
+    started = created_at(job)
+    return started is not None and started >= since
 
 
 def apply_due(ctx: Context) -> ApplyDue | None:

@@ -14,19 +14,19 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from controller.core import bookkeeping
+from controller.core import bookkeeping, triggers
 from controller.core.history import Finished, History
-from controller.core.jobs import Outcome, annotations_of, created_at
+from controller.core.jobs import Outcome, annotations_of
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
+    ANN_INTERRUPTED_APPLY_SEQ,
     ANN_RESTORE_SERIAL,
     LABEL_RETRY_CAPPED,
     Op,
 )
 from controller.core.snapshot import Snapshot
-from controller.core.timefmt import TimeFormatError, parse_time
 from controller.io import api
 from controller.io.api import Api
 
@@ -114,22 +114,14 @@ async def release_leases(client: Api, snap: Snapshot, job: str) -> None:
 
 async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> None:
     """An apply started after an interrupted apply was recorded succeeded: clear the record."""
-    started = created_at(applied.job)
     for secret in snap.inputs_secrets():
         notes = annotations_of(secret)
         if not notes.get(ANN_INTERRUPTED_APPLY):
             continue
-        try:
-            recorded = parse_time(notes.get(ANN_INTERRUPTED_APPLY_AT, ""))
-        except TimeFormatError:
-            recorded = None
-        if recorded is not None and started is not None and started < recorded:
+        if triggers.started_after_record(applied.job, notes) is False:
             continue
-        patch = {
-            "metadata": {
-                "annotations": {ANN_INTERRUPTED_APPLY: None, ANN_INTERRUPTED_APPLY_AT: None}
-            }
-        }
+        cleared = (ANN_INTERRUPTED_APPLY, ANN_INTERRUPTED_APPLY_AT, ANN_INTERRUPTED_APPLY_SEQ)
+        patch = {"metadata": {"annotations": dict.fromkeys(cleared)}}
         await api.merge_patch(
             client, api.secret_path(snap.namespace, secret["metadata"]["name"]), patch
         )

@@ -12,10 +12,12 @@ from datetime import datetime
 from enum import Enum
 
 from controller.core.inputs import Inputs
-from controller.core.jobspec import inputs_secret, inputs_secret_name
+from controller.core.jobs import annotations_of
+from controller.core.jobspec import inputs_secret, inputs_secret_name, next_seq
 from controller.core.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
+    ANN_INTERRUPTED_APPLY_SEQ,
     MUTABLE_KINDS,
     Op,
 )
@@ -65,7 +67,15 @@ async def record(
     name = inputs_secret_name(snap.name, inputs)
     if name not in snap.secrets:
         await api.create(client, api.secret_path(snap.namespace), inputs_secret(snap.obj, inputs))
-    notes = {ANN_INTERRUPTED_APPLY: job, ANN_INTERRUPTED_APPLY_AT: format_time(now)}
+    if annotations_of(snap.secrets.get(name) or {}).get(ANN_INTERRUPTED_APPLY) == job:
+        # Recorded by an earlier pass: rewriting it would move the record past a
+        # successor that pass may already have started.
+        return True
+    notes = {
+        ANN_INTERRUPTED_APPLY: job,
+        ANN_INTERRUPTED_APPLY_AT: format_time(now),
+        ANN_INTERRUPTED_APPLY_SEQ: str(next_seq(snap.jobs, Op.APPLY)),
+    }
     patched = await api.merge_patch(
         client, api.secret_path(snap.namespace, name), {"metadata": {"annotations": notes}}
     )

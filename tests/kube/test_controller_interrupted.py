@@ -6,6 +6,7 @@ current inputs stays due even when the state already records those inputs
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -37,11 +38,14 @@ def _inputs_secret(job: Json) -> str:
     return str(env["CAPTF_INPUTS_SECRET"])
 
 
+@pytest.mark.parametrize("skew", [0, 600, -600], ids=["same-time", "ahead", "behind"])
 async def test_an_apply_deleted_mid_run_is_applied_again(
-    apiserver: ApiServer, namespace: str
+    apiserver: ApiServer, namespace: str, skew: int
 ) -> None:
+    """`skew`: how far the controller's clock is from the API server's (under --time-scale
+    it runs ahead); the record must end all the same."""
     kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
+    clock = SteppedClock(datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=skew))
     await kube.setup_cluster()
     async with running_controller(apiserver, namespace, clock=clock):
         first = await nth_job(kube, 1)
