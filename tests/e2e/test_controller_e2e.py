@@ -27,7 +27,7 @@ from tests.e2e.system import (
     result_of,
     running_system,
 )
-from tests.kube.harness import MERGE, condition
+from tests.kube.harness import MERGE, condition, event_for, events_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
@@ -72,7 +72,8 @@ resource "terraform_data" "flaky" {
 """
 
 
-@pytest.fixture(scope="module")
+# Session-scoped and asked for first, so a missing build skips before the API server starts.
+@pytest.fixture(scope="session")
 def tofu_build() -> Path:
     try:
         return tofu_dir(build=False)
@@ -82,7 +83,7 @@ def tofu_build() -> Path:
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def system(
-    apiserver: ApiServer, namespace: str, tmp_path: Path, tofu_build: Path
+    tofu_build: Path, apiserver: ApiServer, namespace: str, tmp_path: Path
 ) -> AsyncIterator[System]:
     """The controller and the executor on one LoopClock(60), in the test's event loop."""
     started, stop = await in_background(running_system(apiserver, namespace, tmp_path, tofu_build))
@@ -178,6 +179,7 @@ async def test_a_replacement_is_blocked_until_approved(system: System) -> None:
         return nxt if nxt.get("reason") == "WaitingForApproval" else None
 
     await system.until(waiting, "web waiting for approval")
+    await event_for(system.kube, blocked["metadata"]["name"], "DestructivePlanBlocked")
     assert (system.infra / "managed.txt").read_text() == "hello"
     status = await status_of(system, "web")
     assert status["stateSerial"] == before["stateSerial"]
@@ -270,6 +272,7 @@ async def test_the_delay_table_with_the_time_scale(system: System, tmp_path: Pat
         assert ended(job) == "Failed", system.log(job)
         assert result_of(job)["outcome"] == "failed"
         assert job["metadata"]["annotations"]["captf.io/retry"] == str(n)
+        await event_for(system.kube, job["metadata"]["name"], "JobFailed")
         failed = finished_at(job)
         assert failed is not None
 
@@ -302,6 +305,7 @@ async def test_the_delay_table_with_the_time_scale(system: System, tmp_path: Pat
     assert capped, "never labelled captf.io/retry-capped=apply"
     assert _apply_failures(versions[capped[0]]) == 3
     assert all(_apply_failures(versions[i]) not in (1, 2) for i in capped)
+    assert len(await events_of(system.kube, "RetryCapped")) == 1
     recovered = await applied(system, "flaky", 4)
     assert recovered["metadata"]["annotations"]["captf.io/retry"] == "4"
     assert counter.read_text().strip() == "4"
