@@ -24,10 +24,10 @@ ldk="$ldk -X $cv.gitVersion=$k8s_version -X $cv.gitMajor=1 -X $cv.gitMinor=$mino
 cd "$here"
 start=$(date +%s)
 echo "building kube-apiserver $k8s_version and etcd $etcd_version into $out (first build takes a while)" >&2
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
+CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
   -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3
 echo "etcd built after $(( $(date +%s) - start ))s" >&2
-CGO_ENABLED=0 go build -trimpath -tags=providerless -ldflags "$ldk" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+CGO_ENABLED=0 go build -buildvcs=false -trimpath -tags=providerless -ldflags "$ldk" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 echo "kube-apiserver built after $(( $(date +%s) - start ))s" >&2
 rm -rf "$out" && mv "$out.tmp" "$out"
 echo "$out"

@@ -28,11 +28,11 @@ start=$(date +%s)
 echo "building tofu $tofu_version and terraform-provider-local $local_version into $out" >&2
 # version.dev=no is what OpenTofu's release build sets: `tofu version` then
 # reports the plain release version read from its embedded VERSION file.
-(cd "$here" && CGO_ENABLED=0 go build -mod=readonly -trimpath \
+(cd "$here" && CGO_ENABLED=0 go build -buildvcs=false -mod=readonly -trimpath \
   -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" \
   -o "$out.tmp/tofu" github.com/opentofu/opentofu/cmd/tofu)
 echo "tofu built after $(( $(date +%s) - start ))s" >&2
-(cd "$here/local" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" \
+(cd "$here/local" && CGO_ENABLED=0 go build -buildvcs=false -mod=readonly -trimpath -ldflags "-s -w" \
   -o "$out.tmp/$provider_rel" github.com/terraform-providers/terraform-provider-local)
 echo "terraform-provider-local built after $(( $(date +%s) - start ))s" >&2
 "$here/write-tofurc.sh" "$out/mirror" > "$out.tmp/tofurc"
