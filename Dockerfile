@@ -7,6 +7,7 @@
 # time, and `tofu init` finds hashicorp/local in the filesystem mirror).
 FROM golang:1.26-bookworm AS tofu
 WORKDIR /src/hack/tofu
+COPY hack/progress.sh ../progress.sh
 COPY hack/tofu/ ./
 RUN CAPTF_CACHE_DIR=/build ./build.sh > /build-dir \
  && mkdir -p /opt \

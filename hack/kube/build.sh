@@ -22,18 +22,8 @@ cv=k8s.io/client-go/pkg/version
 ldk="-s -w -X $kv.gitVersion=$k8s_version -X $kv.gitMajor=1 -X $kv.gitMinor=$minor -X $kv.gitTreeState=clean -X $kv.buildDate=1970-01-01T00:00:00Z"
 ldk="$ldk -X $cv.gitVersion=$k8s_version -X $cv.gitMajor=1 -X $cv.gitMinor=$minor"
 cd "$here"
-start=$(date +%s)
-# Go prints nothing while it compiles; say every minute that it is still at it.
-(
-  trap 'kill "$nap" 2>/dev/null; exit 0' TERM  # take the sleep along, or it holds stderr open
-  while :; do
-    sleep 60 & nap=$!
-    wait "$nap"
-    echo "  ... still building ($(( $(date +%s) - start ))s)" >&2
-  done
-) &
-ticker=$!
-trap 'kill "$ticker" 2>/dev/null || true' EXIT
+# shellcheck source=../progress.sh
+. "$here/../progress.sh"
 echo "building kube-apiserver $k8s_version and etcd $etcd_version into $out (first build takes a while)" >&2
 CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
   -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3

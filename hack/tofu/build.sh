@@ -24,18 +24,8 @@ if [ "${1:-}" = "--check" ]; then
   echo "not built: $out (run hack/tofu/build.sh)" >&2; exit 1
 fi
 rm -rf "$out.tmp" && mkdir -p "$out.tmp/$(dirname "$provider_rel")"
-start=$(date +%s)
-# Go prints nothing while it compiles; say every minute that it is still at it.
-(
-  trap 'kill "$nap" 2>/dev/null; exit 0' TERM  # take the sleep along, or it holds stderr open
-  while :; do
-    sleep 60 & nap=$!
-    wait "$nap"
-    echo "  ... still building ($(( $(date +%s) - start ))s)" >&2
-  done
-) &
-ticker=$!
-trap 'kill "$ticker" 2>/dev/null || true' EXIT
+# shellcheck source=../progress.sh
+. "$here/../progress.sh"
 echo "building tofu $tofu_version and terraform-provider-local $local_version into $out" >&2
 # version.dev=no is what OpenTofu's release build sets: `tofu version` then
 # reports the plain release version read from its embedded VERSION file.
