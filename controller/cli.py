@@ -96,6 +96,11 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_kubeconfig(e)
     e.add_argument("--namespace", default=None)
     e.add_argument("--time-scale", type=float, default=1.0)
+    e.add_argument(
+        "--log-dir",
+        default=None,
+        help="per-Job logs (default: $CAPTF_EXECUTOR_LOGS, .local/executor-logs)",
+    )
     e.set_defaults(func=_handler("controller.executor.main"))
     r = dsub.add_parser("run", help="the `make run` demo: API server, controller, executor")
     r.add_argument("--time-scale", type=float, default=30.0)
