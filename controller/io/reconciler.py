@@ -60,36 +60,7 @@ class Reconciler:
         snap = self._snapshot(obj)
         policy, inputs = _policy_and_inputs(snap)
         history = History(snap.jobs, snap.plan_readable)
-        snap = await self._record_restore_attempt(snap, history)
-        accounted = await bookkeeper.account(self.client, snap, history, self.metrics, now)
-        status = dict(snap.status)
-        # A finished Job is no longer active: just accounted, or accounted by a pass whose
-        # status write failed afterwards.
-        if status.get("activeJob") in {r.name for r in history}:
-            status.pop("activeJob")
-        _note_restore(status, snap, accounted)
-        missing = await interrupted.check(self.client, snap, set(self._pending))
-        if missing is interrupted.Missing.GONE:
-            job = str(status.pop("activeJob"))
-            await interrupted.record(self.client, snap, inputs, job, self._deleted, now)
-            # A Job that never finishes is never accounted: free its Leases here.
-            await bookkeeper.release_leases(self.client, snap, job)
-            log.warning("%s: Job %s disappeared while it ran", key, job)
-        if not status.get("activeJob"):
-            # A Job this controller created but never recorded (it stopped between the
-            # create and the status write): adopt it, so its disappearance is noticed too.
-            adopted = _running_job(snap)
-            if adopted is not None:
-                status["activeJob"] = adopted
-        if policy is not None:
-            pruned = await bookkeeper.prune(
-                self.client,
-                snap,
-                history,
-                failed_limit=policy.failed_limit,
-                successful_limit=policy.successful_limit,
-            )
-            self._deleted.update(pruned)
+        snap, status = await self._keep_books(snap, history, policy, inputs, now)
         stored = snap.obj.get("status")  # what the API server has: written only if different
         snap = replace(snap, obj=snap.obj | {"status": status})
         decision = decide(snap, now)
@@ -102,13 +73,60 @@ class Reconciler:
             log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
         await self._write_status(snap, stored, status, decision, policy, inputs, now)
         if policy is not None:
-            await bookkeeper.mark_capped(
-                self.client, snap, History(snap.jobs, snap.plan_readable), policy.failed_limit, now
-            )
+            await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
         if isinstance(decision, Idle) and decision.reason == Reason.DESTROYED:
             await self._remove_finalizer(snap.obj)
             return DONE
         return _result(decision)
+
+    async def _keep_books(
+        self,
+        snap: Snapshot,
+        history: History,
+        policy: Policy | None,
+        inputs: Inputs | None,
+        now: datetime,
+    ) -> tuple[Snapshot, Json]:
+        """What the Jobs that exist say happened: accounting, the active Job's fate, pruning.
+        Returns the snapshot as it now stands and the status to build on."""
+        snap = await self._record_restore_attempt(snap, history)
+        accounted = await bookkeeper.account(self.client, snap, history, self.metrics, now)
+        status = dict(snap.status)
+        # A finished Job is no longer active: just accounted, or accounted by a pass whose
+        # status write failed afterwards.
+        if status.get("activeJob") in {r.name for r in history}:
+            status.pop("activeJob")
+        _note_restore(status, snap, accounted)
+        await self._settle_active(snap, status, inputs, now)
+        if policy is not None:
+            pruned = await bookkeeper.prune(
+                self.client,
+                snap,
+                history,
+                failed_limit=policy.failed_limit,
+                successful_limit=policy.successful_limit,
+            )
+            self._deleted.update(pruned)
+        return snap, status
+
+    async def _settle_active(
+        self, snap: Snapshot, status: Json, inputs: Inputs | None, now: datetime
+    ) -> None:
+        """Keeps status.activeJob naming the Job that runs: a Job that vanished while it ran
+        is recorded and dropped; a running Job the status never named is adopted."""
+        missing = await interrupted.check(self.client, snap, set(self._pending))
+        if missing is interrupted.Missing.GONE:
+            job = str(status.pop("activeJob"))
+            await interrupted.record(self.client, snap, inputs, job, self._deleted, now)
+            # A Job that never finishes is never accounted: free its Leases here.
+            await bookkeeper.release_leases(self.client, snap, job)
+            log.warning("%s/%s: Job %s disappeared while it ran", snap.kind, snap.name, job)
+        if not status.get("activeJob"):
+            # Created by a pass that stopped before its status write: adopt it, so that
+            # its disappearance is noticed too.
+            adopted = _running_job(snap)
+            if adopted is not None:
+                status["activeJob"] = adopted
 
     def _snapshot(self, obj: Json) -> Snapshot:
         now = self.clock.monotonic()
