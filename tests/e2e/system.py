@@ -85,33 +85,11 @@ class System:
     async def create_cluster(
         self, name: str, module: str, variables: Json, *, jobs: Json | None = None, **spec: Any
     ) -> Json:
-        """The module ConfigMap, the credentials Secret (once) and a TerraformCluster; `jobs`
+        """The module `main.tf`, the credentials Secret (once) and a TerraformCluster; `jobs`
         is added to the runner image, `spec` to the rest."""
-        ns = self.kube.ns
-        await self.kube.call(
-            "POST",
-            f"/api/v1/namespaces/{ns}/configmaps",
-            {"metadata": {"name": f"{name}-module"}, "data": {"main.tf": module}},
+        return await self.kube.setup_cluster(
+            name, files={"main.tf": module}, jobs=jobs, variables=variables, **spec
         )
-        with contextlib.suppress(Exception):  # AlreadyExists after the first cluster
-            await self.kube.call(
-                "POST",
-                f"/api/v1/namespaces/{ns}/secrets",
-                {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}},
-            )
-        body = {
-            "apiVersion": "captf.io/v1alpha1",
-            "kind": "TerraformCluster",
-            "metadata": {"name": name},
-            "spec": {
-                "module": {"configMapRef": {"name": f"{name}-module"}},
-                "variables": variables,
-                "credentialsRef": {"name": "creds"},
-                "jobs": {"image": "captf:dev"} | (jobs or {}),
-            }
-            | spec,
-        }
-        return await self.kube.call("POST", self.kube.captf_path("terraformclusters"), body)
 
     async def finished_job(self, name: str, op: str, seq: int) -> Json:
         """The object's Job of that op and attempt sequence, once it has finished (as the

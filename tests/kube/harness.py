@@ -20,7 +20,7 @@ import orjson
 from controller.core.names import ANN_RESULT
 from controller.core.timefmt import format_time
 from controller.io.main import serve
-from runtime.clock import Clock
+from runtime.clock import Clock, SteppedClock
 from runtime.envtest import ApiServer
 
 Json = dict[str, Any]
@@ -77,14 +77,22 @@ class Kube:
         )
         return items
 
-    async def setup_cluster(self, name: str = "c1", **spec: Any) -> Json:
-        """The module ConfigMap, credentials and a TerraformCluster."""
+    async def setup_cluster(
+        self,
+        name: str = "c1",
+        *,
+        files: dict[str, str] = MODULE,
+        jobs: Json | None = None,
+        **spec: Any,
+    ) -> Json:
+        """The module ConfigMap (`files`), the credentials Secret (once) and a
+        TerraformCluster; `jobs` is added to the runner image, `spec` to the rest."""
         await self.call(
             "POST",
             f"/api/v1/namespaces/{self.ns}/configmaps",
-            {"metadata": {"name": f"{name}-module"}, "data": MODULE},
+            {"metadata": {"name": f"{name}-module"}, "data": files},
         )
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # AlreadyExists after the first cluster
             await self.call(
                 "POST",
                 f"/api/v1/namespaces/{self.ns}/secrets",
@@ -98,7 +106,7 @@ class Kube:
                 "module": {"configMapRef": {"name": f"{name}-module"}},
                 "variables": {"size": 1},
                 "credentialsRef": {"name": "creds"},
-                "jobs": {"image": "captf:dev"},
+                "jobs": {"image": "captf:dev"} | (jobs or {}),
             }
             | spec,
         }
@@ -177,21 +185,39 @@ async def new_job(kube: Kube, *known: Json, selector: str = "captf.io/op=apply")
 
 
 async def next_is(
-    kube: Kube, reason: str, name: str = "c1", plural: str = "terraformclusters"
+    kube: Kube,
+    reason: str,
+    name: str = "c1",
+    plural: str = "terraformclusters",
+    *,
+    at: str | None = None,
 ) -> Json:
-    """Waits until the object's status.next has this reason; returns status.next."""
+    """Waits until the object's status.next has this reason (and, given, this `at`);
+    returns status.next."""
 
     seen: list[Json] = [{}]
 
     async def probe() -> Json | None:
         seen[0] = (await kube.get(plural, name)).get("status") or {}
         nxt: Json = seen[0].get("next") or {}
-        return nxt if nxt.get("reason") == reason else None
+        return nxt if nxt.get("reason") == reason and at in (None, nxt.get("at")) else None
 
     try:
-        return await eventually(probe, what=f"{plural}/{name} status.next.reason={reason}")
+        what = f"{plural}/{name} status.next.reason={reason}" + (f" at={at}" if at else "")
+        return await eventually(probe, what=what)
     except AssertionError as err:
         raise AssertionError(f"{err}; status: {seen[0]}") from None
+
+
+def job_notes(job: Json) -> dict[str, str]:
+    notes: dict[str, str] = job["metadata"].get("annotations") or {}
+    return notes
+
+
+def job_env(job: Json) -> dict[str, str]:
+    """The runner container's environment, name to value."""
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
 
 
 def condition(obj: Json, kind: str) -> Json | None:
@@ -311,6 +337,18 @@ def controller_args(server: ApiServer, namespace: str, **over: Any) -> argparse.
         "time_scale": 1.0,
     }
     return argparse.Namespace(**(base | over))
+
+
+@contextlib.asynccontextmanager
+async def controller_on(
+    server: ApiServer, namespace: str, **spec: Any
+) -> AsyncIterator[tuple[Kube, SteppedClock]]:
+    """TerraformCluster c1 (with `spec`) set up, then the controller on a stepped clock
+    until the block ends."""
+    kube, clock = Kube(server, namespace), SteppedClock()
+    await kube.setup_cluster(**spec)
+    async with running_controller(server, namespace, clock=clock):
+        yield kube, clock
 
 
 @contextlib.asynccontextmanager

@@ -10,44 +10,32 @@ from typing import Any
 
 import pytest
 
-from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
-    Kube,
     condition_is,
+    controller_on,
     event_for,
     events_of,
     eventually,
+    job_env,
+    job_notes,
     new_job,
     next_is,
     nth_job,
-    running_controller,
     succeed_apply,
 )
 
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
-
-
-def _notes(job: Json) -> dict[str, str]:
-    notes: dict[str, str] = job["metadata"].get("annotations") or {}
-    return notes
-
-
-def _env(job: Json) -> dict[str, str]:
-    [container] = job["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+MANUAL = {"mode": "Manual"}
 
 
 async def test_blocked_then_approved_then_applied(apiserver: ApiServer, namespace: str) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         blocked = await nth_job(kube, 1)
-        assert _notes(blocked)["captf.io/guarded"] == "true"
-        assert _env(blocked)["CAPTF_GUARDED"] == "true"
+        assert job_notes(blocked)["captf.io/guarded"] == "true"
+        assert job_env(blocked)["CAPTF_GUARDED"] == "true"
         await kube.finish(blocked, "blocked", at=clock.now())
         name = blocked["metadata"]["name"]
         await event_for(kube, name, "DestructivePlanBlocked")
@@ -69,9 +57,9 @@ async def test_blocked_then_approved_then_applied(apiserver: ApiServer, namespac
 
         await kube.annotate(CLUSTERS, "c1", {"captf.io/approve": name})
         approved = await new_job(kube, blocked)
-        assert "captf.io/guarded" not in _notes(approved)
-        assert _env(approved)["CAPTF_GUARDED"] == "false"
-        assert _notes(approved)["captf.io/retry"] == "1"
+        assert "captf.io/guarded" not in job_notes(approved)
+        assert job_env(approved)["CAPTF_GUARDED"] == "false"
+        assert job_notes(approved)["captf.io/retry"] == "1"
         await succeed_apply(kube, approved, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
         await condition_is(kube, "ApplyJobSucceeded", "True")
@@ -80,13 +68,10 @@ async def test_blocked_then_approved_then_applied(apiserver: ApiServer, namespac
 
 
 async def test_manual_mode_applies_the_approved_plan(apiserver: ApiServer, namespace: str) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster(approval={"mode": "Manual"})
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace, approval=MANUAL) as (kube, clock):
         plan = await nth_job(kube, 1, "captf.io/op=plan")
         name = plan["metadata"]["name"]
-        plan_secret = _env(plan)["CAPTF_PLAN_SECRET"]
+        plan_secret = job_env(plan)["CAPTF_PLAN_SECRET"]
         # The runner writes its plan, then reports where it is.
         await kube.call(
             "POST",
@@ -101,8 +86,8 @@ async def test_manual_mode_applies_the_approved_plan(apiserver: ApiServer, names
 
         await kube.annotate(CLUSTERS, "c1", {"captf.io/approve": name})
         apply = await nth_job(kube, 1)
-        assert _notes(apply)["captf.io/plan-job"] == name
-        assert _env(apply)["CAPTF_APPROVED_PLAN_SECRET"] == plan_secret
+        assert job_notes(apply)["captf.io/plan-job"] == name
+        assert job_env(apply)["CAPTF_APPROVED_PLAN_SECRET"] == plan_secret
         await succeed_apply(kube, apply, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
         # The plan is used: nothing more to approve, nothing more to run.
@@ -115,10 +100,7 @@ async def test_a_plan_without_its_plan_secret_is_a_failure(
     apiserver: ApiServer, namespace: str
 ) -> None:
     """A plan that reports success but whose plan cannot be read backs off, unapprovable."""
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster(approval={"mode": "Manual"})
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace, approval=MANUAL) as (kube, clock):
         plan = await nth_job(kube, 1, "captf.io/op=plan")
         await kube.finish(plan, "succeeded", at=clock.now(), result={"planSecret": "nowhere"})
         await event_for(kube, plan["metadata"]["name"], "JobFailed")

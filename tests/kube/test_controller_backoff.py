@@ -8,39 +8,30 @@ from typing import Any
 import pytest
 
 from controller.core.timefmt import format_time, parse_time
-from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
-from tests.kube.harness import Kube, eventually, running_controller, write_state
+from tests.kube.harness import (
+    Kube,
+    controller_on,
+    eventually,
+    next_is,
+    nth_job,
+    running_controller,
+    write_state,
+)
 
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
-
-
-async def _nth_apply(kube: Kube, n: int) -> Json:
-    async def probe() -> Json | None:
-        jobs = await kube.jobs("captf.io/op=apply")
-        return jobs[n - 1] if len(jobs) >= n else None
-
-    return await eventually(probe, what=f"apply Job #{n}")
-
-
-async def _next(kube: Kube, reason: str, at: str | None = None) -> Json:
-    async def probe() -> Json | None:
-        nxt = ((await kube.cluster()).get("status") or {}).get("next") or {}
-        return nxt if nxt.get("reason") == reason and (at is None or nxt.get("at") == at) else None
-
-    return await eventually(probe, what=f"status.next.reason={reason}")
 
 
 async def test_a_failed_apply_waits_one_minute(apiserver: ApiServer, namespace: str) -> None:
     kube = Kube(apiserver, namespace)
     await kube.setup_cluster()
     async with running_controller(apiserver, namespace):
-        first = await _nth_apply(kube, 1)
+        first = await nth_job(kube, 1)
         assert first["metadata"]["annotations"]["captf.io/retry"] == "1"
         failed_at = datetime.now(UTC).replace(microsecond=0)
         await kube.finish(first, "failed", at=failed_at)
-        nxt = await _next(kube, "InputsChangedBackoff")
+        nxt = await next_is(kube, "InputsChangedBackoff")
         assert nxt["op"] == "apply"
         assert parse_time(nxt["at"]) == failed_at + timedelta(minutes=1)
         status = (await kube.cluster())["status"]
@@ -53,16 +44,15 @@ async def test_repeated_failures_follow_the_delay_table(
     apiserver: ApiServer, namespace: str
 ) -> None:
     """The seed's default row (limit 3): 1m, 2m, then the 10m cap, on a stepped clock."""
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         for n, delay in [(1, 60), (2, 120), (3, 600), (4, 600)]:
-            job = await _nth_apply(kube, n)
+            job = await nth_job(kube, n)
             assert job["metadata"]["annotations"]["captf.io/retry"] == str(n)
             at = clock.now()
             await kube.finish(job, "failed", at=at)
-            await _next(kube, "InputsChangedBackoff", at=format_time(at + timedelta(seconds=delay)))
+            await next_is(
+                kube, "InputsChangedBackoff", at=format_time(at + timedelta(seconds=delay))
+            )
             await clock.advance(delay - 1)
             assert len(await kube.jobs("captf.io/op=apply")) == min(n, 3)
             await clock.advance(1)
@@ -73,7 +63,7 @@ async def test_repeated_failures_follow_the_delay_table(
         assert len([e for e in events if e["reason"] == "RetryCapped"]) == 1
         assert len([e for e in events if e["reason"] == "JobFailed"]) == 4
         # A success resets the count and clears the tail.
-        fifth = await _nth_apply(kube, 4)
+        fifth = await nth_job(kube, 4)
         assert fifth["metadata"]["annotations"]["captf.io/retry"] == "4"
         await write_state(kube, fifth, serial=1)
         await kube.finish(fifth, "succeeded", at=clock.now(), result={"stateSerial": 1})

@@ -19,6 +19,7 @@ from runtime.envtest import ApiServer
 from tests.kube.harness import (
     Kube,
     condition_is,
+    controller_on,
     eventually,
     next_is,
     nth_job,
@@ -171,10 +172,7 @@ async def test_an_accounted_job_stops_being_active_after_a_lost_status_write(
 ) -> None:
     """status.activeJob must not keep naming a finished Job (members would wait for it
     forever) when the status write after its accounting was lost."""
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         job = await nth_job(kube, 1)
         name = job["metadata"]["name"]
 

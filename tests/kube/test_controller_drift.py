@@ -17,7 +17,9 @@ from runtime.envtest import ApiServer
 from tests.kube.harness import (
     Kube,
     condition_is,
+    controller_on,
     eventually,
+    job_notes,
     new_job,
     next_is,
     nth_job,
@@ -28,11 +30,7 @@ from tests.kube.harness import (
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
 HOUR = 3600
-
-
-def _notes(job: Json) -> dict[str, str]:
-    notes: dict[str, str] = job["metadata"].get("annotations") or {}
-    return notes
+HOURLY = {"interval": "1h"}
 
 
 async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
@@ -58,8 +56,8 @@ async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
         remediations: list[Json] = []
         for n, delay in [(1, 60), (2, 0)]:
             job = await new_job(kube, applied, *remediations)
-            assert _notes(job)["captf.io/drift-remediation"] == "true"
-            assert _notes(job)["captf.io/retry"] == str(n)
+            assert job_notes(job)["captf.io/drift-remediation"] == "true"
+            assert job_notes(job)["captf.io/retry"] == str(n)
             remediations.append(job)
             await condition_is(kube, "DriftDetected", "True")
             await clock.advance(5)  # the remediation runs a while: it ends after the check
@@ -92,16 +90,13 @@ async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
         second_check = await new_job(kube, check, selector="captf.io/op=drift")
         await kube.finish(second_check, "succeeded", at=clock.now(), result={"drift": True})
         again = await new_job(kube, applied, *remediations)
-        assert _notes(again)["captf.io/drift-remediation"] == "true"
-        assert _notes(again)["captf.io/retry"] == "3"
+        assert job_notes(again)["captf.io/drift-remediation"] == "true"
+        assert job_notes(again)["captf.io/retry"] == "3"
 
 
 async def test_a_clean_drift_check_clears_drift(apiserver: ApiServer, namespace: str) -> None:
     """Without remediation, found drift only shows; a later check without drift clears it."""
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster(drift={"interval": "1h"})
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace, drift=HOURLY) as (kube, clock):
         applied = await nth_job(kube, 1)
         await succeed_apply(kube, applied, serial=1, at=clock.now())
         await next_is(kube, "Idle")

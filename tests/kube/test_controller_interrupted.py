@@ -17,6 +17,7 @@ from tests.kube.harness import (
     Kube,
     condition_is,
     eventually,
+    job_env,
     new_job,
     nth_job,
     running_controller,
@@ -33,9 +34,7 @@ MESSAGE = (
 
 
 def _inputs_secret(job: Json) -> str:
-    [container] = job["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e.get("value", "") for e in container["env"]}
-    return str(env["CAPTF_INPUTS_SECRET"])
+    return job_env(job)["CAPTF_INPUTS_SECRET"]
 
 
 @pytest.mark.parametrize("skew", [0, 600, -600], ids=["same-time", "ahead", "behind"])

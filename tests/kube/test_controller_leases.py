@@ -16,6 +16,7 @@ from tests.kube.harness import (
     MODULE,
     Kube,
     condition_is,
+    controller_on,
     eventually,
     next_is,
     nth_job,
@@ -25,6 +26,7 @@ from tests.kube.harness import (
 
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
+HOURLY = {"interval": "1h"}
 
 
 async def _lease(kube: Kube, name: str) -> Json:
@@ -65,10 +67,7 @@ async def test_one_run_slot_makes_the_second_cluster_wait(
 async def test_a_pool_waits_while_its_cluster_runs_a_job(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster(refresh={"interval": "1h"})
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace, refresh=HOURLY) as (kube, clock):
         applied = await nth_job(kube, 1, "captf.io/name=c1")
         await succeed_apply(kube, applied, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True")

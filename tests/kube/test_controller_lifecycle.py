@@ -16,22 +16,18 @@ from runtime.envtest.client import RequestFailed
 from tests.kube.harness import (
     Kube,
     condition_is,
+    controller_on,
     event_for,
     eventually,
+    job_env,
     next_is,
     nth_job,
-    running_controller,
     succeed_apply,
 )
 
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
-
-
-def _env(job: Json) -> dict[str, str]:
-    [container] = job["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
 
 
 async def _applied(kube: Kube, clock: SteppedClock) -> Json:
@@ -42,15 +38,12 @@ async def _applied(kube: Kube, clock: SteppedClock) -> Json:
 
 
 async def test_a_failed_restore_is_not_retried(apiserver: ApiServer, namespace: str) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         await _applied(kube, clock)
         await kube.annotate(CLUSTERS, "c1", {"captf.io/restore-serial": "3"})
         restore = await nth_job(kube, 1, "captf.io/op=restore")
         assert restore["metadata"]["annotations"]["captf.io/restore-serial"] == "3"
-        assert _env(restore)["CAPTF_RESTORE_SERIAL"] == "3"
+        assert job_env(restore)["CAPTF_RESTORE_SERIAL"] == "3"
         await clock.advance(5)
         await kube.finish(restore, "failed", at=clock.now())
         await event_for(kube, restore["metadata"]["name"], "JobFailed")
@@ -78,10 +71,7 @@ async def test_a_failed_restore_is_not_retried(apiserver: ApiServer, namespace: 
 async def test_deleting_destroys_then_removes_the_finalizer(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         await _applied(kube, clock)
         obj = await kube.cluster()
         assert "captf.io/destroy" in obj["metadata"]["finalizers"]

@@ -12,16 +12,14 @@ from typing import Any
 import pytest
 
 from controller.core.timefmt import format_time, parse_time
-from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
-    Kube,
+    controller_on,
     event_for,
     events_of,
     new_job,
     next_is,
     nth_job,
-    running_controller,
 )
 
 pytestmark = pytest.mark.kube
@@ -29,10 +27,7 @@ Json = dict[str, Any]
 
 
 async def test_a_deadline_kill_counts_as_a_failure(apiserver: ApiServer, namespace: str) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         first = await nth_job(kube, 1)
         at = clock.now()
         await kube.finish(first, "interrupted", at=at, reason="DeadlineExceeded")
@@ -53,10 +48,7 @@ async def test_a_deadline_kill_counts_as_a_failure(apiserver: ApiServer, namespa
 async def test_a_drain_counts_nothing_and_retries_at_once(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         first = await nth_job(kube, 1)
         # Evicted before the runner could write a result: only the pod failure policy tells.
         await kube.finish(first, None, at=clock.now(), reason="PodFailurePolicy")
@@ -84,10 +76,7 @@ async def test_a_drain_after_a_failure_keeps_the_retry_number(
     apiserver: ApiServer, namespace: str
 ) -> None:
     """One failure, its delay served, then a drain: the next apply runs at once, same retry."""
-    kube = Kube(apiserver, namespace)
-    clock = SteppedClock()
-    await kube.setup_cluster()
-    async with running_controller(apiserver, namespace, clock=clock):
+    async with controller_on(apiserver, namespace) as (kube, clock):
         first = await nth_job(kube, 1)
         await kube.finish(first, "failed", at=clock.now())
         await next_is(kube, "InputsChangedBackoff")
