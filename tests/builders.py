@@ -12,6 +12,9 @@ from typing import Any
 
 import orjson
 
+from controller.core import snapshot
+from controller.core.decide import decide
+from controller.core.decision import to_json
 from controller.core.inputs import inputs_hash
 from controller.core.names import (
     ANN_INPUTS_HASH,
@@ -196,3 +199,9 @@ def base_objects(name: str = "c1", *, applied: bool = True) -> list[Json]:
     if applied:
         out.append(state(name, serial=1, inputs=current_hash()))
     return out
+
+
+def decided(obj: Json, others: list[Json], at: datetime = NOW, **build: Any) -> Json:
+    """DecideOp on the snapshot of `obj` and `others` at `at`, as `captf decide` prints it;
+    `build` goes to snapshot.build."""
+    return to_json(decide(snapshot.build(obj, others, **build), at))

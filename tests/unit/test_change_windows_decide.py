@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
 from controller.core.names import ANN_APPROVE, ANN_RESTORE_SERIAL, FINALIZER
-from tests.builders import NOW, ago, base_objects, captf, job
+from tests.builders import NOW, ago, base_objects, captf, decided, job
 
 Json = dict[str, Any]
 # NOW is Monday 2026-06-01 12:00Z.
@@ -127,13 +124,11 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     ("obj", "others", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_change_window_gating(obj: Json, others: list[Json], expected: Json) -> None:
-    assert to_json(decide(snapshot.build(obj, others), NOW)) == expected
+    assert decided(obj, others) == expected
 
 
 def test_the_retry_runs_when_the_next_window_opens() -> None:
     obj = captf(spec=_obj(LATER, **NEW))
     others = [*base_objects(), *_fails("apply", 60)]
     opening = NOW.replace(hour=22)
-    assert to_json(decide(snapshot.build(obj, others), opening)) == _run(
-        "apply", "InputsChanged", 2
-    )
+    assert decided(obj, others, opening) == _run("apply", "InputsChanged", 2)

@@ -26,6 +26,7 @@ from tests.builders import (
     base_objects,
     captf,
     current_hash,
+    decided,
     job,
     lease,
     module_configmap,
@@ -35,10 +36,6 @@ from tests.builders import (
 
 Json = dict[str, Any]
 NEW_VARS = {"variables": {"size": 4}}  # inputs that differ from the applied state
-
-
-def _decide(obj: Json, others: list[Json], **kw: Any) -> Json:
-    return to_json(decide(snapshot.build(obj, others, **kw), NOW))
 
 
 def _requeue(reason: str, after: float, op: str | None = None) -> Json:
@@ -512,7 +509,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     ("obj", "others", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_decide(obj: Json, others: list[Json], expected: Json) -> None:
-    assert _decide(obj, others) == expected
+    assert decided(obj, others) == expected
 
 
 def test_manual_approved_plan_names_the_plan_job() -> None:

@@ -23,6 +23,7 @@ from tests.builders import (
     base_objects,
     captf,
     current_hash,
+    decided,
     job,
     lease,
     module_configmap,
@@ -32,10 +33,6 @@ from tests.builders import (
 
 Json = dict[str, Any]
 MANUAL = {"approval": {"mode": "Manual"}}
-
-
-def _decide(obj: Json, others: list[Json]) -> Json:
-    return to_json(decide(snapshot.build(obj, others), NOW))
 
 
 def test_delay_with_a_huge_limit_is_the_cap_not_an_overflow() -> None:
@@ -48,7 +45,7 @@ def test_a_job_in_another_namespace_is_not_the_objects() -> None:
     foreign["metadata"]["namespace"] = "elsewhere"
     del foreign["metadata"]["labels"]["captf.io/uid"]  # matched by name label only
     obj = captf(spec={"variables": {"size": 4}})
-    assert _decide(obj, [*base_objects(), foreign]) == {
+    assert decided(obj, [*base_objects(), foreign]) == {
         "action": "run",
         "op": "apply",
         "reason": "InputsChanged",
@@ -63,7 +60,7 @@ def test_manual_plan_followed_by_an_apply_is_used_without_a_plan_job_annotation(
     apply = job("apply", 1, "succeeded", finished=ago(20), created=ago(25))
     obj = captf(spec=MANUAL)
     others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan, apply]
-    assert _decide(obj, others) == {"action": "idle"}
+    assert decided(obj, others) == {"action": "idle"}
 
 
 def test_manual_plan_without_a_later_apply_still_waits() -> None:
@@ -71,7 +68,7 @@ def test_manual_plan_without_a_later_apply_still_waits() -> None:
     apply = job("apply", 1, "succeeded", finished=ago(40), created=ago(45))
     obj = captf(spec=MANUAL | {"variables": {"size": 4}})
     others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan, apply]
-    assert _decide(obj, others) == {
+    assert decided(obj, others) == {
         "action": "requeue",
         "reason": "WaitingForApproval",
         "after": 600.0,
@@ -80,7 +77,7 @@ def test_manual_plan_without_a_later_apply_still_waits() -> None:
 
 def test_drift_is_due_when_the_state_shows_an_apply_but_no_job_is_left() -> None:
     obj = captf(spec={"drift": {"interval": "1h"}})
-    assert _decide(obj, base_objects()) == {
+    assert decided(obj, base_objects()) == {
         "action": "run",
         "op": "drift",
         "reason": "DriftCheckDue",
@@ -99,7 +96,7 @@ def test_restore_set_again_after_the_status_cleared_runs_again() -> None:
         annotations={ANN_RESTORE_SERIAL: "4", ANN_ACCOUNTED: "true"},
     )
     obj = captf(annotations={ANN_RESTORE_SERIAL: "4"})
-    assert _decide(obj, [*base_objects(), old]) == {
+    assert decided(obj, [*base_objects(), old]) == {
         "action": "run",
         "op": "restore",
         "reason": "RestoreRequested",
@@ -110,7 +107,7 @@ def test_restore_set_again_after_the_status_cleared_runs_again() -> None:
 def test_restore_not_yet_accounted_blocks_a_second_attempt() -> None:
     fresh = job("restore", 1, "failed", finished=ago(1), annotations={ANN_RESTORE_SERIAL: "4"})
     obj = captf(annotations={ANN_RESTORE_SERIAL: "4"})
-    assert _decide(obj, [*base_objects(), fresh]) == {"action": "idle"}
+    assert decided(obj, [*base_objects(), fresh]) == {"action": "idle"}
 
 
 def test_a_null_limit_takes_the_default() -> None:
@@ -121,7 +118,7 @@ def test_a_null_limit_takes_the_default() -> None:
         job("apply", 2, "failed", finished=ago(seconds=90)),
     ]
     # Default limit 3: two failures wait 2m from the newest, 30 s left.
-    assert _decide(obj, [*base_objects(), *failures]) == {
+    assert decided(obj, [*base_objects(), *failures]) == {
         "action": "requeue",
         "op": "apply",
         "reason": "InputsChangedBackoff",
@@ -134,9 +131,9 @@ def test_plan_changed_read_from_the_runner_env_ends_on_new_inputs() -> None:
     old_hash = current_hash(variables={"size": 4})
     env = [{"name": "CAPTF_INPUTS_HASH", "value": old_hash}]
     changed["spec"] = {"template": {"spec": {"containers": [{"name": "runner", "env": env}]}}}
-    waiting = _decide(captf(spec={"variables": {"size": 4}}), [*base_objects(), changed])
+    waiting = decided(captf(spec={"variables": {"size": 4}}), [*base_objects(), changed])
     assert waiting["reason"] == "WaitingForApproval"
-    moved_on = _decide(captf(spec={"variables": {"size": 5}}), [*base_objects(), changed])
+    moved_on = decided(captf(spec={"variables": {"size": 5}}), [*base_objects(), changed])
     assert moved_on == {"action": "run", "op": "apply", "reason": "InputsChanged", "retry": 1}
 
 
@@ -146,7 +143,7 @@ def test_times_with_offsets_are_read_as_instants() -> None:
     for cond in failed["status"]["conditions"]:
         cond["lastTransitionTime"] = "2026-06-01T13:59:30+02:00"
     assert ts(ago(seconds=30)) == "2026-06-01T11:59:30Z"
-    assert _decide(captf(spec={"variables": {"size": 4}}), [*base_objects(), failed]) == {
+    assert decided(captf(spec={"variables": {"size": 4}}), [*base_objects(), failed]) == {
         "action": "requeue",
         "op": "apply",
         "reason": "InputsChangedBackoff",
@@ -157,7 +154,7 @@ def test_times_with_offsets_are_read_as_instants() -> None:
 def _pool_snapshot(cluster: Json, *extra: Json) -> Json:
     pool = captf(POOL, "p1", spec={"variables": {"size": 4}})
     others = [module_configmap("p1"), secret("creds", {"t": "x"}), cluster, *extra]
-    return _decide(pool, others)
+    return decided(pool, others)
 
 
 def test_a_pool_waits_while_its_cluster_shows_an_active_job() -> None:
@@ -179,19 +176,19 @@ def test_a_cluster_waits_while_a_member_shows_an_active_job() -> None:
     elsewhere = captf(MACHINE, "m2", spec={"clusterRef": {"name": "other"}})
     elsewhere["status"]["activeJob"] = "m2-apply-00000001"
     obj = captf(spec={"variables": {"size": 4}})
-    assert _decide(obj, [*base_objects(), member]) == {
+    assert decided(obj, [*base_objects(), member]) == {
         "action": "requeue",
         "reason": "WaitingForMachineOperations",
         "after": 30.0,
     }
-    assert _decide(obj, [*base_objects(), elsewhere])["action"] == "run"
+    assert decided(obj, [*base_objects(), elsewhere])["action"] == "run"
 
 
 def test_a_member_lease_is_known_by_its_name_without_labels() -> None:
     member = captf(MACHINE, "m1")
     held = lease("captf-op-terraformmachine-m1", holder="m1-apply-00000001")
     obj = captf(spec={"variables": {"size": 4}})
-    assert _decide(obj, [*base_objects(), member, held])["reason"] == (
+    assert decided(obj, [*base_objects(), member, held])["reason"] == (
         "WaitingForMachineOperations"
     )
 
@@ -221,13 +218,13 @@ def _timeless(job_: Json, **status: str) -> Json:
 def test_a_finished_job_without_any_time_is_still_read() -> None:
     blocked = _timeless(job("apply", 1, "blocked"))
     obj = captf(spec={"variables": {"size": 4}})
-    assert _decide(obj, [*base_objects(), blocked]) == {
+    assert decided(obj, [*base_objects(), blocked]) == {
         "action": "requeue",
         "reason": "WaitingForApproval",
         "after": 600.0,
     }
     failed = _timeless(job("apply", 1, "failed"))
-    assert _decide(obj, [*base_objects(), failed]) == {
+    assert decided(obj, [*base_objects(), failed]) == {
         "action": "run",
         "op": "apply",
         "reason": "InputsChanged",
@@ -238,7 +235,7 @@ def test_a_finished_job_without_any_time_is_still_read() -> None:
 def test_a_finished_job_without_a_finish_time_finished_no_later_than_it_started() -> None:
     failed = _timeless(job("apply", 1, "failed"), startTime=ts(ago(seconds=20)))
     obj = captf(spec={"variables": {"size": 4}})
-    assert _decide(obj, [*base_objects(), failed]) == {
+    assert decided(obj, [*base_objects(), failed]) == {
         "action": "requeue",
         "op": "apply",
         "reason": "InputsChangedBackoff",
@@ -268,7 +265,7 @@ def test_a_bare_job_is_the_objects_by_its_name() -> None:
     theirs = _bare(job("apply", 2, "failed", finished=ago(2)), "c10-apply-00000001")
     owned = _bare(job("apply", 3, "failed", finished=ago(2)), "c1-apply-00000003")
     owned["metadata"]["ownerReferences"] = [{"kind": "TerraformCluster", "name": "c9"}]
-    assert _decide(obj, [*base_objects(), ours, theirs, owned]) == {
+    assert decided(obj, [*base_objects(), ours, theirs, owned]) == {
         "action": "run",
         "op": "apply",
         "reason": "InputsChanged",
@@ -279,12 +276,12 @@ def test_a_bare_job_is_the_objects_by_its_name() -> None:
 def test_an_interval_beyond_a_go_duration_is_a_policy_error_not_a_crash() -> None:
     longest = captf(spec={"drift": {"interval": "2562047h"}})
     applied = job("apply", 1, "succeeded", finished=ago(1))
-    assert _decide(longest, [*base_objects(), applied]) == {
+    assert decided(longest, [*base_objects(), applied]) == {
         "action": "idle",
         "after": 2562047 * 3600.0 - 60.0,
     }
     beyond = captf(spec={"drift": {"interval": "99999999h"}})
-    assert _decide(beyond, [*base_objects(), applied]) == {
+    assert decided(beyond, [*base_objects(), applied]) == {
         "action": "requeue",
         "reason": "JobPolicyInvalid",
         "after": 600.0,

@@ -11,11 +11,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
 from controller.core.names import ANN_DRIFT_REMEDIATION, Op, Reason
-from tests.builders import NOW, ago, base_objects, captf, job
+from tests.builders import NOW, ago, base_objects, captf, decided, job
 
 Json = dict[str, Any]
 REASONS = {r.value for r in Reason}
@@ -78,7 +75,7 @@ def _jobs(specs: list[tuple[str, Any, str, str, int, bool, bool]]) -> list[Json]
 
 
 def _decision(spec: Json, others: list[Json], at: Any = NOW) -> Json:
-    return to_json(decide(snapshot.build(captf(spec=spec), others), at))
+    return decided(captf(spec=spec), others, at)
 
 
 def _check_shape(out: Json) -> None:

@@ -11,9 +11,6 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
 from controller.core.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
@@ -21,7 +18,7 @@ from controller.core.names import (
     ANN_SEQ,
 )
 from controller.core.triggers import started_after_record
-from tests.builders import NOW, ago, base_objects, captf, current_hash, job, secret, ts
+from tests.builders import NOW, ago, base_objects, captf, current_hash, decided, job, secret, ts
 
 Json = dict[str, Any]
 INPUTS_SECRET = f"c1-inputs-{current_hash()[:8]}"
@@ -39,7 +36,7 @@ def _apply(seq: int, outcome: str, *, created: Any = None) -> Json:
 
 
 def _decision(record: Json, *jobs: Json) -> Json:
-    return to_json(decide(snapshot.build(captf(), [*base_objects(), record, *jobs]), NOW))
+    return decided(captf(), [*base_objects(), record, *jobs])
 
 
 # Recorded by a controller whose clock ran an hour ahead of the API server's.

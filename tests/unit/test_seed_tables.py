@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.test_decide import CASES, _decide
+from tests.builders import decided
+from tests.unit.test_decide import CASES
 
 # reason -> requeue seconds, from the table.
 WAITS = {
@@ -31,7 +32,7 @@ WAITS = {
 def _waits() -> list[dict[str, Any]]:
     out = []
     for _, obj, others, _expected in CASES:
-        decision = _decide(obj, others)
+        decision = decided(obj, others)
         if decision["action"] == "requeue" and decision["reason"] in WAITS:
             out.append(decision)
     return out
