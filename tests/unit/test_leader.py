@@ -3,7 +3,9 @@ in-memory Lease API in virtual time."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -210,20 +212,28 @@ async def _wait_for(event: anyio.Event, limit: float = 120) -> None:
         await event.wait()
 
 
-@pytest.mark.looptime
-async def test_leader_renews_while_a_standby_waits() -> None:
+@contextlib.asynccontextmanager
+async def _leader_and_standby() -> AsyncIterator[tuple[FakeLeases, Candidate, Candidate]]:
+    """`a` leading, then `b` started beside it; both cancelled (a shutdown) when the block
+    ends."""
     leases = FakeLeases()
     a, b = Candidate(leases, "a"), Candidate(leases, "b")
     async with anyio.create_task_group() as tg:
         tg.start_soon(a.run)
         await _wait_for(a.leading)
         tg.start_soon(b.run)
+        yield leases, a, b
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.looptime
+async def test_leader_renews_while_a_standby_waits() -> None:
+    async with _leader_and_standby() as (leases, a, b):
         await anyio.sleep(60)
         assert not b.leading.is_set()
         assert leases.holder() == "a"
         renewals = leases.writes.count(("PUT", "a"))
         assert 25 <= renewals <= 31  # every 2 s (plus request time) for 60 s
-        tg.cancel_scope.cancel()
     # Cancelled from outside (a shutdown) is a clean exit too: the Lease is released.
     assert leases.holder() is None
     assert a.outcome is None
@@ -231,17 +241,11 @@ async def test_leader_renews_while_a_standby_waits() -> None:
 
 @pytest.mark.looptime
 async def test_a_partitioned_leader_stops_before_the_standby_takes_over() -> None:
-    leases = FakeLeases()
-    a, b = Candidate(leases, "a"), Candidate(leases, "b")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(a.run)
-        await _wait_for(a.leading)
-        tg.start_soon(b.run)
+    async with _leader_and_standby() as (_leases, a, b):
         await anyio.sleep(7)
         a.view.partitioned = True
         last_renewal = anyio.current_time()  # within 2 s before this
         await _wait_for(b.leading)
-        tg.cancel_scope.cancel()
     assert isinstance(a.outcome, LeaderLost)
     assert a.stopped is not None
     assert b.started is not None
@@ -254,12 +258,7 @@ async def test_a_partitioned_leader_stops_before_the_standby_takes_over() -> Non
 
 @pytest.mark.looptime
 async def test_a_clean_exit_releases_so_the_standby_takes_over_at_once() -> None:
-    leases = FakeLeases()
-    a, b = Candidate(leases, "a"), Candidate(leases, "b")
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(a.run)
-        await _wait_for(a.leading)
-        tg.start_soon(b.run)
+    async with _leader_and_standby() as (leases, a, b):
         await anyio.sleep(30)
         a.finish.set()
         await anyio.sleep(0.1)
@@ -272,7 +271,6 @@ async def test_a_clean_exit_releases_so_the_standby_takes_over_at_once() -> None
         # The next retry (2 s to 4.4 s apart), not the 15 s lease.
         assert b.started is not None
         assert b.started - released_at <= 4.5
-        tg.cancel_scope.cancel()
 
 
 @pytest.mark.looptime
