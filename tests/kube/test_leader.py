@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,15 @@ class Candidate:
 
 
 @pytest.fixture
-def candidates(apiserver: ApiServer, namespace: str) -> Iterator[list[Candidate]]:
+def start(apiserver: ApiServer, namespace: str) -> Iterator[Callable[[str], Candidate]]:
+    """Starts a candidate process by identity; every one started is stopped after the test."""
     started: list[Candidate] = []
-    yield started
+
+    def start(identity: str) -> Candidate:
+        started.append(Candidate(apiserver, namespace, identity))
+        return started[-1]
+
+    yield start
     for c in started:
         c.stop()
 
@@ -94,13 +100,11 @@ def _lease(apiserver: ApiServer, namespace: str) -> dict[str, Any]:
 
 
 def test_failover_after_a_kill_and_at_once_after_a_clean_release(
-    apiserver: ApiServer, namespace: str, candidates: list[Candidate]
+    apiserver: ApiServer, namespace: str, start: Callable[[str], Candidate]
 ) -> None:
-    a = Candidate(apiserver, namespace, "a")
-    candidates.append(a)
+    a = start("a")
     a.expect("LEADER a", within=30)
-    b = Candidate(apiserver, namespace, "b")
-    candidates.append(b)
+    b = start("b")
     assert b.silent_for(LEASE + 2), "a standby must not lead while the leader renews"
     assert _lease(apiserver, namespace)["spec"]["holderIdentity"] == "a"
 
@@ -115,8 +119,7 @@ def test_failover_after_a_kill_and_at_once_after_a_clean_release(
 
     # A clean shutdown releases: the waiting standby takes over at its next poll,
     # well before the lease duration.
-    c = Candidate(apiserver, namespace, "c")
-    candidates.append(c)
+    c = start("c")
     assert c.silent_for(3)
     b.proc.send_signal(signal.SIGTERM)
     b.expect("RELEASED", within=10)
@@ -126,13 +129,11 @@ def test_failover_after_a_kill_and_at_once_after_a_clean_release(
 
 
 def test_a_leader_paused_past_its_renew_deadline_exits_non_zero(
-    apiserver: ApiServer, namespace: str, candidates: list[Candidate]
+    apiserver: ApiServer, namespace: str, start: Callable[[str], Candidate]
 ) -> None:
-    a = Candidate(apiserver, namespace, "a")
-    candidates.append(a)
+    a = start("a")
     a.expect("LEADER a", within=30)
-    b = Candidate(apiserver, namespace, "b")
-    candidates.append(b)
+    b = start("b")
     # A stop-the-world pause (GC, a frozen VM): `a` cannot renew, `b` takes over.
     a.proc.send_signal(signal.SIGSTOP)
     b.expect("LEADER b", within=LEASE + POLL + SLACK)
