@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from runtime.cache import Bookmark, Informer, Listed, Resource, Selection, label_index, reflect
 from runtime.cache import reflector as reflector_module
+from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.transport import Transport, open_transport
@@ -133,20 +134,26 @@ class Journal:
         return Counter(name for k, name, _ in self.entries if k == kind)
 
 
+def journaled(
+    transport: ListWatchTransport, resource: Resource, namespace: str, **options: Any
+) -> tuple[Informer, Journal]:
+    """An informer of `resource` in `namespace`, its handler calls recorded in a Journal."""
+    journal = Journal()
+    informer = Informer(
+        transport, resource, clock=LoopClock(), selection=Selection(namespace=namespace), **options
+    )
+    informer.add_handler(journal)
+    return informer, journal
+
+
 async def test_list_then_watch_fills_the_store_and_the_indexes(
     apiserver: ApiServer, namespace: str, transport: Transport
 ) -> None:
     path = CONFIGMAPS.path(namespace)
     apiserver.request("POST", path, configmap("before", app="x"))
-    journal = Journal()
-    informer = Informer(
-        transport,
-        CONFIGMAPS,
-        clock=LoopClock(),
-        selection=Selection(namespace=namespace),
-        indexers={"app": label_index("app")},
+    informer, journal = journaled(
+        transport, CONFIGMAPS, namespace, indexers={"app": label_index("app")}
     )
-    informer.add_handler(journal)
     async with informer:
         await informer.wait_synced()
         assert cache_state(informer) == server_state(apiserver, path)
@@ -188,11 +195,7 @@ async def test_relist_after_compaction_delivers_what_changed_meanwhile(
     for name in ("keep", "vanish"):
         apiserver.request("POST", path, podtemplate(name))
     severable = Severable(transport)
-    journal = Journal()
-    informer = Informer(
-        severable, PODTEMPLATES, clock=LoopClock(), selection=Selection(namespace=namespace)
-    )
-    informer.add_handler(journal)
+    informer, journal = journaled(severable, PODTEMPLATES, namespace)
     async with informer:
         await informer.wait_synced()
         seen = informer.store.resource_version
@@ -266,11 +269,7 @@ async def test_reconnect_after_an_api_server_restart_loses_and_duplicates_nothin
     path = CONFIGMAPS.path(namespace)
     for name in ("a", "b", "c"):
         apiserver.request("POST", path, configmap(name))
-    journal = Journal()
-    informer = Informer(
-        transport, CONFIGMAPS, clock=LoopClock(), selection=Selection(namespace=namespace)
-    )
-    informer.add_handler(journal)
+    informer, journal = journaled(transport, CONFIGMAPS, namespace)
     async with informer:
         await informer.wait_synced()
         apiserver.request("POST", path, configmap("d"))
