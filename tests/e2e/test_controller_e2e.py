@@ -16,7 +16,6 @@ import pytest
 import pytest_asyncio
 
 from controller.core.timefmt import parse_time
-from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.client import RequestFailed
 from tests.e2e.system import (
@@ -70,15 +69,6 @@ resource "terraform_data" "flaky" {
   }
 }
 """
-
-
-# Session-scoped and asked for first, so a missing build skips before the API server starts.
-@pytest.fixture(scope="session")
-def tofu_build() -> Path:
-    try:
-        return tofu_dir(build=False)
-    except TofuMissing as exc:
-        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
 
 
 @pytest_asyncio.fixture(loop_scope="function")

@@ -17,21 +17,13 @@ from typing import Any
 import pytest
 
 from controller.core.inputs import Inputs
-from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from controller.runner.binaries import runner_environ
 from runtime.envtest import ApiServer
 from tests.e2e.test_runner_tofu import MODULE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def tofu_build() -> Path:
-    try:
-        return tofu_dir(build=False)
-    except TofuMissing as exc:
-        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
 
 
 class Cluster:

@@ -16,7 +16,7 @@ import pytest
 
 from controller.core.inputs import Inputs
 from controller.core.jobs import Outcome
-from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from controller.runner.binaries import runner_environ
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import serve
 from controller.runner.result import Result
@@ -61,14 +61,6 @@ resource "terraform_data" "slow" {
   }
 }
 """
-
-
-@pytest.fixture(scope="module")
-def tofu_build() -> Path:
-    try:
-        return tofu_dir(build=False)
-    except TofuMissing as exc:
-        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
 
 
 class Object:
