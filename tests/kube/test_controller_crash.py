@@ -45,6 +45,24 @@ def stall_when(real: Call, matches: Callable[..., bool], reached: anyio.Event) -
     return call
 
 
+async def run_until_stalled(
+    server: ApiServer,
+    namespace: str,
+    clock: SteppedClock,
+    monkeypatch: pytest.MonkeyPatch,
+    call: str,
+    matches: Callable[..., bool],
+) -> None:
+    """Runs the controller until it makes a call to `api.<call>` that `matches` accepts, and
+    stops it there, as if killed; the stall is undone afterwards."""
+    reached = anyio.Event()
+    monkeypatch.setattr(api, call, stall_when(getattr(api, call), matches, reached))
+    async with running_controller(server, namespace, clock=clock):
+        with anyio.fail_after(30):
+            await reached.wait()
+    monkeypatch.undo()
+
+
 def stall_status_after_accounting(monkeypatch: pytest.MonkeyPatch) -> anyio.Event:
     """Lets a Job's accounting through, then stalls the next status write: the process
     stops with the Job accounted and the status that goes with it lost."""
@@ -85,12 +103,9 @@ async def test_a_restart_creates_no_second_job_and_no_second_event(
     await kube.setup_cluster()
 
     # 1. Stopped after creating the Job, before status names it.
-    reached = anyio.Event()
-    monkeypatch.setattr(api, "put_status", stall_when(api.put_status, _writes_active_job, reached))
-    async with running_controller(apiserver, namespace, clock=clock):
-        with anyio.fail_after(30):
-            await reached.wait()
-    monkeypatch.undo()
+    await run_until_stalled(
+        apiserver, namespace, clock, monkeypatch, "put_status", _writes_active_job
+    )
     [job] = await kube.jobs()
     name = job["metadata"]["name"]
     assert "activeJob" not in ((await kube.cluster()).get("status") or {})
@@ -107,12 +122,9 @@ async def test_a_restart_creates_no_second_job_and_no_second_event(
 
     # 2. The Job fails; stopped after its Event, before the accounted annotation.
     await kube.finish(job, "failed", at=clock.now())
-    reached = anyio.Event()
-    monkeypatch.setattr(api, "merge_patch", stall_when(api.merge_patch, _marks_accounted, reached))
-    async with running_controller(apiserver, namespace, clock=clock):
-        with anyio.fail_after(30):
-            await reached.wait()
-    monkeypatch.undo()
+    await run_until_stalled(
+        apiserver, namespace, clock, monkeypatch, "merge_patch", _marks_accounted
+    )
     assert len(await _events_about(kube, name)) == 1
     [stopped] = await kube.jobs()
     assert "captf.io/accounted" not in stopped["metadata"]["annotations"]
