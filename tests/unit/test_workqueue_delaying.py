@@ -47,26 +47,27 @@ async def test_items_come_out_in_ready_order_not_add_order() -> None:
     ]
 
 
-async def test_adding_twice_keeps_the_earlier_time() -> None:
+@pytest.mark.parametrize(
+    ("name", "first", "second", "why"),
+    [
+        ("a", 10, 60, "the ignored later time must not deliver it again"),
+        ("b", 60, 10, "the superseded later entry must not deliver it again"),
+    ],
+    ids=["a-later-second-add-is-ignored", "an-earlier-second-add-wins"],
+)
+async def test_adding_twice_keeps_the_earlier_time(
+    name: str, first: float, second: float, why: str
+) -> None:
     clock = LoopClock()
     async with DelayingQueue[str](clock=clock) as q:
         start = clock.monotonic()
-        q.add_after("a", 10)
-        q.add_after("a", 60)  # later: ignored
+        q.add_after(name, first)
+        q.add_after(name, second)
         item, at = await _get_at(q, clock)
-        assert (item, round(at - start)) == ("a", 10)
-        q.done("a")
+        assert (item, round(at - start)) == (name, 10)
+        q.done(name)
         await anyio.sleep(100)
-        assert len(q) == 0, "the ignored later time must not deliver it again"
-
-        start = clock.monotonic()
-        q.add_after("b", 60)
-        q.add_after("b", 10)  # earlier: wins
-        item, at = await _get_at(q, clock)
-        assert (item, round(at - start)) == ("b", 10)
-        q.done("b")
-        await anyio.sleep(100)
-        assert len(q) == 0, "the superseded later entry must not deliver it again"
+        assert len(q) == 0, why
 
 
 async def test_non_positive_delay_adds_at_once() -> None:
