@@ -1,4 +1,4 @@
-"""Fixtures shared by every test that needs the real API server.
+"""Fixtures shared by every test that needs the real API server or the OpenTofu build.
 
 The server starts on first use: a run of unit tests alone never builds or
 starts anything."""
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
 
@@ -36,3 +37,13 @@ def namespace(apiserver: ApiServer, request: pytest.FixtureRequest) -> str:
     name = f"{stem or 'test'}-{uuid.uuid4().hex[:8]}"
     apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
     return name
+
+
+@pytest.fixture(scope="session")
+def tofu_build() -> Path:
+    """The OpenTofu build directory; the test skips when there is none. Session-scoped, and
+    asked for before `apiserver`, so a missing build skips before the API server starts."""
+    try:
+        return tofu_dir(build=False)
+    except TofuMissing as exc:
+        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")

@@ -28,7 +28,7 @@ from controller.core.timefmt import parse_time
 from controller.executor import ANN_SIMULATE_DRAIN, Executor
 from controller.executor.executor import LOST_MESSAGE
 from controller.executor.status import Lost, next_status
-from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from controller.runner.binaries import runner_environ
 from runtime.envtest import ApiServer
 from runtime.transport import Transport, open_transport
 from tests.e2e.test_runner_tofu import MODULE
@@ -489,13 +489,10 @@ def _poll(check: Callable[[], bool]) -> None:
 
 
 @pytest.mark.e2e
-async def test_a_runner_job_applies_with_real_opentofu(h: Harness) -> None:
+async def test_a_runner_job_applies_with_real_opentofu(tofu_build: Path, h: Harness) -> None:
     """`args: [runner]` runs the local `captf runner` with the tofu build as the image's env;
     the runner writes its result on the Job, the executor the status."""
-    try:
-        build = tofu_dir(build=False)
-    except TofuMissing as exc:
-        pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
+    build = tofu_build
     infra = h.tmp / "infra"
     infra.mkdir()
     inputs = Inputs(module={"main.tf": MODULE}, variables={"dir": str(infra)})
