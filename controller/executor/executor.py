@@ -16,9 +16,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 import anyio
@@ -32,6 +31,7 @@ from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.watchstream import StreamTransport
 from runtime.clock import Clock, LoopClock
+from runtime.lifecycle import RunsInContext
 
 logger = logging.getLogger("controller.executor")
 
@@ -52,7 +52,7 @@ class ExecutorTransport(Requester, StreamTransport, Protocol):
     """Requests and watches: `runtime.transport.Transport`."""
 
 
-class Executor:
+class Executor(RunsInContext):
     def __init__(
         self,
         transport: ExecutorTransport,
@@ -86,7 +86,6 @@ class Executor:
         self._seen: set[str] = set()
         self._tasks: TaskGroup | None = None
         self._node: Node | None = None
-        self._running: AbstractAsyncContextManager[Executor] | None = None
 
     def drain(self, namespace: str, name: str) -> bool:
         """Drain the pod of a running Job; False when this executor runs no such Job."""
@@ -130,20 +129,6 @@ class Executor:
             finally:
                 tasks.cancel_scope.cancel()
                 self._tasks = None
-
-    async def __aenter__(self) -> Executor:
-        self._running = self.running()
-        return await self._running.__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._running is not None, "__aexit__ without __aenter__"
-        running, self._running = self._running, None
-        return await running.__aexit__(exc_type, exc, tb)
 
     def _on_change(self, api: KubeJobs, old: Json | None, new: Json | None) -> None:
         if new is None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from types import TracebackType
+from contextlib import asynccontextmanager
 
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta, ListWatchTransport, Selection, reflect
@@ -19,6 +18,7 @@ from runtime.cache.resource import Obj, Resource
 from runtime.cache.store import Change, IndexFunc, Store
 from runtime.cache.watchstream import Watched
 from runtime.clock import Clock
+from runtime.lifecycle import RunsInContext
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[Obj | None, Obj | None], None]
 
 
-class Informer:
+class Informer(RunsInContext):
     def __init__(
         self,
         transport: ListWatchTransport,
@@ -44,7 +44,6 @@ class Informer:
         self._clock = clock
         self._selection = selection
         self._handlers: list[Handler] = []
-        self._running: AbstractAsyncContextManager[Informer] | None = None
 
     def add_handler(self, handler: Handler) -> None:
         """Register before the informer runs, or the handler misses the initial adds."""
@@ -72,20 +71,6 @@ class Informer:
                 yield self
             finally:
                 task.cancel()
-
-    async def __aenter__(self) -> Informer:
-        self._running = self.running()
-        return await self._running.__aenter__()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._running is not None, "__aexit__ without __aenter__"
-        running, self._running = self._running, None
-        return await running.__aexit__(exc_type, exc, tb)
 
     def _apply(self, delta: Delta) -> None:
         store = self.store
