@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, wire_handlers
+from controller.io.janitor import sweep_forever
 from controller.io.launcher import Slots
 from controller.io.reconciler import Reconciler
 from runtime.clock import Clock, LoopClock
@@ -119,6 +120,15 @@ async def _control(
         for informer in caches.informers():
             await informer.wait_synced()
         log.info("caches synced; reconciling with %d workers", args.workers)
+        tg.start_soon(
+            sweep_forever,
+            transport,
+            caches,
+            reconciler.creating,
+            clock,
+            args.namespace,
+            name="lease janitor",
+        )
         if started is not None:
             started.set()
         controller = Controller(

@@ -128,6 +128,10 @@ class Reconciler:
             if adopted is not None:
                 status["activeJob"] = adopted
 
+    def creating(self) -> set[str]:
+        """Jobs this process created that the cache may not show yet."""
+        return set(self._pending)
+
     def _snapshot(self, obj: Json) -> Snapshot:
         now = self.clock.monotonic()
         seen = {j["metadata"]["name"] for j in self.caches.jobs_of(obj["metadata"]["uid"])}
