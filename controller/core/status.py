@@ -60,6 +60,14 @@ def conditions(ctx: Context, decision: Decision) -> list[Json]:
     return out
 
 
+def conditions_without_inputs(decision: Decision) -> list[Json]:
+    """Ready and Waiting when the policy is invalid or the inputs cannot be rendered: not
+    Ready, for the reason the decision gives."""
+    reason = decision.reason if isinstance(decision, Requeue) else "NotReady"
+    message = decision.message if isinstance(decision, Requeue) else ""
+    return [_cond("Ready", False, reason, message or reason), _waiting(decision)]
+
+
 def _cond(kind: str, true: bool, reason: str, message: str) -> Json:
     return {
         "type": kind,

@@ -71,7 +71,7 @@ class Reconciler:
             self._pending[job] = self.clock.monotonic()
             status["activeJob"] = job
             log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
-        await self._write_status(snap, stored, status, decision, policy, inputs, now)
+        await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
         if policy is not None:
             await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
         if isinstance(decision, Idle) and decision.reason == Reason.DESTROYED:
@@ -182,6 +182,7 @@ class Reconciler:
     async def _write_status(
         self,
         snap: Snapshot,
+        history: History,
         stored: Json | None,
         status: Json,
         decision: Decision,
@@ -189,7 +190,7 @@ class Reconciler:
         inputs: Inputs | None,
         now: datetime,
     ) -> None:
-        new = _desired_status(snap, status, decision, policy, inputs, now)
+        new = _desired_status(snap, history, status, decision, policy, inputs, now)
         if new == stored:
             return
         if snap.obj["metadata"].get("deletionTimestamp") and not snap.obj["metadata"].get(
@@ -235,6 +236,7 @@ def _note_restore(status: Json, snap: Snapshot, accounted: list[Any]) -> None:
 
 def _desired_status(
     snap: Snapshot,
+    history: History,
     status: Json,
     decision: Decision,
     policy: Policy | None,
@@ -244,7 +246,6 @@ def _desired_status(
     out = dict(status)
     out["observedGeneration"] = snap.obj["metadata"].get("generation", 0)
     out["next"] = _stable_next(snap.status.get("next"), status_rules.next_of(decision, now), now)
-    history = History(snap.jobs, snap.plan_readable)
     failures = status_rules.failures_of(history)
     if failures:
         out["failures"] = failures
@@ -261,17 +262,11 @@ def _desired_status(
             out["stateSerial"] = serial
         new_conditions = status_rules.conditions(ctx, decision)
     else:
-        new_conditions = [_not_ready(decision), status_rules._waiting(decision)]
+        new_conditions = status_rules.conditions_without_inputs(decision)
     out["conditions"] = status_rules.merge_conditions(
         snap.status.get("conditions") or [], new_conditions, now
     )
     return out
-
-
-def _not_ready(decision: Decision) -> Json:
-    reason = decision.reason if isinstance(decision, Requeue) else "NotReady"
-    message = decision.message if isinstance(decision, Requeue) else ""
-    return {"type": "Ready", "status": "False", "reason": reason, "message": message or reason}
 
 
 def _state_serial(snap: Snapshot) -> int | None:
