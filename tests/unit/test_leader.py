@@ -115,6 +115,7 @@ class FakeLeases:
         self.rv = 0
         self.failing = False
         self.writes: list[tuple[str, str | None]] = []
+        self.written: list[tuple[float, dict[str, Any]]] = []  # (loop time, spec) per write
 
     async def request(
         self,
@@ -145,6 +146,7 @@ class FakeLeases:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self.objects[path] = obj
         self.writes.append((method, obj["spec"].get("holderIdentity")))
+        self.written.append((anyio.current_time(), copy.deepcopy(obj["spec"])))
         return copy.deepcopy(obj)
 
     def holder(self) -> str | None:
@@ -260,17 +262,23 @@ async def test_a_partitioned_leader_stops_before_the_standby_takes_over() -> Non
 async def test_a_clean_exit_releases_so_the_standby_takes_over_at_once() -> None:
     async with _leader_and_standby() as (leases, a, b):
         await anyio.sleep(30)
+        first_after = len(leases.written)
         a.finish.set()
-        await anyio.sleep(0.1)
+        await _wait_for(a.done)
         assert a.outcome is None
-        assert leases.holder() is None
-        (lease,) = leases.objects.values()
-        assert lease["spec"]["leaseDurationSeconds"] == 1
-        released_at = anyio.current_time()
         await _wait_for(b.leading)
-        # The next retry (2 s to 4.4 s apart), not the 15 s lease.
-        assert b.started is not None
-        assert b.started - released_at <= 4.5
+    # Read from the write log, not the live Lease: `b` may already have taken it.
+    after = leases.written[first_after:]
+    while after and after[0][1]["holderIdentity"] == "a":  # a renewal already in flight
+        after = after[1:]
+    holders = [spec["holderIdentity"] for _, spec in after]
+    assert holders[:2] == [None, "b"], "a's release is the next write, then b's takeover"
+    (released_at, released_spec), (taken_at, _) = after[:2]
+    assert released_spec["leaseDurationSeconds"] == 1
+    # The next retry (2 s to 4.4 s apart), not the 15 s lease.
+    assert b.started is not None
+    assert taken_at - released_at <= 4.5
+    assert b.started - released_at <= 4.5
 
 
 @pytest.mark.looptime
