@@ -87,7 +87,7 @@ class History:
         check = self.newest(Op.DRIFT, outcome=Outcome.SUCCESS)
         count = 0
         for record in self.of(Op.APPLY):
-            if check is not None and record.at <= check.at:
+            if check is not None and not _after(record, check):
                 break
             if record.outcome == Outcome.SUCCESS:
                 break
@@ -102,6 +102,16 @@ class History:
             return False
         applied = self.newest(Op.APPLY, outcome=Outcome.SUCCESS)
         return applied is None or applied.at < check.at
+
+
+def _after(apply: Finished, check: Finished) -> bool:
+    """Whether an apply finished after a drift check.
+
+    Job times have one-second resolution, so a tie is read by what the apply is: a drift
+    remediation is only ever created because a check found drift, so it follows the check
+    it ties with. Without this, a remediation failing within its check's second went
+    uncounted and the cap allowed one remediation too many."""
+    return apply.at > check.at or (apply.at == check.at and apply.remediation)
 
 
 def _record(job: Json, plan_readable: Callable[[Json], bool]) -> Finished:

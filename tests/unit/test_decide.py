@@ -402,6 +402,23 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
         {"action": "idle", "after": 600.0},
     ),
     (
+        "remediation cap: a remediation failing within its check's second still counts",
+        captf(
+            spec={
+                "drift": {"interval": "1h", "remediate": True},
+                "jobs": {"failedJobsHistoryLimit": 1},
+            }
+        ),
+        [
+            *base_objects(),
+            job("drift", 1, "succeeded", finished=ago(50), result={"drift": True}),
+            job(
+                "apply", 1, "failed", finished=ago(50), annotations={ANN_DRIFT_REMEDIATION: "true"}
+            ),
+        ],
+        {"action": "idle", "after": 600.0},
+    ),
+    (
         "remediation below the cap: retried with backoff",
         captf(
             spec={
