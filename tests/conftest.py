@@ -11,12 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
+
+# No per-example deadline: it is a timed assertion, and a loaded 2-core CI machine trips
+# it on examples that are merely slow there. A failure still prints its seed to replay.
+settings.register_profile("captf", deadline=None, print_blob=True)
+settings.load_profile("captf")
 
 
 @pytest.fixture(scope="session")
