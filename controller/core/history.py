@@ -16,11 +16,13 @@ from controller.core.jobs import (
     Classified,
     Outcome,
     classify,
+    created_at,
     finished_at,
     is_drift_remediation,
     is_finished,
     op_of,
     result,
+    seq_of,
 )
 from controller.core.names import Op
 
@@ -48,11 +50,16 @@ class Finished:
 
 
 class History:
-    """Finished Jobs of one object, newest first (ties broken by name, for determinism)."""
+    """Finished Jobs of one object, newest first.
+
+    Job times have one-second resolution, so Jobs finishing in the same second are
+    ordered by when they were created, then by attempt sequence (one Job runs at a time:
+    the later attempt finished later), and only then by name, for determinism. Hashed
+    names say nothing about order."""
 
     def __init__(self, jobs: Iterable[Json], plan_readable: Callable[[Json], bool]) -> None:
         records = [_record(job, plan_readable) for job in jobs if is_finished(job)]
-        self._records: list[Finished] = sorted(records, key=lambda r: (r.at, r.name), reverse=True)
+        self._records: list[Finished] = sorted(records, key=_newness, reverse=True)
 
     def __iter__(self) -> Iterator[Finished]:
         return iter(self._records)
@@ -112,6 +119,10 @@ def _after(apply: Finished, check: Finished) -> bool:
     it ties with. Without this, a remediation failing within its check's second went
     uncounted and the cap allowed one remediation too many."""
     return apply.at > check.at or (apply.at == check.at and apply.remediation)
+
+
+def _newness(record: Finished) -> tuple[datetime, datetime, int, str]:
+    return (record.at, created_at(record.job) or LONG_AGO, seq_of(record.job), record.name)
 
 
 def _record(job: Json, plan_readable: Callable[[Json], bool]) -> Finished:

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.core import snapshot
 from controller.core.backoff import delay
 from controller.core.decide import decide
 from controller.core.decision import to_json
+from controller.core.jobspec import job_name
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_APPROVE,
     ANN_INPUTS_HASH,
     ANN_RESTORE_SERIAL,
+    ANN_SEQ,
     MACHINE,
     POOL,
 )
@@ -285,4 +289,37 @@ def test_an_interval_beyond_a_go_duration_is_a_policy_error_not_a_crash() -> Non
         "action": "requeue",
         "reason": "JobPolicyInvalid",
         "after": 600.0,
+    }
+
+
+def _named(job_: Json, seq: int) -> Json:
+    """The Job under its real, hashed name, with its attempt sequence."""
+    op = job_["metadata"]["labels"]["captf.io/op"]
+    job_["metadata"]["name"] = job_name("c1", "uid-c1", op, seq)
+    job_["metadata"]["annotations"][ANN_SEQ] = str(seq)
+    return job_
+
+
+@pytest.mark.parametrize("first", [1, 3, 5, 7])
+def test_jobs_finishing_in_the_same_second_are_ordered_by_attempt(first: int) -> None:
+    # Job times have one-second resolution; hashed names say nothing about order. The
+    # success created after the failure (a higher sequence) is the newest: no failures.
+    at = ago(seconds=20)
+    failed = _named(job("apply", 1, "failed", finished=at, created=ago(seconds=40)), first)
+    applied = _named(job("apply", 2, "succeeded", finished=at, created=ago(seconds=30)), first + 1)
+    obj = captf(spec={"variables": {"size": 4}})
+    assert decided(obj, [*base_objects(), failed, applied]) == {
+        "action": "run",
+        "op": "apply",
+        "reason": "InputsChanged",
+        "retry": 1,
+    }
+    # The other way round (the failure is the later attempt): one failure, 1m from it.
+    failed = _named(job("apply", 1, "failed", finished=at, created=ago(seconds=30)), first + 1)
+    applied = _named(job("apply", 2, "succeeded", finished=at, created=ago(seconds=40)), first)
+    assert decided(obj, [*base_objects(), failed, applied]) == {
+        "action": "requeue",
+        "op": "apply",
+        "reason": "InputsChangedBackoff",
+        "after": 40.0,
     }
