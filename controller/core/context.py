@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -15,6 +16,7 @@ from controller.core.policy import Policy
 from controller.core.snapshot import Snapshot
 
 Json = dict[str, Any]
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass
@@ -73,8 +75,7 @@ class Context:
         if state is None:
             return None
         raw = annotations_of(state).get(ANN_SERIAL)
-        try:
-            int(str(raw))
-        except ValueError:
+        # A plain decimal integer: int() alone would also take "1_000", " 3" or "\u0663".
+        if raw is None or _INTEGER.fullmatch(raw) is None:
             return f"state Secret {self.snap.name}-state has no integer {ANN_SERIAL} ({raw!r})"
         return None

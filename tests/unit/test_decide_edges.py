@@ -32,6 +32,7 @@ from tests.builders import (
     lease,
     module_configmap,
     secret,
+    state,
     ts,
 )
 
@@ -323,3 +324,21 @@ def test_jobs_finishing_in_the_same_second_are_ordered_by_attempt(first: int) ->
         "reason": "InputsChangedBackoff",
         "after": 40.0,
     }
+
+
+@pytest.mark.parametrize("serial", ["1_000", " 3", "3 ", "\u0663", "3.0", "", "0x3"])
+def test_a_state_serial_that_is_not_a_plain_integer_is_unreadable(serial: str) -> None:
+    # Python's int() also reads "1_000", " 3" and other scripts' digits; the serial
+    # annotation of a state Secret is a plain decimal integer or unreadable.
+    objects = [*base_objects(applied=False), state(serial=serial, inputs=current_hash())]
+    assert decided(captf(), objects) == {
+        "action": "requeue",
+        "reason": "StateUnreadable",
+        "after": 60.0,
+    }
+
+
+@pytest.mark.parametrize("serial", ["0", "7", "-1", "+2"])
+def test_a_plain_integer_state_serial_is_readable(serial: str) -> None:
+    objects = [*base_objects(applied=False), state(serial=serial, inputs=current_hash())]
+    assert decided(captf(), objects) == {"action": "idle"}
