@@ -13,7 +13,14 @@ from controller.core.context import Context
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import Finished
 from controller.core.inputs import InputsMissing, render
-from controller.core.jobs import Outcome, annotations_of, inputs_hash_of, is_finished, name_of
+from controller.core.jobs import (
+    Outcome,
+    annotations_of,
+    created_at,
+    inputs_hash_of,
+    is_finished,
+    name_of,
+)
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_PLAN_JOB,
@@ -208,10 +215,23 @@ def _approved_plan(ctx: Context) -> str | None:
     """The plan an apply carries out in Manual mode: the plan of an approved blocked apply
     (approving it approves that plan's destruction), or an approved open plan."""
     block = _approved_block(ctx)
-    if block is not None and annotations_of(block.job).get(ANN_PLAN_JOB):
-        return annotations_of(block.job).get(ANN_PLAN_JOB)
+    if block is not None:
+        carried_out = annotations_of(block.job).get(ANN_PLAN_JOB) or _plan_before(ctx, block)
+        if carried_out:
+            return carried_out
     plan = ctx.open_plan()
     return plan.name if plan is not None and ctx.approved == plan.name else None
+
+
+def _plan_before(ctx: Context, apply_job: Finished) -> str | None:
+    """The plan an apply that does not name one carried out: the newest successful plan
+    that had finished when the apply was created (in Manual mode every apply follows
+    its plan, one Job at a time)."""
+    started = created_at(apply_job.job) or apply_job.at
+    for plan in ctx.history.of(Op.PLAN):
+        if plan.outcome == Outcome.SUCCESS and plan.at <= started:
+            return plan.name
+    return None
 
 
 def scheduled_checks(ctx: Context) -> Decision | None:

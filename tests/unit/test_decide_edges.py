@@ -342,3 +342,27 @@ def test_a_state_serial_that_is_not_a_plain_integer_is_unreadable(serial: str) -
 def test_a_plain_integer_state_serial_is_readable(serial: str) -> None:
     objects = [*base_objects(applied=False), state(serial=serial, inputs=current_hash())]
     assert decided(captf(), objects) == {"action": "idle"}
+
+
+def test_manual_approving_a_blocked_apply_reruns_the_apply_not_a_new_plan() -> None:
+    # Manual: plan -> approval -> apply, and the guard blocked that apply. Approving the
+    # blocked apply approves the destruction of the plan it carried out (the plan before
+    # it), so the apply runs unguarded; a new plan would need approving again and its
+    # apply would be guarded, and block, again. The blocked Job need not name its plan.
+    plan = job("plan", 1, "succeeded", result={"planSecret": "c1-plan-1"}, finished=ago(10))
+    blocked = job("apply", 1, "blocked", finished=ago(5), created=ago(8))
+    obj = captf(spec=MANUAL | {"variables": {"size": 4}})
+    obj["metadata"]["annotations"] = {ANN_APPROVE: blocked["metadata"]["name"]}
+    others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan, blocked]
+    out = to_json(decide(snapshot.build(obj, others), NOW), verbose=True)
+    assert out == {
+        "action": "run",
+        "op": "apply",
+        "reason": "InputsChanged",
+        "retry": 1,
+        "guarded": False,
+        "driftRemediation": False,
+        "planJob": plan["metadata"]["name"],
+    }
+    # Without a plan before it (none left), a plan runs first, as for any Manual apply.
+    assert decided(obj, [*base_objects(), blocked])["op"] == "plan"
