@@ -158,21 +158,36 @@ def state(ctx: Context) -> Decision | None:
 
 
 def approval(ctx: Context) -> Decision | None:
-    """A blocked or plan-changed apply, or (Manual) an unused plan, waits for `captf.io/approve`."""
+    """A blocked or plan-changed apply, or (Manual) an unused plan, waits for `captf.io/approve`.
+
+    Each wait holds on its own until the annotation names its Job: approving an apply
+    does not approve a plan made after it."""
+    waits: list[str] = []
     last = ctx.history.newest(Op.APPLY)
-    waiting_on: str | None = None
-    if last is not None and last.outcome == Outcome.BLOCKED:
-        waiting_on = last.name
-    elif last is not None and last.outcome == Outcome.PLAN_CHANGED:
-        made_for = inputs_hash_of(last.job)
-        if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
-            waiting_on = last.name
-    elif ctx.policy.manual and (plan := ctx.open_plan()) is not None:
-        waiting_on = plan.name
-    if waiting_on is None or ctx.approved == waiting_on:
+    # A plan made after the apply means its wait ended (approved, or new inputs).
+    if last is not None and not _planned_since(ctx, last):
+        if last.outcome == Outcome.BLOCKED:
+            waits.append(last.name)
+        elif last.outcome == Outcome.PLAN_CHANGED:
+            made_for = inputs_hash_of(last.job)
+            if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
+                waits.append(last.name)
+    if ctx.policy.manual and (plan := ctx.open_plan()) is not None:
+        waits.append(plan.name)
+    waiting_on = next((name for name in waits if name != ctx.approved), None)
+    if waiting_on is None:
         return None
     message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
     return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
+
+
+def _planned_since(ctx: Context, apply_job: Finished) -> bool:
+    """A plan was created after the apply finished. In Manual mode that happens only once
+    the apply's wait has ended, so the wait has moved on to that plan."""
+    return any(
+        (created := created_at(plan.job)) is not None and created >= apply_job.at
+        for plan in ctx.history.of(Op.PLAN)
+    )
 
 
 def apply(ctx: Context) -> Decision | None:

@@ -366,3 +366,59 @@ def test_manual_approving_a_blocked_apply_reruns_the_apply_not_a_new_plan() -> N
     }
     # Without a plan before it (none left), a plan runs first, as for any Manual apply.
     assert decided(obj, [*base_objects(), blocked])["op"] == "plan"
+
+
+def _manual_after_an_apply(outcome: str, *, approved: bool, variables: Json) -> Json:
+    """Manual: plan 1, its apply ended `outcome` (run with size 4), then plan 2 succeeded."""
+    ran_with = {ANN_INPUTS_HASH: current_hash(variables={"size": 4})}
+    plan1 = job("plan", 1, "succeeded", result={"planSecret": "p1"}, finished=ago(20))
+    apply = job("apply", 1, outcome, finished=ago(15), created=ago(18), annotations=ran_with)
+    plan2 = job("plan", 2, "succeeded", result={"planSecret": "p2"}, finished=ago(5))
+    notes = {ANN_APPROVE: apply["metadata"]["name"]} if approved else None
+    obj = captf(spec=MANUAL | {"variables": variables}, annotations=notes)
+    plans = [secret("p1", {"tfplan": "x"}), secret("p2", {"tfplan": "y"})]
+    return decided(obj, [*base_objects(), *plans, plan1, apply, plan2])
+
+
+@pytest.mark.parametrize(
+    ("outcome", "approved", "variables"),
+    [
+        ("plan-changed", True, {"size": 4}),  # approved: a new plan was made
+        ("plan-changed", False, {"size": 5}),  # new inputs ended the wait: a new plan
+        ("blocked", True, {"size": 5}),  # approved, but the inputs changed: a new plan
+    ],
+)
+def test_manual_a_new_plan_after_an_approved_or_ended_wait_waits_for_its_own_approval(
+    outcome: str, approved: bool, variables: Json
+) -> None:
+    # Each wait of step 8 holds on its own: the newest apply's (blocked, plan-changed)
+    # and, in Manual mode, the newest unused plan's. Approving the apply does not
+    # approve a plan made after it; before, a plan followed a plan without an approval.
+    assert _manual_after_an_apply(outcome, approved=approved, variables=variables) == {
+        "action": "requeue",
+        "reason": "WaitingForApproval",
+        "after": 600.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("outcome", "variables"),
+    [("plan-changed", {"size": 4}), ("plan-changed", {"size": 5}), ("blocked", {"size": 5})],
+)
+def test_manual_approving_the_new_plan_runs_its_apply(outcome: str, variables: Json) -> None:
+    # The apply's wait ended when the new plan was made; approving that plan is enough
+    # (the annotation names one Job: the apply's wait must not come back).
+    ran_with = {ANN_INPUTS_HASH: current_hash(variables={"size": 4})}
+    plan1 = job("plan", 1, "succeeded", result={"planSecret": "p1"}, finished=ago(20))
+    apply = job("apply", 1, outcome, finished=ago(15), created=ago(18), annotations=ran_with)
+    plan2 = job("plan", 2, "succeeded", result={"planSecret": "p2"}, finished=ago(5))
+    obj = captf(spec=MANUAL | {"variables": variables})
+    obj["metadata"]["annotations"] = {ANN_APPROVE: plan2["metadata"]["name"]}
+    plans = [secret("p1", {"tfplan": "x"}), secret("p2", {"tfplan": "y"})]
+    others = [*base_objects(), *plans, plan1, apply, plan2]
+    out = to_json(decide(snapshot.build(obj, others), NOW), verbose=True)
+    assert (out["action"], out.get("op"), out.get("planJob")) == (
+        "run",
+        "apply",
+        plan2["metadata"]["name"],
+    )
