@@ -35,8 +35,10 @@ def attempt_number(history: History, record: Finished) -> int:
     if stamped.isdigit() and int(stamped) > 0:
         return int(stamped)
     earlier = 0
-    for other in history.of(record.op):
-        if other.at >= record.at:
+    records = history.of(record.op)  # newest first: the ones after it came before it
+    before = records[records.index(record) + 1 :] if record in records else records
+    for other in before:
+        if other.at > record.at:
             continue
         if other.outcome == Outcome.SUCCESS:
             break

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
+from controller.core import bookkeeping, snapshot
 from controller.core.backoff import delay
 from controller.core.decide import decide
 from controller.core.decision import to_json
+from controller.core.history import History
 from controller.core.jobspec import job_name
 from controller.core.names import (
     ANN_ACCOUNTED,
@@ -422,3 +423,14 @@ def test_manual_approving_the_new_plan_runs_its_apply(outcome: str, variables: J
         "apply",
         plan2["metadata"]["name"],
     )
+
+
+def test_the_attempt_number_counts_a_failure_in_the_same_second_before_it() -> None:
+    # captf_job_attempts for a Job without its stamped retry: 1 + the op's counted
+    # failures before it. The earlier attempt that finished in the same second is one.
+    at = ago(seconds=20)
+    first = _named(job("apply", 1, "failed", finished=at, created=ago(seconds=40)), 1)
+    second = _named(job("apply", 2, "failed", finished=at, created=ago(seconds=30)), 2)
+    history = History([first, second], lambda _job: True)
+    numbers = {r.name: bookkeeping.attempt_number(history, r) for r in history}
+    assert numbers == {first["metadata"]["name"]: 1, second["metadata"]["name"]: 2}
