@@ -102,7 +102,11 @@ async def set_variables(system: System, name: str, variables: Json) -> None:
 
 
 async def applied(system: System, name: str, seq: int) -> Json:
-    """Apply #seq of the object, which must have succeeded, and the object Ready on it."""
+    """Apply #seq of the object, which must have succeeded, and the object Ready on it with
+    the Job settled (no longer status.activeJob).
+
+    Ready follows the state Secret, which the runner writes before its Job completes, so
+    Ready alone can be seen while the Job is still active."""
     job = await system.finished_job(name, "apply", seq)
     assert ended(job) == "Complete", system.log(job)
     assert result_of(job)["outcome"] == "succeeded"
@@ -112,7 +116,8 @@ async def applied(system: System, name: str, seq: int) -> Json:
         hashes = status.get("appliedInputsHash"), status.get("inputsHash")
         ready = condition({"status": status}, "Ready")
         on_it = hashes == (job["metadata"]["annotations"]["captf.io/inputs-hash"],) * 2
-        return status if on_it and ready and ready["status"] == "True" else None
+        settled = status.get("activeJob") != job["metadata"]["name"]
+        return status if on_it and settled and ready and ready["status"] == "True" else None
 
     await system.until(ready_on_it, f"{name} Ready on the inputs of apply #{seq}")
     return job
