@@ -22,6 +22,12 @@ EXIT_BAD_INPUT = 2
 
 def run(args: argparse.Namespace) -> int:
     source = args.file or args.live
+    if args.max_concurrent_runs < 1:  # as `captf run` refuses it
+        return _bad_input(
+            f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
+        )
+    if args.file and args.now is not None:
+        return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
     try:
         now, objects = _read(args)
         snap = snapshot.build(objects[0], objects[1:], max_concurrent_runs=args.max_concurrent_runs)
@@ -37,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _read(args: argparse.Namespace) -> tuple[datetime, list[dict[str, Any]]]:
     if args.live:
-        from controller.io.live import live_snapshot  # the I/O stack, only when asked
+        # The I/O stack, only when asked.
+        from kubernetes_asyncio.config import ConfigException
 
-        return live_snapshot(args)
+        from controller.io.live import live_snapshot
+
+        try:
+            return live_snapshot(args)
+        except ConfigException as err:  # no kubeconfig, or one without a current context
+            raise SnapshotError(f"no cluster to read from: {err}") from None
     return load(args.file)
 
 

@@ -8,6 +8,7 @@ decided on."""
 from __future__ import annotations
 
 import base64
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,61 @@ Json = dict[str, Any]
 KNOWN_KINDS = frozenset({*KINDS, "Job", "Secret", "ConfigMap", "Lease"})
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
+# The JSON types of the CAPTF fields DecideOp reads, as the CRD schema declares them: a
+# mapping is a dict of field shapes, [shape] a list of that shape, a type a scalar field.
+# Absent and null are both fine (the API server prunes a null); unknown fields are ignored.
+Shape = type | dict[str, "Shape"] | list["Shape"]
+_REF: Shape = {"name": str}
+_SPEC: Shape = {
+    "module": {"configMapRef": _REF},
+    "variables": dict,
+    "variablesFrom": [{"secretRef": {"name": str, "key": str}}],
+    "credentialsRef": _REF,
+    "dependsOn": [{"kind": str, "name": str}],
+    "clusterRef": _REF,
+    "poolRef": _REF,
+    "jobs": {
+        "image": str,
+        "serviceAccountName": str,
+        **dict.fromkeys(_LIMITS, int),
+    },
+    "drift": {"interval": str, "remediate": bool},
+    "refresh": {"interval": str},
+    "approval": {"mode": str},
+    "guard": {"allowDestructive": bool},
+    "changeWindows": [{"days": [str], "start": str, "duration": str, "timeZone": str}],
+}
+_CAPTF_STATUS: Shape = {"activeJob": str, "stateSerial": int, "lastRestoredSerial": int}
+_META: Shape = {
+    "namespace": str,
+    "uid": str,
+    "finalizers": [str],
+    "ownerReferences": [{"kind": str, "name": str, "uid": str}],
+}
+_BY_KIND: dict[str, dict[str, Shape]] = {
+    "ConfigMap": {"data": dict},
+    "Secret": {"data": dict, "stringData": dict},
+    "Lease": {"spec": {"holderIdentity": str}},
+}
+
 
 class _ApiLoader(yaml.SafeLoader):
     """YAML as the API's JSON: a scalar that looks like a time stays a string (JSON has no
-    time type), so a variable such as `date: 2026-01-01` hashes as the API would send it."""
+    time type), so a variable such as `date: 2026-01-01` hashes as the API would send it;
+    so does a clock time such as `10:30`."""
+
+
+def _api_resolver(tag: str, rx: re.Pattern[str]) -> tuple[str, re.Pattern[str]] | None:
+    if tag == "tag:yaml.org,2002:timestamp":
+        return None
+    if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        # No YAML 1.1 base-60 numbers: `start: 10:30` is the string kubectl would send, not 630.
+        return tag, re.compile("(?!.*:)" + rx.pattern, rx.flags)
+    return tag, rx
 
 
 _ApiLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    first: [r for tag, rx in resolvers if (r := _api_resolver(tag, rx)) is not None]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
@@ -51,6 +99,8 @@ def load(path: str) -> tuple[datetime, list[Json]]:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SnapshotError(f"{path} is not valid YAML{where}") from None
+    except RecursionError:
+        raise SnapshotError(f"{path} is nested too deeply to read") from None
     return parse(doc)
 
 
@@ -80,7 +130,7 @@ def _check_object(obj: object, index: int) -> None:
     if not isinstance(obj, dict):
         raise SnapshotError(f"{where} is not a mapping")
     kind = obj.get("kind")
-    if kind not in KNOWN_KINDS:
+    if not isinstance(kind, str) or kind not in KNOWN_KINDS:
         raise SnapshotError(
             f"{where} has unknown kind {kind!r}; known: {', '.join(sorted(KNOWN_KINDS))}"
         )
@@ -91,12 +141,16 @@ def _check_object(obj: object, index: int) -> None:
     for key in ("labels", "annotations"):
         if not isinstance(meta.get(key) or {}, dict):
             raise SnapshotError(f"{where} metadata.{key} is not a mapping")
+    _check_shape(meta, _META, f"{where} metadata")
+    for key, shape in _BY_KIND.get(kind, {}).items():
+        _check_shape(obj.get(key), shape, f"{where} {key}")
     for key in ("creationTimestamp", "deletionTimestamp"):
         if meta.get(key) is not None:
             _time(meta[key], f"{where} metadata.{key}")
     status = obj.get("status") or {}
     if not isinstance(status, dict):
         raise SnapshotError(f"{where} status is not a mapping")
+    _check_shape(status, {"conditions": [dict]}, f"{where} status")
     for key in ("startTime", "completionTime"):
         if status.get(key) is not None:
             _time(status[key], f"{where} status.{key}")
@@ -110,6 +164,8 @@ def _check_captf(obj: Json) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise SnapshotError(f"{where} has no spec")
+    _check_shape(spec, _SPEC, f"{where} spec")
+    _check_shape(obj.get("status") or {}, _CAPTF_STATUS, f"{where} status")
     jobs = spec.get("jobs") or {}
     for key in _LIMITS:
         value = jobs.get(key)
@@ -118,9 +174,30 @@ def _check_captf(obj: Json) -> None:
     serial = (obj["metadata"].get("annotations") or {}).get(ANN_RESTORE_SERIAL)
     if serial is not None and not str(serial).isdigit():
         raise SnapshotError(f"{where} annotation {ANN_RESTORE_SERIAL} is not a serial: {serial!r}")
-    state_serial = (obj.get("status") or {}).get("stateSerial")
-    if state_serial is not None and (not isinstance(state_serial, int) or state_serial < 0):
-        raise SnapshotError(f"{where} status.stateSerial is not a non-negative integer")
+
+
+def _check_shape(value: object, shape: Shape, where: str) -> None:
+    """Refuses a value of another JSON type than the schema's (a string where a mapping
+    belongs, a boolean for an integer): no API server returns one."""
+    if value is None:
+        return
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise SnapshotError(f"{where} is not a mapping")
+        for key, inner in shape.items():
+            _check_shape(value.get(key), inner, f"{where}.{key}")
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            raise SnapshotError(f"{where} is not a list")
+        for index, item in enumerate(value):
+            if item is None:
+                raise SnapshotError(f"{where}[{index}] is null")
+            _check_shape(item, shape[0], f"{where}[{index}]")
+    elif not isinstance(value, shape) or (shape is int and isinstance(value, bool)):
+        raise SnapshotError(f"{where} is not {_TYPE_NAMES[shape]}: {value!r}")
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", dict: "a mapping"}
 
 
 def _as_the_api_stores(obj: Json) -> None:

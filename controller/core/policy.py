@@ -46,8 +46,29 @@ def _int(jobs: Json, key: str, default: int, minimum: int) -> int:
     return value
 
 
+def _section(spec: Json, key: str) -> Json:
+    """A mapping section of the spec; absent or null is empty."""
+    value = spec.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PolicyError(f"spec.{key} must be an object, got {value!r}")
+    return value
+
+
+def _bool(spec: Json, section: str, key: str) -> bool:
+    """A boolean field; absent or null is false (the CRD default). A string such as
+    "false" is refused, not read as true."""
+    value = _section(spec, section).get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise PolicyError(f"spec.{section}.{key} must be true or false, got {value!r}")
+    return value
+
+
 def _interval(spec: Json, section: str) -> float | None:
-    raw = (spec.get(section) or {}).get("interval")
+    raw = _section(spec, section).get("interval")
     if raw in (None, ""):
         return None
     try:
@@ -61,13 +82,13 @@ def _interval(spec: Json, section: str) -> float | None:
 
 def read_policy(spec: Json) -> Policy:
     """The validated policy of a spec, or PolicyError naming the first bad field."""
-    jobs = spec.get("jobs") or {}
+    jobs = _section(spec, "jobs")
     if not isinstance(jobs.get("image"), str) or not jobs["image"].strip():
         raise PolicyError("spec.jobs.image is required")
     account = jobs.get("serviceAccountName")
-    if account is not None and not _DNS_SUBDOMAIN.match(str(account)):
+    if account is not None and not (isinstance(account, str) and _DNS_SUBDOMAIN.match(account)):
         raise PolicyError(f"spec.jobs.serviceAccountName is not a valid name: {account!r}")
-    mode = (spec.get("approval") or {}).get("mode") or "Auto"
+    mode = _section(spec, "approval").get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
     try:
@@ -79,9 +100,9 @@ def read_policy(spec: Json) -> Policy:
         successful_limit=_int(jobs, "successfulJobsHistoryLimit", 1, 0),
         active_deadline=_int(jobs, "activeDeadlineSeconds", 3600, 1),
         drift_interval=_interval(spec, "drift"),
-        drift_remediate=bool((spec.get("drift") or {}).get("remediate", False)),
+        drift_remediate=_bool(spec, "drift", "remediate"),
         refresh_interval=_interval(spec, "refresh"),
         manual=mode == "Manual",
-        allow_destructive=bool((spec.get("guard") or {}).get("allowDestructive", False)),
+        allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,
     )

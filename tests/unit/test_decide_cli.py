@@ -20,6 +20,7 @@ from tests.builders import (
     ago,
     base_objects,
     captf,
+    decided,
     job,
     lease,
     module_configmap,
@@ -201,7 +202,116 @@ BAD: list[tuple[str, object, str]] = [
     (
         "spec.jobs that is not a mapping",
         _with(lambda d: d["objects"][0]["spec"].update(jobs="captf:dev")),
-        "cannot decide",
+        "TerraformCluster/c1 spec.jobs is not a mapping",
+    ),
+    # Each row below printed a Python exception name (or a traceback) before the shape
+    # check that now names the field.
+    ("deeply nested YAML", "now: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("kind that is a list", _with(lambda d: d["objects"][0].update(kind=["Job"])), "unknown kind"),
+    (
+        "spec.module that is a string",
+        _with(lambda d: d["objects"][0]["spec"].update(module="mod")),
+        "spec.module is not a mapping",
+    ),
+    (
+        "spec.module.configMapRef.name that is a list",
+        _with(lambda d: d["objects"][0]["spec"].update(module={"configMapRef": {"name": ["m"]}})),
+        "spec.module.configMapRef.name is not a string",
+    ),
+    (
+        "spec.variables that is a list",
+        _with(lambda d: d["objects"][0]["spec"].update(variables=[1])),
+        "spec.variables is not a mapping",
+    ),
+    (
+        "spec.variablesFrom entry that is a string",
+        _with(lambda d: d["objects"][0]["spec"].update(variablesFrom=["vars"])),
+        "spec.variablesFrom[0] is not a mapping",
+    ),
+    (
+        "spec.variablesFrom secretRef key that is a number",
+        _with(
+            lambda d: d["objects"][0]["spec"].update(
+                variablesFrom=[{"secretRef": {"name": "vars", "key": 5}}]
+            )
+        ),
+        "spec.variablesFrom[0].secretRef.key is not a string",
+    ),
+    (
+        "spec.credentialsRef that is a string",
+        _with(lambda d: d["objects"][0]["spec"].update(credentialsRef="creds")),
+        "spec.credentialsRef is not a mapping",
+    ),
+    (
+        "spec.dependsOn that is a mapping",
+        _with(lambda d: d["objects"][0]["spec"].update(dependsOn={"kind": "TerraformCluster"})),
+        "spec.dependsOn is not a list",
+    ),
+    (
+        "spec.clusterRef that is a string",
+        _with(lambda d: d["objects"][0]["spec"].update(clusterRef="c0")),
+        "spec.clusterRef is not a mapping",
+    ),
+    (
+        "status.activeJob that is a list",
+        _with(lambda d: d["objects"][0]["status"].update(activeJob=["c1-apply-1"])),
+        "status.activeJob is not a string",
+    ),
+    (
+        "status.stateSerial that is a boolean",
+        _with(lambda d: d["objects"][0]["status"].update(stateSerial=True)),
+        "status.stateSerial is not an integer",
+    ),
+    (
+        "finalizers that are a string",
+        _with(lambda d: d["objects"][0]["metadata"].update(finalizers="captf.io/destroy")),
+        "TerraformCluster/c1 metadata.finalizers is not a list",
+    ),
+    (
+        "a Job's namespace that is a list",
+        _with(
+            lambda d: d["objects"].append(
+                job("apply", 1, "failed") | {"metadata": {"name": "j", "namespace": ["default"]}}
+            )
+        ),
+        "Job/j metadata.namespace is not a string",
+    ),
+    (
+        "a Job's ownerReferences that are strings",
+        _with(
+            lambda d: d["objects"].append(
+                {"kind": "Job", "metadata": {"name": "j", "ownerReferences": ["c1"]}}
+            )
+        ),
+        "Job/j metadata.ownerReferences[0] is not a mapping",
+    ),
+    (
+        "a Job's conditions that are a mapping",
+        _with(
+            lambda d: d["objects"].append(
+                job("apply", 1, "failed") | {"status": {"conditions": {"type": "Failed"}}}
+            )
+        ),
+        "Job/c1-apply-00000001 status.conditions is not a list",
+    ),
+    (
+        "a related cluster's conditions that are strings",
+        _with(
+            lambda d: d["objects"].append(captf(name="c0") | {"status": {"conditions": ["Ready"]}})
+        ),
+        "TerraformCluster/c0 status.conditions[0] is not a mapping",
+    ),
+    (
+        "ConfigMap data that is a list",
+        _with(lambda d: d["objects"][1].update(data=["main.tf"])),
+        "data is not a mapping",
+    ),
+    (
+        "a Lease whose spec is a string",
+        _with(
+            lambda d: d["objects"].append({"kind": "Lease", "metadata": {"name": "l"}, "spec": "x"})
+        ),
+        "Lease/l spec is not a mapping",
     ),
     (
         "a Job's conditions that are not mappings",
@@ -210,7 +320,7 @@ BAD: list[tuple[str, object, str]] = [
                 job("apply", 1, "failed") | {"status": {"conditions": ["Failed"]}}
             )
         ),
-        "cannot decide",
+        "Job/c1-apply-00000001 status.conditions[0] is not a mapping",
     ),
 ]
 
@@ -227,6 +337,96 @@ def test_bad_input_is_one_line_and_status_2(
     assert err.endswith("\n")
     assert says in err
     assert "Traceback" not in err
+
+
+WINDOW_AT_10_30 = yaml.safe_dump(_cluster_doc(), sort_keys=False).replace(
+    "  spec:\n", "  spec:\n    changeWindows:\n    - {start: 10:30, duration: 2h}\n", 1
+)
+
+# Odd input the API server accepts is decided on, not refused.
+ODD: list[tuple[str, object, str]] = [
+    (
+        # status.stateSerial has no minimum in the CRD; DecideOp reads it as "not applied".
+        "a negative status.stateSerial",
+        _with(lambda d: d["objects"][0]["status"].update(stateSerial=-1)),
+        "InputsChanged",
+    ),
+    (
+        "optional spec sections null or absent",
+        _with(
+            lambda d: d["objects"][0]["spec"].update(
+                variables=None, variablesFrom=None, drift=None, changeWindows=None
+            )
+        ),
+        "InputsChanged",
+    ),
+    (
+        # Unquoted, YAML 1.1 reads 10:30 as the base-60 number 630; kubectl sends "10:30".
+        "an unquoted window start",
+        WINDOW_AT_10_30,
+        "InputsChanged",
+    ),
+]
+
+
+@pytest.mark.parametrize(("doc", "reason"), [o[1:] for o in ODD], ids=[o[0] for o in ODD])
+def test_odd_input_the_api_accepts_is_decided_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: object, reason: str
+) -> None:
+    status, out, err = _decide(capsys, _write(tmp_path, doc))
+    assert (status, err) == (0, "")
+    assert orjson.loads(out)["reason"] == reason
+
+
+FLAGS: list[tuple[str, list[str], str]] = [
+    ("no run slots", ["--max-concurrent-runs", "0"], "--max-concurrent-runs must be at least 1"),
+    ("--now beside a file", ["--now", "yesterday"], "--now goes with --live"),
+]
+
+
+@pytest.mark.parametrize(("extra", "says"), [f[1:] for f in FLAGS], ids=[f[0] for f in FLAGS])
+def test_bad_flags_are_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    status, out, err = _decide(capsys, _write(tmp_path, SHAPES[0][1]), *extra)
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1
+    assert says in err
+
+
+def test_live_without_a_usable_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = _write(tmp_path, {"apiVersion": "v1", "kind": "Config", "clusters": []})
+    status = main(["decide", "--live", "tfc/c1", "--kubeconfig", str(kubeconfig)])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith("captf decide: no cluster to read from:")
+    assert err.count("\n") == 1
+
+
+# The controller's path (no file checks): a spec field of the wrong type is JobPolicyInvalid,
+# never an exception out of DecideOp, and never a string "false" read as true.
+POLICY: list[tuple[str, Json]] = [
+    ("guard.allowDestructive as a string", {"guard": {"allowDestructive": "false"}}),
+    ("drift.remediate as a string", {"drift": {"remediate": "false"}}),
+    ("drift as a string", {"drift": "1h"}),
+    ("approval as a string", {"approval": "Manual"}),
+    ("jobs as a string", {"jobs": "captf:dev"}),
+    ("serviceAccountName as a number", {"jobs": {"image": "i", "serviceAccountName": 5}}),
+]
+
+
+@pytest.mark.parametrize("spec", [p[1] for p in POLICY], ids=[p[0] for p in POLICY])
+def test_a_wrongly_typed_policy_is_job_policy_invalid(spec: Json) -> None:
+    obj = captf(spec=spec)
+    if isinstance(spec.get("jobs"), str):
+        obj["spec"]["jobs"] = spec["jobs"]
+    assert decided(obj, base_objects()) == {
+        "action": "requeue",
+        "reason": "JobPolicyInvalid",
+        "after": 600.0,
+    }
 
 
 def test_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
