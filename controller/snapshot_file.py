@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from controller.core.names import ANN_RESTORE_SERIAL, KINDS
+from controller.core.restore import serial_of
 from controller.core.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
@@ -172,7 +173,7 @@ def _check_captf(obj: Json) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise SnapshotError(f"{where} spec.jobs.{key} is negative ({value})")
     serial = (obj["metadata"].get("annotations") or {}).get(ANN_RESTORE_SERIAL)
-    if serial is not None and not str(serial).isdigit():
+    if serial is not None and serial_of(serial) is None:
         raise SnapshotError(f"{where} annotation {ANN_RESTORE_SERIAL} is not a serial: {serial!r}")
 
 

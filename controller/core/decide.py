@@ -24,7 +24,6 @@ from controller.core.jobs import (
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_PLAN_JOB,
-    ANN_RESTORE_SERIAL,
     CLUSTER,
     FINALIZER,
     MUTABLE_KINDS,
@@ -33,6 +32,7 @@ from controller.core.names import (
     Reason,
 )
 from controller.core.policy import PolicyError, read_policy
+from controller.core.restore import requested_serial
 from controller.core.snapshot import Snapshot
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").
@@ -105,18 +105,18 @@ def restore(ctx: Context) -> Decision | None:
     serial that bookkeeping has not accounted yet also counts as the attempt (the status
     lags it); an accounted one does not, so that removing the annotation, waiting for the
     status to clear and setting the same serial again retries, as documented."""
-    wanted = ctx.snap.annotations.get(ANN_RESTORE_SERIAL)
+    wanted = requested_serial(ctx.snap.annotations)
     done = ctx.snap.status.get("lastRestoredSerial")
-    if not wanted or (done is not None and str(done) == wanted):
+    if wanted is None or done == wanted:
         return None
     if any(_unaccounted_restore(j, wanted) for j in ctx.snap.jobs):
         return None
-    return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=wanted)
+    return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=str(wanted))
 
 
-def _unaccounted_restore(job: dict[str, object], serial: str) -> bool:
+def _unaccounted_restore(job: dict[str, object], serial: int) -> bool:
     notes = annotations_of(job)
-    return notes.get(ANN_RESTORE_SERIAL) == serial and notes.get(ANN_ACCOUNTED) != "true"
+    return requested_serial(notes) == serial and notes.get(ANN_ACCOUNTED) != "true"
 
 
 def not_ready(ctx: Context) -> Decision | None:
@@ -142,8 +142,11 @@ def _is_ready(obj: dict[str, object] | None) -> bool:
     if obj is None:
         return False
     status = obj.get("status")
-    conditions = status.get("conditions", []) if isinstance(status, dict) else []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    conditions = (status.get("conditions") or []) if isinstance(status, dict) else []
+    return any(
+        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def state(ctx: Context) -> Decision | None:

@@ -66,7 +66,9 @@ def _parse_window(item: Any, index: int) -> Window:
     if not 0 < seconds <= _MAX_DURATION:
         raise WindowError(f"{where}.duration must be more than 0 and at most 168h")
     days = item.get("days") or list(DAYS)
-    unknown = [d for d in days if d not in DAYS]
+    if not isinstance(days, list):
+        raise WindowError(f"{where}.days must be a list of days, got {days!r}")
+    unknown = [d for d in days if not isinstance(d, str) or d not in DAYS]
     if unknown:
         raise WindowError(f"{where}.days: unknown day(s) {unknown}; use {', '.join(DAYS)}")
     try:

@@ -19,8 +19,9 @@ from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import is_finished, name_of
-from controller.core.names import ANN_RESTORE_SERIAL, FINALIZER, Reason
+from controller.core.names import FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, read_policy
+from controller.core.restore import requested_serial, serial_of
 from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
 from controller.io import api, bookkeeper, interrupted
@@ -149,13 +150,12 @@ class Reconciler:
         accounted. Once accounted, the status is the only record that the serial was tried:
         were the status write lost after the accounting (a crash, a conflict), the restore
         would run again."""
-        tried = bookkeeper.restored_serial(bookkeeping.unaccounted(history))
-        wanted = snap.annotations.get(ANN_RESTORE_SERIAL)
-        if not wanted or tried is None or not tried.isdigit():
+        tried = serial_of(bookkeeper.restored_serial(bookkeeping.unaccounted(history)))
+        if requested_serial(snap.annotations) is None or tried is None:
             return snap
-        if snap.status.get("lastRestoredSerial") == int(tried):
+        if snap.status.get("lastRestoredSerial") == tried:
             return snap
-        status = snap.status | {"lastRestoredSerial": int(tried)}
+        status = snap.status | {"lastRestoredSerial": tried}
         updated = await api.put_status(self.client, snap.obj, status)
         obj = {"apiVersion": snap.obj["apiVersion"], "kind": snap.kind} | updated
         return replace(snap, obj=obj)
@@ -225,13 +225,12 @@ def _policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
 def _note_restore(status: Json, snap: Snapshot, accounted: list[Any]) -> None:
     """lastRestoredSerial: set when a restore for the requested serial was attempted, cleared
     when the restore annotation is removed."""
-    wanted = snap.annotations.get(ANN_RESTORE_SERIAL)
-    if not wanted:
+    if requested_serial(snap.annotations) is None:
         status.pop("lastRestoredSerial", None)
         return
-    tried = bookkeeper.restored_serial(accounted)
-    if tried is not None and tried.isdigit():
-        status["lastRestoredSerial"] = int(tried)
+    tried = serial_of(bookkeeper.restored_serial(accounted))
+    if tried is not None:
+        status["lastRestoredSerial"] = tried
 
 
 def _desired_status(

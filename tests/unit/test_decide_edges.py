@@ -10,7 +10,7 @@ import pytest
 from controller.core import bookkeeping, snapshot
 from controller.core.backoff import delay
 from controller.core.decide import decide
-from controller.core.decision import to_json
+from controller.core.decision import Requeue, to_json
 from controller.core.history import History
 from controller.core.jobspec import job_name
 from controller.core.names import (
@@ -114,6 +114,48 @@ def test_restore_not_yet_accounted_blocks_a_second_attempt() -> None:
     fresh = job("restore", 1, "failed", finished=ago(1), annotations={ANN_RESTORE_SERIAL: "4"})
     obj = captf(annotations={ANN_RESTORE_SERIAL: "4"})
     assert decided(obj, [*base_objects(), fresh]) == {"action": "idle"}
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        # "03" asks for serial 3, which lastRestoredSerial says was tried: no restore.
+        ("03", {"action": "idle"}),
+        ("3", {"action": "idle"}),
+        # Not a serial: no request. Before, each was a restore that never recorded
+        # lastRestoredSerial, so it ran again as soon as it was accounted.
+        ("abc", {"action": "idle"}),
+        ("-1", {"action": "idle"}),
+        ("\u0664", {"action": "idle"}),
+        ("4", {"action": "run", "op": "restore", "reason": "RestoreRequested", "retry": 1}),
+    ],
+)
+def test_a_restore_serial_is_read_as_a_number(requested: str, expected: Json) -> None:
+    obj = captf(annotations={ANN_RESTORE_SERIAL: requested}, status={"lastRestoredSerial": 3})
+    assert decided(obj, base_objects()) == expected
+
+
+def test_a_dependency_with_null_conditions_is_not_ready() -> None:
+    dep = captf(name="net")
+    dep["status"] = {"conditions": None}
+    obj = captf(spec={"dependsOn": [{"kind": "TerraformCluster", "name": "net"}]})
+    assert decided(obj, [*base_objects(), dep])["reason"] == "DependenciesNotReady"
+
+
+@pytest.mark.parametrize("days", [5, "Mon", [1], {"Mon": True}])
+def test_window_days_that_are_not_a_list_of_names_are_an_invalid_policy(days: object) -> None:
+    window = {"start": "10:00", "duration": "1h", "days": days}
+    obj = captf(spec={"variables": {"size": 4}, "changeWindows": [window]})
+    out = decide(snapshot.build(obj, base_objects()), NOW)
+    assert isinstance(out, Requeue)
+    assert out.reason == "JobPolicyInvalid"
+    assert "changeWindows[0].days" in (out.message or "")
+
+
+def test_an_overlong_seq_annotation_is_no_sequence() -> None:
+    weird = job("apply", 1, "failed", finished=ago(seconds=5), annotations={ANN_SEQ: "9" * 5000})
+    obj = captf(spec={"variables": {"size": 4}})
+    assert decided(obj, [*base_objects(), weird])["reason"] == "InputsChangedBackoff"
 
 
 def test_a_null_limit_takes_the_default() -> None:

@@ -1,0 +1,28 @@
+"""Reading restore serials: the object's request (`captf.io/restore-serial`) and the
+serial a restore Job carried out.
+
+A serial is a state serial: plain ASCII decimal digits. The annotation is free text to
+the API server, so anything else ("abc", "-1", "3.0") is no request at all: a restore
+to it could never succeed, and running one would only fail again each time it is
+accounted. "03" and "3" ask for the same serial."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from controller.core.names import ANN_RESTORE_SERIAL
+
+_SERIAL = re.compile(r"[0-9]{1,18}")
+
+
+def serial_of(text: object) -> int | None:
+    """The serial `text` names, or None when it is not one."""
+    if not isinstance(text, str) or _SERIAL.fullmatch(text) is None:
+        return None
+    return int(text)
+
+
+def requested_serial(annotations: Mapping[str, str]) -> int | None:
+    """The serial an object (or a restore Job) asks to restore, or None."""
+    return serial_of(annotations.get(ANN_RESTORE_SERIAL))
