@@ -35,7 +35,11 @@ def _add_kubeconfig(p: argparse.ArgumentParser) -> None:
 def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("decide", help="print the decision DecideOp makes for one object")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("-f", "--file", help="snapshot YAML: `now` and `objects`, CAPTF object first")
+    src.add_argument(
+        "-f",
+        "--file",
+        help="snapshot YAML (- for standard input): `now` and `objects`, CAPTF object first",
+    )
     src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
     p.add_argument("-n", "--namespace", default="default", help="namespace for --live")
     p.add_argument("--now", help="RFC 3339 time to decide at with --live (default: the clock)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import re
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -88,8 +89,9 @@ class SnapshotError(ValueError):
 
 
 def load(path: str) -> tuple[datetime, list[Json]]:
+    """The snapshot in the file at `path`; "-" reads standard input, as kubectl's -f does."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.buffer.read().decode() if path == "-" else Path(path).read_text("utf-8")
     except OSError as err:
         raise SnapshotError(f"cannot read {path}: {err.strerror or err}") from None
     except UnicodeDecodeError:

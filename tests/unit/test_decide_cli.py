@@ -454,6 +454,21 @@ def test_the_console_script(tmp_path: Path) -> None:
     assert "Traceback" not in failed.stderr
 
 
+def test_dash_reads_the_snapshot_from_standard_input(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("captf")
+    text = _write(tmp_path, SHAPES[0][1]).read_text()
+    done = subprocess.run(
+        [str(script), "decide", "-f", "-"], input=text, capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert orjson.loads(done.stdout) == SHAPES[0][2]
+    garbage = subprocess.run(
+        [str(script), "decide", "-f", "-"], input=b"\xff", capture_output=True, check=False
+    )
+    assert (garbage.returncode, garbage.stdout) == (2, b"")
+    assert garbage.stderr == b"captf decide: - is not UTF-8 text\n"
+
+
 LOOSE = """\
 now: 2026-06-01T12:00:00Z
 objects:
