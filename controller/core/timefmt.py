@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -25,22 +25,30 @@ class TimeFormatError(ValueError):
     """A timestamp or duration that cannot be read."""
 
 
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?"
+    r"(?P<zone>[Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+
 def parse_time(value: object) -> datetime:
     """An RFC 3339 timestamp as Kubernetes writes it, as an aware UTC datetime."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str) or not value:
         raise TimeFormatError(f"not an RFC 3339 time: {value!r}")
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise TimeFormatError(f"not an RFC 3339 time: {value!r}") from None
-    if parsed.tzinfo is None:
+    # fromisoformat alone takes more of ISO 8601 than RFC 3339 allows (week dates,
+    # basic format, hours without minutes), so the shape is checked first.
+    shape = _RFC3339.fullmatch(value)
+    if shape is None:
+        raise TimeFormatError(f"not an RFC 3339 time: {value!r}")
+    if shape.group("zone") is None:
         raise TimeFormatError(f"RFC 3339 time without a zone: {value!r}")
-    return parsed.astimezone(UTC)
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except (ValueError, OverflowError):  # a day or hour out of range; past year 9999
+        raise TimeFormatError(f"not an RFC 3339 time: {value!r}") from None
 
 
 def format_time(value: datetime) -> str:
@@ -50,7 +58,7 @@ def format_time(value: datetime) -> str:
 
 def parse_duration(value: str) -> float:
     """A Go duration string (`90s`, `1h30m`, `1.5h`) in seconds; negative not allowed."""
-    text = value.strip() if isinstance(value, str) else ""
+    text = value if isinstance(value, str) else ""
     if text == "0":
         return 0.0
     pos, total = 0, 0.0

@@ -35,7 +35,22 @@ def test_go_durations(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "5", "1d", "-1s", "+1s", "1h 30m", "h", "1.2.3s", "1H", "1hour", "00", "2562048h"],
+    [
+        "",
+        "5",
+        "1d",
+        "-1s",
+        "+1s",
+        "1h 30m",
+        "h",
+        "1.2.3s",
+        "1H",
+        "1hour",
+        "00",
+        "2562048h",
+        " 5m",
+        "\u0663s",
+    ],
 )
 def test_not_go_durations(text: str) -> None:
     with pytest.raises(TimeFormatError):
@@ -60,6 +75,7 @@ INSTANT = datetime(2026, 5, 4, 10, 20, tzinfo=UTC)
         "2026-05-04T10:20:00.000000Z",
         "2026-05-04T12:20:00+02:00",
         "2026-05-04T05:20:00-05:00",
+        "2026-05-04T10:20:00.000000000Z",  # Go's RFC3339Nano
     ],
 )
 def test_rfc3339_times(text: str) -> None:
@@ -70,7 +86,23 @@ def test_rfc3339_times(text: str) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "yesterday", "2026-05-04T10:20:00", "2026-05-04", "2026-13-01T00:00:00Z", 17, None],
+    [
+        "",
+        "yesterday",
+        "2026-05-04T10:20:00",
+        "2026-05-04",
+        "2026-13-01T00:00:00Z",
+        17,
+        None,
+        # ISO 8601 forms that fromisoformat takes but RFC 3339 does not.
+        "20260504T102000Z",
+        "2026-W19-1T10:20:00Z",
+        "2026-05-04T10Z",
+        " 2026-05-04T10:20:00Z",
+        "\u0662026-05-04T10:20:00Z",
+        # Out of datetime's range once in UTC: an error, not an OverflowError.
+        "9999-12-31T23:00:00-05:00",
+    ],
 )
 def test_not_rfc3339_times(value: object) -> None:
     with pytest.raises(TimeFormatError):
