@@ -82,8 +82,7 @@ class DelayingQueue(WorkQueue[T]):
                 if ready_at.get(entry.item) == entry.ready_at:
                     del ready_at[entry.item]
                     self.add(entry.item)
-            wait = heap[0].ready_at - now if heap else None
-            message = await self._receive_within(wait)
+            message = await self._receive_until(heap[0].ready_at if heap else None)
             while message is not None:
                 item, at = message
                 if at < ready_at.get(item, float("inf")):
@@ -92,15 +91,18 @@ class DelayingQueue(WorkQueue[T]):
                     heapq.heappush(heap, _Waiting(at, seq, item))
                 message = self._inbox.get_nowait() if not self._inbox.empty() else None
 
-    async def _receive_within(self, wait: float | None) -> tuple[T, float] | None:
-        """The next message, or None once `wait` seconds pass on the clock."""
-        if wait is None:
+    async def _receive_until(self, deadline: float | None) -> tuple[T, float] | None:
+        """The next message, or None once the clock's monotonic time reaches `deadline`."""
+        if deadline is None:
             return await self._inbox.get()
         message: tuple[T, float] | None = None
         async with anyio.create_task_group() as tg:
 
             async def alarm() -> None:
-                await self._clock.sleep(wait)
+                # The time left is read when the alarm starts, not when it was asked for:
+                # the clock may have moved in between (a stepped test clock jumps), and a
+                # wait computed earlier would then overshoot the deadline.
+                await self._clock.sleep(deadline - self._clock.monotonic())
                 tg.cancel_scope.cancel()
 
             tg.start_soon(alarm)
