@@ -59,7 +59,7 @@ def to_json(decision: Decision, *, verbose: bool = False) -> dict[str, Any]:
             if op:
                 out["op"] = op
             out |= {"reason": reason, "after": round(float(after), 3)}
-            if decision.missed_window is not None:
+            if verbose and decision.missed_window is not None:
                 opens, closes = decision.missed_window
                 out["missedWindow"] = {"opens": format_time(opens), "closes": format_time(closes)}
             if verbose and decision.message:

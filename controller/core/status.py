@@ -39,6 +39,28 @@ def next_of(decision: Decision, now: datetime) -> Json:
             return out
 
 
+def missed_window_of(old: Json | None, decision: Decision, now: datetime) -> Json | None:
+    """status.missedWindow: the change window an op's retry cannot start inside.
+
+    Set while the window is open and the op's backoff ends after it closes; kept once the
+    window has closed, while the same op still waits (its backoff, then the next window),
+    so the status still says which window was missed; gone once the op runs or the wait
+    is about something else."""
+    if isinstance(decision, Requeue) and decision.missed_window is not None:
+        opens, closes = decision.missed_window
+        return {"op": decision.op, "opens": format_time(opens), "closes": format_time(closes)}
+    still_waiting = (
+        isinstance(decision, Requeue)
+        and decision.op is not None
+        and isinstance(old, dict)
+        and old.get("op") == decision.op
+        and (decision.reason.endswith("Backoff") or decision.reason == Reason.OUTSIDE_CHANGE_WINDOW)
+    )
+    if still_waiting and old is not None and str(old.get("closes", "")) <= format_time(now):
+        return old
+    return None
+
+
 def failures_of(history: History) -> Json:
     out: Json = {}
     for op in Op:

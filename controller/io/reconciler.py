@@ -245,6 +245,11 @@ def _desired_status(
     out = dict(status)
     out["observedGeneration"] = snap.obj["metadata"].get("generation", 0)
     out["next"] = _stable_next(snap.status.get("next"), status_rules.next_of(decision, now), now)
+    missed = status_rules.missed_window_of(snap.status.get("missedWindow"), decision, now)
+    if missed:
+        out["missedWindow"] = missed
+    else:
+        out.pop("missedWindow", None)
     failures = status_rules.failures_of(history)
     if failures:
         out["failures"] = failures

@@ -475,7 +475,11 @@ def _status(at: str) -> Obj:
         "lastRestoredSerial": 5,
         "next": {"op": "apply", "reason": "InputsChangedBackoff", "at": at},
         "failures": {"apply": {"count": 1, "lastFailedAt": "2026-01-01T00:00:00Z"}},
-        "missedWindow": {"op": "apply", "windowStart": "2026-01-01T09:00:00Z"},
+        "missedWindow": {
+            "op": "apply",
+            "opens": "2026-01-01T09:00:00Z",
+            "closes": "2026-01-01T10:00:00Z",
+        },
     }
 
 

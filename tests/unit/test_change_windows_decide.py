@@ -3,11 +3,16 @@ and restore do not; a retry whose backoff outlasts the open window reports it mi
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+from controller.core import snapshot
+from controller.core.decide import decide
+from controller.core.decision import Decision, Requeue, Run, to_json
 from controller.core.names import ANN_APPROVE, ANN_RESTORE_SERIAL, FINALIZER
+from controller.core.status import missed_window_of
 from tests.builders import NOW, ago, base_objects, captf, decided, job
 
 Json = dict[str, Any]
@@ -102,7 +107,6 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
             "op": "apply",
             "reason": "InputsChangedBackoff",
             "after": 480.0,
-            "missedWindow": {"opens": "2026-06-01T11:50:00Z", "closes": "2026-06-01T12:05:00Z"},
         },
     ),
     (
@@ -132,3 +136,40 @@ def test_the_retry_runs_when_the_next_window_opens() -> None:
     others = [*base_objects(), *_fails("apply", 60)]
     opening = NOW.replace(hour=22)
     assert decided(obj, others, opening) == _run("apply", "InputsChanged", 2)
+
+
+MISSED = {"opens": "2026-06-01T11:50:00Z", "closes": "2026-06-01T12:05:00Z"}
+
+
+def _missed_decision(at: datetime = NOW) -> Decision:
+    obj = captf(spec=_obj(CLOSING, **NEW))
+    return decide(snapshot.build(obj, [*base_objects(), *_fails("apply", 20, 10, 2)]), at)
+
+
+def test_verbose_output_names_the_missed_window() -> None:
+    out = to_json(_missed_decision(), verbose=True)
+    assert out["missedWindow"] == MISSED
+    assert out["reason"] == "InputsChangedBackoff"
+
+
+def test_the_status_shows_the_missed_window_until_the_op_runs() -> None:
+    missed = missed_window_of(None, _missed_decision(), NOW)
+    assert missed == {"op": "apply", **MISSED}
+    # 12:06: the window has closed, the backoff (until 12:08) still holds: kept.
+    after_close = NOW + timedelta(minutes=6)
+    backoff = _missed_decision(after_close)
+    assert isinstance(backoff, Requeue)
+    assert backoff.missed_window is None
+    assert missed_window_of(missed, backoff, after_close) == missed
+    # 12:09: the backoff is over and no window is open: still the same op waiting.
+    outside = _missed_decision(NOW + timedelta(minutes=9))
+    assert isinstance(outside, Requeue)
+    assert outside.reason == "OutsideChangeWindow"
+    assert missed_window_of(missed, outside, NOW + timedelta(minutes=9)) == missed
+    # The op runs: gone.
+    ran = Run(op="apply", reason="InputsChanged", retry=4)
+    assert missed_window_of(missed, ran, NOW + timedelta(days=1)) is None
+    # A wait about another op, or a window still open, does not keep it.
+    other = Requeue(reason="DriftCheckDueBackoff", after=5, op="drift")
+    assert missed_window_of(missed, other, after_close) is None
+    assert missed_window_of(missed, backoff, NOW) is None
