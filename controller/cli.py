@@ -11,6 +11,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from runtime.errors import ConfigError
+
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -127,7 +129,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     func: Command = args.func
-    return func(args)
+    try:
+        return func(args)
+    except ConfigError as err:  # any command that talks to a cluster, before it starts
+        print(f"captf: no cluster to talk to: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -44,13 +44,12 @@ def run(args: argparse.Namespace) -> int:
 def _read(args: argparse.Namespace) -> tuple[datetime, list[dict[str, Any]]]:
     if args.live:
         # The I/O stack, only when asked.
-        from kubernetes_asyncio.config import ConfigException
-
         from controller.io.live import live_snapshot
+        from runtime.errors import ConfigError
 
         try:
             return live_snapshot(args)
-        except ConfigException as err:  # no kubeconfig, or one without a current context
+        except ConfigError as err:  # no kubeconfig, or one without a current context
             raise SnapshotError(f"no cluster to read from: {err}") from None
     return load(args.file)
 

@@ -34,6 +34,11 @@ _NETWORK_ERRNOS = frozenset(
 )
 
 
+class ConfigError(Exception):
+    """No cluster to talk to: no kubeconfig, one without a current context, or no
+    in-cluster service account. The message says which, in the client library's words."""
+
+
 class ApiError(Exception):
     """A non-2xx answer. `reason` is the Status reason ("NotFound", "Conflict", "Gone", ...)."""
 

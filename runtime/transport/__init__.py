@@ -26,7 +26,7 @@ from kubernetes_asyncio import watch as typed_watch
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.client.rest import RESTClientObject
 
-from runtime.errors import ApiError
+from runtime.errors import ApiError, ConfigError
 
 # Watches hold a connection each for minutes; the pool must not starve ordinary requests.
 _POOL_SIZE = 64
@@ -214,7 +214,19 @@ async def open_transport(kubeconfig: str | None = None) -> AsyncIterator[Transpo
 async def load_configuration(
     configuration: Any, kubeconfig: str | None
 ) -> Callable[[], Awaitable[None]] | None:
+    """Fills `configuration`; ConfigError when there is no usable cluster configuration."""
+    try:
+        return await _load_configuration(configuration, kubeconfig)
+    except kube_config.ConfigException as err:
+        raise ConfigError(str(err)) from None
+
+
+async def _load_configuration(
+    configuration: Any, kubeconfig: str | None
+) -> Callable[[], Awaitable[None]] | None:
     path = _kubeconfig_path(kubeconfig)
+    if path is not None and not path.is_file():
+        raise ConfigError(f"kubeconfig {path} is not a readable file")
     if path is None:
         kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return None

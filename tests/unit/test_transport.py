@@ -12,7 +12,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from runtime.errors import ApiError
+from controller.cli import main
+from runtime.errors import ApiError, ConfigError
 from runtime.transport import open_transport
 
 
@@ -176,3 +177,34 @@ async def test_stream_raises_on_entry_for_non_2xx(
             async with transport.stream("/busy", params={"watch": "true"}):
                 pytest.fail("entered a stream that answered 429")
     assert gone.value.status == 429
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "is not a readable file"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n", "current-context"),
+    ],
+    ids=["missing", "no-current-context"],
+)
+async def test_no_usable_kubeconfig_is_a_config_error(
+    tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=says):
+        async with open_transport(str(path)):
+            pass
+
+
+def test_captf_run_without_a_cluster_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(["run", "--kubeconfig", str(tmp_path / "nope")])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert (
+        err
+        == f"captf: no cluster to talk to: kubeconfig {tmp_path / 'nope'} is not a readable file\n"
+    )
