@@ -48,7 +48,8 @@ class Reconciler:
     clock: Clock
     metrics: JobMetrics
     slots: Slots
-    _pending: dict[str, float] = field(default_factory=dict)  # Job name -> created (monotonic)
+    # Job name -> (the owner's uid, when created on the monotonic clock).
+    _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
     _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
 
     async def reconcile(self, key: str) -> Result:
@@ -69,7 +70,7 @@ class Reconciler:
             job = await launch(
                 self.client, snap, decision, inputs=inputs, policy=policy, slots=self.slots, now=now
             )
-            self._pending[job] = self.clock.monotonic()
+            self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
             status["activeJob"] = job
             log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
         await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
@@ -134,16 +135,10 @@ class Reconciler:
         return set(self._pending)
 
     def _snapshot(self, obj: Json) -> Snapshot:
-        now = self.clock.monotonic()
-        seen = {j["metadata"]["name"] for j in self.caches.jobs_of(obj["metadata"]["uid"])}
-        for job, created in list(self._pending.items()):
-            if job in seen or now - created > PENDING_TTL:
-                del self._pending[job]
-        return self.caches.snapshot(
-            obj,
-            pending_jobs=frozenset(self._pending) & _prefixed(obj, self._pending),
-            max_concurrent_runs=self.slots.count,
-        )
+        uid = obj["metadata"]["uid"]
+        seen = {j["metadata"]["name"] for j in self.caches.jobs_of(uid)}
+        mine = pending_of(self._pending, uid, seen, self.clock.monotonic())
+        return self.caches.snapshot(obj, pending_jobs=mine, max_concurrent_runs=self.slots.count)
 
     async def _record_restore_attempt(self, snap: Snapshot, history: History) -> Snapshot:
         """Writes status.lastRestoredSerial for a finished restore Job before the Job is
@@ -205,9 +200,18 @@ def _running_job(snap: Snapshot) -> str | None:
     return running[0] if running else None
 
 
-def _prefixed(obj: Json, pending: dict[str, float]) -> frozenset[str]:
-    prefix = f"{obj['metadata']['name']}-"
-    return frozenset(n for n in pending if n.startswith(prefix))
+def pending_of(
+    pending: dict[str, tuple[str, float]], uid: str, seen: set[str], now: float
+) -> frozenset[str]:
+    """The Jobs created for the object `uid` that its cache does not show yet.
+
+    Forgets those the cache now shows (`seen`) and those older than PENDING_TTL. Matched
+    by owner, not by name prefix: cluster "example" must not wait for a Job of pool
+    "example-workers"."""
+    for job, (owner, created) in list(pending.items()):
+        if (owner == uid and job in seen) or now - created > PENDING_TTL:
+            del pending[job]
+    return frozenset(job for job, (owner, _) in pending.items() if owner == uid)
 
 
 def _policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
