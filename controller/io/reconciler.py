@@ -18,8 +18,8 @@ from controller.core.decide import decide
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
-from controller.core.jobs import is_finished, name_of
-from controller.core.names import FINALIZER, Reason
+from controller.core.jobs import annotations_of, is_finished, name_of
+from controller.core.names import ANN_SERIAL, FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, read_policy
 from controller.core.restore import requested_serial, serial_of
 from controller.core.snapshot import Snapshot
@@ -281,8 +281,7 @@ def _state_serial(snap: Snapshot) -> int | None:
     state = snap.state_secret
     if state is None:
         return None
-    raw = (state["metadata"].get("annotations") or {}).get("captf.io/serial", "")
-    return int(raw) if str(raw).isdigit() else None
+    return serial_of(annotations_of(state).get(ANN_SERIAL))
 
 
 def _stable_next(old: Json | None, new: Json, now: datetime) -> Json:
