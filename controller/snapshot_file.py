@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from controller.core.names import ANN_RESTORE_SERIAL, KINDS
-from controller.core.restore import serial_of
+from controller.core.serials import serial_of
 from controller.core.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]

@@ -32,7 +32,7 @@ from controller.core.names import (
     Reason,
 )
 from controller.core.policy import PolicyError, read_policy
-from controller.core.restore import requested_serial
+from controller.core.serials import requested_serial
 from controller.core.snapshot import Snapshot
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").

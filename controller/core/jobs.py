@@ -21,6 +21,7 @@ from controller.core.names import (
     LABEL_OP,
     Op,
 )
+from controller.core.serials import serial_of
 from controller.core.timefmt import parse_time
 
 Json = dict[str, Any]
@@ -112,10 +113,7 @@ def finished_at(job: Json) -> datetime | None:
 
 def seq_of(job: Json) -> int:
     """The Job's attempt sequence (`captf.io/seq`); 0 when it records none."""
-    raw = annotations_of(job).get(ANN_SEQ, "0")
-    # Plain ASCII digits only, and short: int() also reads other scripts' digits, and
-    # refuses strings of over 4,300 digits with an error.
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
+    return serial_of(annotations_of(job).get(ANN_SEQ)) or 0
 
 
 def created_at(job: Json) -> datetime | None:

@@ -22,10 +22,10 @@ from controller.core.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
-    ANN_RESTORE_SERIAL,
     LABEL_RETRY_CAPPED,
     Op,
 )
+from controller.core.serials import requested_serial
 from controller.core.snapshot import Snapshot
 from controller.io import api
 from controller.io.api import Api
@@ -127,12 +127,12 @@ async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> 
         )
 
 
-def restored_serial(accounted: list[Finished]) -> str | None:
+def restored_serial(accounted: list[Finished]) -> int | None:
     """The serial of the newest restore Job just accounted: the restore was attempted."""
     restores = [r for r in accounted if r.op == Op.RESTORE]
     if not restores:
         return None
-    return annotations_of(max(restores, key=lambda r: r.at).job).get(ANN_RESTORE_SERIAL)
+    return requested_serial(annotations_of(max(restores, key=lambda r: r.at).job))
 
 
 async def prune(

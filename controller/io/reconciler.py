@@ -21,7 +21,7 @@ from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import annotations_of, is_finished, name_of
 from controller.core.names import ANN_SERIAL, FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, read_policy
-from controller.core.restore import requested_serial, serial_of
+from controller.core.serials import requested_serial, serial_of
 from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
 from controller.io import api, bookkeeper, interrupted
@@ -145,7 +145,7 @@ class Reconciler:
         accounted. Once accounted, the status is the only record that the serial was tried:
         were the status write lost after the accounting (a crash, a conflict), the restore
         would run again."""
-        tried = serial_of(bookkeeper.restored_serial(bookkeeping.unaccounted(history)))
+        tried = bookkeeper.restored_serial(bookkeeping.unaccounted(history))
         if requested_serial(snap.annotations) is None or tried is None:
             return snap
         if snap.status.get("lastRestoredSerial") == tried:
@@ -232,7 +232,7 @@ def _note_restore(status: Json, snap: Snapshot, accounted: list[Any]) -> None:
     if requested_serial(snap.annotations) is None:
         status.pop("lastRestoredSerial", None)
         return
-    tried = serial_of(bookkeeper.restored_serial(accounted))
+    tried = bookkeeper.restored_serial(accounted)
     if tried is not None:
         status["lastRestoredSerial"] = tried
 

@@ -1,10 +1,12 @@
-"""Reading restore serials: the object's request (`captf.io/restore-serial`) and the
-serial a restore Job carried out.
+"""Whole numbers written as annotations: state serials, restore requests, attempt
+sequences.
 
-A serial is a state serial: plain ASCII decimal digits. The annotation is free text to
-the API server, so anything else ("abc", "-1", "3.0") is no request at all: a restore
+A serial is plain ASCII decimal digits, at most 18 of them (it fits an int64). The
+annotations are free text to the API server, and int() alone would also take "1_000",
+" 3", other scripts' digits, and refuse over 4,300 digits with an error. So anything
+else is no serial: a restore request of "abc" or "-1" is no request at all (a restore
 to it could never succeed, and running one would only fail again each time it is
-accounted. "03" and "3" ask for the same serial."""
+accounted), while "03" and "3" ask for the same serial."""
 
 from __future__ import annotations
 
