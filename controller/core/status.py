@@ -49,16 +49,12 @@ def missed_window_of(old: Json | None, decision: Decision, now: datetime) -> Jso
     if isinstance(decision, Requeue) and decision.missed_window is not None:
         opens, closes = decision.missed_window
         return {"op": decision.op, "opens": format_time(opens), "closes": format_time(closes)}
-    still_waiting = (
-        isinstance(decision, Requeue)
-        and decision.op is not None
-        and isinstance(old, dict)
-        and old.get("op") == decision.op
-        and (decision.reason.endswith("Backoff") or decision.reason == Reason.OUTSIDE_CHANGE_WINDOW)
-    )
-    if still_waiting and old is not None and str(old.get("closes", "")) <= format_time(now):
-        return old
-    return None
+    if not (isinstance(decision, Requeue) and isinstance(old, dict)):
+        return None
+    same_op_waits = decision.op is not None and old.get("op") == decision.op
+    waits = decision.reason.endswith("Backoff") or decision.reason == Reason.OUTSIDE_CHANGE_WINDOW
+    closed = str(old.get("closes", "")) <= format_time(now)
+    return old if same_op_waits and waits and closed else None
 
 
 def failures_of(history: History) -> Json:
