@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates go.mod for building kube-apiserver and etcd from their Go modules.
+# Regenerates go.mod for building kube-apiserver, kube-controller-manager and etcd from their Go modules.
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with
 # ./staging paths that do not exist outside its own tree; each is replaced here by
 # the published version that matches the release (v1.X.Y -> v0.X.Y). The list is
@@ -38,6 +38,7 @@ package tools
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 GO
 go mod tidy
