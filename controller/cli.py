@@ -78,6 +78,12 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1.0,
         help="compress controller time: one minute lasts 60/K seconds (demos and tests)",
     )
+    p.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        default=None,
+        help="json: one object per line; text: for people (default: text on a terminal, else json)",
+    )
     p.set_defaults(func=_handler("controller.io.main"))
 
 

@@ -17,11 +17,13 @@ other error waits the cap, so a bug or a bad object cannot hot-loop."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 
+from runtime import logs
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
 from runtime.workqueue import DEFAULT_MAX_DELAY, SHUTDOWN, RateLimitingQueue
@@ -142,6 +144,14 @@ def apply_outcome(
             return "error"
 
 
+def key_fields(key: str) -> Mapping[str, Any]:
+    """Log fields of a key: `namespace/name` as client-go writes keys, else the key as is."""
+    namespace, _, name = key.rpartition("/")
+    if namespace and "/" not in namespace:
+        return {"object": {"namespace": namespace, "name": name}}
+    return {"key": key}
+
+
 class NoObserver:
     def reconciled(self, result: str, seconds: float) -> None:
         pass
@@ -168,6 +178,7 @@ class Controller:
         observer: ReconcileObserver | None = None,
         reporter: ErrorReporter | None = None,
         error_delay: float = DEFAULT_MAX_DELAY,
+        log_fields: Callable[[str], Mapping[str, Any]] = key_fields,
     ) -> None:
         if workers < 1:
             raise ValueError(f"need at least one worker, got {workers}")
@@ -179,6 +190,8 @@ class Controller:
         self._observer: ReconcileObserver = observer or NoObserver()
         self._reporter = reporter
         self._error_delay = error_delay
+        # The object a key names, for every log record of its reconcile.
+        self._log_fields = log_fields
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -193,6 +206,11 @@ class Controller:
                 self.queue.done(key)
 
     async def _process(self, key: str) -> None:
+        context = {"controller": self.name, **self._log_fields(key)}
+        with logs.bound(**context, reconcileID=logs.new_reconcile_id()):
+            await self._reconcile(key)
+
+    async def _reconcile(self, key: str) -> None:
         start = self._clock.monotonic()
         result: Result | Exception
         try:

@@ -98,6 +98,7 @@ async def _account_one(
         record.name,
         record.outcome.value,
         attempt,
+        extra={"fields": {"job": record.name}},
     )
 
 

@@ -21,6 +21,7 @@ from controller.io.caches import Caches, wire_handlers
 from controller.io.janitor import sweep_forever
 from controller.io.launcher import Slots
 from controller.io.reconciler import Reconciler
+from runtime import logs
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import HealthServer
@@ -46,9 +47,7 @@ def controller_namespace(explicit: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.setup(args.log_format)
     if args.max_concurrent_runs < 1 or args.workers < 1 or args.time_scale <= 0:
         print(
             "captf run: --max-concurrent-runs, --workers and --time-scale must be positive",
@@ -139,8 +138,15 @@ async def _control(
             workers=args.workers,
             observer=runtime_metrics.reconcile("captf"),
             reporter=reporter,
+            log_fields=_object_fields,
         )
         await controller.run()
+
+
+def _object_fields(key: str) -> dict[str, object]:
+    """A reconcile's object in the logs, as controller-runtime names it."""
+    kind, namespace, name = key.split("/", 2)
+    return {"object": {"kind": kind, "namespace": namespace, "name": name}}
 
 
 def _lookup(caches: Caches, key: str) -> dict[str, object] | None:

@@ -72,7 +72,14 @@ class Reconciler:
             )
             self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
             status["activeJob"] = job
-            log.info("%s: started %s (%s, retry %d)", key, job, decision.reason, decision.retry)
+            log.info(
+                "%s: started %s (%s, retry %d)",
+                key,
+                job,
+                decision.reason,
+                decision.retry,
+                extra={"fields": {"job": job}},
+            )
         await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
         if policy is not None:
             await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
@@ -122,7 +129,13 @@ class Reconciler:
             await interrupted.record(self.client, snap, inputs, job, self._deleted, now)
             # A Job that never finishes is never accounted: free its Leases here.
             await bookkeeper.release_leases(self.client, snap, job)
-            log.warning("%s/%s: Job %s disappeared while it ran", snap.kind, snap.name, job)
+            log.warning(
+                "%s/%s: Job %s disappeared while it ran",
+                snap.kind,
+                snap.name,
+                job,
+                extra={"fields": {"job": job}},
+            )
         if not status.get("activeJob"):
             # Created by a pass that stopped before its status write: adopt it, so that
             # its disappearance is noticed too.
