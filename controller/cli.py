@@ -119,6 +119,33 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=_handler("controller.demo"))
 
 
+def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands for people: read the cluster as the controller does, change only annotations."""
+    g = sub.add_parser("get", help="a table of CAPTF objects: ready, op, wait, retry, last error")
+    g.add_argument("kind", nargs="?", help="tfc, tfmp or tfm (any spelling; default: all kinds)")
+    g.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    g.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    _add_target(g, "ux.get")
+    a = sub.add_parser("approve", help="approve exactly the Job an object waits on")
+    a.add_argument("ref", metavar="KIND/NAME")
+    _add_target(a, "ux.approve")
+    p = sub.add_parser("plan", help="plans that wait for approval")
+    psub = p.add_subparsers(dest="plan", required=True)
+    show = psub.add_parser("show", help="the plan an object waits to have approved")
+    show.add_argument("ref", metavar="KIND/NAME")
+    _add_target(show, "ux.plan_show")
+    r = sub.add_parser("restore", help="restore an object's state from a backup serial")
+    r.add_argument("ref", metavar="KIND/NAME")
+    r.add_argument("--serial", type=int, required=True, help="the backup's state serial")
+    _add_target(r, "ux.restore")
+
+
+def _add_target(p: argparse.ArgumentParser, module: str) -> None:
+    p.add_argument("-n", "--namespace", default="default")
+    _add_kubeconfig(p)
+    p.set_defaults(func=_handler(f"controller.{module}"))
+
+
 def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runner", help="the runner image's entrypoint (one Job's operation)")
     p.set_defaults(func=_handler("controller.runner.main"))
@@ -127,7 +154,7 @@ def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _run, _bench, _dev, _runner):
+    for add in (_decide, _people, _run, _bench, _dev, _runner):
         add(sub)
     return root
 

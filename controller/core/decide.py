@@ -47,6 +47,18 @@ Step = Callable[[Context], Decision | None]
 
 
 def decide(snap: Snapshot, now: datetime) -> Decision:
+    ctx = context_of(snap, now)
+    if isinstance(ctx, Requeue):
+        return ctx
+    for step in STEPS:
+        decision = step(ctx)
+        if decision is not None:
+            return decision
+    return idle(ctx)
+
+
+def context_of(snap: Snapshot, now: datetime) -> Context | Requeue:
+    """What every step reads, or the wait when the policy or the inputs cannot be read."""
     try:
         policy = read_policy(snap.spec)
     except PolicyError as err:
@@ -58,12 +70,7 @@ def decide(snap: Snapshot, now: datetime) -> Decision:
     if inputs.too_large():
         message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
         return Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
-    ctx = Context(snap=snap, now=now, policy=policy, inputs=inputs)
-    for step in STEPS:
-        decision = step(ctx)
-        if decision is not None:
-            return decision
-    return idle(ctx)
+    return Context(snap=snap, now=now, policy=policy, inputs=inputs)
 
 
 def cache_behind(ctx: Context) -> Decision | None:
@@ -161,7 +168,16 @@ def state(ctx: Context) -> Decision | None:
 
 
 def approval(ctx: Context) -> Decision | None:
-    """A blocked or plan-changed apply, or (Manual) an unused plan, waits for `captf.io/approve`.
+    waiting_on = awaiting_approval(ctx)
+    if waiting_on is None:
+        return None
+    message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
+    return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
+
+
+def awaiting_approval(ctx: Context) -> str | None:
+    """The Job `captf.io/approve` must name: a blocked or plan-changed apply, or (Manual)
+    an unused plan; None when nothing waits. `captf approve` reads the same function.
 
     Each wait holds on its own until the annotation names its Job: approving an apply
     does not approve a plan made after it."""
@@ -177,11 +193,7 @@ def approval(ctx: Context) -> Decision | None:
                 waits.append(last.name)
     if ctx.policy.manual and (plan := ctx.open_plan()) is not None:
         waits.append(plan.name)
-    waiting_on = next((name for name in waits if name != ctx.approved), None)
-    if waiting_on is None:
-        return None
-    message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
-    return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
+    return next((name for name in waits if name != ctx.approved), None)
 
 
 def _planned_since(ctx: Context, apply_job: Finished) -> bool:

@@ -1,0 +1,21 @@
+"""`captf approve KIND/NAME`: annotates captf.io/approve with exactly the Job that waits."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.core.names import ANN_APPROVE
+from controller.ux.annotate import annotate
+from controller.ux.common import run_command
+from controller.ux.waiting import read_live, waiting_job
+
+
+def _approve(args: argparse.Namespace) -> int:
+    live = read_live(args.ref, args)
+    job = waiting_job(live)
+    annotate(args.kubeconfig, live.snap.obj, {ANN_APPROVE: job})
+    print(f"{live.who}: approved Job {job} (captf.io/approve={job})")
+    return 0
+
+
+run = run_command("approve", _approve)

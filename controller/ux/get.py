@@ -1,0 +1,78 @@
+"""`captf get [-A] [-n NS] [KIND]`: every object, what it waits for, and why it last failed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import yaml
+
+from controller.core.names import API_VERSION, KINDS, LABEL_UID, PLURALS
+from controller.ux import rows, table
+from controller.ux.common import run_command
+from controller.ux.kinds import kind_of
+from runtime.transport import Transport, open_transport
+
+Json = dict[str, Any]
+
+
+def _get(args: argparse.Namespace) -> int:
+    kinds = [kind_of(args.kind)] if args.kind else list(KINDS)
+    namespace = None if args.all_namespaces else args.namespace
+    objects, jobs = asyncio.run(_read(args.kubeconfig, kinds, namespace))
+    found = [rows.row_of(o, jobs.get(o["metadata"].get("uid", ""), [])) for o in objects]
+    found.sort(key=lambda r: (r.namespace, KINDS.index(r.kind), r.name))
+    now = datetime.now(UTC)
+    if args.output in ("json", "yaml"):
+        items = [rows.to_json(r, now) for r in found]
+        sys.stdout.write(_dump({"items": items}, args.output))
+    elif not found:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
+        print(f"No CAPTF objects found in {where}.", file=sys.stderr)
+    else:
+        sys.stdout.write(
+            table.render(found, now, namespaces=namespace is None, kinds=args.kind is None)
+        )
+    return 0
+
+
+async def _read(
+    kubeconfig: str | None, kinds: list[str], namespace: str | None
+) -> tuple[list[Json], dict[str, list[Json]]]:
+    async with open_transport(kubeconfig) as t:
+        objects = [obj for kind in kinds for obj in await _list(t, namespace, kind)]
+        return objects, await _jobs_by_uid(t, namespace)
+
+
+def _dump(doc: Json, output: str) -> str:
+    if output == "json":
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+def _base(group_version: str, namespace: str | None) -> str:
+    root = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    return f"{root}/namespaces/{namespace}" if namespace else root
+
+
+async def _list(t: Transport, namespace: str | None, kind: str) -> list[Json]:
+    listing = await t.request("GET", f"{_base(API_VERSION, namespace)}/{PLURALS[kind]}")
+    # List items carry no kind.
+    return [{"kind": kind} | item for item in listing.get("items", [])]
+
+
+async def _jobs_by_uid(t: Transport, namespace: str | None) -> dict[str, list[Json]]:
+    path = f"{_base('batch/v1', namespace)}/jobs"
+    listing = await t.request("GET", path, params={"labelSelector": LABEL_UID})
+    out: defaultdict[str, list[Json]] = defaultdict(list)
+    for job in listing.get("items", []):
+        out[job["metadata"]["labels"][LABEL_UID]].append(job)
+    return out
+
+
+run = run_command("get", _get)

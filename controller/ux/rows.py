@@ -1,0 +1,117 @@
+"""One line of `captf get` for one object: pure, from the object and its Jobs.
+
+The status the controller wrote says what waits and until when; the Jobs say what
+runs and why the last attempt failed. Nothing here is decided anew."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from controller.core.history import History
+from controller.core.jobs import annotations_of, is_finished, name_of, op_of
+from controller.core.names import ANN_RETRY, Op
+from controller.core.serials import serial_of
+from controller.core.timefmt import TimeFormatError, format_time, parse_time
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    namespace: str
+    name: str
+    ready: str  # the Ready condition's status: True, False or Unknown
+    op: str  # the op of the running Job, else the op the controller waits to run; "" for none
+    reason: str  # status.next.reason: what the controller waits for, or Idle
+    retry_at: datetime | None  # status.next.at
+    # Attempts of `op` in its current streak: its failures since its last success, plus
+    # the running Job; 0 when the op has no failures and nothing runs.
+    attempts: int
+    last_error: str  # the newest unresolved failure's message, whole; "" for none
+
+
+def row_of(obj: Json, jobs: Iterable[Json]) -> Row:
+    """The row of `obj`; `jobs` are its own Jobs (matched by uid label by the caller)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    nxt = status.get("next") or {}
+    owned = list(jobs)
+    running = _running(owned, status.get("activeJob"))
+    op = op_of(running) if running is not None else str(nxt.get("op") or "")
+    return Row(
+        kind=str(obj.get("kind", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        ready=_ready(status),
+        op=op,
+        reason=str(nxt.get("reason") or ""),
+        retry_at=_time(nxt.get("at")),
+        attempts=_attempts(status, op, running),
+        last_error=last_error(owned),
+    )
+
+
+def _running(jobs: list[Json], active: object) -> Json | None:
+    """The object's unfinished Job: the one status.activeJob names, else any."""
+    busy = sorted((j for j in jobs if not is_finished(j)), key=lambda j: name_of(j) != active)
+    return busy[0] if busy else None
+
+
+def _ready(status: Json) -> str:
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return str(cond.get("status") or "Unknown")
+    return "Unknown"
+
+
+def _time(value: object) -> datetime | None:
+    try:
+        return parse_time(value) if value else None
+    except TimeFormatError:
+        return None
+
+
+def _attempts(status: Json, op: str, running: Json | None) -> int:
+    if running is not None:
+        # The retry number the Job was started with: 1 + the failures before it.
+        return serial_of(annotations_of(running).get(ANN_RETRY)) or 1
+    failures = (status.get("failures") or {}).get(op) or {}
+    count = failures.get("count") if isinstance(failures, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
+
+
+def last_error(jobs: list[Json]) -> str:
+    """The message of the newest counted failure whose op has not succeeded since.
+
+    Plan Secrets are not read here, so a plan whose Secret is gone reads as the success
+    its runner reported; the controller's status counts it as the failure it is."""
+    history = History(jobs, lambda _job: True)
+    streaks = [f[0] for op in Op if (f := history.failures(op))]
+    if not streaks:
+        return ""
+    return max(streaks, key=lambda record: record.at).verdict.message
+
+
+def to_json(row: Row, now: datetime) -> Json:
+    """The row as `-o json|yaml` prints it: every field whole, times in RFC 3339."""
+    out: Json = {
+        "kind": row.kind,
+        "namespace": row.namespace,
+        "name": row.name,
+        "ready": row.ready,
+        "op": row.op or None,
+        "reason": row.reason or None,
+        "retryAt": format_time(row.retry_at) if row.retry_at else None,
+        "retryInSeconds": _seconds(row.retry_at, now),
+        "attempts": row.attempts,
+        "lastError": row.last_error or None,
+    }
+    return out
+
+
+def _seconds(at: datetime | None, now: datetime) -> float | None:
+    return None if at is None else round((at - now).total_seconds(), 3)

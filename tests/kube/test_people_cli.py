@@ -1,0 +1,232 @@
+"""`captf get`, `approve`, `plan show` and `restore` on the real API server, with the
+controller running: what they print and what they change is what the controller
+then acts on."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from controller.cli import main
+from runtime.envtest import ApiServer
+from tests.kube.harness import (
+    Kube,
+    controller_on,
+    eventually,
+    job_env,
+    new_job,
+    next_is,
+    nth_job,
+)
+
+pytestmark = pytest.mark.kube
+Json = dict[str, Any]
+CLUSTERS = "terraformclusters"
+TOFU_ERROR = (
+    "tofu apply failed (exit 1):\nError: local-exec provisioner error\n\n"
+    "  with terraform_data.flaky,\nsimulated cloud API error: throttled (attempt 1)\n"
+)
+
+
+async def captf(
+    capsys: pytest.CaptureFixture[str], server: ApiServer, ns: str, *argv: str
+) -> tuple[int, str, str]:
+    """One `captf` command, in a thread as a person's shell would run it beside the
+    controller; its exit status, stdout and stderr."""
+    capsys.readouterr()
+    args = [*argv, "-n", ns, "--kubeconfig", str(server.kubeconfig)]
+    status = await asyncio.to_thread(main, args)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+async def test_get_shows_the_wait_the_attempts_and_the_cause(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with controller_on(apiserver, namespace, guard={"allowDestructive": True}) as (
+        kube,
+        clock,
+    ):
+        first = await nth_job(kube, 1)
+        await kube.finish(first, "failed", at=clock.now(), result={"message": TOFU_ERROR})
+        nxt = await next_is(kube, "InputsChangedBackoff")
+
+        status, out, _ = await captf(capsys, apiserver, namespace, "get", "-o", "json")
+        assert status == 0
+        [row] = orjson.loads(out)["items"]
+        assert row | {"retryInSeconds": None} == {
+            "kind": "TerraformCluster",
+            "namespace": namespace,
+            "name": "c1",
+            "ready": "False",
+            "op": "apply",
+            "reason": "InputsChangedBackoff",
+            "retryAt": nxt["at"],
+            "retryInSeconds": None,
+            "attempts": 1,
+            "lastError": f"Job {first['metadata']['name']} failed: {TOFU_ERROR}",
+        }
+
+        status, out, _ = await captf(capsys, apiserver, namespace, "get", "tfc")
+        header, line = out.splitlines()
+        assert header.split()[:4] == ["NAME", "READY", "OP", "REASON"]
+        assert line.split()[:5] == [
+            "c1",
+            "False",
+            "apply",
+            "InputsChangedBackoff",
+            nxt["at"][11:19],
+        ]
+        assert line.endswith("simulated cloud API error: throttled (attempt 1)")
+
+        status, out, _ = await captf(capsys, apiserver, namespace, "get", "-o", "yaml")
+        assert yaml.safe_load(out)["items"][0]["attempts"] == 1
+
+        # A Job running: its op and its retry number.
+        await clock.advance(60)
+        second = await new_job(kube, first)
+        await next_is(kube, "JobRunning")
+        status, out, _ = await captf(capsys, apiserver, namespace, "get", "-o", "json")
+        [row] = orjson.loads(out)["items"]
+        assert (row["op"], row["attempts"]) == ("apply", 2)
+        assert second["metadata"]["annotations"]["captf.io/retry"] == "2"
+
+
+async def test_get_refuses_an_unknown_kind(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, _, err = await captf(capsys, apiserver, namespace, "get", "pods")
+    assert status == 2
+    assert err.startswith("captf get: 'pods' is not a CAPTF kind")
+
+
+async def test_approve_approves_exactly_the_blocked_apply(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with controller_on(apiserver, namespace) as (kube, clock):
+        blocked = await nth_job(kube, 1)
+        name = blocked["metadata"]["name"]
+
+        # Running, not waiting: refused, saying what the controller does instead.
+        status, _, err = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
+        assert status == 1
+        assert "nothing of TerraformCluster/c1 waits for approval" in err
+        assert '"reason":"JobRunning"' in err
+        assert "captf.io/approve" not in _notes(await kube.cluster())
+
+        await kube.finish(blocked, "blocked", at=clock.now())
+        await next_is(kube, "WaitingForApproval")
+        status, out, _ = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
+        assert status == 0
+        assert f"approved Job {name}" in out
+        assert _notes(await kube.cluster())["captf.io/approve"] == name
+
+        # The controller acts on it: the approved apply runs unguarded.
+        approved = await new_job(kube, blocked)
+        assert job_env(approved)["CAPTF_GUARDED"] == "false"
+
+        status, _, err = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
+        assert status == 1
+        assert f"captf.io/approve already names {name}" in err
+
+
+async def test_plan_show_prints_the_waiting_plan(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with controller_on(apiserver, namespace, approval={"mode": "Manual"}) as (kube, clock):
+        plan = await nth_job(kube, 1, "captf.io/op=plan")
+        await _play_plan(kube, plan, clock.now())
+        await next_is(kube, "WaitingForApproval")
+
+        status, out, _ = await captf(capsys, apiserver, namespace, "plan", "show", "tfc/c1")
+        assert status == 0
+        lines = out.splitlines()
+        assert (
+            lines[0]
+            == f"TerraformCluster/c1 waits for approval of Job {plan['metadata']['name']} (plan)."
+        )
+        assert "  + create  terraform_data.x" in lines
+        assert "      input: null -> 1" in lines
+        assert "Plan: 1 to add, 0 to change, 0 to destroy." in lines
+        assert lines[-1].startswith("To let it proceed: captf approve TerraformCluster/c1")
+
+        status, _, _ = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
+        assert status == 0
+        apply = await nth_job(kube, 1)
+        assert job_env(apply)["CAPTF_APPROVED_PLAN_SECRET"] == job_env(plan)["CAPTF_PLAN_SECRET"]
+
+
+async def _play_plan(kube: Kube, plan: Json, at: Any) -> None:
+    secret = job_env(plan)["CAPTF_PLAN_SECRET"]
+    shown = {
+        "resource_changes": [
+            {
+                "address": "terraform_data.x",
+                "change": {"actions": ["create"], "before": None, "after": {"input": 1}},
+            }
+        ]
+    }
+    data = {"plan.json": base64.b64encode(orjson.dumps(shown)).decode(), "tfplan": "AA=="}
+    await kube.call(
+        "POST",
+        f"/api/v1/namespaces/{kube.ns}/secrets",
+        {"metadata": {"name": secret}, "data": data},
+    )
+    await kube.finish(plan, "succeeded", at=at, result={"planSecret": secret})
+
+
+async def test_restore_asks_only_for_a_backup_that_exists(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = Kube(apiserver, namespace)
+    await kube.setup_cluster()
+    backup = {
+        "metadata": {
+            "name": "c1-state-3",
+            "labels": {"captf.io/state-backup-of": "c1"},
+            "annotations": {"captf.io/serial": "3"},
+        },
+        "stringData": {"terraform.tfstate": "{}"},
+    }
+    await kube.call("POST", f"/api/v1/namespaces/{namespace}/secrets", backup)
+
+    status, _, err = await captf(capsys, apiserver, namespace, "restore", "tfc/c1", "--serial", "9")
+    assert status == 1
+    assert "has no state backup of serial 9 (backups: 3)" in err
+    assert "captf.io/restore-serial" not in _notes(await kube.cluster())
+
+    status, out, _ = await captf(capsys, apiserver, namespace, "restore", "tfc/c1", "--serial", "3")
+    assert status == 0
+    assert "restore of state serial 3 (c1-state-3) requested" in out
+    assert _notes(await kube.cluster())["captf.io/restore-serial"] == "3"
+
+    status, _, err = await captf(
+        capsys, apiserver, namespace, "restore", "tfc/nope", "--serial", "3"
+    )
+    assert status == 1
+    assert "NotFound" in err or "not found" in err
+
+
+def _notes(obj: Json) -> dict[str, str]:
+    notes: dict[str, str] = obj["metadata"].get("annotations") or {}
+    return notes
+
+
+async def test_get_all_namespaces_has_a_namespace_column(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await Kube(apiserver, namespace).setup_cluster("lonely")
+
+    async def listed() -> str | None:
+        status, out, _ = await captf(capsys, apiserver, namespace, "get", "-A")
+        return out if status == 0 and f"{namespace} " in out else None
+
+    out = await eventually(listed, what="the object in `captf get -A`")
+    assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
+    [line] = [line for line in out.splitlines() if line.startswith(namespace)]
+    assert line.split()[1:3] == ["terraformcluster/lonely", "Unknown"]

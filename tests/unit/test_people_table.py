@@ -1,0 +1,273 @@
+"""`captf get`'s rows and table, and `captf plan show`'s plan text: pure, no cluster."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.core.names import ANN_RETRY, CLUSTER, POOL
+from controller.ux import rows, table
+from controller.ux.kinds import KindError, kind_of, ref_of
+from controller.ux.plan_text import SENSITIVE, UNKNOWN, render_plan
+from tests.builders import NOW, ago, captf, job, ts
+
+TOFU_ERROR = (
+    "tofu apply failed (exit 1):\n"
+    "Error: local-exec provisioner error\n"
+    "\n"
+    "  with terraform_data.flaky,\n"
+    "  on main.tf line 5:\n"
+    "simulated cloud API error: throttled (attempt 2)\n"
+)
+
+
+def _backing_off() -> rows.Row:
+    status = {
+        "conditions": [{"type": "Ready", "status": "False", "reason": "InputsChanged"}],
+        "next": {
+            "op": "apply",
+            "reason": "InputsChangedBackoff",
+            "at": ts(NOW + timedelta(seconds=90)),
+        },
+        "failures": {"apply": {"count": 2, "lastFailedAt": ts(ago(minutes=1))}},
+    }
+    jobs = [
+        job("apply", 1, "failed", finished=ago(minutes=3), result={"message": "first"}),
+        job("apply", 2, "failed", finished=ago(minutes=1), result={"message": TOFU_ERROR}),
+    ]
+    return rows.row_of(captf(status=status), jobs)
+
+
+def test_a_backing_off_object_reads_its_wait_attempts_and_newest_error() -> None:
+    row = _backing_off()
+    assert (row.ready, row.op, row.reason, row.attempts) == (
+        "False",
+        "apply",
+        "InputsChangedBackoff",
+        2,
+    )
+    assert row.retry_at == NOW + timedelta(seconds=90)
+    assert row.last_error.startswith("Job c1-apply-00000002 failed: tofu apply failed")
+
+
+def test_a_running_job_gives_the_op_and_its_retry_number() -> None:
+    running = job("apply", 3, None, state="Running", annotations={ANN_RETRY: "3"})
+    status = {"activeJob": running["metadata"]["name"], "next": {"reason": "JobRunning"}}
+    row = rows.row_of(captf(status=status), [running])
+    assert (row.op, row.attempts, row.reason) == ("apply", 3, "JobRunning")
+
+
+def test_an_error_resolved_by_a_success_is_not_the_last_error() -> None:
+    jobs = [
+        job("apply", 1, "failed", finished=ago(minutes=5), result={"message": "boom"}),
+        job("apply", 2, "succeeded", finished=ago(minutes=1)),
+    ]
+    assert rows.row_of(captf(), jobs).last_error == ""
+
+
+def test_the_newest_unresolved_error_across_ops_wins() -> None:
+    jobs = [
+        job("apply", 1, "failed", finished=ago(minutes=5), result={"message": "apply broke"}),
+        job("drift", 1, "failed", finished=ago(minutes=1), result={"message": "drift broke"}),
+    ]
+    assert rows.last_error(jobs).endswith("drift broke")
+
+
+def test_the_table_lines_up_like_kubectl_get() -> None:
+    idle = rows.row_of(
+        captf(
+            POOL,
+            "workers",
+            status={
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "next": {"reason": "Idle"},
+            },
+        ),
+        [],
+    )
+    text = table.render([_backing_off(), idle], NOW, namespaces=True, kinds=True)
+    lines = text.splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE",
+        "NAME",
+        "READY",
+        "OP",
+        "REASON",
+        "RETRY",
+        "AT",
+        "ATTEMPTS",
+        "LAST",
+        "ERROR",
+    ]
+    # Every column starts at the same offset on every line.
+    start = lines[0].index("READY")
+    assert lines[1][start:].startswith("False")
+    assert lines[2][start:].startswith("True")
+    assert "12:01:30 (in 1m30s)" in lines[1]
+    assert lines[1].endswith(
+        "Job c1-apply-00000002 failed: tofu apply failed (exit 1): "
+        "simulated cloud API error: throttled (attempt 2)"
+    )
+    assert lines[2].split()[:6] == [
+        "default",
+        "terraformmachinepool/workers",
+        "True",
+        "-",
+        "Idle",
+        "-",
+    ]
+
+
+def test_the_last_error_is_one_line_with_the_cause_and_is_redacted() -> None:
+    text = table.render([_backing_off()], NOW, clean=lambda s: s.replace("throttled", "[REDACTED]"))
+    assert len(text.splitlines()) == 2
+    assert "throttled" not in text
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("plain", "plain"),
+        (
+            "tofu apply failed (exit 1):\nError: x\n\ncause here\n",
+            "tofu apply failed (exit 1): cause here",
+        ),
+        ("  spaced   out  ", "spaced out"),
+        ("\n\n", "-"),
+        ("x" * 130, "x" * 119 + "…"),
+    ],
+)
+def test_one_line(message: str, expected: str) -> None:
+    assert table.one_line(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (0, "0s"),
+        (59.9, "59s"),
+        (60, "1m"),
+        (90, "1m30s"),
+        (3600, "1h"),
+        (3720, "1h2m"),
+        (86400, "1d"),
+        (90000, "1d1h"),
+        (-5, "0s"),
+    ],
+)
+def test_human_duration(seconds: float, expected: str) -> None:
+    assert table.human_duration(seconds) == expected
+
+
+@pytest.mark.parametrize(
+    ("offset", "expected"),
+    [
+        (90, "12:01:30 (in 1m30s)"),
+        (-120, "11:58:00 (2m ago)"),
+        (0.5, "12:00:00 (now)"),
+        (86400 * 2, "2026-06-03 12:00 (in 2d)"),
+    ],
+)
+def test_countdown(offset: float, expected: str) -> None:
+    assert table.countdown(NOW + timedelta(seconds=offset), NOW) == expected
+    assert table.countdown(None, NOW) == "-"
+
+
+@given(st.text(max_size=300))
+def test_one_line_is_always_one_bounded_line(text: str) -> None:
+    line = table.one_line(text)
+    assert "\n" not in line
+    assert "\r" not in line
+    assert 0 < len(line) <= table.ERROR_WIDTH
+
+
+def test_json_row_keeps_the_whole_error_and_the_seconds_left() -> None:
+    out = rows.to_json(_backing_off(), NOW)
+    assert out["retryInSeconds"] == 90.0
+    assert out["retryAt"] == "2026-06-01T12:01:30Z"
+    assert "simulated cloud API error: throttled (attempt 2)" in out["lastError"]
+
+
+@pytest.mark.parametrize("text", ["tfc", "TerraformCluster", "terraformclusters", "TFC"])
+def test_kind_spellings(text: str) -> None:
+    assert kind_of(text) == CLUSTER
+
+
+@pytest.mark.parametrize("text", ["tfc", "pods/x", "tfc/a/b", "tfc/"])
+def test_bad_refs_are_refused(text: str) -> None:
+    with pytest.raises(KindError):
+        ref_of(text)
+
+
+PLAN = {
+    "resource_changes": [
+        {"address": "terraform_data.same", "change": {"actions": ["no-op"]}},
+        {
+            "address": "terraform_data.new",
+            "change": {
+                "actions": ["create"],
+                "before": None,
+                "after": {"input": 2},
+                "after_unknown": {"id": True},
+            },
+        },
+        {
+            "address": "aws_db.main",
+            "change": {
+                "actions": ["update"],
+                "before": {"size": 1, "password": "hunter2", "tags": {"a": "b"}},
+                "after": {"size": 2, "password": "hunter3", "tags": {"a": "b"}},
+                "before_sensitive": {"password": True},
+                "after_sensitive": {"password": True},
+            },
+        },
+        {
+            "address": "terraform_data.old",
+            "change": {
+                "actions": ["delete", "create"],
+                "before": {"input": "x"},
+                "after": {"input": "y"},
+            },
+        },
+    ]
+}
+
+
+def test_a_plan_in_human_form() -> None:
+    lines = render_plan(PLAN)
+    text = "\n".join(lines)
+    assert "terraform_data.same" not in text
+    assert "  + create  terraform_data.new" in lines
+    assert f"      id: null -> {UNKNOWN}" in lines
+    assert "      size: 1 -> 2" in lines
+    assert f"      password: {SENSITIVE}" in lines
+    assert "hunter" not in text
+    assert "tags" not in text  # unchanged
+    assert "  -/+ replace terraform_data.old" in lines
+    assert lines[-1] == "Plan: 2 to add, 1 to change, 1 to destroy."
+
+
+def test_a_wholly_sensitive_resource_shows_no_value() -> None:
+    plan = {
+        "resource_changes": [
+            {
+                "address": "x.y",
+                "change": {
+                    "actions": ["update"],
+                    "before": {"k": "old"},
+                    "after": {"k": "new"},
+                    "after_sensitive": True,
+                },
+            }
+        ]
+    }
+    text = "\n".join(render_plan(plan))
+    assert "old" not in text
+    assert "new" not in text
+
+
+def test_an_empty_plan_says_so() -> None:
+    assert render_plan({"resource_changes": []})[0].startswith("No changes.")
