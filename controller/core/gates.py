@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from controller.core import backoff
+from controller.core import backoff, family
 from controller.core.context import Context
 from controller.core.decision import Requeue
 from controller.core.jobs import labels_of, name_of
@@ -92,8 +92,10 @@ def _is_run_slot(lease: Json) -> bool:
 
 def check_leases(ctx: Context) -> Requeue | None:
     """A free run slot, and no operation of the cluster (for its pools and machines) or of
-    its members (for a cluster). An operation shows as its held operation Lease or as the
-    other object's status.activeJob, whichever the snapshot has."""
+    its members (for a cluster). An operation shows as its held operation Lease, as a
+    member's entry on the cluster's operation Lease, or as the other object's
+    status.activeJob, whichever the snapshot has. This reads a snapshot, which may lag; the
+    launcher's compare-and-swap on the cluster's Lease is what excludes for certain."""
     snap, own = ctx.snap, _own_job_names(ctx.snap)
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if _is_run_slot(lease)]
@@ -124,10 +126,28 @@ def check_leases(ctx: Context) -> Requeue | None:
         for (kind, name), other in snap.related.items()
         if kind != CLUSTER and _cluster_of(other) == snap.name and _runs_a_job(other)
     }
+    # The members' Jobs recorded on the cluster's own operation Lease (the exclusion the
+    # launcher writes), named by Job where no member Lease above names it already.
+    shown = {_holder(lease) for lease in held if _is_member_lease(lease, snap.name, members)}
+    busy |= set(_family_jobs(snap)) - shown
     if busy:
         message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
         return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
     return None
+
+
+def _holder(lease: Json) -> str:
+    return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def _family_jobs(snap: Snapshot) -> list[str]:
+    name = family.lease_name(snap.name)
+    return [
+        job
+        for lease in snap.leases
+        if name_of(lease) == name and _namespace_of(lease, snap.namespace) == snap.namespace
+        for job in family.member_jobs(lease)
+    ]
 
 
 def _own_job_names(snap: Snapshot) -> set[str]:

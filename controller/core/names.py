@@ -65,6 +65,10 @@ SCOPE_CLUSTER: Final = "cluster"
 SCOPE_MEMBER: Final = "member"
 SCOPE_RUN_SLOT: Final = "run-slot"
 RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+# On a cluster's operation Lease: the members' Jobs that run, as a JSON object
+# {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
+# of the two is set at any resourceVersion (controller/core/family.py).
+ANN_MEMBER_JOBS: Final = "captf.io/member-jobs"
 
 # Compiled-in retry timing (seconds).
 BACKOFF_BASE: Final = 60.0

@@ -116,24 +116,38 @@ def _micro(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-async def take_lease(api: Api, current: Json | None, body: Json) -> None:
+async def take_lease(api: Api, current: Json | None, body: Json) -> Json:
     """Create the Lease, or take a free one over with its resourceVersion as precondition.
 
     The caller checked (from its cache) that `current` is free or already ours; a
-    409 means someone else took it meanwhile and the reconcile is retried."""
+    409 means someone else took it meanwhile and the reconcile is retried. Returns the
+    Lease as written."""
     meta = body["metadata"]
     if current is None:
         created = await create(api, lease_path(meta["namespace"]), body)
         if created is None:
             raise ApiError(409, "Conflict", f"Lease {meta['name']} was created meanwhile")
-        return
+        return created
     update = current | {"spec": (current.get("spec") or {}) | body["spec"]}
     labels = (current["metadata"].get("labels") or {}) | meta.get("labels", {})
     update["metadata"] = current["metadata"] | {"labels": labels}
     notes = meta.get("annotations")
     if notes:
         update["metadata"]["annotations"] = (current["metadata"].get("annotations") or {}) | notes
-    await api.request("PUT", lease_path(meta["namespace"], meta["name"]), body=update)
+    return await api.request("PUT", lease_path(meta["namespace"], meta["name"]), body=update)
+
+
+async def write_lease(client: Api, current: Json | None, change: Json) -> Json:
+    """Creates the Lease, or replaces `current` with `change` (its resourceVersion is the
+    precondition). Either way a concurrent writer makes it fail with 409."""
+    meta = change["metadata"]
+    if current is None:
+        created = await create(client, lease_path(meta["namespace"]), change)
+        if created is None:
+            raise ApiError(409, "Conflict", f"Lease {meta['name']} was created meanwhile")
+        return created
+    path = lease_path(meta["namespace"], meta["name"])
+    return await client.request("PUT", path, body=change)
 
 
 async def release_lease(api: Api, lease: Json) -> Json | None:

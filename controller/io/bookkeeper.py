@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from controller.core import bookkeeping, triggers
+from controller.core import bookkeeping, family, triggers
 from controller.core.history import Finished, History
 from controller.core.jobs import Outcome, annotations_of
 from controller.core.names import (
@@ -22,6 +22,7 @@ from controller.core.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
+    CLUSTER,
     LABEL_RETRY_CAPPED,
     Op,
 )
@@ -29,6 +30,7 @@ from controller.core.serials import requested_serial
 from controller.core.snapshot import Snapshot
 from controller.io import api
 from controller.io.api import Api
+from runtime.errors import ApiError
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
@@ -103,14 +105,50 @@ async def _account_one(
 
 
 async def release_leases(client: Api, snap: Snapshot, job: str) -> None:
-    """Frees every Lease the Job holds. The snapshot's copies are replaced by the freed
-    ones, so the rest of the reconcile sees them free and takes them with their current
-    resourceVersion (a Job started in the same pass reuses the slot without a conflict)."""
+    """Frees every Lease the Job holds. A member's entry on its cluster's operation Lease
+    goes first: freeing the member's own Lease wakes the waiting cluster, which should then
+    find the entry gone. The snapshot's copies are replaced by the freed ones, so the rest
+    of the reconcile sees them free and takes them with their current resourceVersion (a
+    Job started in the same pass reuses the slot without a conflict)."""
+    if snap.kind != CLUSTER:
+        await _leave_family(client, snap, job)
     for i, lease in enumerate(snap.leases):
         if (lease.get("spec") or {}).get("holderIdentity") == job:
             freed = await api.release_lease(client, lease)
             if freed is not None:
                 snap.leases[i] = freed | {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+
+
+async def _leave_family(client: Api, snap: Snapshot, job: str) -> None:
+    """Removes a member's Job from its cluster's operation Lease. Read live: the entry was
+    written moments before the Job was created and the cache may not show it yet, and a
+    stale entry would keep the cluster waiting. Also from any other cached Lease that
+    names the Job (the member's clusterRef changed while it ran)."""
+    cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
+    names = {family.lease_name(cluster)} if cluster else set()
+    names |= {
+        lease["metadata"]["name"]
+        for lease in snap.leases
+        if lease["metadata"].get("namespace") == snap.namespace and job in family.member_jobs(lease)
+    }
+    for name in sorted(names):
+        await _drop_entry(client, snap.namespace, name, job)
+
+
+async def _drop_entry(client: Api, namespace: str, name: str, job: str) -> None:
+    path = api.lease_path(namespace, name)
+    for _ in range(family.CAS_ATTEMPTS):
+        current = await api.get_or_none(client, path)
+        change = None if current is None else family.release(current, job)
+        if current is None or change is None:
+            return
+        try:
+            await api.write_lease(client, current, change)
+            return
+        except ApiError as err:
+            if err.status != 409:
+                raise
+    raise ApiError(409, "Conflict", f"Lease {name} changed {family.CAS_ATTEMPTS} times meanwhile")
 
 
 async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> None:

@@ -5,7 +5,9 @@ leaves them held in the name of a Job that does not exist; a replay of the same
 decision reuses them, but if the object's next decision is another op, nothing
 would ever free them, and a run slot would be lost for good. The sweep frees a
 Lease whose holder Job is neither in the cache nor being created by this
-process, once it has been held longer than any create can take."""
+process, once it has been held longer than any create can take. The same goes
+for a member's entry on its cluster's operation Lease, and for an entry whose
+Job was accounted without its release (the member's clusterRef had changed)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
+from controller.core import family
 from controller.core.jobs import annotations_of
+from controller.core.names import ANN_ACCOUNTED
 from controller.core.timefmt import TimeFormatError, parse_time
 from controller.io import api
 from controller.io.api import ANN_HOLDER_NAMESPACE, Api
@@ -73,6 +77,12 @@ async def sweep(
             watched=watched,
         )
     )
+    freed = await _free_holders(client, stale)
+    freed += await _free_member_entries(client, caches, creating(), clock.now(), watched)
+    return freed
+
+
+async def _free_holders(client: Api, stale: list[Json]) -> list[str]:
     freed = []
     for lease in stale:
         meta = lease["metadata"]
@@ -92,6 +102,47 @@ async def sweep(
         )
         freed.append(meta["name"])
     return freed
+
+
+async def _free_member_entries(
+    client: Api, caches: Caches, creating: set[str], now: datetime, watched: str | None
+) -> list[str]:
+    """Drops stale member entries from the cached cluster Leases; the cached version's
+    resourceVersion is the precondition, so an entry written meanwhile is never lost."""
+    freed = []
+    for lease in list(caches.leases.store):
+        namespace = lease["metadata"].get("namespace", "")
+        if watched is not None and namespace != watched:
+            continue
+        live = _live_in(caches, namespace, creating)
+        stale = family.stale_members(lease, live=live, now=now, after=STALE_AFTER)
+        if not stale:
+            continue
+        full: Json = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"} | lease
+        try:
+            await api.write_lease(client, full, family.without(full, stale))
+        except ApiError as err:
+            log.info("Lease %s/%s: entries not freed: %s", namespace, full["metadata"]["name"], err)
+            continue
+        log.warning(
+            "freed %s on Lease %s/%s: no such Job runs",
+            ", ".join(stale),
+            namespace,
+            full["metadata"]["name"],
+        )
+        freed.append(full["metadata"]["name"])
+    return freed
+
+
+def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[str], bool]:
+    """Whether a Job still needs its entry: being created, or there and not yet accounted."""
+
+    def live(job: str) -> bool:
+        found = caches.job(namespace, job)
+        accounted = found is not None and annotations_of(found).get(ANN_ACCOUNTED) == "true"
+        return job in creating or (found is not None and not accounted)
+
+    return live
 
 
 async def sweep_forever(

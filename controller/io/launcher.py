@@ -2,7 +2,9 @@
 
 Leases come before the Job, so no Job ever runs without them; the Job's name
 is deterministic, so a create replayed after a crash finds the Job there
-(AlreadyExists) and adopts it instead of creating a second."""
+(AlreadyExists) and adopts it instead of creating a second. The cluster/member
+exclusion is a compare-and-swap on the cluster's operation Lease
+(controller/core/family.py), so it holds whatever the cache showed the decision."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.core.decision import Run
+from controller.core import family
+from controller.core.decision import Requeue, Run
+from controller.core.gates import LEASE_WAIT
 from controller.core.inputs import Inputs
 from controller.core.jobs import annotations_of
 from controller.core.jobspec import (
@@ -25,7 +29,6 @@ from controller.core.names import (
     CLUSTER,
     LABEL_SCOPE,
     RUN_SLOT_PREFIX,
-    SCOPE_CLUSTER,
     SCOPE_MEMBER,
     SCOPE_RUN_SLOT,
     op_lease_name,
@@ -65,17 +68,84 @@ async def launch(
     policy: Policy,
     slots: Slots,
     now: datetime,
-) -> str:
-    """Creates what the op needs and its Job; returns the Job's name."""
+) -> str | Requeue:
+    """Creates what the op needs and its Job; returns the Job's name, or the wait that the
+    cluster's operation Lease imposes when its live version says more than the cache did."""
     seq = _seq(snap, run.op)
     name = job_name(snap.name, snap.obj["metadata"]["uid"], run.op, seq)
     if inputs_secret_name(snap.name, inputs) not in snap.secrets:
         await api.create(client, api.secret_path(snap.namespace), inputs_secret(snap.obj, inputs))
-    await _take_run_slot(client, snap, name, slots, now)
-    await _take_op_lease(client, snap, name, now)
+    slot = await _take_run_slot(client, snap, name, slots, now)
+    try:
+        wait = await _claim_family(client, snap, name, now)
+    except ApiError as err:
+        if err.status == 409:
+            await _give_back(client, slot)
+        raise
+    if wait is not None:
+        await _give_back(client, slot)
+        return wait
+    if snap.kind != CLUSTER:
+        await _take_op_lease(client, snap, name, now)
     job = build_job(snap.obj, run, inputs=inputs, policy=policy, seq=seq, name=name)
     await api.create(client, api.job_path(snap.namespace), job)
     return name
+
+
+async def _claim_family(client: Api, snap: Snapshot, job: str, now: datetime) -> Requeue | None:
+    """Records `job` on the cluster's operation Lease, or returns the wait. The first try
+    writes over the cached version; a stale one only costs a 409, and every later try
+    reads the live Lease first."""
+    cluster = snap.name if snap.kind == CLUSTER else _cluster_of(snap)
+    name = family.lease_name(cluster)
+    current = _cached_lease(snap, snap.namespace, name)
+    for _ in range(family.CAS_ATTEMPTS):
+        if snap.kind == CLUSTER:
+            own = snap.job_names() | {job}
+            change = family.claim_for_cluster(
+                current, cluster=cluster, namespace=snap.namespace, job=job, own=own, now=now
+            )
+        else:
+            change = family.claim_for_member(
+                current, cluster=cluster, namespace=snap.namespace, job=job, now=now
+            )
+        if change is None:
+            return None
+        if isinstance(change, family.Busy):
+            return Requeue(change.reason, LEASE_WAIT, message=change.message)
+        try:
+            await api.write_lease(client, current, change)
+            return None
+        except ApiError as err:
+            if err.status != 409:
+                raise
+        current = await api.get_or_none(client, api.lease_path(snap.namespace, name))
+    raise ApiError(409, "Conflict", f"Lease {name} changed {family.CAS_ATTEMPTS} times meanwhile")
+
+
+async def _give_back(client: Api, slot: Json) -> None:
+    """Frees the run slot taken for a Job that is not created after all. Best effort: a
+    slot left held in the name of a Job that never came to be is the janitor's."""
+    try:
+        await api.release_lease(client, slot)
+    except ApiError as err:
+        if err.status != 409:
+            raise
+
+
+def _cached_lease(snap: Snapshot, namespace: str, name: str) -> Json | None:
+    return next(
+        (
+            lease
+            for lease in snap.leases
+            if lease["metadata"]["name"] == name and lease["metadata"].get("namespace") == namespace
+        ),
+        None,
+    )
+
+
+def _cluster_of(snap: Snapshot) -> str:
+    return str((snap.spec.get("clusterRef") or {}).get("name", ""))
 
 
 def _holder(lease: Json) -> str:
@@ -84,15 +154,17 @@ def _holder(lease: Json) -> str:
 
 async def _take_run_slot(
     client: Api, snap: Snapshot, job: str, slots: Slots, now: datetime
-) -> None:
+) -> Json:
+    """Takes a free run slot (or finds the one already held for `job`); returns it."""
     by_name = {
         lease["metadata"]["name"]: lease
         for lease in snap.leases
         if lease["metadata"].get("namespace") == slots.namespace
         and lease["metadata"]["name"].startswith(RUN_SLOT_PREFIX)
     }
-    if any(_holder(lease) == job for lease in by_name.values()):
-        return
+    for lease in by_name.values():
+        if _holder(lease) == job:
+            return lease
     own = snap.job_names()
     for i in range(slots.count):
         name = f"{RUN_SLOT_PREFIX}{i}"
@@ -102,33 +174,22 @@ async def _take_run_slot(
         body = api.lease_body(slots.namespace, name, job, now, {LABEL_SCOPE: SCOPE_RUN_SLOT})
         body["metadata"]["annotations"] = {ANN_HOLDER_NAMESPACE: snap.namespace}
         try:
-            await api.take_lease(client, current, body)
+            return await api.take_lease(client, current, body)
         except ApiError as err:
             if err.status != 409:
                 raise
-            continue  # another worker took this slot meanwhile: try the next one
-        return
+            # another worker took this slot meanwhile: try the next one
     raise ApiError(409, "Conflict", f"all {slots.count} run slots are held")
 
 
 async def _take_op_lease(client: Api, snap: Snapshot, job: str, now: datetime) -> None:
+    """A member's own operation Lease: what kubectl shows for it. The exclusion itself is
+    the entry on its cluster's Lease, written before this."""
     name = op_lease_name(snap.kind, snap.name)
-    current = next(
-        (
-            lease
-            for lease in snap.leases
-            if lease["metadata"]["name"] == name
-            and lease["metadata"].get("namespace") == snap.namespace
-        ),
-        None,
-    )
+    current = _cached_lease(snap, snap.namespace, name)
     if current is not None and _holder(current) == job:
         return
     if current is not None and _holder(current) and _holder(current) not in snap.job_names():
         raise ApiError(409, "Conflict", f"Lease {name} is held by {_holder(current)}")
-    if snap.kind == CLUSTER:
-        labels = api.op_lease_labels(snap.name, SCOPE_CLUSTER)
-    else:
-        cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
-        labels = api.op_lease_labels(cluster, SCOPE_MEMBER)
+    labels = api.op_lease_labels(_cluster_of(snap), SCOPE_MEMBER)
     await api.take_lease(client, current, api.lease_body(snap.namespace, name, job, now, labels))

@@ -70,16 +70,19 @@ class Reconciler:
             job = await launch(
                 self.client, snap, decision, inputs=inputs, policy=policy, slots=self.slots, now=now
             )
-            self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
-            status["activeJob"] = job
-            log.info(
-                "%s: started %s (%s, retry %d)",
-                key,
-                job,
-                decision.reason,
-                decision.retry,
-                extra={"fields": {"job": job}},
-            )
+            if isinstance(job, Requeue):
+                decision = job  # the cluster's operation Lease, read live, says wait
+            else:
+                self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
+                status["activeJob"] = job
+                log.info(
+                    "%s: started %s (%s, retry %d)",
+                    key,
+                    job,
+                    decision.reason,
+                    decision.retry,
+                    extra={"fields": {"job": job}},
+                )
         await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
         if policy is not None:
             await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
