@@ -1,14 +1,16 @@
 """Accounting finished Jobs exactly once, pruning old ones, and the retry-capped tail.
 
-A finished Job is accounted by: its Event (deterministic name, so a replay
-after a crash is refused), the attempts histogram, releasing the Leases it
-held, and last the `captf.io/accounted` annotation, the one durable record.
+A finished Job is accounted by: its Event (named after the Job and its uid, so
+a replay after a crash is refused), the attempts histogram, releasing the Leases
+it held, and last the `captf.io/accounted` annotation, the one durable record.
 A crash anywhere before the annotation replays the steps, and each step is
-idempotent."""
+idempotent. Every step is keyed to the Job's uid: a Job deleted and created
+again under the same name is another Job, accounted on its own."""
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +39,10 @@ Json = dict[str, Any]
 
 
 class JobMetrics:
+    # uids remembered so a replay in this process does not observe a Job twice; a restarted
+    # process starts a fresh registry, where observing again is right.
+    REMEMBERED = 10_000
+
     def __init__(self, registry: CollectorRegistry) -> None:
         self.attempts = Histogram(
             "captf_job_attempts",
@@ -46,6 +52,18 @@ class JobMetrics:
             buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20),
             registry=registry,
         )
+        self._observed: OrderedDict[str, None] = OrderedDict()
+
+    def observe(self, uid: str, kind: str, op: str, outcome: str, attempt: int) -> bool:
+        """One sample per Job incarnation (by uid); False when this one was observed already."""
+        if uid and uid in self._observed:
+            return False
+        self.attempts.labels(kind, op, outcome).observe(attempt)
+        if uid:
+            self._observed[uid] = None
+            while len(self._observed) > self.REMEMBERED:
+                self._observed.popitem(last=False)
+        return True
 
 
 def _event_type(outcome: Outcome) -> str:
@@ -72,10 +90,11 @@ async def _account_one(
     now: datetime,
 ) -> None:
     verdict = record.verdict
+    uid = str(record.job.get("metadata", {}).get("uid") or "")
     if verdict.event is not None:
         body = api.event_body(
             snap.obj,
-            f"{record.name}.{verdict.event.lower()}",
+            event_name(record.name, uid, verdict.event),
             type_=_event_type(record.outcome),
             reason=verdict.event,
             message=verdict.message,
@@ -83,15 +102,11 @@ async def _account_one(
         )
         await api.record_event(client, body)
     attempt = bookkeeping.attempt_number(history, record)
-    metrics.attempts.labels(snap.kind, record.op, record.outcome.value).observe(attempt)
+    metrics.observe(uid, snap.kind, record.op, record.outcome.value, attempt)
     await release_leases(client, snap, record.name)
     if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
         await _clear_interrupted(client, snap, record)
-    await api.merge_patch(
-        client,
-        api.job_path(snap.namespace, record.name),
-        {"metadata": {"annotations": {ANN_ACCOUNTED: "true"}}},
-    )
+    await mark_accounted(client, snap.namespace, record.name, uid)
     record.job.setdefault("metadata", {}).setdefault("annotations", {})[ANN_ACCOUNTED] = "true"
     log.info(
         "%s/%s: Job %s %s (attempt %d)",
@@ -102,6 +117,28 @@ async def _account_one(
         attempt,
         extra={"fields": {"job": record.name}},
     )
+
+
+def event_name(job: str, uid: str, reason: str) -> str:
+    """One Event per Job incarnation: a Job deleted and created again under the same name
+    (an operator forgot a failure, so the attempt repeats) is a new object with a new uid,
+    and gets its own Event."""
+    return f"{job}.{uid}.{reason.lower()}" if uid else f"{job}.{reason.lower()}"
+
+
+async def mark_accounted(client: Api, namespace: str, job: str, uid: str) -> None:
+    """The durable record, on exactly the incarnation accounted: the uid in the patch must
+    match, so a patch meant for a deleted Job never marks a successor of the same name."""
+    meta: Json = {"annotations": {ANN_ACCOUNTED: "true"}}
+    if uid:
+        meta["uid"] = uid
+    try:
+        await api.merge_patch(client, api.job_path(namespace, job), {"metadata": meta})
+    except ApiError as err:
+        # Gone (404), or the name now belongs to a successor (422: uid is immutable): the
+        # Job accounted is no more, and nothing will account it again.
+        if err.status != 404 and not (err.status == 422 and "metadata.uid" in str(err)):
+            raise
 
 
 async def release_leases(client: Api, snap: Snapshot, job: str) -> None:
