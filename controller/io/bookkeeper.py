@@ -14,7 +14,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from controller.core import bookkeeping, family, triggers
 from controller.core.history import Finished, History
@@ -52,13 +52,25 @@ class JobMetrics:
             buckets=(1, 2, 3, 4, 5, 6, 8, 10, 15, 20),
             registry=registry,
         )
+        self.failures = Counter(
+            "captf_job_failures_total",
+            "Finished Jobs counted as failures, by the reason of their Event "
+            "(JobFailed, JobDeadlineExceeded)",
+            ["kind", "op", "reason"],
+            registry=registry,
+        )
         self._observed: OrderedDict[str, None] = OrderedDict()
 
-    def observe(self, uid: str, kind: str, op: str, outcome: str, attempt: int) -> bool:
-        """One sample per Job incarnation (by uid); False when this one was observed already."""
+    def observe(
+        self, uid: str, kind: str, op: str, outcome: str, attempt: int, failure: str | None = None
+    ) -> bool:
+        """One sample per Job incarnation (by uid); False when this one was observed already.
+        `failure` is the Event reason of a counted failure."""
         if uid and uid in self._observed:
             return False
         self.attempts.labels(kind, op, outcome).observe(attempt)
+        if failure is not None:
+            self.failures.labels(kind, op, failure).inc()
         if uid:
             self._observed[uid] = None
             while len(self._observed) > self.REMEMBERED:
@@ -102,7 +114,8 @@ async def _account_one(
         )
         await api.record_event(client, body)
     attempt = bookkeeping.attempt_number(history, record)
-    metrics.observe(uid, snap.kind, record.op, record.outcome.value, attempt)
+    failure = (verdict.event or "JobFailed") if record.outcome == Outcome.FAILURE else None
+    metrics.observe(uid, snap.kind, record.op, record.outcome.value, attempt, failure)
     await release_leases(client, snap, record.name)
     if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
         await _clear_interrupted(client, snap, record)

@@ -82,6 +82,10 @@ class Caches:
     def informers(self) -> list[Informer]:
         return [*self.objects.values(), self.jobs, self.secrets, self.configmaps, self.leases]
 
+    def by_kind(self) -> dict[str, list[Json]]:
+        """Every cached CAPTF object, by kind (as stored: without apiVersion and kind)."""
+        return {kind: list(inf.store) for kind, inf in self.objects.items()}
+
     def object(self, kind: str, namespace: str, name: str) -> Json | None:
         found = self.objects[kind].store.get(f"{namespace}/{name}")
         return None if found is None else with_kind(found, API_VERSION, kind)

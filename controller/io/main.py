@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry
 
+from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, wire_handlers
 from controller.io.janitor import sweep_forever
@@ -75,31 +76,38 @@ async def serve(
         registry = CollectorRegistry()
         health = HealthServer(registry, address=args.metrics_addr)
         caches = Caches(transport, clock=LoopClock(), namespace=args.namespace)
+        capped.register(registry, caches)
         health.add_readiness_check(
             "caches", lambda: all(i.synced.is_set() for i in caches.informers())
         )
+        metrics = RuntimeMetrics(registry)
         async with health:
             if not args.leader_elect:
-                await _control(transport, caches, registry, clock, args, ns, started)
+                await _control(transport, caches, metrics, clock, args, ns, started)
                 return
+            leading = metrics.leader.labels(args.leader_election_id)
+            leading.set(0)
             # Leases are kept on real time: other replicas read them with unscaled clocks.
             async with leader_election(
-                transport, namespace=ns, name=args.leader_election_id, clock=LoopClock()
+                transport,
+                namespace=ns,
+                name=args.leader_election_id,
+                clock=LoopClock(),
+                on_leading=lambda now: leading.set(1 if now else 0),
             ) as lead:
                 log.info("leading as %s", lead.identity)
-                await _control(transport, caches, registry, clock, args, ns, started)
+                await _control(transport, caches, metrics, clock, args, ns, started)
 
 
 async def _control(
     transport: Transport,
     caches: Caches,
-    registry: CollectorRegistry,
+    runtime_metrics: RuntimeMetrics,
     clock: Clock,
     args: argparse.Namespace,
     namespace: str,
     started: anyio.Event | None,
 ) -> None:
-    runtime_metrics = RuntimeMetrics(registry)
     queue: RateLimitingQueue[str] = RateLimitingQueue(
         clock=clock, observer=runtime_metrics.queue("captf", clock)
     )
@@ -107,7 +115,7 @@ async def _control(
         client=transport,
         caches=caches,
         clock=clock,
-        metrics=JobMetrics(registry),
+        metrics=JobMetrics(runtime_metrics.registry),
         slots=Slots(namespace=namespace, count=args.max_concurrent_runs),
     )
     recorder = EventRecorder(transport, component="captf-controller", clock=clock)
