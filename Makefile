@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu apiserver run decide-examples bench clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench clean
 
 all: test
 
@@ -41,7 +41,15 @@ kube:
 tofu:
 	hack/tofu/build.sh
 
-test: check kube tofu
+# helm, built from its Go module (cached), lints and renders charts/captf in the tests.
+helm:
+	hack/helm/build.sh
+
+# charts/captf is generated from manifests/; run after changing a manifest.
+chart: $(STAMP)
+	$(BIN)/captf dev chart
+
+test: check kube tofu helm
 	$(BIN)/pytest
 
 # Fast loop while editing: only the tests that need no API server.

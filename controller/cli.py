@@ -114,6 +114,10 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="per-Job logs (default: $CAPTF_EXECUTOR_LOGS, .local/executor-logs)",
     )
     e.set_defaults(func=_handler("controller.executor.main"))
+    c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
+    c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    c.add_argument("--root", default=".", help="the repository's root")
+    c.set_defaults(func=_handler("controller.chart"))
     r = dsub.add_parser("run", help="the `make run` demo: API server, controller, executor")
     r.add_argument("--time-scale", type=float, default=30.0)
     r.set_defaults(func=_handler("controller.demo"))
