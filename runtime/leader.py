@@ -52,7 +52,9 @@ JITTER_FACTOR = 1.2
 
 
 class LeaderLost(Exception):
-    """The Lease could not be renewed in time; work done under it must stop."""
+    """The Lease could not be renewed in time; work done under it must stop. The message
+    says which Lease, whose, and why (taken by whom, or the last renewal's error): the
+    caller logs it once, as the handover it is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +116,20 @@ class LeaderElector:
         self.renewed_at = float("-inf")
         # Set when the last round saw another holder's valid Lease.
         self.observed_holder: str | None = None
+        # Why the last round failed, for the message when the Lease is lost.
+        self.last_error: str | None = None
 
     async def try_acquire_or_renew(self) -> bool:
         """One round; True if we hold the Lease after it. Failures are logged, not raised."""
         try:
-            return await self._round()
+            held = await self._round()
         except Exception as error:
             level = logging.INFO if is_transient(error) else logging.WARNING
             log.log(level, "lease %s: round failed: %s", self.name, error)
+            self.last_error = f"{type(error).__name__}: {error}"
             return False
+        self.last_error = None
+        return held
 
     async def _round(self) -> bool:
         self.observed_holder = None
@@ -184,8 +191,8 @@ class LeaderElector:
             await self._clock.sleep(period * (1 + random.random() * JITTER_FACTOR))
         log.info("lease %s: acquired by %s", self.name, self.identity)
 
-    async def keep_renewing(self) -> None:
-        """Renew every retry period; return when the Lease is lost.
+    async def keep_renewing(self) -> str:
+        """Renew every retry period; return, with the reason, when the Lease is lost.
 
         Lost means: no successful renewal within the renew deadline of the last
         one, or a round found another holder's valid Lease (ours was taken)."""
@@ -196,12 +203,11 @@ class LeaderElector:
             with anyio.move_on_after(remaining):
                 while not await self.try_acquire_or_renew():
                     if self.observed_holder is not None:
-                        log.error("lease %s: taken by %s", self.name, self.observed_holder)
-                        return
+                        return f"taken by {self.observed_holder}"
                     await self._clock.sleep(timings.retry_period)
                 continue
-            log.error("lease %s: not renewed within %ss", self.name, timings.renew_deadline)
-            return
+            why = f"not renewed within the {timings.renew_deadline:g}s renew deadline"
+            return f"{why} (last attempt: {self.last_error or 'no answer in time'})"
 
     async def release(self) -> None:
         """Clear the holder if the Lease is still ours, so a standby need not wait it out."""
@@ -245,15 +251,14 @@ async def leader_election(
     await elector.acquire()
     if on_leading is not None:
         on_leading(True)
-    lost = False
+    lost: str | None = None  # why, once lost
     error: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
 
             async def guard() -> None:
                 nonlocal lost
-                await elector.keep_renewing()
-                lost = True
+                lost = await elector.keep_renewing()
                 tg.cancel_scope.cancel()
 
             tg.start_soon(guard, name=f"lease {name} renewal")
@@ -267,10 +272,10 @@ async def leader_election(
     finally:
         if on_leading is not None:
             on_leading(False)
-        if not lost:
+        if lost is None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(timings.retry_period * 2):
                 await elector.release()
     if error is not None:
         raise error
-    if lost:
-        raise LeaderLost(f"lease {namespace}/{name} lost by {elector.identity}")
+    if lost is not None:
+        raise LeaderLost(f"lease {namespace}/{name} lost by {elector.identity}: {lost}")

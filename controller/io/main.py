@@ -58,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(args))
     except LeaderLost as err:
-        log.error("%s; exiting so a new leader takes over", err)
+        # By design: another replica may be writing already. One line says it all.
+        log.warning("leadership handed over: %s; exiting 1 to restart as a standby", err)
         return 1
     except KeyboardInterrupt:
         pass

@@ -249,6 +249,8 @@ async def test_a_partitioned_leader_stops_before_the_standby_takes_over() -> Non
         last_renewal = anyio.current_time()  # within 2 s before this
         await _wait_for(b.leading)
     assert isinstance(a.outcome, LeaderLost)
+    # One message with the whole story: which Lease, whose, and why.
+    assert "lost by a: not renewed within the 10s renew deadline (last attempt:" in str(a.outcome)
     assert a.stopped is not None
     assert b.started is not None
     # `a` gives up once the renew deadline passes since its last renewal ...
@@ -296,6 +298,7 @@ async def test_leader_that_sees_another_holder_stops_at_the_next_round() -> None
         taken_at = anyio.current_time()
         await _wait_for(a.done, limit=30)
     assert isinstance(a.outcome, LeaderLost)
+    assert str(a.outcome).endswith("lost by a: taken by intruder")
     assert a.stopped is not None
     assert a.stopped - taken_at <= 2.5
     assert leases.holder() == "intruder", "a lost leader must not release another's Lease"
