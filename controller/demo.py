@@ -19,11 +19,11 @@ import yaml
 
 from controller.core.names import API_VERSION, KINDS, PLURALS
 from controller.executor.executor import Executor
-from controller.io.main import serve
+from controller.io.main import TIME_ORIGIN, serve
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from controller.timeline import Timeline
-from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
+from runtime.timeorigin import scaled_clock
 from runtime.transport import open_transport
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,11 +69,12 @@ async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> Non
         metrics_addr="127.0.0.1:8080",
         time_scale=args.time_scale,
     )
-    # One clock for the controller, the executor and the timeline: a scaled clock's origin
-    # is where it was first read, so separate ones would drift apart by (K - 1) x the gap.
-    clock = LoopClock(args.time_scale)
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
+            # One timeline for the controller, the executor and the timeline view, and for a
+            # `captf run --time-scale` started against this API server later: its origin is
+            # recorded in the API server (runtime/timeorigin.py).
+            clock = await scaled_clock(transport, NAMESPACE, TIME_ORIGIN, args.time_scale)
             tg.start_soon(serve, controller_args, None, clock)
             async with Executor(
                 transport,

@@ -7,6 +7,7 @@ virtual time (looptime drives the event loop's clock) instead of sleeping, and
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -23,18 +24,43 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
+def wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def scaled_time(origin: datetime, wall: datetime, scale: float) -> datetime:
+    """The scaled timeline's time at `wall`: from `origin` on, time runs `scale` times
+    faster. Every process given the same origin computes the same time."""
+    return origin + (wall - origin) * scale
+
+
 class LoopClock:
     """The running event loop's clock (virtual under looptime) and the system's wall clock.
 
     `now()` follows `monotonic()` from the moment the clock was first read, so
-    under looptime both advance together."""
+    under looptime both advance together. With a time scale, `origin` anchors the
+    scaled timeline: the first reading is `scaled_time(origin, wall)`, so a process
+    restarted with the same origin continues the same timeline instead of starting
+    a new one at its own start (without an origin, it is the first reading)."""
 
-    def __init__(self, scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        scale: float = 1.0,
+        *,
+        origin: datetime | None = None,
+        wall: Callable[[], datetime] = wall_clock,
+    ) -> None:
         if scale <= 0:
             raise ValueError(f"time scale must be positive, got {scale}")
         # scale K: one second of real time counts as K seconds of controller time.
         self._scale = scale
+        self._anchor = origin
+        self._wall = wall
         self._origin: tuple[float, datetime] | None = None
+
+    @property
+    def scale(self) -> float:
+        return self._scale
 
     def _loop_time(self) -> float:
         return asyncio.get_running_loop().time()
@@ -44,7 +70,9 @@ class LoopClock:
 
     def now(self) -> datetime:
         if self._origin is None:
-            self._origin = (self.monotonic(), datetime.now(UTC))
+            wall = self._wall()
+            start = wall if self._anchor is None else scaled_time(self._anchor, wall, self._scale)
+            self._origin = (self.monotonic(), start)
         start_mono, start_wall = self._origin
         return start_wall + timedelta(seconds=self.monotonic() - start_mono)
 

@@ -29,10 +29,13 @@ from runtime.health import HealthServer
 from runtime.leader import LeaderLost, leader_election
 from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
+from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 from runtime.workqueue import RateLimitingQueue
 
 log = logging.getLogger("captf")
+# The ConfigMap, in the controller's namespace, that records --time-scale's origin.
+TIME_ORIGIN = "captf-time-origin"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -70,10 +73,11 @@ async def serve(
     args: argparse.Namespace, started: anyio.Event | None = None, clock: Clock | None = None
 ) -> None:
     """The controller until cancelled. `clock` drives decisions and requeues (default: the
-    loop's clock at --time-scale); caches and leader election always keep real time."""
-    clock = clock or LoopClock(args.time_scale)
+    loop's clock at --time-scale, on the timeline recorded in the API server, so a
+    restart continues it); caches and leader election always keep real time."""
     ns = controller_namespace(args.controller_namespace)
     async with open_transport(args.kubeconfig) as transport:
+        clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
         registry = CollectorRegistry()
         health = HealthServer(registry, address=args.metrics_addr)
         caches = Caches(transport, clock=LoopClock(), namespace=args.namespace)
