@@ -97,6 +97,8 @@ async def _claim_family(client: Api, snap: Snapshot, job: str, now: datetime) ->
     writes over the cached version; a stale one only costs a 409, and every later try
     reads the live Lease first."""
     cluster = snap.name if snap.kind == CLUSTER else _cluster_of(snap)
+    if not cluster:
+        return None  # a member of no cluster has no family to wait for
     name = family.lease_name(cluster)
     current = _cached_lease(snap, snap.namespace, name)
     for _ in range(family.CAS_ATTEMPTS):
