@@ -30,6 +30,7 @@ from controller.core.names import (
 )
 from controller.core.serials import requested_serial
 from controller.core.snapshot import Snapshot
+from controller.core.successes import success_event
 from controller.io import api
 from controller.io.api import Api
 from runtime.errors import ApiError
@@ -103,13 +104,15 @@ async def _account_one(
 ) -> None:
     verdict = record.verdict
     uid = str(record.job.get("metadata", {}).get("uid") or "")
-    if verdict.event is not None:
+    event = (verdict.event, verdict.message) if verdict.event else success_event(record)
+    if event is not None:
+        reason, message = event
         body = api.event_body(
             snap.obj,
-            event_name(record.name, uid, verdict.event),
+            event_name(record.name, uid, reason),
             type_=_event_type(record.outcome),
-            reason=verdict.event,
-            message=verdict.message,
+            reason=reason,
+            message=message,
             now=now,
         )
         await api.record_event(client, body)
