@@ -11,15 +11,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from controller.core import bookkeeping
+from controller.core import approvals, bookkeeping
 from controller.core import status as status_rules
 from controller.core.context import Context
-from controller.core.decide import decide
+from controller.core.decide import context_of, decide
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import annotations_of, is_finished, name_of
-from controller.core.names import ANN_SERIAL, FINALIZER, Reason
+from controller.core.names import ANN_APPROVE, ANN_SERIAL, FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, read_policy
 from controller.core.serials import requested_serial, serial_of
 from controller.core.snapshot import Snapshot
@@ -84,12 +84,28 @@ class Reconciler:
                     extra={"fields": {"job": job}},
                 )
         await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
+        await self._warn_ignored_approval(snap, now)
         if policy is not None:
             await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
         if isinstance(decision, Idle) and decision.reason == Reason.DESTROYED:
             await self._remove_finalizer(snap.obj)
             return DONE
         return _result(decision)
+
+    async def _warn_ignored_approval(self, snap: Snapshot, now: datetime) -> None:
+        """One Warning per distinct mistake in captf.io/approve (the Event name is derived
+        from it, so every later pass finds it already recorded)."""
+        if not snap.annotations.get(ANN_APPROVE):
+            return
+        ctx = context_of(snap, now)
+        why = None if isinstance(ctx, Requeue) else approvals.ignored_approval(ctx)
+        if why is None:
+            return
+        name = f"{snap.name}.{approvals.REASON.lower()}-{approvals.event_suffix(why)}"
+        body = api.event_body(
+            snap.obj, name, type_="Warning", reason=approvals.REASON, message=why, now=now
+        )
+        await api.record_event(self.client, body)
 
     async def _keep_books(
         self,
