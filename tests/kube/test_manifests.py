@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.dev.kustomize import render
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.client import admin_ssl_context
 
@@ -40,6 +41,7 @@ RESOURCES = {
     "ServiceAccount": ("/api/v1", "serviceaccounts"),
     "Pod": ("/api/v1", "pods"),
     "Deployment": ("/apis/apps/v1", "deployments"),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles"),
@@ -701,7 +703,8 @@ def test_install_manifests_are_accepted(apiserver: ApiServer) -> None:
 
     The namespace's own dry run creates nothing, so everything else goes to a
     namespace that exists."""
-    docs = load(MANIFESTS / "namespace.yaml") + load(MANIFESTS / "rbac.yaml")
+    docs = [*load(MANIFESTS / "namespace.yaml"), *load(MANIFESTS / "rbac.yaml")]
+    docs += load(MANIFESTS / "pdb.yaml")
     for doc in docs:
         create(apiserver, doc, None if doc["kind"] == "Namespace" else "default", dry_run=True)
 
@@ -775,6 +778,33 @@ def test_deployment_runs_the_controller_leader_elected() -> None:
     assert {"requests", "limits"} <= set(container["resources"])
 
 
+def test_deployment_updates_and_stops_without_losing_a_replica_able_to_lead() -> None:
+    deployment = one(load(MANIFESTS / "deployment.yaml"), "Deployment")
+    # A rolling update adds a replica before it removes one.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    pod = deployment["spec"]["template"]["spec"]
+    # A clean stop (3 s drain, at most 4 s release) fits before the kubelet's SIGKILL.
+    assert 3 + 4 < pod["terminationGracePeriodSeconds"] <= 30
+    [container] = pod["containers"]
+    liveness, readiness = container["livenessProbe"], container["readinessProbe"]
+    # A wedged loop is restarted after tens of seconds, not on one slow answer.
+    assert liveness["periodSeconds"] * liveness["failureThreshold"] >= 30
+    assert readiness["httpGet"]["path"] == "/readyz"
+
+
+def test_disruption_budget_lets_one_controller_replica_go_at_a_time() -> None:
+    budget = one(load(MANIFESTS / "pdb.yaml"), "PodDisruptionBudget")
+    deployment = one(load(MANIFESTS / "deployment.yaml"), "Deployment")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert "minAvailable" not in budget["spec"]
+    selected = budget["spec"]["selector"]["matchLabels"]
+    assert selected == deployment["spec"]["selector"]["matchLabels"]
+    assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+
+
 def test_kustomization_installs_every_manifest_but_the_runner_example() -> None:
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     # monitoring/ is its own kustomization: it needs the Prometheus Operator's CRDs.
@@ -804,7 +834,13 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["CustomResourceDefinition"] * 3
-        + ["Deployment"]
+        + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "captf:dev"
+
+    # Our own renderer (used by `make run`, where there is no kubectl) agrees.
+    def key(doc: Obj) -> tuple[str, str]:
+        return doc["kind"], doc["metadata"]["name"]
+
+    assert sorted(render(MANIFESTS), key=key) == sorted(docs, key=key)

@@ -1,0 +1,1 @@
+"""Local development: what `make run` and the tests start on this machine."""
