@@ -1,9 +1,16 @@
 """The health and metrics endpoints: /healthz, /readyz, /metrics.
 
-/healthz answers ok while the server runs (it runs inside the controller's
-task group, so it stops answering when the controller stops). /readyz answers
-ok once every registered readiness check passes, e.g. "caches synced", and
-lists the failing ones otherwise. /metrics exposes the given registry."""
+/healthz is liveness: it answers ok whenever it is asked, because the question it
+really answers is whether the event loop turns. It is served from the same loop
+that runs the reconciles and renews the leader Lease, so a loop that is wedged (a
+blocking call, a busy loop, a deadlock in native code) leaves the probe unanswered
+and the kubelet restarts the process after its failure threshold. It depends on
+nothing outside the process: a restart cures no API-server outage, and would turn
+one into every replica restarting at once.
+
+/readyz answers ok once every registered readiness check passes (e.g. "this
+process can serve its role") and lists the failing ones otherwise. /metrics exposes
+the given registry."""
 
 from __future__ import annotations
 
@@ -18,6 +25,10 @@ ReadinessCheck = Callable[[], bool]
 
 # Loopback by default: the endpoints carry no authentication.
 DEFAULT_ADDRESS = "127.0.0.1:8080"
+
+
+class CannotListen(Exception):
+    """The address cannot be served (in use, not local, not permitted); says which and why."""
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -54,7 +65,13 @@ class HealthServer:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            self._runner = None
+            why = (error.strerror or str(error)).lower()
+            raise CannotListen(f"cannot listen on {self._host}:{self._port}: {why}") from error
         if self._port == 0:
             self._port = int(self._runner.addresses[0][1])
         return self

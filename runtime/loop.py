@@ -164,8 +164,8 @@ class Controller:
     """N workers reconciling keys from one rate-limiting queue.
 
     The queue never hands a key to two workers, so reconciles of one key never
-    overlap. `run` returns once the queue is shut down and drained; cancel it
-    to stop at once."""
+    overlap. `run` returns once the queue is shut down and drained, or once `stop`
+    is called and the reconciles in flight have finished; cancel it to stop at once."""
 
     def __init__(
         self,
@@ -192,16 +192,24 @@ class Controller:
         self._error_delay = error_delay
         # The object a key names, for every log record of its reconcile.
         self._log_fields = log_fields
+        # Once set, no worker takes another key; the keys still queued are left there.
+        self._stopping = False
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             for i in range(self._workers):
                 tg.start_soon(self._worker, name=f"{self.name} worker {i}")
 
+    def stop(self) -> None:
+        """Take no more keys: each worker finishes the reconcile it is in, then `run` returns."""
+        self._stopping = True
+        self.queue.shut_down()  # Wakes the workers waiting in `get`.
+
     async def _worker(self) -> None:
-        while (key := await self.queue.get()) is not SHUTDOWN:
+        while not self._stopping and (key := await self.queue.get()) is not SHUTDOWN:
             try:
-                await self._process(key)
+                if not self._stopping:  # `stop` may have come while `get` was waking up.
+                    await self._process(key)
             finally:
                 self.queue.done(key)
 

@@ -1,8 +1,15 @@
 """`captf run`: the controller process.
 
 Order of start-up: transport, metrics and health endpoints, leadership, then
-caches and workers. Readiness turns true once every cache has synced; losing
-leadership stops all writes and exits non-zero."""
+caches and workers. Ready means able to serve its role: a standby once the API
+server answers its campaign, the leader once every cache has synced. Losing
+leadership stops all writes and exits 1.
+
+SIGTERM or SIGINT stops it cleanly and exits 0: a standby stops campaigning at
+once; the leader takes no new keys, gives the reconciles in flight up to
+DRAIN_GRACE to finish and abandons the rest (each reconcile step is idempotent,
+so an abandoned one is replayed by the next leader exactly as after a crash),
+then releases its Lease so a standby takes over at once."""
 
 from __future__ import annotations
 
@@ -10,7 +17,10 @@ import argparse
 import asyncio
 import logging
 import os
+import secrets
+import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -25,10 +35,11 @@ from controller.io.reconciler import Reconciler
 from runtime import logs
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
-from runtime.health import HealthServer
-from runtime.leader import LeaderLost, leader_election
+from runtime.health import CannotListen, HealthServer, parse_address
+from runtime.leader import LEASE_DURATION, Candidacy, LeaderLost, leader_election
 from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
+from runtime.shutdown import StopRequest, stop_on_signals
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 from runtime.workqueue import RateLimitingQueue
@@ -37,6 +48,10 @@ log = logging.getLogger("captf")
 # The ConfigMap, in the controller's namespace, that records --time-scale's origin.
 TIME_ORIGIN = "captf-time-origin"
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# How long a stopping leader lets reconciles in flight finish. One reconcile is a
+# handful of API calls (well under a second); one still running after this is stuck
+# on a slow API server, and the Lease is better handed over than held for it.
+DRAIN_GRACE = 3.0
 
 
 def controller_namespace(explicit: str | None) -> str:
@@ -50,6 +65,12 @@ def controller_namespace(explicit: str | None) -> str:
     return "default"
 
 
+def leader_identity() -> str:
+    """The pod's name (many pods share a node's hostname) or the hostname, plus a random
+    suffix: a restarted process must not mistake its predecessor's Lease for its own."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{secrets.token_hex(4)}"
+
+
 def run(args: argparse.Namespace) -> int:
     logs.setup(args.log_format)
     if args.max_concurrent_runs < 1 or args.workers < 1 or args.time_scale <= 0:
@@ -59,101 +80,178 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        asyncio.run(serve(args))
+        parse_address(args.metrics_addr)
+    except ValueError as err:
+        print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_until_signalled(args))
     except LeaderLost as err:
         # By design: another replica may be writing already. One line says it all.
         log.warning("leadership handed over: %s; exiting 1 to restart as a standby", err)
         return 1
-    except KeyboardInterrupt:
-        pass
+    except CannotListen as err:
+        print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
+        return 2
     return 0
 
 
+async def _until_signalled(args: argparse.Namespace) -> None:
+    stop = StopRequest()
+    with stop_on_signals(stop):
+        await serve(args, stop=stop)
+    log.info("stopped")
+
+
 async def serve(
-    args: argparse.Namespace, started: anyio.Event | None = None, clock: Clock | None = None
+    args: argparse.Namespace,
+    started: anyio.Event | None = None,
+    clock: Clock | None = None,
+    stop: StopRequest | None = None,
 ) -> None:
-    """The controller until cancelled. `clock` drives decisions and requeues (default: the
-    loop's clock at --time-scale, on the timeline recorded in the API server, so a
-    restart continues it); caches and leader election always keep real time."""
+    """The controller until `stop` is set (then it returns) or it is cancelled. `clock`
+    drives decisions and requeues (default: the loop's clock at --time-scale, on the
+    timeline recorded in the API server, so a restart continues it); caches and leader
+    election always keep real time."""
     ns = controller_namespace(args.controller_namespace)
     async with open_transport(args.kubeconfig) as transport:
         clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
         registry = CollectorRegistry()
-        health = HealthServer(registry, address=args.metrics_addr)
         caches = Caches(transport, clock=LoopClock(), namespace=args.namespace)
         capped.register(registry, caches)
-        health.add_readiness_check(
-            "caches", lambda: all(i.synced.is_set() for i in caches.informers())
+        parts = _Parts(
+            args=args,
+            transport=transport,
+            caches=caches,
+            metrics=RuntimeMetrics(registry),
+            clock=clock,
+            lease_clock=LoopClock(),
+            namespace=ns,
+            started=started,
+            stop=stop or StopRequest(),
         )
-        metrics = RuntimeMetrics(registry)
+        candidacy = Candidacy(leading=not args.leader_elect)
+        health = HealthServer(registry, address=args.metrics_addr)
+        health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
         async with health:
-            if not args.leader_elect:
-                await _control(transport, caches, metrics, clock, args, ns, started)
-                return
-            leading = metrics.leader.labels(args.leader_election_id)
-            leading.set(0)
-            # Leases are kept on real time: other replicas read them with unscaled clocks.
+            log.info("metrics and health on http://%s/metrics", _url_host(args, health.port))
+            if args.leader_elect:
+                await _campaign_then_control(parts, candidacy)
+            else:
+                await _control(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What the controlling part of the process is built from."""
+
+    args: argparse.Namespace
+    transport: Transport
+    caches: Caches
+    metrics: RuntimeMetrics
+    clock: Clock
+    # Leases are kept on real time: other replicas read them with unscaled clocks.
+    lease_clock: Clock
+    namespace: str  # of the run slots and the leader Lease
+    started: anyio.Event | None
+    stop: StopRequest
+
+
+def _serves_its_role(candidacy: Candidacy, parts: _Parts) -> bool:
+    """/readyz: the leader once its caches have synced; a standby while the API server
+    answers its campaign (it could take over the moment the Lease comes free)."""
+    if candidacy.leading:
+        return all(i.synced.is_set() for i in parts.caches.informers())
+    return parts.lease_clock.monotonic() - candidacy.answered_at < LEASE_DURATION
+
+
+def _url_host(args: argparse.Namespace, port: int) -> str:
+    host, _ = parse_address(args.metrics_addr)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
+    leading = parts.metrics.leader.labels(parts.args.leader_election_id)
+    leading.set(0)
+    with anyio.CancelScope() as campaign:
+
+        def stop_campaigning() -> None:
+            # A leader stops through `_control`, which hands its work over cleanly.
+            if not candidacy.leading:
+                campaign.cancel()
+
+        with parts.stop.calls(stop_campaigning):
             async with leader_election(
-                transport,
-                namespace=ns,
-                name=args.leader_election_id,
-                clock=LoopClock(),
+                parts.transport,
+                namespace=parts.namespace,
+                name=parts.args.leader_election_id,
+                clock=parts.lease_clock,
+                identity=leader_identity(),
+                candidacy=candidacy,
                 on_leading=lambda now: leading.set(1 if now else 0),
             ) as lead:
                 log.info("leading as %s", lead.identity)
-                await _control(transport, caches, metrics, clock, args, ns, started)
+                await _control(parts)
 
 
-async def _control(
-    transport: Transport,
-    caches: Caches,
-    runtime_metrics: RuntimeMetrics,
-    clock: Clock,
-    args: argparse.Namespace,
-    namespace: str,
-    started: anyio.Event | None,
-) -> None:
+async def _control(parts: _Parts) -> None:
+    args, clock, caches, runtime_metrics = parts.args, parts.clock, parts.caches, parts.metrics
     queue: RateLimitingQueue[str] = RateLimitingQueue(
         clock=clock, observer=runtime_metrics.queue("captf", clock)
     )
     reconciler = Reconciler(
-        client=transport,
+        client=parts.transport,
         caches=caches,
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),
-        slots=Slots(namespace=namespace, count=args.max_concurrent_runs),
+        slots=Slots(namespace=parts.namespace, count=args.max_concurrent_runs),
     )
-    recorder = EventRecorder(transport, component="captf-controller", clock=clock)
-    reporter = EventErrorReporter(recorder, lambda key: _lookup(caches, key))
+    recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
+    controller = Controller(
+        "captf",
+        reconciler,
+        queue,
+        clock=clock,
+        workers=args.workers,
+        observer=runtime_metrics.reconcile("captf"),
+        reporter=EventErrorReporter(recorder, lambda key: _lookup(caches, key)),
+        log_fields=_object_fields,
+    )
     async with queue, anyio.create_task_group() as tg:
+        tg.start_soon(_drain_on, parts.stop, controller, tg.cancel_scope, name="stop")
         wire_handlers(caches, queue.add)
         for informer in caches.informers():
             tg.start_soon(informer.run, name=f"informer {informer.resource.plural}")
-        for informer in caches.informers():
-            await informer.wait_synced()
-        log.info("caches synced; reconciling with %d workers", args.workers)
-        tg.start_soon(
-            sweep_forever,
-            transport,
-            caches,
-            reconciler.creating,
-            clock,
-            args.namespace,
-            name="lease janitor",
-        )
-        if started is not None:
-            started.set()
-        controller = Controller(
-            "captf",
-            reconciler,
-            queue,
-            clock=clock,
-            workers=args.workers,
-            observer=runtime_metrics.reconcile("captf"),
-            reporter=reporter,
-            log_fields=_object_fields,
-        )
-        await controller.run()
+        with anyio.CancelScope() as syncing, parts.stop.calls(syncing.cancel):
+            for informer in caches.informers():
+                await informer.wait_synced()
+        if not parts.stop.is_set():
+            log.info("caches synced; reconciling with %d workers", args.workers)
+            tg.start_soon(
+                sweep_forever,
+                parts.transport,
+                caches,
+                reconciler.creating,
+                clock,
+                args.namespace,
+                name="lease janitor",
+            )
+            if parts.started is not None:
+                parts.started.set()
+            await controller.run()
+        # Every worker is done: the informers, the janitor and the drain go too.
+        tg.cancel_scope.cancel()
+
+
+async def _drain_on(stop: StopRequest, controller: Controller, work: anyio.CancelScope) -> None:
+    """Once `stop` is set: no new keys, then DRAIN_GRACE for those in flight; then `work`
+    (every worker) is cancelled."""
+    await stop.wait()
+    log.info("stopping: no new reconciles; up to %gs for those in flight", DRAIN_GRACE)
+    controller.stop()
+    await anyio.sleep(DRAIN_GRACE)
+    log.warning("reconciles still running after %gs abandoned", DRAIN_GRACE)
+    work.cancel()
 
 
 def _object_fields(key: str) -> dict[str, object]:

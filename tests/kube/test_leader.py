@@ -9,7 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,11 @@ class Racer:
             current["spec"].update(holderIdentity="racer", renewTime=micro_time(LoopClock().now()))
             await self.transport.request("PUT", path, body=current)
         return await self.transport.request(method, path, body=body, timeout=timeout)
+
+    def stream(
+        self, path: str, *, params: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+        return self.transport.stream(path, params=params)
 
 
 async def test_a_stale_resource_version_loses_with_409(

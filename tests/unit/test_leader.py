@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
-from runtime.leader import LeaderLost, LeaderTimings, leader_election
+from runtime.leader import LeaderLost, LeaderTimings, frees_lease, leader_election
 from runtime.lease import Create, Update, Wait, decide, micro_time, released
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -108,14 +109,17 @@ def test_timings_must_leave_the_leader_time_to_give_up() -> None:
 
 
 class FakeLeases:
-    """Leases in memory with the API server's optimistic concurrency."""
+    """Leases in memory with the API server's optimistic concurrency, and watches."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.rv = 0
         self.failing = False
+        self.reads = 0
         self.writes: list[tuple[str, str | None]] = []
         self.written: list[tuple[float, dict[str, Any]]] = []  # (loop time, spec) per write
+        self.history: list[dict[str, Any]] = []  # every object written, in order
+        self._changed = anyio.Event()  # set and replaced on every write
 
     async def request(
         self,
@@ -129,6 +133,7 @@ class FakeLeases:
         if self.failing:
             raise ApiError(503, "ServiceUnavailable", "scripted")
         if method == "GET":
+            self.reads += 1
             if path not in self.objects:
                 raise ApiError(404, "NotFound", path)
             return copy.deepcopy(self.objects[path])
@@ -147,7 +152,33 @@ class FakeLeases:
         self.objects[path] = obj
         self.writes.append((method, obj["spec"].get("holderIdentity")))
         self.written.append((anyio.current_time(), copy.deepcopy(obj["spec"])))
+        self.history.append(copy.deepcopy(obj))
+        self._changed.set()
+        self._changed = anyio.Event()
         return copy.deepcopy(obj)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, params: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A watch of one Lease from a resourceVersion: MODIFIED events only."""
+        if self.failing:
+            raise ApiError(503, "ServiceUnavailable", "scripted")
+        name = params["fieldSelector"].removeprefix("metadata.name=")
+        since = int(params["resourceVersion"])
+
+        async def lines() -> AsyncIterator[bytes]:
+            sent = since
+            while True:
+                changed = self._changed
+                for obj in self.history:
+                    rv = int(obj["metadata"]["resourceVersion"])
+                    if rv > sent and obj["metadata"]["name"] == name:
+                        sent = rv
+                        yield orjson.dumps({"type": "MODIFIED", "object": obj})
+                await changed.wait()
+
+        yield lines()
 
     def holder(self) -> str | None:
         (lease,) = self.objects.values()
@@ -174,6 +205,15 @@ class View:
         if self.partitioned:
             await anyio.sleep_forever()
         return await self.leases.request(method, path, body=body, timeout=timeout)
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, *, params: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        if self.partitioned:
+            await anyio.sleep_forever()
+        async with self.leases.stream(path, params=params) as lines:
+            yield lines
 
 
 class Candidate:
@@ -277,10 +317,93 @@ async def test_a_clean_exit_releases_so_the_standby_takes_over_at_once() -> None
     assert holders[:2] == [None, "b"], "a's release is the next write, then b's takeover"
     (released_at, released_spec), (taken_at, _) = after[:2]
     assert released_spec["leaseDurationSeconds"] == 1
-    # The next retry (2 s to 4.4 s apart), not the 15 s lease.
+    # The standby watches: it reads and takes the Lease (two 10 ms requests) on seeing the
+    # release, instead of at its next retry (2 s to 4.4 s apart) or after the 15 s lease.
     assert b.started is not None
-    assert taken_at - released_at <= 4.5
-    assert b.started - released_at <= 4.5
+    assert taken_at - released_at <= 0.05
+    assert b.started - released_at <= 0.05
+
+
+@pytest.mark.looptime
+async def test_the_standby_that_lost_the_race_for_a_release_still_wakes_on_the_next() -> None:
+    leases = FakeLeases()
+    a, b, c = Candidate(leases, "a"), Candidate(leases, "b"), Candidate(leases, "c")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(a.run)
+        await _wait_for(a.leading)
+        tg.start_soon(b.run)
+        tg.start_soon(c.run)
+        await anyio.sleep(10)
+        a.finish.set()
+        await _wait_for(a.done)
+        first = anyio.Event()
+
+        async def first_of(candidate: Candidate) -> None:
+            await candidate.leading.wait()
+            first.set()
+
+        tg.start_soon(first_of, b)
+        tg.start_soon(first_of, c)
+        await _wait_for(first, limit=1)
+        winner, loser = (b, c) if b.leading.is_set() else (c, b)
+        assert ("PUT", winner.identity) in leases.writes
+        winner.finish.set()
+        await _wait_for(winner.done)
+        released_at = anyio.current_time()
+        await _wait_for(loser.leading)
+        assert loser.started is not None
+        assert loser.started - released_at <= 0.05
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.looptime
+async def test_a_standby_polls_once_per_retry_period_however_often_the_leader_renews() -> None:
+    """Renewals show up on the standby's watch too; only a release may wake it early."""
+    async with _leader_and_standby() as (leases, _a, b):
+        await anyio.sleep(1)
+        reads_before = leases.reads
+        await anyio.sleep(60)
+        assert not b.leading.is_set()
+        leader_reads = leases.writes.count(("PUT", "a"))  # one GET per renewal
+        standby_reads = leases.reads - reads_before - leader_reads
+        assert 60 / 4.4 - 1 <= standby_reads <= 60 / 2 + 1
+
+
+@pytest.mark.looptime
+async def test_a_standby_whose_watch_fails_still_takes_over_by_polling() -> None:
+    async with _leader_and_standby() as (_leases, a, b):
+        await anyio.sleep(5)
+
+        @contextlib.asynccontextmanager
+        async def broken(path: str, *, params: Mapping[str, str]) -> AsyncIterator[Any]:
+            raise ApiError(500, "InternalError", "scripted")
+            yield  # pragma: no cover
+
+        b.view.stream = broken  # type: ignore[method-assign]
+        await anyio.sleep(5)  # `b` is now in a pause with no watch
+        a.finish.set()
+        await _wait_for(a.done)
+        released_at = anyio.current_time()
+        await _wait_for(b.leading)
+        assert b.started is not None
+        assert b.started - released_at <= 4.4 + 0.1
+
+
+@pytest.mark.parametrize(
+    ("event", "frees"),
+    [
+        ({"type": "MODIFIED", "object": {"spec": {"holderIdentity": "a"}}}, False),
+        ({"type": "MODIFIED", "object": {"spec": {"holderIdentity": None}}}, True),
+        ({"type": "MODIFIED", "object": {"spec": {"holderIdentity": ""}}}, True),
+        ({"type": "MODIFIED", "object": {"spec": {}}}, True),
+        ({"type": "ADDED", "object": {"spec": {"holderIdentity": "a"}}}, False),
+        ({"type": "DELETED", "object": {"spec": {"holderIdentity": "a"}}}, True),
+        # 410 Gone and the like: the watch is over and only a read can tell.
+        ({"type": "ERROR", "object": {"kind": "Status", "code": 410}}, True),
+    ],
+)
+def test_which_watch_events_may_free_the_lease(event: dict[str, Any], frees: bool) -> None:
+    assert frees_lease(event) is frees
 
 
 @pytest.mark.looptime

@@ -267,3 +267,37 @@ async def test_run_returns_once_the_queue_is_shut_down() -> None:
                 await queue.shut_down_with_drain()
                 assert clock.monotonic() == pytest.approx(4.0)
     assert sorted(k for k, _ in rec.calls) == ["a", "b", "c"]
+
+
+@pytest.mark.looptime
+async def test_stop_finishes_the_reconciles_in_flight_and_takes_no_more_keys() -> None:
+    clock = LoopClock()
+    rec = Scripted({}, clock, duration=2.0)
+    async with RateLimitingQueue[str](clock=clock) as queue:
+        controller = Controller("t", rec, queue, clock=clock, workers=2)
+        for key in "abcde":
+            queue.add(key)
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(controller.run)
+                await anyio.sleep(1)  # `a` and `b` are in flight
+                controller.stop()
+                queue.add("f")  # refused: the queue is shut down
+        # `run` returned when the two reconciles in flight finished, not after the queue.
+        assert clock.monotonic() == pytest.approx(2.0)
+        assert len(queue) == 3
+    assert sorted(k for k, _ in rec.calls) == ["a", "b"]
+    assert rec.active == set(), "both reconciles ran to their end"
+
+
+@pytest.mark.looptime
+async def test_stop_before_run_starts_no_reconcile() -> None:
+    clock = LoopClock()
+    rec = Scripted({}, clock)
+    async with RateLimitingQueue[str](clock=clock) as queue:
+        controller = Controller("t", rec, queue, clock=clock, workers=2)
+        queue.add("a")
+        controller.stop()
+        with anyio.fail_after(1):
+            await controller.run()
+    assert rec.calls == []
