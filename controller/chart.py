@@ -76,6 +76,7 @@ TEMPLATES = (
             Block("resources", "{{- toYaml .Values.resources | nindent 12 }}"),
         ),
     ),
+    Template("pdb.yaml", "templates/pdb.yaml", (_NS,)),
     Template("monitoring/service.yaml", "templates/monitoring/service.yaml", (_NS,), _MONITORING),
     Template(
         "monitoring/servicemonitor.yaml",

@@ -29,8 +29,8 @@ from runtime.leader import LEASE_DURATION, RETRY_PERIOD
 pytestmark = pytest.mark.kube
 
 REPO = Path(__file__).resolve().parents[2]
-LEADING = re.compile(r"leading as (\S+)")
-SERVING = re.compile(r"metrics and health on http://(\S+)/metrics")
+LEADING = re.compile(r"leading as ([\w.-]+)")
+SERVING = re.compile(r"metrics and health on http://([\w.:\[\]]+)/metrics")
 # A clean stop: the standby wakes on the release instead of at its next poll.
 CLEAN_HANDOVER = 5.0
 # A crash: the Lease must expire (15 s after the last renewal), then the next poll.
@@ -47,8 +47,9 @@ class Replica:
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "controller.cli", "run", "--leader-elect",
-                "--kubeconfig", str(apiserver.kubeconfig), "--namespace", namespace,
-                "--controller-namespace", namespace, "--metrics-addr", "127.0.0.1:0",
+                "--log-format=text", "--kubeconfig", str(apiserver.kubeconfig),
+                "--namespace", namespace, "--controller-namespace", namespace,
+                "--metrics-addr", "127.0.0.1:0",
             ],
             cwd=REPO,
             env={**os.environ, "POD_NAME": name},
