@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench chaos clean
 
 all: test
 
@@ -70,6 +70,12 @@ run: $(STAMP) kube tofu
 
 bench: $(STAMP) kube
 	$(BIN)/captf bench watch --objects $${OBJECTS:-10000}
+
+# Fault injection on the whole system (not part of `make test`; docs/chaos.md).
+# The report is the last line on stdout; CHAOS_ARGS passes more flags (--help lists them).
+FAULTS ?= 1000
+chaos: $(STAMP) kube tofu
+	$(BIN)/python -m tests.chaos --faults $(FAULTS) $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .local .mypy_cache .pytest_cache .ruff_cache
