@@ -43,7 +43,7 @@ LEADER_FAULTS = {
     "partition-leader": 2,
 }
 STANDBY_FAULTS = {
-    "reset-connections": 6,
+    "reset-connections": 8,
     "kill9-standby": 1,
     "sigstop-standby": 1,
     "partition-standby": 1,

@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from runtime.cache import Informer, Resource, Selection
 from runtime.clock import LoopClock
 from runtime.transport import Transport
@@ -34,6 +36,7 @@ CAPTF = {
     "TerraformMachine": Resource("captf.io", "v1alpha1", "terraformmachines"),
 }
 LEADER_LEASE = "captf-controller"
+MEMBER_JOBS = "captf.io/member-jobs"
 INFINITY = 1 << 62
 
 
@@ -51,6 +54,19 @@ def terminal(job: Json) -> str:
 
 def holder(lease: Json) -> str:
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+
+def claims(lease: Json) -> frozenset[str]:
+    """The Jobs a Lease is held for: its holder, and the members' Jobs a cluster's
+    operation Lease records in its `captf.io/member-jobs` annotation."""
+    names = {holder(lease)} - {""}
+    raw = (lease["metadata"].get("annotations") or {}).get(MEMBER_JOBS)
+    if raw:
+        with contextlib.suppress(ValueError):
+            parsed = orjson.loads(raw)
+            if isinstance(parsed, dict):
+                names |= {str(k) for k in parsed}
+    return frozenset(names)
 
 
 @dataclass
@@ -84,6 +100,7 @@ class LeaseRecord:
     name: str
     scope: str  # label captf.io/scope (run-slot, cluster, member) or ""
     holder: str
+    claims: frozenset[str]
     rv: int
 
 
@@ -205,14 +222,16 @@ class Observer:
             return
         taken = holder(new)
         scope = (meta.get("labels") or {}).get("captf.io/scope", "")
-        self.leases[key] = LeaseRecord(key[0], key[1], scope, taken, rv(new))
+        now = claims(new)
+        self.leases[key] = LeaseRecord(key[0], key[1], scope, taken, now, rv(new))
         if meta["name"] == LEADER_LEASE and meta["namespace"] == self.controller_namespace:
             if taken != self.leader:
                 self.leader = taken
                 self.leader_changes.append((time.monotonic(), taken))
             return
-        if taken and (old is None or holder(old) != taken):
-            self._trigger("lease-take", f"Lease {meta['name']} by {taken}")
+        added = now - (claims(old) if old is not None else frozenset())
+        if added:
+            self._trigger("lease-take", f"Lease {meta['name']} for {', '.join(sorted(added))}")
 
     def _event(self, old: Json | None, new: Json | None) -> None:
         if new is None or old is not None:

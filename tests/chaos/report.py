@@ -17,6 +17,11 @@ from tests.chaos.observer import INFINITY, EventRecord, JobRecord
 
 Json = dict[str, Any]
 EXAMPLES = 5
+# The reasons of the Event bookkeeping emits for a finished Job (classify's `event`). Other
+# Events may carry a Job's name too (RetryCapped is named after the Job that hit the cap).
+OUTCOME_REASONS = frozenset(
+    {"JobFailed", "JobDeadlineExceeded", "JobInterrupted", "DestructivePlanBlocked"}
+)
 
 
 @dataclass(frozen=True)
@@ -82,13 +87,16 @@ def expected_events(job: JobRecord) -> int:
 def events_by_incarnation(
     jobs: Sequence[JobRecord], events: Iterable[EventRecord]
 ) -> dict[str, list[EventRecord]]:
-    """Each Event named after a Job (`<job>.<reason>`), given to the incarnation of that
-    name it belongs to: the one whose uid it carries, else the newest created before it."""
+    """Each outcome Event named after a Job (`<job>.<reason>`), given to the incarnation of
+    that name it belongs to: the one whose uid it carries, else the newest created before
+    it."""
     by_name: defaultdict[str, list[JobRecord]] = defaultdict(list)
     for j in jobs:
         by_name[j.name].append(j)
     out: dict[str, list[EventRecord]] = {j.uid: [] for j in jobs}
     for ev in events:
+        if ev.reason not in OUTCOME_REASONS:
+            continue
         candidates = sorted(_named_after(ev.name, by_name), key=lambda j: j.start)
         if not candidates:
             continue

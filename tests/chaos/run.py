@@ -137,7 +137,10 @@ async def _run(cfg: Config, server: ApiServer) -> Json:
             final = await _converge(observer, cfg.converge_within)
             await _scrape(replicas, samples)
             scraper.cancel()
-            leases_at_end = [f"{x.namespace}/{x.name}={x.holder}" for x in observer.held_leases()]
+            leases_at_end = [
+                f"{x.namespace}/{x.name}={','.join(sorted(x.claims))}"
+                for x in observer.held_leases()
+            ]
             return _report(
                 cfg,
                 observer,
@@ -154,12 +157,12 @@ async def _run(cfg: Config, server: ApiServer) -> Json:
 
 
 def _controller_argv(cfg: Config, kubeconfig: Path, metrics_port: int) -> list[str]:
+    # All namespaces, as installed: with --namespace the Lease cache covers only that
+    # namespace, and run slots in the controller's own namespace would never be released.
     return captf(
         "run",
         "--kubeconfig",
         str(kubeconfig),
-        "--namespace",
-        NAMESPACE,
         "--controller-namespace",
         CONTROLLER_NAMESPACE,
         "--max-concurrent-runs",

@@ -66,9 +66,9 @@ def finished(name: str, start: int, end: int, uid: str, outcome: str) -> JobReco
     return job(name, "uc", start, end, uid=uid, ended=outcome, accounted=True, last=last)
 
 
-def event(name: str, rv: int) -> EventRecord:
+def event(name: str, rv: int, reason: str = "JobFailed") -> EventRecord:
     return EventRecord(
-        name=name, uid=f"e{rv}", reason="JobFailed", first_rv=rv, regarding="uc", annotations={}
+        name=name, uid=f"e{rv}", reason=reason, first_rv=rv, regarding="uc", annotations={}
     )
 
 
@@ -91,10 +91,18 @@ def test_a_reused_name_without_its_own_event_is_missing_one() -> None:
 def test_a_success_owes_no_event_and_a_failure_exactly_one() -> None:
     ok = finished("c-apply-1", 10, 20, "u1", "Complete")
     bad = finished("c-apply-2", 30, 40, "u2", "Failed")
-    twice = [event("c-apply-2.jobfailed", 41), event("c-apply-2.jobfailed", 45)]
-    result = report.accounting([ok, bad], [event("c-apply-1.jobfailed", 21), *twice])
+    capped = finished("c-apply-3", 50, 60, "u3", "Failed")
+    events = [
+        event("c-apply-1.jobfailed", 21),
+        event("c-apply-2.jobfailed", 41),
+        event("c-apply-2.jobfailed", 45),
+        event("c-apply-3.jobfailed", 61),
+        # the Warning of a failure streak reaching its cap is named after the Job too
+        event("c-apply-3.retrycapped", 62, "RetryCapped"),
+    ]
+    result = report.accounting([ok, bad, capped], events)
     assert (result["events_owed"], result["events_not_owed"], result["events_duplicated"]) == (
-        1,
+        2,
         1,
         1,
     )
