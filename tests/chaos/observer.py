@@ -13,7 +13,6 @@ moment a matching write is delivered (a Job create, a Lease take, a status write
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -23,6 +22,8 @@ from typing import Any
 import orjson
 
 from runtime.cache import Informer, Resource, Selection
+from runtime.cache.listing import Listed
+from runtime.cache.reflector import Delta
 from runtime.clock import LoopClock
 from runtime.transport import Transport
 
@@ -110,6 +111,17 @@ class Armed:
     fire: Callable[[str], None]
 
 
+class _Informer(Informer):
+    """An informer that tells the observer where each delivery comes from."""
+
+    observer: Observer
+
+    def _apply(self, delta: Delta) -> None:
+        self.observer.relisting = isinstance(delta, Listed)
+        self.observer.delta_rv = int(delta.resource_version or 0)
+        super()._apply(delta)
+
+
 class Observer:
     """Watches one namespace's CAPTF objects, Jobs and Events, and the Leases of it and of
     the controller's namespace. `async with observer.running(transport):`."""
@@ -124,7 +136,10 @@ class Observer:
         self.leader = ""
         # (time.monotonic(), holder) at every change of the leader Lease's holder.
         self.leader_changes: list[tuple[float, str]] = []
-        self.relisted = 0
+        # Set by the informers before each delivery: whether it comes from a re-list, and
+        # the revision of the watch event (or list) it comes from.
+        self.relisting = False
+        self.delta_rv = 0
         self._armed: Armed | None = None
         self._informers: list[Informer] = []
 
@@ -158,17 +173,14 @@ class Observer:
         ] + [(res, ns, self._object) for res in CAPTF.values()]
         async with contextlib.AsyncExitStack() as stack:
             for resource, selection, handler in plan:
-                informer = Informer(transport, resource, clock=wall, selection=selection)
+                informer = _Informer(transport, resource, clock=wall, selection=selection)
+                informer.observer = self
                 informer.add_handler(handler)
                 await stack.enter_async_context(informer)
                 self._informers.append(informer)
-            for informer in self._informers:
-                await informer.wait_synced()
+            for started in self._informers:
+                await started.wait_synced()
             yield self
-
-    async def quiet(self) -> None:
-        """Lets the watch handlers run (one loop turn)."""
-        await asyncio.sleep(0)
 
     # -- handlers ---------------------------------------------------------------------
 
@@ -180,16 +192,14 @@ class Observer:
         if record is None:
             labels = meta.get("labels") or {}
             fresh = old is None and new is not None and not terminal(new)
-            # A create delivered by the watch carries the create's own revision; a Job
-            # first seen with a status (a re-list) shows a later version.
-            exact = fresh and not (obj.get("status") or {}).get("startTime")
             record = JobRecord(
                 uid=meta["uid"],
                 name=meta["name"],
                 owner=labels.get("captf.io/uid", ""),
                 op=labels.get("captf.io/op", ""),
                 start=rv(obj),
-                exact=exact,
+                # Only a watch delivers a create with the create's own revision.
+                exact=fresh and not self.relisting,
             )
             self.jobs[record.uid] = record
             if fresh:
@@ -197,9 +207,10 @@ class Observer:
         if new is None:
             record.gone = True
             if record.end == INFINITY:
-                record.end, record.ended = rv(obj), "deleted"
-                if old is not None and rv(old) == rv(obj):
-                    record.exact = False  # a delete found by a re-list: revision unknown
+                # The store hands over the last version it had; the delete's own revision
+                # is the watch event's (a re-list knows only an upper bound).
+                record.end, record.ended = self.delta_rv, "deleted"
+                record.exact = record.exact and not self.relisting
             return
         record.last = new
         if (new["metadata"].get("annotations") or {}).get("captf.io/accounted") == "true":
@@ -207,7 +218,7 @@ class Observer:
         outcome = terminal(new)
         if outcome and record.end == INFINITY:
             record.end, record.ended = rv(new), outcome
-            if old is None:
+            if self.relisting:
                 record.exact = False
             else:
                 self._trigger("job-finish", f"Job {record.name} {outcome}")
@@ -262,5 +273,5 @@ class Observer:
 
     def held_leases(self) -> list[LeaseRecord]:
         return [
-            lease for lease in self.leases.values() if lease.holder and lease.name != LEADER_LEASE
+            lease for lease in self.leases.values() if lease.claims and lease.name != LEADER_LEASE
         ]
