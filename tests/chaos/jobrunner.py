@@ -1,55 +1,62 @@
 """What runs the Jobs: the one pluggable piece of the system under test.
 
-Each kind is an async context manager started with the API server's direct kubeconfig
-(never through a controller's proxy: faults are aimed at the controllers). To add one,
-write a class with this shape and name it in `RUNNERS`."""
+A runner is an async context manager given a `Setting`: it talks to the API server
+directly (never through a controller's proxy: the faults are aimed at the
+controllers) and writes Job timestamps on the controllers' scaled timeline, whose
+origin is recorded in the API server (runtime/timeorigin.py). To add one, write a class
+of this shape and name it in `RUNNERS`."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tests.chaos.processes import captf, child_env, spawn, stop
+from controller.executor import Executor
+from controller.io.main import TIME_ORIGIN
+from runtime.timeorigin import scaled_clock
+from runtime.transport import open_transport
+
+
+@dataclass(frozen=True)
+class Setting:
+    kubeconfig: Path  # the API server's own, admin
+    namespace: str  # the workload's
+    controller_namespace: str  # where the time origin is recorded
+    time_scale: float
+    logs: Path
 
 
 class JobRunner(Protocol):
     name: str
 
-    def running(self) -> contextlib.AbstractAsyncContextManager[None]: ...
-
-    def alive(self) -> bool: ...
+    def running(self, setting: Setting) -> contextlib.AbstractAsyncContextManager[None]: ...
 
 
 class ExecutorRunner:
-    """`captf dev executor` on the workload's namespace: runs each Job's runner (and
-    OpenTofu) as a local process and writes the Job status, with wall-clock timestamps
-    as a Job controller would."""
+    """The local Job executor, in the harness's own event loop, on the shared scaled
+    clock: it runs each Job's runner (and OpenTofu) as a local process and writes the
+    Job status as the Job controller would. (As a separate `captf dev executor` its
+    clock would start its own timeline.)"""
 
     name = "executor"
 
-    def __init__(self, kubeconfig: Path, namespace: str, logs: Path) -> None:
-        self._kubeconfig = kubeconfig
-        self._namespace = namespace
-        self._logs = logs
-        self._proc: asyncio.subprocess.Process | None = None
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
-
     @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        argv = captf(
-            "dev", "executor", "--kubeconfig", str(self._kubeconfig), "--namespace", self._namespace
-        )
-        env = child_env(CAPTF_EXECUTOR_LOGS=str(self._logs / "jobs"))
-        self._proc = await spawn(argv, self._logs / "executor.log", env)
-        try:
-            yield
-        finally:
-            await stop(self._proc, grace=60)
+    async def running(self, setting: Setting) -> AsyncIterator[None]:
+        async with open_transport(str(setting.kubeconfig)) as transport:
+            clock = await scaled_clock(
+                transport, setting.controller_namespace, TIME_ORIGIN, setting.time_scale
+            )
+            async with Executor(
+                transport,
+                clock=clock,
+                namespace=setting.namespace,
+                kubeconfig=setting.kubeconfig,
+                log_dir=setting.logs / "jobs",
+            ):
+                yield
 
 
-RUNNERS = {"executor": ExecutorRunner}
+RUNNERS: dict[str, type[JobRunner]] = {"executor": ExecutorRunner}

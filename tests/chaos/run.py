@@ -26,7 +26,7 @@ from runtime.envtest import ApiServer
 from runtime.transport import open_transport
 from tests.chaos import report
 from tests.chaos.faults import Faults
-from tests.chaos.jobrunner import RUNNERS, JobRunner
+from tests.chaos.jobrunner import RUNNERS, JobRunner, Setting
 from tests.chaos.observer import Observer
 from tests.chaos.processes import Replica, captf
 from tests.chaos.proxy import Proxy
@@ -88,12 +88,16 @@ async def _run(cfg: Config, server: ApiServer) -> Json:
             await transport.request("POST", "/api/v1/namespaces", body={"metadata": {"name": ns}})
         workload = Workload(transport, NAMESPACE, cfg.objects, rng)
         observer = Observer(NAMESPACE, CONTROLLER_NAMESPACE)
-        runner: JobRunner = RUNNERS[cfg.runner](server.kubeconfig, NAMESPACE, cfg.workdir)
+        runner: JobRunner = RUNNERS[cfg.runner]()
+        setting = Setting(
+            server.kubeconfig, NAMESPACE, CONTROLLER_NAMESPACE, cfg.time_scale, cfg.workdir
+        )
         async with (
             observer.running(transport),
             Proxy("127.0.0.1", upstream_port) as proxy_a,
             Proxy("127.0.0.1", upstream_port) as proxy_b,
-            runner.running(),
+            # Started before the controllers: it records the scaled timeline's origin.
+            runner.running(setting),
             contextlib.AsyncExitStack() as stack,
         ):
             proxies = {"a": proxy_a, "b": proxy_b}
