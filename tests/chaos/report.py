@@ -12,16 +12,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.jobs import classify
+from controller.core.jobs import Outcome, classify, result
+from controller.core.successes import (
+    APPLIED,
+    DESTROYED,
+    DRIFT_DETECTED,
+    DRIFT_REMEDIATED,
+    PLAN_READY,
+    RESTORED,
+)
 from tests.chaos.observer import INFINITY, EventRecord, JobRecord
 
 Json = dict[str, Any]
 EXAMPLES = 5
-# The reasons of the Event bookkeeping emits for a finished Job (classify's `event`). Other
-# Events may carry a Job's name too (RetryCapped is named after the Job that hit the cap).
+# The reasons of the Events bookkeeping emits for a finished Job. Other Events may carry a
+# Job's name too (RetryCapped is named after the Job that hit the cap).
 OUTCOME_REASONS = frozenset(
     {"JobFailed", "JobDeadlineExceeded", "JobInterrupted", "DestructivePlanBlocked"}
+    | {APPLIED, DRIFT_DETECTED, DRIFT_REMEDIATED, DESTROYED, RESTORED, PLAN_READY}
 )
+# Successful ops that owe an Event (a drift check only when it found drift).
+SUCCESS_EVENT_OPS = frozenset({"apply", "plan", "destroy", "restore"})
 
 
 @dataclass(frozen=True)
@@ -78,10 +89,18 @@ def max_concurrent(jobs: Iterable[JobRecord]) -> int:
 
 
 def expected_events(job: JobRecord) -> int:
-    """How many Events bookkeeping owes a finished Job: one if its outcome has a reason."""
+    """How many Events bookkeeping owes a finished Job: one for a failure with a reason,
+    one for a success that changed or found something (controller/core/successes.py)."""
     if job.ended not in ("Complete", "Failed"):
         return 0
-    return 1 if classify(job.last).event is not None else 0
+    verdict = classify(job.last)
+    if verdict.event is not None:
+        return 1
+    if verdict.outcome != Outcome.SUCCESS:
+        return 0
+    if job.op == "drift":
+        return 1 if (result(job.last) or {}).get("drift") else 0
+    return 1 if job.op in SUCCESS_EVENT_OPS else 0
 
 
 def events_by_incarnation(

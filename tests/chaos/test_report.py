@@ -88,24 +88,28 @@ def test_a_reused_name_without_its_own_event_is_missing_one() -> None:
     assert (fixed["events_missing"], fixed["events_duplicated"]) == (0, 0)
 
 
-def test_a_success_owes_no_event_and_a_failure_exactly_one() -> None:
+def test_each_finished_job_owes_exactly_one_event() -> None:
     ok = finished("c-apply-1", 10, 20, "u1", "Complete")
     bad = finished("c-apply-2", 30, 40, "u2", "Failed")
     capped = finished("c-apply-3", 50, 60, "u3", "Failed")
+    refreshed = finished("c-refresh-1", 70, 80, "u4", "Complete")
+    refreshed.op = "refresh"
     events = [
-        event("c-apply-1.jobfailed", 21),
+        event("c-apply-1.u1.applied", 21, "Applied"),
         event("c-apply-2.jobfailed", 41),
         event("c-apply-2.jobfailed", 45),
         event("c-apply-3.jobfailed", 61),
         # the Warning of a failure streak reaching its cap is named after the Job too
         event("c-apply-3.retrycapped", 62, "RetryCapped"),
+        event("c-refresh-1.u4.jobfailed", 81),
     ]
-    result = report.accounting([ok, bad, capped], events)
-    assert (result["events_owed"], result["events_not_owed"], result["events_duplicated"]) == (
-        2,
-        1,
-        1,
-    )
+    result = report.accounting([ok, bad, capped, refreshed], events)
+    assert (
+        result["events_owed"],
+        result["events_missing"],
+        result["events_not_owed"],
+        result["events_duplicated"],
+    ) == (3, 0, 1, 1)
 
 
 @pytest.mark.parametrize(
