@@ -28,7 +28,7 @@ class Context:
 
     @cached_property
     def history(self) -> History:
-        return History(self.snap.jobs, self.snap.plan_readable)
+        return History(self.snap.jobs, self.snap.plan_readable, self.snap.redactor)
 
     @property
     def approved(self) -> str | None:

@@ -7,7 +7,7 @@ and need no bookkeeping of their own."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,7 @@ from controller.core.jobs import (
     seq_of,
 )
 from controller.core.names import Op
+from controller.core.redact import Redactor
 
 Json = dict[str, Any]
 
@@ -57,8 +58,15 @@ class History:
     the later attempt finished later), and only then by name, for determinism. Hashed
     names say nothing about order."""
 
-    def __init__(self, jobs: Iterable[Json], plan_readable: Callable[[Json], bool]) -> None:
-        records = [_record(job, plan_readable) for job in jobs if is_finished(job)]
+    def __init__(
+        self,
+        jobs: Iterable[Json],
+        plan_readable: Callable[[Json], bool],
+        redactor: Callable[[Json], Redactor] | None = None,
+    ) -> None:
+        """`redactor` gives the Redactor of a Job's secret values: every verdict message
+        (and so every Event and condition built from one) passes through it."""
+        records = [_record(job, plan_readable, redactor) for job in jobs if is_finished(job)]
         self._records: list[Finished] = sorted(records, key=_newness, reverse=True)
 
     def __iter__(self) -> Iterator[Finished]:
@@ -125,8 +133,15 @@ def _newness(record: Finished) -> tuple[datetime, datetime, int, str]:
     return (record.at, created_at(record.job) or LONG_AGO, seq_of(record.job), record.name)
 
 
-def _record(job: Json, plan_readable: Callable[[Json], bool]) -> Finished:
+def _record(
+    job: Json,
+    plan_readable: Callable[[Json], bool],
+    redactor: Callable[[Json], Redactor] | None,
+) -> Finished:
     at = finished_at(job) or LONG_AGO  # never None: is_finished held
     op = op_of(job)
     readable = plan_readable(job) if op == Op.PLAN else True
-    return Finished(job=job, op=op, at=at, verdict=classify(job, readable))
+    verdict = classify(job, readable)
+    if redactor is not None and verdict.message:
+        verdict = replace(verdict, message=redactor(job).text(verdict.message))
+    return Finished(job=job, op=op, at=at, verdict=verdict)

@@ -27,6 +27,9 @@ class InputsMissing(LookupError):
 class Inputs:
     module: dict[str, str]
     variables: Json
+    # Variables whose values came from variablesFrom Secrets: redacted from messages.
+    # Not part of the hash: which Secret held a value does not change what runs.
+    secret_names: frozenset[str] = frozenset()
 
     @property
     def hash(self) -> str:
@@ -83,6 +86,7 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
         raise InputsMissing(f"module ConfigMap {cm_name or '(unnamed)'} not found")
     module = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
     variables: Json = dict(spec.get("variables") or {})
+    secret_names: set[str] = set()
     for entry in spec.get("variablesFrom") or []:
         ref = entry.get("secretRef") or {}
         secret = secrets.get(ref.get("name", ""))
@@ -91,4 +95,5 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
         keys = [ref["key"]] if ref.get("key") else sorted((secret.get("data") or {}).keys())
         for key in keys:
             variables[key] = decode_secret_value(secret, key)
-    return Inputs(module=module, variables=variables)
+            secret_names.add(key)
+    return Inputs(module=module, variables=variables, secret_names=frozenset(secret_names))

@@ -31,6 +31,7 @@ from controller.core.names import (
     state_secret_name,
 )
 from controller.core.policy import Policy
+from controller.core.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
 
 Json = dict[str, Any]
 
@@ -177,6 +178,12 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env["CAPTF_APPROVED_PLAN_SECRET"] = plan_secret_name(run.plan_job)
     if run.op == Op.RESTORE and run.restore_serial:
         env["CAPTF_RESTORE_SERIAL"] = run.restore_serial
+    cred = (spec.get("credentialsRef") or {}).get("name")
+    # Names only: the runner reads the values itself, to redact them from what it writes.
+    if cred:
+        env[CREDENTIALS_ENV] = cred
+    if inputs.secret_names:
+        env[SECRET_VARIABLES_ENV] = ",".join(sorted(inputs.secret_names))
     container: Json = {
         "name": "runner",
         "image": (spec.get("jobs") or {}).get("image", ""),
@@ -189,7 +196,6 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
             "capabilities": {"drop": ["ALL"]},
         },
     }
-    cred = (spec.get("credentialsRef") or {}).get("name")
     if cred:
         container["envFrom"] = [{"secretRef": {"name": cred}}]
     return container

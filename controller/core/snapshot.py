@@ -18,6 +18,8 @@ from controller.core.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.redact import Redactor
+from controller.core.sensitive import job_redactor
 
 Json = dict[str, Any]
 
@@ -69,6 +71,10 @@ class Snapshot:
 
     def job_names(self) -> set[str]:
         return {name_of(j) for j in self.jobs}
+
+    def redactor(self, job: Json) -> Redactor:
+        """Removes the values of the Secrets a Job carried from the messages built from it."""
+        return job_redactor(job, self.secrets)
 
     def plan_readable(self, job: Json) -> bool:
         """A plan Job's plan Secret, named in its result, exists and has data."""

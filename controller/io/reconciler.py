@@ -61,7 +61,7 @@ class Reconciler:
         obj = await self._ensure_finalizer(obj)
         snap = self._snapshot(obj)
         policy, inputs = _policy_and_inputs(snap)
-        history = History(snap.jobs, snap.plan_readable)
+        history = History(snap.jobs, snap.plan_readable, snap.redactor)
         snap, status = await self._keep_books(snap, history, policy, inputs, now)
         stored = snap.obj.get("status")  # what the API server has: written only if different
         snap = replace(snap, obj=snap.obj | {"status": status})

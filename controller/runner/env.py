@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from controller.core.names import Op
+from controller.core.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
 
 
 class EnvError(ValueError):
@@ -32,6 +33,8 @@ class RunnerEnv:
     tofu: str  # the tofu binary (a path, or a name on PATH)
     tofu_cli_config: str | None  # TF_CLI_CONFIG_FILE for tofu: the provider mirror
     work_dir: str | None  # parent of the per-run work directory (default: the temp dir)
+    credentials_secret: str | None = None  # its values are redacted from what the runner writes
+    secret_variables: tuple[str, ...] = ()  # variables from Secrets: redacted likewise
 
 
 def _required(env: Mapping[str, str], key: str) -> str:
@@ -78,4 +81,6 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         tofu=env.get("CAPTF_TOFU") or "tofu",
         tofu_cli_config=_optional(env, "CAPTF_TOFU_CLI_CONFIG"),
         work_dir=_optional(env, "CAPTF_WORK_DIR"),
+        credentials_secret=_optional(env, CREDENTIALS_ENV),
+        secret_variables=tuple(n for n in env.get(SECRET_VARIABLES_ENV, "").split(",") if n),
     )

@@ -14,10 +14,13 @@ import shutil
 import signal
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from controller.core.jobs import Outcome
 from controller.core.names import ANN_RESULT
+from controller.core.redact import Redactor
+from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.ops import Tofu, execute
@@ -48,14 +51,20 @@ async def _main(env: RunnerEnv) -> int:
 async def serve(env: RunnerEnv, kube: Kube) -> Result:
     """Runs the op in a fresh work directory with signals forwarded to tofu, and
     reports the result on the Job."""
+    try:
+        redactor = await redaction.load(env, kube)
+    except redaction.RedactionError as exc:
+        result = Result(outcome=Outcome.FAILURE, message=str(exc))
+        await report(kube, env.job_name, result, Redactor(frozenset()))
+        return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
-    tofu = TofuRunner(env.tofu, str(work_dir), cli_config=env.tofu_cli_config)
+    tofu = TofuRunner(env.tofu, str(work_dir), cli_config=env.tofu_cli_config, redactor=redactor)
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, tofu.terminate)
     try:
         result = await run_op(env, kube, tofu, work_dir)
-        await report(kube, env.job_name, result)
+        await report(kube, env.job_name, result, redactor)
     finally:
         for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
@@ -73,7 +82,9 @@ async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Resu
         return Result(outcome=Outcome.FAILURE, message=f"runner error: {type(exc).__name__}: {exc}")
 
 
-async def report(kube: Kube, job_name: str, result: Result) -> None:
-    value = result.to_json()
+async def report(kube: Kube, job_name: str, result: Result, redactor: Redactor) -> None:
+    """Patches the result onto the Job. The message is redacted whole, before it is cut
+    to size, so no cut can leave part of a value behind."""
+    value = replace(result, message=redactor.text(result.message)).to_json()
     print(f"captf-runner: result {value}", flush=True)
     await kube.patch_job(job_name, {"metadata": {"annotations": {ANN_RESULT: value}}})

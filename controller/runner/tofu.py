@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from controller.core.redact import Redactor, StreamRedactor
+
 # Bytes of stderr kept per command: more than the result message holds, so the
 # message can drop blank lines and still fill its budget.
 STDERR_TAIL = 8192
@@ -45,13 +47,16 @@ class TofuRunner:
         cli_config: str | None = None,
         environ: Mapping[str, str] | None = None,
         log: BinaryIO | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
+        """Output is redacted by `redactor` before it reaches the log or a message."""
         self._binary = binary
         self._work_dir = work_dir
         self._env = {**(os.environ if environ is None else environ), **TOFU_ENV}
         if cli_config:
             self._env["TF_CLI_CONFIG_FILE"] = cli_config
         self._log = log if log is not None else sys.stdout.buffer
+        self._redactor = redactor if redactor is not None else Redactor(frozenset())
         self._proc: asyncio.subprocess.Process | None = None
         self._terminated = False
 
@@ -107,17 +112,25 @@ class TofuRunner:
         capture: list[bytes] | None,
         tail: deque[bytes] | None = None,
     ) -> None:
+        # Captured output is data (a plan's JSON), never written anywhere as text.
         size = 0
-        while chunk := await stream.read(65536):
+        redacting = StreamRedactor(self._redactor)
+        while True:
+            chunk = await stream.read(65536)
             if capture is not None:
+                if not chunk:
+                    break
                 capture.append(chunk)
                 continue
-            self._write(chunk)
-            if tail is not None:
-                tail.append(chunk)
-                size += len(chunk)
+            released = redacting.feed(chunk) if chunk else redacting.flush()
+            self._write(released)
+            if tail is not None and released:
+                tail.append(released)
+                size += len(released)
                 while size - len(tail[0]) >= STDERR_TAIL:
                     size -= len(tail.popleft())
+            if not chunk:
+                break
 
     def _write(self, data: bytes) -> None:
         self._log.write(data)

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from controller.core.jobs import Outcome
+from controller.core.redact import redactor
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import report, run_op
 from controller.runner.ops import execute
@@ -324,7 +325,7 @@ async def test_unexpected_error_still_reports_a_result(kube: FakeKube, tmp_path:
     result = await run_op(environ(), kube, Broken(tmp_path), tmp_path)
     assert result.outcome is Outcome.FAILURE
     assert "boom" in result.message
-    await report(kube, "job", result)
+    await report(kube, "job", result, redactor(()))
     reported = orjson.loads(kube.jobs["job"]["metadata"]["annotations"]["captf.io/result"])
     assert reported["outcome"] == "failed"
 
