@@ -23,6 +23,7 @@ from controller.core.names import (
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
     ANN_SEQ,
+    JOB_NAME_LIMIT,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_OP,
@@ -37,8 +38,14 @@ Json = dict[str, Any]
 
 
 def job_name(name: str, uid: str, op: str, seq: int) -> str:
+    """`<name>-<op>-<hash8>`, the name cut as needed to fit JOB_NAME_LIMIT, as the CronJob
+    controller cuts its Jobs' names. The hash covers the uid, so two objects whose names
+    share the kept part still name different Jobs."""
     digest = hashlib.sha256(f"{uid}/{op}/{seq}".encode()).hexdigest()[:8]
-    return f"{name}-{op}-{digest}"
+    suffix = f"-{op}-{digest}"
+    # A cut must not leave `-` or `.` before the suffix: `a.-apply` is no DNS name.
+    kept = name[: JOB_NAME_LIMIT - len(suffix)].rstrip("-.")
+    return f"{kept}{suffix}"
 
 
 def next_seq(jobs: list[Json], op: str) -> int:

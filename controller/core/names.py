@@ -77,6 +77,15 @@ BACKOFF_CAP: Final = 600.0
 # Kubernetes caps a Secret's data at 1 MiB.
 SECRET_SIZE_LIMIT: Final = 1024 * 1024
 
+# The longest CAPTF object name the CRDs accept: the name is a label value on its Jobs
+# and Secrets (at most 63 characters), and a Job's name must fit the pod label the Job
+# controller stamps with it (also 63), so Job names are cut to fit (see job_name).
+OBJECT_NAME_LIMIT: Final = 63
+JOB_NAME_LIMIT: Final = 63
+# The shortest drift or refresh interval honoured, in seconds: the CRDs refuse less, and
+# an object stored before they did is read as this, so nothing runs in a tight loop.
+MIN_INTERVAL: Final = 60.0
+
 
 class Op(StrEnum):
     PLAN = "plan"
@@ -96,6 +105,8 @@ class Reason(StrEnum):
 
     # Waits.
     JOB_POLICY_INVALID = "JobPolicyInvalid"
+    # The API server refused the op's Job (or its inputs Secret or Leases); backs off.
+    JOB_REFUSED = "JobRefused"
     INPUTS_TOO_LARGE = "InputsTooLarge"
     DURABLE_INPUTS_MISSING = "DurableInputsMissing"
     JOB_CACHE_BEHIND = "JobCacheBehind"

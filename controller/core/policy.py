@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.names import MIN_INTERVAL
 from controller.core.timefmt import TimeFormatError, parse_duration
 from controller.core.windows import Window, WindowError, parse_windows
 
@@ -77,7 +78,7 @@ def _interval(spec: Json, section: str) -> float | None:
         raise PolicyError(f"spec.{section}.interval: {err}") from None
     if seconds <= 0:
         raise PolicyError(f"spec.{section}.interval must be positive, got {raw!r}")
-    return seconds
+    return max(seconds, MIN_INTERVAL)
 
 
 def read_policy(spec: Json) -> Policy:

@@ -59,6 +59,21 @@ def _seq(snap: Snapshot, op: str) -> int:
     return fresh_seq(snap.name, snap.obj["metadata"]["uid"], snap.jobs, op, gone - {""})
 
 
+# Answers that say the request itself is wrong or not allowed (invalid, forbidden by RBAC,
+# an admission webhook or a quota): the same request fails the same way until something
+# changes, so it is backed off, not retried at the rate limiter's pace.
+REFUSED_STATUSES = frozenset({400, 403, 422})
+
+
+class Refused(Exception):
+    """The API server refused something the op's Job needs, or the Job itself."""
+
+    def __init__(self, job: str, error: ApiError) -> None:
+        super().__init__(f"Job {job}: {error}")
+        self.job = job
+        self.error = error
+
+
 async def launch(
     client: Api,
     snap: Snapshot,
@@ -70,20 +85,59 @@ async def launch(
     now: datetime,
 ) -> str | Requeue:
     """Creates what the op needs and its Job; returns the Job's name, or the wait that the
-    cluster's operation Lease imposes when its live version says more than the cache did."""
+    cluster's operation Lease imposes when its live version says more than the cache did.
+    Raises Refused, with the Leases taken for the Job freed again, when the API server
+    refuses any of it."""
     seq = _seq(snap, run.op)
     name = job_name(snap.name, snap.obj["metadata"]["uid"], run.op, seq)
+    slot: list[Json] = []  # the run slot, once taken
+    try:
+        return await _launch(
+            client,
+            snap,
+            run,
+            inputs=inputs,
+            policy=policy,
+            slots=slots,
+            now=now,
+            seq=seq,
+            name=name,
+            slot=slot,
+        )
+    except ApiError as err:
+        if err.status not in REFUSED_STATUSES:
+            raise
+        # Held by a Job that will not exist, a run slot would be lost to every object and
+        # a family entry would stop the cluster's other objects.
+        await _forget(client, snap, name, slot)
+        raise Refused(name, err) from None
+
+
+async def _launch(
+    client: Api,
+    snap: Snapshot,
+    run: Run,
+    *,
+    inputs: Inputs,
+    policy: Policy,
+    slots: Slots,
+    now: datetime,
+    seq: int,
+    name: str,
+    slot: list[Json],
+) -> str | Requeue:
     if inputs_secret_name(snap.name, inputs) not in snap.secrets:
         await api.create(client, api.secret_path(snap.namespace), inputs_secret(snap.obj, inputs))
-    slot = await _take_run_slot(client, snap, name, slots, now)
+    taken = await _take_run_slot(client, snap, name, slots, now)
+    slot.append(taken)
     try:
         wait = await _claim_family(client, snap, name, now)
     except ApiError as err:
         if err.status == 409:
-            await _give_back(client, slot)
+            await _give_back(client, taken)
         raise
     if wait is not None:
-        await _give_back(client, slot)
+        await _give_back(client, taken)
         return wait
     if snap.kind != CLUSTER:
         await _take_op_lease(client, snap, name, now)
@@ -133,6 +187,27 @@ async def _give_back(client: Api, slot: Json) -> None:
     except ApiError as err:
         if err.status != 409:
             raise
+
+
+async def _forget(client: Api, snap: Snapshot, job: str, slot: list[Json]) -> None:
+    """Removes `job` from every Lease launch may have written for it, each read live (the
+    cache has not seen these writes). Best effort: a Lease changed meanwhile keeps the
+    entry, and a Job that never came to be is the janitor's."""
+    cluster = snap.name if snap.kind == CLUSTER else _cluster_of(snap)
+    names = [(lease["metadata"]["namespace"], lease["metadata"]["name"]) for lease in slot]
+    names.append((snap.namespace, family.lease_name(cluster)))
+    if snap.kind != CLUSTER:
+        names.append((snap.namespace, op_lease_name(snap.kind, snap.name)))
+    for namespace, name in names:
+        current = await api.get_or_none(client, api.lease_path(namespace, name))
+        change = None if current is None else family.release(current, job)
+        if current is None or change is None:
+            continue
+        try:
+            await api.write_lease(client, current, change)
+        except ApiError as err:
+            if err.status != 409:
+                raise
 
 
 def _cached_lease(snap: Snapshot, namespace: str, name: str) -> Json | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core import approvals, bookkeeping
+from controller.core import approvals, backoff, bookkeeping
 from controller.core import status as status_rules
 from controller.core.context import Context
 from controller.core.decide import context_of, decide
@@ -28,7 +28,7 @@ from controller.io import api, bookkeeper, interrupted
 from controller.io.api import Api
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, parse_key
-from controller.io.launcher import Slots, launch
+from controller.io.launcher import Refused, Slots, launch, planned_job_name
 from runtime.clock import Clock
 from runtime.loop import DONE, Result, requeue_after
 
@@ -41,6 +41,14 @@ PENDING_TTL = 300.0
 RUNNING_RECHECK = 60.0
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    job: str  # the Job the API server refused; the same name while the streak lasts
+    count: int  # refusals in a row
+    until: datetime  # no new attempt before this
+    message: str
+
+
 @dataclass
 class Reconciler:
     client: Api
@@ -51,11 +59,15 @@ class Reconciler:
     # Job name -> (the owner's uid, when created on the monotonic clock).
     _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
     _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
+    # Object key -> its current streak of refused Jobs (the Job name tells objects of one
+    # name apart: it hashes the uid).
+    _refusals: dict[str, _Refusal] = field(default_factory=dict)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
+            self._refusals.pop(key, None)
             return DONE
         now = self.clock.now()
         obj = await self._ensure_finalizer(obj)
@@ -66,23 +78,10 @@ class Reconciler:
         stored = snap.obj.get("status")  # what the API server has: written only if different
         snap = replace(snap, obj=snap.obj | {"status": status})
         decision = decide(snap, now)
+        if isinstance(decision, Run):
+            decision = self._still_refused(key, snap, decision, now) or decision
         if isinstance(decision, Run) and policy is not None and inputs is not None:
-            job = await launch(
-                self.client, snap, decision, inputs=inputs, policy=policy, slots=self.slots, now=now
-            )
-            if isinstance(job, Requeue):
-                decision = job  # the cluster's operation Lease, read live, says wait
-            else:
-                self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
-                status["activeJob"] = job
-                log.info(
-                    "%s: started %s (%s, retry %d)",
-                    key,
-                    job,
-                    decision.reason,
-                    decision.retry,
-                    extra={"fields": {"job": job}},
-                )
+            decision = await self._start(key, snap, decision, inputs, policy, status, now)
         await self._write_status(snap, history, stored, status, decision, policy, inputs, now)
         await self._warn_ignored_approval(snap, now)
         if policy is not None:
@@ -161,6 +160,75 @@ class Reconciler:
             adopted = _running_job(snap)
             if adopted is not None:
                 status["activeJob"] = adopted
+
+    async def _start(
+        self,
+        key: str,
+        snap: Snapshot,
+        run: Run,
+        inputs: Inputs,
+        policy: Policy,
+        status: Json,
+        now: datetime,
+    ) -> Decision:
+        """Launches the run; returns it, or the wait that replaces it (the cluster's
+        operation Lease, read live, says wait; or the API server refused the Job)."""
+        try:
+            job = await launch(
+                self.client, snap, run, inputs=inputs, policy=policy, slots=self.slots, now=now
+            )
+        except Refused as refused:
+            return await self._refused(key, snap, run, refused, policy, now)
+        if isinstance(job, Requeue):
+            return job
+        self._refusals.pop(key, None)
+        self._pending[job] = (snap.obj["metadata"]["uid"], self.clock.monotonic())
+        status["activeJob"] = job
+        log.info(
+            "%s: started %s (%s, retry %d)",
+            key,
+            job,
+            run.reason,
+            run.retry,
+            extra={"fields": {"job": job}},
+        )
+        return run
+
+    async def _refused(
+        self, key: str, snap: Snapshot, run: Run, refused: Refused, policy: Policy, now: datetime
+    ) -> Requeue:
+        """The wait after the API server refused a Job: backed off like a failed Job, with one
+        Warning Event and one log line per streak. The streak is the refused Job's name:
+        it stays the same until a Job of the object is created, and the Event is named
+        after it, so a restarted controller does not announce the same streak again."""
+        last = self._refusals.get(key)
+        count = last.count + 1 if last is not None and last.job == refused.job else 1
+        message = f"the API server refused Job {refused.job}: {refused.error.message}"
+        wait = backoff.delay(count, policy.failed_limit)
+        until = now + timedelta(seconds=wait)
+        self._refusals[key] = _Refusal(refused.job, count, until, message)
+        if count == 1:
+            body = api.event_body(
+                snap.obj,
+                f"{refused.job}.jobrefused",
+                type_="Warning",
+                reason=Reason.JOB_REFUSED,
+                message=message,
+                now=now,
+            )
+            await api.record_event(self.client, body)
+            fields = {"job": refused.job}
+            log.warning("%s/%s: %s", snap.kind, snap.name, message, extra={"fields": fields})
+        return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=message)
+
+    def _still_refused(self, key: str, snap: Snapshot, run: Run, now: datetime) -> Requeue | None:
+        """The refusal wait, while it lasts and the same Job would be tried again: a pass
+        woken by anything else (its own status write) must not ask again before then."""
+        last = self._refusals.get(key)
+        if last is None or now >= last.until or last.job != planned_job_name(snap, run.op):
+            return None
+        wait = (last.until - now).total_seconds()
+        return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=last.message)
 
     def creating(self) -> set[str]:
         """Jobs this process created that the cache may not show yet."""

@@ -264,7 +264,10 @@ def _set(path: str, value: object) -> Callable[[Obj], None]:
 
 INVALID = {
     "drift interval not a duration": (_set("drift.interval", "5 minutes"), "spec.drift.interval"),
-    "drift interval zero": (_set("drift.interval", "0s"), "interval must be more than 0s"),
+    "drift interval zero": (_set("drift.interval", "0s"), "interval must be at least 1m"),
+    "drift interval of 1ns": (_set("drift.interval", "1ns"), "interval must be at least 1m"),
+    "drift interval just short": (_set("drift.interval", "59.9s"), "interval must be at least 1m"),
+    "refresh interval of 1ms": (_set("refresh.interval", "1ms"), "interval must be at least 1m"),
     "refresh interval with a unit Go lacks": (
         _set("refresh.interval", "1d"),
         "spec.refresh.interval",
@@ -302,6 +305,10 @@ INVALID = {
         "spec.jobs.successfulJobsHistoryLimit",
     ),
     "zero deadline": (_set("jobs.activeDeadlineSeconds", 0), "spec.jobs.activeDeadlineSeconds"),
+    "deadline under a minute": (
+        _set("jobs.activeDeadlineSeconds", 59),
+        "spec.jobs.activeDeadlineSeconds: Invalid value: 59",
+    ),
     "no runner image": (_set("jobs.image", ...), "spec.jobs.image: Required value"),
     "no jobs": (_set("jobs", ...), "spec.jobs: Required value"),
     "dependsOn an unknown kind": (
@@ -351,7 +358,8 @@ def test_members_need_a_cluster(apiserver: ApiServer, namespace: str, kind: str)
 
 @pytest.mark.kube
 @pytest.mark.parametrize(
-    "interval", ["90s", "1h30m", "1.5h", ".5h", "1.h", "250ms", "2h45m30.5s", "10µs", "10us", ""]
+    "interval",
+    ["90s", "1h30m", "1.5h", ".5h", "1.h", "60000ms", "2h45m30.5s", "60000000µs", "60000000us", ""],
 )
 def test_go_durations_are_accepted(apiserver: ApiServer, namespace: str, interval: str) -> None:
     obj = minimal("TerraformCluster")
@@ -844,3 +852,12 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         return doc["kind"], doc["metadata"]["name"]
 
     assert sorted(render(MANIFESTS), key=key) == sorted(docs, key=key)
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", ["TerraformCluster", "TerraformMachinePool", "TerraformMachine"])
+def test_names_are_limited_to_a_label_value(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    assert create(apiserver, minimal(kind, "n" * 63), namespace, dry_run=True)
+    error = rejection(lambda: create(apiserver, minimal(kind, "n" * 64), namespace, dry_run=True))
+    assert "metadata.name must be at most 63 characters" in error.message
