@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from controller.core.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from runtime.errors import ConfigError
 
 Command = Callable[[argparse.Namespace], int]
@@ -34,6 +35,23 @@ def _add_kubeconfig(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_runner_policy(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allowed-images",
+        default=",".join(DEFAULT_IMAGES),
+        metavar="GLOBS",
+        help="comma-separated globs the runner image of an object must match "
+        "(default: %(default)s, the image the Deployment ships)",
+    )
+    p.add_argument(
+        "--allowed-service-accounts",
+        default=",".join(DEFAULT_SERVICE_ACCOUNTS),
+        metavar="GLOBS",
+        help="comma-separated globs for spec.jobs.serviceAccountName; the first plain name is "
+        "what Jobs run as when an object names none (default: %(default)s)",
+    )
+
+
 def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("decide", help="print the decision DecideOp makes for one object")
     src = p.add_mutually_exclusive_group(required=True)
@@ -49,6 +67,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
+    _add_runner_policy(p)
     _add_kubeconfig(p)
     p.set_defaults(func=_handler("controller.decide_cli"))
 
@@ -72,6 +91,7 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--leader-election-id", default="captf-controller")
     p.add_argument("--metrics-addr", default="127.0.0.1:8080", help="/metrics, /healthz, /readyz")
+    _add_runner_policy(p)
     p.add_argument(
         "--time-scale",
         type=float,

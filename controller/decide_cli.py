@@ -15,6 +15,7 @@ import orjson
 from controller.core import snapshot
 from controller.core.decide import decide
 from controller.core.decision import to_json
+from controller.core.policy import runner_policy
 from controller.snapshot_file import SnapshotError, load
 
 EXIT_BAD_INPUT = 2
@@ -30,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
         return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
     try:
         now, objects = _read(args)
-        snap = snapshot.build(objects[0], objects[1:], max_concurrent_runs=args.max_concurrent_runs)
+        snap = snapshot.build(
+            objects[0],
+            objects[1:],
+            max_concurrent_runs=args.max_concurrent_runs,
+            runner=runner_policy(args),
+        )
         decision = decide(snap, now)
     except SnapshotError as err:
         return _bad_input(str(err))

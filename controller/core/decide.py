@@ -60,7 +60,7 @@ def decide(snap: Snapshot, now: datetime) -> Decision:
 def context_of(snap: Snapshot, now: datetime) -> Context | Requeue:
     """What every step reads, or the wait when the policy or the inputs cannot be read."""
     try:
-        policy = read_policy(snap.spec)
+        policy = read_policy(snap.spec, snap.runner)
     except PolicyError as err:
         return Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
     try:

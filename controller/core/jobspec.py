@@ -138,16 +138,14 @@ def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, 
 
 
 def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str) -> Json:
-    spec = obj.get("spec") or {}
-    jobs = spec.get("jobs") or {}
     pod: Json = {
         "restartPolicy": "Never",
         "containers": [_container(obj, run, inputs=inputs, name=name)],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
     }
-    if jobs.get("serviceAccountName"):
-        pod["serviceAccountName"] = jobs["serviceAccountName"]
+    if policy.service_account:
+        pod["serviceAccountName"] = policy.service_account
     return {
         "backoffLimit": 0,
         "activeDeadlineSeconds": policy.active_deadline,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
 from controller.core.names import MIN_INTERVAL
@@ -15,6 +16,48 @@ from controller.core.windows import Window, WindowError, parse_windows
 
 Json = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+# The operator's defaults: the runner image the controller's Deployment ships, and the
+# runner account manifests/runner-rbac.yaml creates in each team namespace.
+DEFAULT_IMAGES: tuple[str, ...] = ("captf:dev",)
+DEFAULT_SERVICE_ACCOUNTS: tuple[str, ...] = ("captf-runner",)
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class RunnerPolicy:
+    """What the operator lets an object's Jobs run (`captf run --allowed-images` and
+    `--allowed-service-accounts`): shell-style globs. The object chooses among them; the
+    first account that is a plain name is what a Job runs as when the object names none."""
+
+    images: tuple[str, ...] = DEFAULT_IMAGES
+    service_accounts: tuple[str, ...] = DEFAULT_SERVICE_ACCOUNTS
+
+    def default_account(self) -> str | None:
+        return next((a for a in self.service_accounts if not _GLOB.search(a)), None)
+
+
+def globs(text: str) -> tuple[str, ...]:
+    """A comma-separated flag value as a tuple of globs, blanks dropped."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def runner_policy(args: object) -> RunnerPolicy:
+    """The policy from the `--allowed-images`/`--allowed-service-accounts` flags, which
+    `captf run` and `captf decide` share (argparse attributes allowed_images and
+    allowed_service_accounts, comma-separated)."""
+    return RunnerPolicy(
+        images=globs(str(getattr(args, "allowed_images", ",".join(DEFAULT_IMAGES)))),
+        service_accounts=globs(
+            str(getattr(args, "allowed_service_accounts", ",".join(DEFAULT_SERVICE_ACCOUNTS)))
+        ),
+    )
+
+
+# No restriction, and the namespace's default account: for snapshots read without an
+# operator's policy (tests, files that predate it).
+OPEN = RunnerPolicy(images=("*",), service_accounts=("*",))
 
 
 @dataclass(frozen=True)
@@ -30,6 +73,7 @@ class Policy:
     manual: bool
     allow_destructive: bool
     windows: list[Window]
+    service_account: str | None = None  # what the Jobs run as; None: the namespace's default
 
 
 class PolicyError(ValueError):
@@ -81,14 +125,40 @@ def _interval(spec: Json, section: str) -> float | None:
     return max(seconds, MIN_INTERVAL)
 
 
-def read_policy(spec: Json) -> Policy:
-    """The validated policy of a spec, or PolicyError naming the first bad field."""
+def _allowed(value: str, globs: tuple[str, ...]) -> bool:
+    return any(fnmatchcase(value, glob) for glob in globs)
+
+
+def _runner(jobs: Json, runner: RunnerPolicy) -> str | None:
+    """Checks the image and account against the operator's policy; returns the account."""
+    image = jobs["image"]
+    if not _allowed(image, runner.images):
+        allowed = ",".join(runner.images)
+        raise PolicyError(
+            f"spec.jobs.image {image!r} is not allowed by the controller's "
+            f"--allowed-images={allowed}"
+        )
+    account = jobs.get("serviceAccountName")
+    if account is None:
+        return runner.default_account()
+    if not (isinstance(account, str) and _DNS_SUBDOMAIN.match(account)):
+        raise PolicyError(f"spec.jobs.serviceAccountName is not a valid name: {account!r}")
+    if not _allowed(account, runner.service_accounts):
+        allowed = ",".join(runner.service_accounts)
+        raise PolicyError(
+            f"spec.jobs.serviceAccountName {account!r} is not allowed by the controller's "
+            f"--allowed-service-accounts={allowed}"
+        )
+    return account
+
+
+def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
+    """The validated policy of a spec under the operator's runner policy, or PolicyError
+    naming the first bad field (and, for a refused image or account, the flag)."""
     jobs = _section(spec, "jobs")
     if not isinstance(jobs.get("image"), str) or not jobs["image"].strip():
         raise PolicyError("spec.jobs.image is required")
-    account = jobs.get("serviceAccountName")
-    if account is not None and not (isinstance(account, str) and _DNS_SUBDOMAIN.match(account)):
-        raise PolicyError(f"spec.jobs.serviceAccountName is not a valid name: {account!r}")
+    account = _runner(jobs, runner)
     mode = _section(spec, "approval").get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
@@ -106,4 +176,5 @@ def read_policy(spec: Json) -> Policy:
         manual=mode == "Manual",
         allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,
+        service_account=account,
     )

@@ -18,6 +18,7 @@ from controller.core.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.policy import OPEN, RunnerPolicy
 from controller.core.redact import Redactor
 from controller.core.sensitive import job_redactor
 
@@ -36,6 +37,8 @@ class Snapshot:
     # Jobs this controller created that its cache has not shown yet.
     pending_jobs: frozenset[str] = frozenset()
     max_concurrent_runs: int = 10
+    # The operator's runner policy; a snapshot read without one restricts nothing.
+    runner: RunnerPolicy = OPEN
 
     @property
     def kind(self) -> str:
@@ -111,10 +114,13 @@ def build(
     *,
     pending_jobs: frozenset[str] = frozenset(),
     max_concurrent_runs: int = 10,
+    runner: RunnerPolicy = OPEN,
 ) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    snap = Snapshot(obj=obj, pending_jobs=pending_jobs, max_concurrent_runs=max_concurrent_runs)
+    snap = Snapshot(
+        obj=obj, pending_jobs=pending_jobs, max_concurrent_runs=max_concurrent_runs, runner=runner
+    )
     for item in others:
         kind = item.get("kind")
         same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace

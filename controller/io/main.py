@@ -26,6 +26,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry
 
+from controller.core.policy import runner_policy
 from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, wire_handlers
@@ -205,6 +206,7 @@ async def _control(parts: _Parts) -> None:
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),
         slots=Slots(namespace=parts.namespace, count=args.max_concurrent_runs),
+        runner=runner_policy(args),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     controller = Controller(

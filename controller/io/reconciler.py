@@ -20,7 +20,7 @@ from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import annotations_of, is_finished, name_of
 from controller.core.names import ANN_APPROVE, ANN_SERIAL, FINALIZER, Reason
-from controller.core.policy import Policy, PolicyError, read_policy
+from controller.core.policy import Policy, PolicyError, RunnerPolicy, read_policy
 from controller.core.serials import requested_serial, serial_of
 from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
@@ -56,6 +56,7 @@ class Reconciler:
     clock: Clock
     metrics: JobMetrics
     slots: Slots
+    runner: RunnerPolicy = field(default_factory=RunnerPolicy)  # the operator's, from flags
     # Job name -> (the owner's uid, when created on the monotonic clock).
     _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
     _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
@@ -238,7 +239,8 @@ class Reconciler:
         uid = obj["metadata"]["uid"]
         seen = {j["metadata"]["name"] for j in self.caches.jobs_of(uid)}
         mine = pending_of(self._pending, uid, seen, self.clock.monotonic())
-        return self.caches.snapshot(obj, pending_jobs=mine, max_concurrent_runs=self.slots.count)
+        snap = self.caches.snapshot(obj, pending_jobs=mine, max_concurrent_runs=self.slots.count)
+        return replace(snap, runner=self.runner)
 
     async def _record_restore_attempt(self, snap: Snapshot, history: History) -> Snapshot:
         """Writes status.lastRestoredSerial for a finished restore Job before the Job is
@@ -316,7 +318,7 @@ def pending_of(
 
 def _policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
     try:
-        policy: Policy | None = read_policy(snap.spec)
+        policy: Policy | None = read_policy(snap.spec, snap.runner)
     except PolicyError:
         policy = None
     try:
