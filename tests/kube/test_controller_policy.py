@@ -4,6 +4,8 @@ the flag, and starts once the object asks for what is allowed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from runtime.envtest import ApiServer
@@ -18,6 +20,7 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
+Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 
 
@@ -30,11 +33,11 @@ async def test_an_image_outside_the_policy_is_refused_with_the_flag(
         ready = await condition_is(kube, "Ready", "False", "JobPolicyInvalid")
         assert "--allowed-images=captf:dev" in ready["message"]
         assert await kube.jobs() == []
-        patch = {"spec": {"jobs": {"image": "captf:dev", "serviceAccountName": "admin"}}}
-        await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), patch, MERGE)
+        asks: Json = {"spec": {"jobs": {"image": "captf:dev", "serviceAccountName": "admin"}}}
+        await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), asks, MERGE)
         await _message_has(kube, "--allowed-service-accounts=captf-runner")
-        patch = {"spec": {"jobs": {"serviceAccountName": None}}}
-        await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), patch, MERGE)
+        unnamed: Json = {"spec": {"jobs": {"serviceAccountName": None}}}
+        await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), unnamed, MERGE)
         job = await nth_job(kube, 1)
         # Named by nobody: the operator's first allowed account.
         assert job["spec"]["template"]["spec"]["serviceAccountName"] == "captf-runner"
