@@ -853,6 +853,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
 
     assert sorted(render(MANIFESTS), key=key) == sorted(docs, key=key)
 
+
 @pytest.mark.kube
 @pytest.mark.parametrize("kind", ["TerraformCluster", "TerraformMachinePool", "TerraformMachine"])
 def test_names_are_limited_to_a_label_value(
