@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta, ListWatchTransport, Selection, reflect
-from runtime.cache.resource import Obj, Resource
+from runtime.cache.resource import Obj, Resource, Transform
 from runtime.cache.store import Change, IndexFunc, Store
 from runtime.cache.watchstream import Watched
 from runtime.clock import Clock
@@ -36,6 +36,8 @@ class Informer(RunsInContext):
         clock: Clock,
         selection: Selection = Selection(),  # noqa: B008 -- frozen, so sharing is safe
         indexers: Mapping[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
+        watch_list: bool = True,
     ) -> None:
         self.resource = resource
         self.store = Store(indexers)
@@ -43,6 +45,8 @@ class Informer(RunsInContext):
         self._transport = transport
         self._clock = clock
         self._selection = selection
+        self._transform = transform
+        self._watch_list = watch_list
         self._handlers: list[Handler] = []
 
     def add_handler(self, handler: Handler) -> None:
@@ -55,7 +59,12 @@ class Informer(RunsInContext):
     async def run(self) -> None:
         """Keep the store current until cancelled."""
         deltas = reflect(
-            self._transport, self.resource, clock=self._clock, selection=self._selection
+            self._transport,
+            self.resource,
+            clock=self._clock,
+            selection=self._selection,
+            transform=self._transform,
+            watch_list=self._watch_list,
         )
         try:
             async for delta in deltas:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 # A raw API object as decoded by orjson; never a generated model.
 Obj = dict[str, Any]
+# Applied to each object as it is decoded, before anything holds it: returns what to keep.
+Transform = Callable[[Obj], Obj]
 
 
 @dataclass(frozen=True, slots=True)

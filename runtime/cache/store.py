@@ -2,11 +2,14 @@
 
 Every mutation is synchronous (no `await` inside), so the event loop can never
 interleave two of them and the store needs no lock. Objects are stored as the
-API server sent them, minus what no controller reads: managedFields and the
-last-applied annotation (often the largest parts of an object)."""
+API server sent them (or as the informer's transform left them), minus what no
+controller reads: managedFields and the last-applied annotation (often the
+largest parts of an object). Label and annotation keys are interned: every
+cached object repeats the same few, so each is held once."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
@@ -122,8 +125,16 @@ def strip(obj: Obj) -> None:
         return
     metadata.pop("managedFields", None)
     annotations = metadata.get("annotations")
-    if annotations and LAST_APPLIED in annotations:
-        del annotations[LAST_APPLIED]
+    if annotations:
+        annotations.pop(LAST_APPLIED, None)
+        metadata["annotations"] = _interned(annotations)
+    labels = metadata.get("labels")
+    if labels:
+        metadata["labels"] = _interned(labels)
+
+
+def _interned(mapping: dict[str, str]) -> dict[str, str]:
+    return {sys.intern(key): value for key, value in mapping.items()}
 
 
 def label_index(label: str) -> IndexFunc:

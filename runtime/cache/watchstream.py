@@ -18,10 +18,17 @@ import orjson
 from runtime.cache.resource import Obj
 from runtime.errors import ApiError
 
+# The Accept headers that make the API server send PartialObjectMetadata: every
+# object's metadata, none of its contents (controller-runtime's metadata-only watches).
+METADATA_ONLY_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONLY_WATCH = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+# Marks the bookmark that ends a streaming list's initial events.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
 
 class StreamTransport(Protocol):
     def stream(
-        self, path: str, *, params: Mapping[str, str]
+        self, path: str, *, params: Mapping[str, str], accept: str = "application/json"
     ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
 
 
@@ -40,9 +47,12 @@ class Watched:
 
 @dataclass(frozen=True, slots=True)
 class Bookmark:
-    """The server's promise: every change up to `resource_version` has been sent."""
+    """The server's promise: every change up to `resource_version` has been sent.
+
+    `initial_events_end`: a streaming list's initial events are all in."""
 
     resource_version: str
+    initial_events_end: bool = False
 
 
 async def watch_once(
@@ -51,21 +61,24 @@ async def watch_once(
     *,
     params: Mapping[str, str],
     silence: float,
+    accept: str = "application/json",
 ) -> AsyncGenerator[Watched | Bookmark, None]:
     """The events of one watch connection, until the server ends it.
 
     Raises `ApiError` for a non-2xx answer or an ERROR event (410 included),
     `SilentStream` when no line arrives for `silence` seconds."""
-    async with transport.stream(path, params=params) as lines:
+    async with transport.stream(path, params=params, accept=accept) as lines:
         async for line in _until_silent(lines, silence):
             event = orjson.loads(line)
             kind = event["type"]
             obj = event["object"]
             if kind == "ERROR":
                 raise ApiError.from_status(obj)
-            version = obj["metadata"]["resourceVersion"]
+            metadata = obj["metadata"]
+            version = metadata["resourceVersion"]
             if kind == "BOOKMARK":
-                yield Bookmark(version)
+                annotations = metadata.get("annotations") or {}
+                yield Bookmark(version, annotations.get(INITIAL_EVENTS_END) == "true")
             else:
                 yield Watched(kind, obj, version)
 

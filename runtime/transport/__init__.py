@@ -73,17 +73,16 @@ class Transport:
         body: object = None,
         content_type: str = "application/json",
         timeout: float = 30.0,  # noqa: ASYNC109 -- a per-request HTTP deadline, part of the contract
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One request; the decoded JSON answer. Non-2xx raises `ApiError`."""
         data = None if body is None else orjson.dumps(body)
-        status, payload, headers = await self._send(
-            method, path, params, data, content_type, aiohttp.ClientTimeout(total=timeout)
-        )
+        deadline = aiohttp.ClientTimeout(total=timeout)
+        kinds = (content_type, accept)
+        status, payload, headers = await self._send(method, path, params, data, kinds, deadline)
         if status == 401 and self._reload_credentials is not None:
             await self._reload_credentials()
-            status, payload, headers = await self._send(
-                method, path, params, data, content_type, aiohttp.ClientTimeout(total=timeout)
-            )
+            status, payload, headers = await self._send(method, path, params, data, kinds, deadline)
         if status >= 300:
             raise ApiError.from_response(status, payload, headers)
         if not payload:
@@ -92,23 +91,23 @@ class Transport:
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
     def stream(
-        self, path: str, *, params: Mapping[str, str]
+        self, path: str, *, params: Mapping[str, str], accept: str = "application/json"
     ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
         """A watch: one raw line (one JSON event) at a time. Non-2xx raises `ApiError` on entry.
 
         No read timeout here: the watch layer decides how long silence may last."""
-        return self._stream(path, params)
+        return self._stream(path, params, accept)
 
     @asynccontextmanager
     async def _stream(
-        self, path: str, params: Mapping[str, str]
+        self, path: str, params: Mapping[str, str], accept: str
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0)
-        response = await self._open(path, params, timeout)
+        response = await self._open(path, params, timeout, accept)
         if response.status == 401 and self._reload_credentials is not None:
             response.release()
             await self._reload_credentials()
-            response = await self._open(path, params, timeout)
+            response = await self._open(path, params, timeout, accept)
         try:
             if response.status >= 300:
                 payload = await response.read()
@@ -125,13 +124,13 @@ class Transport:
         await self._session.close()
 
     async def _open(
-        self, path: str, params: Mapping[str, str], deadline: aiohttp.ClientTimeout
+        self, path: str, params: Mapping[str, str], deadline: aiohttp.ClientTimeout, accept: str
     ) -> aiohttp.ClientResponse:
         return await self._session.request(
             "GET",
             self._host + path,
             params=params,
-            headers=await self._headers("application/json"),
+            headers=await self._headers("application/json", accept),
             timeout=deadline,
             proxy=self._proxy,
             server_hostname=self._server_hostname,
@@ -143,7 +142,7 @@ class Transport:
         path: str,
         params: Mapping[str, str] | None,
         data: bytes | None,
-        content_type: str,
+        kinds: tuple[str, str],
         deadline: aiohttp.ClientTimeout,
     ) -> tuple[int, bytes, Mapping[str, str]]:
         async with self._session.request(
@@ -151,16 +150,16 @@ class Transport:
             self._host + path,
             params=params,
             data=data,
-            headers=await self._headers(content_type),
+            headers=await self._headers(*kinds),
             timeout=deadline,
             proxy=self._proxy,
             server_hostname=self._server_hostname,
         ) as response:
             return response.status, await response.read(), response.headers
 
-    async def _headers(self, content_type: str) -> dict[str, str]:
+    async def _headers(self, content_type: str, accept: str) -> dict[str, str]:
         # Asked per request: the configuration's refresh hook may have rotated the token.
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         auth = await self._configuration.auth_settings()
         for setting in auth.values():
             if setting.get("in") == "header" and setting.get("value"):

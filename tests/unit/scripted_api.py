@@ -83,7 +83,12 @@ class ScriptedApi:
         return [at for call, _, at in self.calls if call == kind]
 
     async def request(
-        self, method: str, path: str, *, params: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         assert method == "GET"
         self.calls.append(("list", dict(params or {}), asyncio.get_running_loop().time()))
@@ -96,7 +101,7 @@ class ScriptedApi:
 
     @asynccontextmanager
     async def stream(
-        self, path: str, *, params: Mapping[str, str]
+        self, path: str, *, params: Mapping[str, str], accept: str = "application/json"
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         self.calls.append(("watch", dict(params), asyncio.get_running_loop().time()))
         script: WatchScript = self.watches.pop(0) if self.watches else [HANG]

@@ -39,7 +39,7 @@ async def until(condition: Any) -> None:
 
 async def test_nothing_runs_before_the_informer_is_entered() -> None:
     api = ScriptedApi(lists=[page([], rv=1)])
-    informer = Informer(api, JOBS, clock=LoopClock())
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
     await asyncio.sleep(1)
     assert api.calls == []
     assert not informer.synced.is_set()
@@ -59,7 +59,7 @@ async def test_handlers_see_adds_updates_and_deletes_in_order() -> None:
             ]
         ],
     )
-    informer = Informer(api, JOBS, clock=LoopClock())
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
     informer.add_handler(recorder(calls))
     async with informer:
         await informer.wait_synced()
@@ -72,7 +72,7 @@ async def test_handlers_see_adds_updates_and_deletes_in_order() -> None:
 async def test_synced_is_set_once_the_first_list_is_in_the_store() -> None:
     seen_at_sync: list[int] = []
     api = ScriptedApi(lists=[page([obj("a", 1), obj("b", 2)], rv=10)])
-    informer = Informer(api, JOBS, clock=LoopClock())
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
     async with informer:
         await informer.wait_synced()
         seen_at_sync.append(len(informer.store))
@@ -85,7 +85,9 @@ async def test_a_relist_after_410_delivers_deletions_of_vanished_objects() -> No
         lists=[page([obj("a", 1), obj("b", 2)], rv=10), page([obj("a", 1), obj("c", 30)], rv=31)],
         watches=[[error_event(410, "Expired")], [HANG]],
     )
-    informer = Informer(api, JOBS, clock=LoopClock(), indexers={"app": label_index("app")})
+    informer = Informer(
+        api, JOBS, clock=LoopClock(), watch_list=False, indexers={"app": label_index("app")}
+    )
     informer.add_handler(recorder(calls))
     async with informer:
         await until(lambda: informer.store.resource_version == "31")
@@ -101,7 +103,7 @@ async def test_a_failing_handler_does_not_stop_the_others_or_the_cache() -> None
         raise RuntimeError("bug in a handler")
 
     api = ScriptedApi(lists=[page([obj("a", 1)], rv=10)], watches=[[event("ADDED", obj("b", 11))]])
-    informer = Informer(api, JOBS, clock=LoopClock())
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
     informer.add_handler(broken)
     informer.add_handler(recorder(calls))
     async with informer:
@@ -111,7 +113,7 @@ async def test_a_failing_handler_does_not_stop_the_others_or_the_cache() -> None
 
 async def test_leaving_the_block_stops_the_watch() -> None:
     api = ScriptedApi(lists=[page([], rv=10)])
-    async with Informer(api, JOBS, clock=LoopClock()) as informer:
+    async with Informer(api, JOBS, clock=LoopClock(), watch_list=False) as informer:
         await informer.wait_synced()
     calls = len(api.calls)
     await asyncio.sleep(3600)

@@ -45,9 +45,12 @@ async def take(
     *,
     clock: LoopClock | None = None,
     selection: Selection = Selection(),  # noqa: B008
+    watch_list: bool = False,
 ) -> list[Delta]:
     deltas: list[Delta] = []
-    stream = reflect(api, JOBS, clock=clock or LoopClock(), selection=selection)
+    stream = reflect(
+        api, JOBS, clock=clock or LoopClock(), selection=selection, watch_list=watch_list
+    )
     try:
         async with asyncio.timeout(50_000):
             async for delta in stream:
@@ -63,7 +66,7 @@ def versions(deltas: list[Delta]) -> list[str]:
     return [delta.resource_version for delta in deltas]
 
 
-async def test_lists_from_the_watch_cache_then_watches_from_the_lists_version() -> None:
+async def test_lists_consistently_page_by_page_then_watches_from_the_lists_version() -> None:
     api = ScriptedApi(
         lists=[page([obj("a", 5)], rv=10)],
         watches=[[event("ADDED", obj("b", 11)), event("MODIFIED", obj("a", 12))]],
@@ -76,9 +79,8 @@ async def test_lists_from_the_watch_cache_then_watches_from_the_lists_version() 
     assert isinstance(added, Watched)
     assert isinstance(modified, Watched)
     assert (added.type, modified.type) == ("ADDED", "MODIFIED")
-    assert api.params_of("list") == [
-        {"labelSelector": "x=y", "limit": "500", "resourceVersion": "0"}
-    ]
+    # resourceVersion unset: a consistent read, which honours the limit ("0" would not).
+    assert api.params_of("list") == [{"labelSelector": "x=y", "limit": "500"}]
     [watch] = api.params_of("watch")
     assert watch["resourceVersion"] == "10"
     assert watch["allowWatchBookmarks"] == "true"
