@@ -82,7 +82,17 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="namespace of run-slot and leader Leases (default: from the pod, else 'default')",
     )
     p.add_argument("--max-concurrent-runs", type=int, default=10, help="run-slot Leases")
-    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    # A reconcile spends most of its time waiting on the API server (a status PUT, a
+    # patch: 70-260 ms under load), not on CPU (about 1 ms of decision): with 4 workers a
+    # burst of changes queued behind those waits. 16 keeps the queue short at 100
+    # changes/s while leaving the API server's default in-flight limits far away.
+    p.add_argument("--workers", type=int, default=16, help="concurrent reconciles")
+    p.add_argument(
+        "--watch-label-selector",
+        default=None,
+        help="shard: reconcile only the CAPTF objects (and their Jobs) this label selector "
+        "matches, e.g. 'sharding.captf.io/key in (shard1)'",
+    )
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,

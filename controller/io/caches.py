@@ -9,18 +9,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from controller.core.jobs import result
 from controller.core.names import (
+    ANN_ACCOUNTED,
+    ANN_INPUTS_HASH,
     API_VERSION,
+    CLUSTER,
+    FINALIZER,
     GROUP,
     KINDS,
     LABEL_KIND,
     LABEL_NAME,
+    LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
     PLURALS,
+    SCOPE_RUN_SLOT,
     VERSION,
+    inputs_secret_prefix,
+    state_secret_name,
 )
 from controller.core.snapshot import Snapshot
+from controller.io.contents import Contents, Reader, Wanted
 from runtime.cache import Informer, Resource, Selection, label_index
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
@@ -29,11 +39,133 @@ from runtime.clock import Clock
 Json = dict[str, Any]
 BY_NAMESPACE = "namespace"
 BY_UID = "uid"
+BY_SCOPE = "scope"
+# Objects by what they point at, "namespace/..." each: the reverse lookups a change needs.
+BY_REF = "ref"  # "ns/Secret/name", "ns/ConfigMap/name": referenced or owned
+BY_CLUSTER = "cluster"  # "ns/cluster": a pool or machine, by its clusterRef
+BY_DEPENDENCY = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
+BY_WAITING = "waiting"  # "lease": objects whose status says they wait for a Lease
+BY_INPUTS_OF = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
+WAITING_FOR_LEASE = "lease"
+PLAN_OF = "captf.io/plan-of"
+INPUTS_INFIX = "-inputs-"
+
+SECRET = "Secret"
+CONFIGMAP = "ConfigMap"
 
 
 def _namespace_index(obj: Obj) -> Iterable[str]:
     ns = obj.get("metadata", {}).get("namespace")
     return [ns] if ns else []
+
+
+def _spec(obj: Obj) -> Json:
+    return obj.get("spec") or {}
+
+
+def _ref_name(value: object) -> str:
+    return str((value if isinstance(value, dict) else {}).get("name") or "")
+
+
+def referenced_secrets(obj: Obj) -> list[str]:
+    """The user's Secrets an object's spec names: credentials, then variablesFrom."""
+    spec = _spec(obj)
+    names = [_ref_name(spec.get("credentialsRef"))]
+    names += [_ref_name(entry.get("secretRef")) for entry in spec.get("variablesFrom") or []]
+    return [name for name in names if name]
+
+
+def module_configmap(obj: Obj) -> str:
+    return _ref_name((_spec(obj).get("module") or {}).get("configMapRef"))
+
+
+def _ref_index(obj: Obj) -> Iterable[str]:
+    meta = obj["metadata"]
+    ns = meta.get("namespace", "")
+    secrets = [*referenced_secrets(obj), state_secret_name(meta["name"])]
+    refs = [f"{ns}/{SECRET}/{name}" for name in secrets]
+    configmap = module_configmap(obj)
+    return [*refs, f"{ns}/{CONFIGMAP}/{configmap}"] if configmap else refs
+
+
+def _cluster_index(obj: Obj) -> Iterable[str]:
+    cluster = _ref_name(_spec(obj).get("clusterRef"))
+    return [f"{obj['metadata'].get('namespace', '')}/{cluster}"] if cluster else []
+
+
+def _dependency_index(obj: Obj) -> Iterable[str]:
+    ns = obj["metadata"].get("namespace", "")
+    deps = _spec(obj).get("dependsOn") or []
+    return [f"{ns}/{dep.get('kind', '')}/{dep.get('name', '')}" for dep in deps]
+
+
+def _waiting_index(obj: Obj) -> Iterable[str]:
+    reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
+    return [WAITING_FOR_LEASE] if reason.startswith("WaitingFor") else []
+
+
+def _inputs_of_index(secret: Obj) -> Iterable[str]:
+    meta = secret["metadata"]
+    name = str(meta.get("name", ""))
+    if INPUTS_INFIX not in name:
+        return []
+    return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
+
+
+# What the controller reads of a Job (controller/core/jobs.py, history.py, io/bookkeeper.py,
+# io/interrupted.py, io/janitor.py): its identity, labels and annotations, owners, and
+# status. The pod template, by far the largest part, is dropped as the Job is decoded,
+# except the runner's CAPTF_INPUTS_HASH, read from it when the annotation is missing.
+JOB_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+)
+INPUTS_HASH_ENV = "CAPTF_INPUTS_HASH"
+
+
+def job_fields(job: Obj) -> Obj:
+    """A Job as cached: only the fields listed above."""
+    meta = job.get("metadata") or {}
+    kept: Obj = {
+        "apiVersion": job.get("apiVersion", "batch/v1"),
+        "kind": job.get("kind", "Job"),
+        "metadata": {k: meta[k] for k in JOB_METADATA if k in meta},
+    }
+    if "status" in job:
+        kept["status"] = job["status"]
+    if not (meta.get("annotations") or {}).get(ANN_INPUTS_HASH):
+        env = _inputs_hash_env(job)
+        if env is not None:
+            container = {"env": [{"name": INPUTS_HASH_ENV, "value": env}]}
+            kept["spec"] = {"template": {"spec": {"containers": [container]}}}
+    return kept
+
+
+def _inputs_hash_env(job: Obj) -> str | None:
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == INPUTS_HASH_ENV and env.get("value"):
+                return str(env["value"])
+    return None
+
+
+def _as(api_version: str, kind: str) -> Callable[[Obj], Obj]:
+    """PartialObjectMetadata as cached: the metadata under its real kind."""
+
+    def transform(obj: Obj) -> Obj:
+        return {"apiVersion": api_version, "kind": kind, "metadata": obj["metadata"]}
+
+    return transform
 
 
 def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
@@ -53,31 +185,95 @@ def parse_key(key: str) -> tuple[str, str, str]:
     return kind, namespace, name
 
 
+def _joined(*selectors: str | None) -> str | None:
+    return ",".join(s for s in selectors if s) or None
+
+
 class Caches:
+    """One informer per resource read, and every lookup a snapshot needs as an index.
+
+    `label_selector` (sharding) narrows the CAPTF objects and the Jobs to one shard.
+    Secrets and ConfigMaps are cached as metadata; `contents` holds the data of the
+    ones objects read."""
+
     def __init__(
-        self, transport: ListWatchTransport, *, clock: Clock, namespace: str | None
+        self,
+        transport: ListWatchTransport,
+        *,
+        clock: Clock,
+        namespace: str | None,
+        reader: Reader | None = None,
+        label_selector: str | None = None,
     ) -> None:
         def informer(
-            group: str, version: str, plural: str, *, labels: str | None = None, **indexers: Any
+            group: str,
+            version: str,
+            plural: str,
+            *,
+            labels: str | None = None,
+            metadata_only: bool = False,
+            transform: Callable[[Obj], Obj] | None = None,
+            **indexers: Any,
         ) -> Informer:
-            selection = Selection(namespace=namespace, label_selector=labels)
+            selection = Selection(
+                namespace=namespace, label_selector=labels, metadata_only=metadata_only
+            )
             resource = Resource(group, version, plural)
             return Informer(
-                transport, resource, clock=clock, selection=selection, indexers=indexers
+                transport,
+                resource,
+                clock=clock,
+                selection=selection,
+                indexers=indexers,
+                transform=transform,
             )
 
         self.objects = {
-            kind: informer(GROUP, VERSION, PLURALS[kind], namespace=_namespace_index)
+            kind: informer(
+                GROUP,
+                VERSION,
+                PLURALS[kind],
+                labels=label_selector,
+                namespace=_namespace_index,
+                ref=_ref_index,
+                cluster=_cluster_index,
+                dependency=_dependency_index,
+                waiting=_waiting_index,
+            )
             for kind in KINDS
         }
         # Only CAPTF's Jobs: they all carry the uid label.
-        self.jobs = informer("batch", "v1", "jobs", labels=LABEL_UID, uid=label_index(LABEL_UID))
-        self.secrets = informer("", "v1", "secrets", namespace=_namespace_index)
-        self.configmaps = informer("", "v1", "configmaps", namespace=_namespace_index)
+        self.jobs = informer(
+            "batch",
+            "v1",
+            "jobs",
+            labels=_joined(LABEL_UID, label_selector),
+            transform=job_fields,
+            uid=label_index(LABEL_UID),
+        )
+        self.secrets = informer(
+            "",
+            "v1",
+            "secrets",
+            metadata_only=True,
+            transform=_as("v1", SECRET),
+            inputs_of=_inputs_of_index,
+        )
+        self.configmaps = informer(
+            "", "v1", "configmaps", metadata_only=True, transform=_as("v1", CONFIGMAP)
+        )
         # Run slots and operation Leases carry the scope label; the leader Lease does not.
         self.leases = informer(
-            "coordination.k8s.io", "v1", "leases", labels=LABEL_SCOPE, namespace=_namespace_index
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            labels=LABEL_SCOPE,
+            namespace=_namespace_index,
+            scope=label_index(LABEL_SCOPE),
         )
+        source = reader if reader is not None else transport
+        self.secret_data = Contents(source, self.secrets.resource, self.secrets.store)
+        self.configmap_data = Contents(source, self.configmaps.resource, self.configmaps.store)
 
     def informers(self) -> list[Informer]:
         return [*self.objects.values(), self.jobs, self.secrets, self.configmaps, self.leases]
@@ -97,6 +293,13 @@ class Caches:
             for o in inf.store.by_index(BY_NAMESPACE, namespace)
         ]
 
+    def objects_by(self, index: str, value: str) -> list[Json]:
+        return [
+            with_kind(o, API_VERSION, kind)
+            for kind, inf in self.objects.items()
+            for o in inf.store.by_index(index, value)
+        ]
+
     def jobs_of(self, uid: str) -> list[Json]:
         return [with_kind(j, "batch/v1", "Job") for j in self.jobs.store.by_index(BY_UID, uid)]
 
@@ -104,37 +307,87 @@ class Caches:
         found = self.jobs.store.get(f"{namespace}/{name}")
         return None if found is None else with_kind(found, "batch/v1", "Job")
 
+    async def load_contents(self, obj: Json) -> None:
+        """Fetches the data `obj`'s decision reads that changed since it was last fetched."""
+        ns = obj["metadata"]["namespace"]
+        wanted = [Wanted(name) for name in referenced_secrets(obj)]
+        wanted += [Wanted(name, keys_only=True) for name in self._plan_secrets(obj)]
+        await self.secret_data.load(ns, wanted)
+        configmap = module_configmap(obj)
+        if configmap:
+            await self.configmap_data.load(ns, [Wanted(configmap)])
+
     def snapshot(
         self, obj: Json, *, pending_jobs: frozenset[str], max_concurrent_runs: int
     ) -> Snapshot:
+        """Everything `decide` reads about `obj`, each part from an index or a key: the
+        cost does not grow with the number of objects, Jobs or Secrets around it."""
         meta = obj["metadata"]
-        ns = meta["namespace"]
-        secrets = {
-            s["metadata"]["name"]: with_kind(s, "v1", "Secret")
-            for s in self.secrets.store.by_index(BY_NAMESPACE, ns)
-        }
-        configmaps = {
-            c["metadata"]["name"]: with_kind(c, "v1", "ConfigMap")
-            for c in self.configmaps.store.by_index(BY_NAMESPACE, ns)
-        }
-        leases = [
-            with_kind(lease, "coordination.k8s.io/v1", "Lease") for lease in self.leases.store
+        ns, name = meta["namespace"], meta["name"]
+        jobs = self.jobs_of(meta["uid"])
+        secret_names = [state_secret_name(name), *referenced_secrets(obj)]
+        secret_names += self._plan_secrets(obj)
+        prefix = inputs_secret_prefix(name)
+        secret_names += [
+            s["metadata"]["name"]
+            for s in self.secrets.store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
+            if s["metadata"]["name"].startswith(prefix)
         ]
-        related = {
-            (o["kind"], o["metadata"]["name"]): o
-            for o in self.objects_in(ns)
-            if o["metadata"].get("uid") != meta.get("uid")
-        }
+        configmap = module_configmap(obj)
         return Snapshot(
             obj=obj,
-            jobs=self.jobs_of(meta["uid"]),
-            secrets=secrets,
-            configmaps=configmaps,
-            leases=leases,
-            related=related,
+            jobs=jobs,
+            secrets=self._with_data(self.secret_data, ns, secret_names),
+            configmaps=self._with_data(self.configmap_data, ns, [configmap] if configmap else []),
+            leases=self._leases(ns),
+            related=self._related(obj),
             pending_jobs=pending_jobs,
             max_concurrent_runs=max_concurrent_runs,
         )
+
+    def _plan_secrets(self, obj: Json) -> list[str]:
+        names = (
+            str((result(job) or {}).get("planSecret") or "")
+            for job in self.jobs_of(obj["metadata"]["uid"])
+        )
+        return [name for name in names if name]
+
+    def _with_data(self, contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:
+        found: dict[str, Json] = {}
+        for name in names:
+            meta = contents.metadata.get(f"{ns}/{name}")
+            if meta is None:
+                continue
+            data = contents.data(ns, name)
+            found[name] = meta if data is None else meta | {"data": data}
+        return found
+
+    def _leases(self, ns: str) -> list[Json]:
+        store = self.leases.store
+        slots = store.by_index(BY_SCOPE, SCOPE_RUN_SLOT)
+        seen = {id(lease) for lease in slots}
+        local = [lease for lease in store.by_index(BY_NAMESPACE, ns) if id(lease) not in seen]
+        return [with_kind(lease, "coordination.k8s.io/v1", "Lease") for lease in [*slots, *local]]
+
+    def _related(self, obj: Json) -> dict[tuple[str, str], Json]:
+        """The cluster, the dependencies and (for a cluster) the members, by (kind, name)."""
+        meta = obj["metadata"]
+        ns, uid = meta["namespace"], meta.get("uid")
+        spec = _spec(obj)
+        wanted = [(CLUSTER, _ref_name(spec.get("clusterRef")))]
+        wanted += [
+            (str(d.get("kind", "")), str(d.get("name", ""))) for d in spec.get("dependsOn") or []
+        ]
+        related: dict[tuple[str, str], Json] = {}
+        for kind, name in wanted:
+            other = self.object(kind, ns, name) if kind in self.objects and name else None
+            if other is not None and other["metadata"].get("uid") != uid:
+                related[(kind, name)] = other
+        if obj.get("kind") == CLUSTER:
+            for member in self.objects_by(BY_CLUSTER, f"{ns}/{meta['name']}"):
+                if member["metadata"].get("uid") != uid:
+                    related[(member["kind"], member["metadata"]["name"])] = member
+        return related
 
 
 def owner_key(job: Obj) -> str | None:
@@ -148,19 +401,32 @@ def owner_key(job: Obj) -> str | None:
 
 
 def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
-    """Which changes wake which objects. Handlers only enqueue keys: they run in the watch loop."""
+    """Which changes wake which objects. Handlers only enqueue keys: they run in the watch
+    loop. Every fan-out goes through an index: a change wakes the objects it concerns, not
+    its namespace."""
+
+    def wake(objects: Iterable[Json]) -> None:
+        for other in objects:
+            other_meta = other["metadata"]
+            enqueue(key_of(other["kind"], other_meta["namespace"], other_meta["name"]))
 
     def on_object(kind: str) -> Callable[[Obj | None, Obj | None], None]:
         def handler(old: Obj | None, new: Obj | None) -> None:
             obj = new or old
             assert obj is not None
             meta = obj["metadata"]
-            enqueue(key_of(kind, meta["namespace"], meta["name"]))
+            ns, name = meta["namespace"], meta["name"]
+            if not only_own_object_writes(old, new):
+                enqueue(key_of(kind, ns, name))
             if _ready_changed(old, new) or _active_job(old) != _active_job(new):
                 # Dependants and members wait on this object's Ready condition; a cluster
                 # and its members wait while the other runs a Job (status.activeJob).
-                for other in caches.objects_in(meta["namespace"]):
-                    enqueue(key_of(other["kind"], meta["namespace"], other["metadata"]["name"]))
+                wake(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
+                if kind == CLUSTER:
+                    wake(caches.objects_by(BY_CLUSTER, f"{ns}/{name}"))
+                else:
+                    cluster = caches.object(CLUSTER, ns, _ref_name(_spec(obj).get("clusterRef")))
+                    wake([cluster] if cluster is not None else [])
 
         return handler
 
@@ -168,35 +434,81 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
         inf.add_handler(on_object(kind))
 
     def on_job(old: Obj | None, new: Obj | None) -> None:
+        if only_own_job_writes(old, new):
+            return
         key = owner_key(new or old or {})
         if key is not None:
             enqueue(key)
 
     caches.jobs.add_handler(on_job)
 
-    def on_namespaced(old: Obj | None, new: Obj | None) -> None:
-        # Module ConfigMaps, variables, credentials, state and plans: wake the namespace's
-        # objects; the reconcile of an unaffected object changes nothing.
-        obj = new or old
-        assert obj is not None
-        ns = obj["metadata"].get("namespace", "")
-        for other in caches.objects_in(ns):
-            enqueue(key_of(other["kind"], ns, other["metadata"]["name"]))
+    def on_data(kind: str, contents: Contents) -> Callable[[Obj | None, Obj | None], None]:
+        def handler(old: Obj | None, new: Obj | None) -> None:
+            obj = new or old
+            assert obj is not None
+            meta = obj["metadata"]
+            ns, name = meta.get("namespace", ""), meta["name"]
+            if new is None:
+                contents.forget(f"{ns}/{name}")
+            # Objects that read it (module, variables, credentials, their state)...
+            wake(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
+            # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
+            labels = meta.get("labels") or {}
+            owner = labels.get(LABEL_NAME) or labels.get(PLAN_OF)
+            if owner:
+                owner_kind = labels.get(LABEL_KIND)
+                kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
+                found = [caches.object(k, ns, owner) for k in kinds]
+                wake(o for o in found if o is not None)
 
-    caches.secrets.add_handler(on_namespaced)
-    caches.configmaps.add_handler(on_namespaced)
+        return handler
+
+    caches.secrets.add_handler(on_data(SECRET, caches.secret_data))
+    caches.configmaps.add_handler(on_data(CONFIGMAP, caches.configmap_data))
 
     def on_lease(old: Obj | None, new: Obj | None) -> None:
         if _holder(old) and not _holder(new):
             # A slot or an operation came free: wake whoever waits for a Lease.
-            for kind, inf in caches.objects.items():
-                for other in inf.store:
-                    reason = ((other.get("status") or {}).get("next") or {}).get("reason", "")
-                    if str(reason).startswith("WaitingFor"):
-                        meta = other["metadata"]
-                        enqueue(key_of(kind, meta["namespace"], meta["name"]))
+            wake(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
 
     caches.leases.add_handler(on_lease)
+
+
+def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
+    """Whether an update changed nothing but what the controller itself writes on a CAPTF
+    object: status, its finalizer, the retry-capped label. Such an event must not wake the
+    object again (the pass that wrote it already decided with it); any other change
+    (spec, labels and annotations that are not ours, deletion, foreign finalizers) does."""
+    if old is None or new is None:
+        return False
+    return _own_writes_aside(old) == _own_writes_aside(new)
+
+
+def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
+    meta = obj["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_RETRY_CAPPED}
+    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    return (
+        obj.get("spec"),
+        meta.get("uid"),
+        meta.get("deletionTimestamp"),
+        meta.get("annotations") or {},
+        labels,
+        finalizers,
+    )
+
+
+def only_own_job_writes(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a Job update only set the controller's accounting annotation."""
+    if old is None or new is None:
+        return False
+    return _accounting_aside(old) == _accounting_aside(new)
+
+
+def _accounting_aside(job: Obj) -> tuple[object, ...]:
+    meta = job["metadata"]
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANN_ACCOUNTED}
+    return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
 
 
 def _holder(lease: Obj | None) -> str:

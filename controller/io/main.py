@@ -34,6 +34,7 @@ from controller.io.janitor import sweep_forever
 from controller.io.launcher import Slots
 from controller.io.reconciler import Reconciler
 from runtime import logs
+from runtime.cache.heap import settle_after_sync
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import CannotListen, HealthServer, parse_address
@@ -118,7 +119,12 @@ async def serve(
     async with open_transport(args.kubeconfig) as transport:
         clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
         registry = CollectorRegistry()
-        caches = Caches(transport, clock=LoopClock(), namespace=args.namespace)
+        caches = Caches(
+            transport,
+            clock=LoopClock(),
+            namespace=args.namespace,
+            label_selector=getattr(args, "watch_label_selector", None),
+        )
         capped.register(registry, caches)
         parts = _Parts(
             args=args,
@@ -228,6 +234,7 @@ async def _control(parts: _Parts) -> None:
             for informer in caches.informers():
                 await informer.wait_synced()
         if not parts.stop.is_set():
+            settle_after_sync()
             log.info("caches synced; reconciling with %d workers", args.workers)
             tg.start_soon(
                 sweep_forever,

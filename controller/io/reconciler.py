@@ -72,7 +72,7 @@ class Reconciler:
             return DONE
         now = self.clock.now()
         obj = await self._ensure_finalizer(obj)
-        snap = self._snapshot(obj)
+        snap = await self._snapshot(obj)
         policy, inputs = _policy_and_inputs(snap)
         history = History(snap.jobs, snap.plan_readable, snap.redactor)
         snap, status = await self._keep_books(snap, history, policy, inputs, now)
@@ -235,7 +235,8 @@ class Reconciler:
         """Jobs this process created that the cache may not show yet."""
         return set(self._pending)
 
-    def _snapshot(self, obj: Json) -> Snapshot:
+    async def _snapshot(self, obj: Json) -> Snapshot:
+        await self.caches.load_contents(obj)
         uid = obj["metadata"]["uid"]
         seen = {j["metadata"]["name"] for j in self.caches.jobs_of(uid)}
         mine = pending_of(self._pending, uid, seen, self.clock.monotonic())

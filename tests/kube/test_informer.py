@@ -24,6 +24,7 @@ pytestmark = pytest.mark.kube
 CONFIGMAPS = Resource("", "v1", "configmaps")
 # The launcher turns the watch cache off for podtemplates, so etcd's compaction shows through.
 PODTEMPLATES = Resource("", "v1", "podtemplates")
+SECRETS = Resource("", "v1", "secrets")
 MERGE = "application/merge-patch+json"
 
 
@@ -44,23 +45,29 @@ class Severable:
         self._cut = asyncio.Event()
 
     async def request(
-        self, method: str, path: str, *, params: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         await self.open.wait()
-        return await self.inner.request(method, path, params=params)
+        return await self.inner.request(method, path, params=params, accept=accept)
 
     def stream(
-        self, path: str, *, params: Mapping[str, str]
+        self, path: str, *, params: Mapping[str, str], accept: str = "application/json"
     ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
-        return self._stream(path, params)
+        return self._stream(path, params, accept)
 
     @asynccontextmanager
     async def _stream(
-        self, path: str, params: Mapping[str, str]
+        self, path: str, params: Mapping[str, str], accept: str
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         await self.open.wait()
-        self.watch_versions.append(params["resourceVersion"])
-        async with self.inner.stream(path, params=params) as lines:
+        # A streaming list starts from no version: recorded as "list".
+        self.watch_versions.append(params.get("resourceVersion") or "list")
+        async with self.inner.stream(path, params=params, accept=accept) as lines:
             yield self._until_cut(lines)
 
     async def _until_cut(self, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -181,11 +188,40 @@ async def test_a_paged_relist_sees_every_object(
     for n in range(25):
         apiserver.request("POST", path, configmap(f"m{n:02}"))
     selection = Selection(namespace=namespace, page_size=4)
-    stream = reflect(transport, CONFIGMAPS, clock=LoopClock(), selection=selection)
+    stream = reflect(
+        transport, CONFIGMAPS, clock=LoopClock(), selection=selection, watch_list=False
+    )
     listed = await anext(stream)
     await stream.aclose()
     assert isinstance(listed, Listed)
     assert sorted(o["metadata"]["name"] for o in listed.objects) == [f"m{n:02}" for n in range(25)]
+
+
+@pytest.mark.parametrize("watch_list", [True, False], ids=["streaming", "paged"])
+async def test_a_metadata_only_informer_holds_no_secret_data(
+    apiserver: ApiServer, namespace: str, transport: Transport, watch_list: bool
+) -> None:
+    path = SECRETS.path(namespace)
+    body = {"metadata": {"name": "s1", "annotations": {"a": "1"}}, "stringData": {"k": "hush"}}
+    apiserver.request("POST", path, body)
+    severable = Severable(transport)
+    selection = Selection(namespace=namespace, metadata_only=True, page_size=1)
+    informer = Informer(
+        severable, SECRETS, clock=LoopClock(), selection=selection, watch_list=watch_list
+    )
+    async with informer:
+        await informer.wait_synced()
+        apiserver.request("POST", path, body | {"metadata": {"name": "s2"}})
+        await until(lambda: len(informer.store) == 2)
+        assert cache_state(informer) == server_state(apiserver, path)
+        for cached in informer.store:
+            assert cached["kind"] == "PartialObjectMetadata"
+            assert set(cached) == {"kind", "apiVersion", "metadata"}
+        cached = informer.store.get(f"{namespace}/s1")
+        assert cached is not None
+        assert cached["metadata"]["annotations"] == {"a": "1"}
+    # A streaming list opens with a watch from no version; a paged one with a list.
+    assert (severable.watch_versions[0] == "list") is watch_list
 
 
 async def test_relist_after_compaction_delivers_what_changed_meanwhile(
@@ -206,9 +242,8 @@ async def test_relist_after_compaction_delivers_what_changed_meanwhile(
         assert apiserver.etcd_compact() > int(seen) + 1
         severable.restore()
         await until(lambda: cache_state(informer) == server_state(apiserver, path))
-    # The re-watch from `seen` met 410 and the reflector listed again.
-    assert severable.watch_versions[:2] == [seen, seen]
-    assert len(severable.watch_versions) >= 3
+    # A streaming list, cut; the re-watch from `seen` met 410 and the reflector listed again.
+    assert severable.watch_versions[:3] == ["list", seen, "list"]
     assert journal.names("delete") == Counter({"vanish": 1})
     assert journal.names("add") == Counter({"keep": 1, "vanish": 1, "new": 1})
     assert journal.names("update") == Counter({"keep": 1})
@@ -226,7 +261,10 @@ async def test_bookmarks_advance_the_version_watched_from(
     path = CONFIGMAPS.path(namespace)
     severable = Severable(transport)
     selection = Selection(namespace=namespace, label_selector="watched=yes")
-    stream = reflect(severable, CONFIGMAPS, clock=LoopClock(), selection=selection)
+    # A plain list then watch: the bookmarks of interest are those of a watch from a list.
+    stream = reflect(
+        severable, CONFIGMAPS, clock=LoopClock(), selection=selection, watch_list=False
+    )
     # (delta, how many watches had been opened when it arrived)
     received: list[tuple[object, int]] = []
     excluded: list[int] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from runtime.cache import Delta, Listed, Obj, Resource, Selection, Watched, refl
 from runtime.cache.watchstream import METADATA_ONLY_LIST, METADATA_ONLY_WATCH
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
-from tests.unit.scripted_api import ScriptedApi, bookmark, event, gone, obj, page
+from tests.unit.scripted_api import ScriptedApi, WatchScript, bookmark, event, gone, obj, page
 
 pytestmark = pytest.mark.looptime
 
@@ -43,11 +43,13 @@ class AcceptRecordingApi(ScriptedApi):
         self.accepts.append(accept)
         return await super().request(method, path, params=params, accept=accept)
 
-    def stream(
+    @asynccontextmanager
+    async def stream(
         self, path: str, *, params: Mapping[str, str], accept: str = "application/json"
-    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         self.accepts.append(accept)
-        return super().stream(path, params=params, accept=accept)
+        async with super().stream(path, params=params, accept=accept) as lines:
+            yield lines
 
 
 async def take(api: ScriptedApi, count: int, **options: Any) -> list[Delta]:
@@ -157,13 +159,11 @@ def keep_name_only(o: Obj) -> Obj:
 
 @pytest.mark.parametrize("watch_list", [True, False])
 async def test_the_transform_sees_every_object_before_it_is_delivered(watch_list: bool) -> None:
-    api = ScriptedApi(
-        lists=[page([obj("a", 5, app="x")], rv=10)],
-        watches=(
-            [[event("ADDED", obj("a", 5, app="x")), initial_events_end(10)]] if watch_list else []
-        )
-        + [[event("ADDED", obj("b", 11, app="x"))]],
-    )
+    watches: list[WatchScript] = []
+    if watch_list:
+        watches.append([event("ADDED", obj("a", 5, app="x")), initial_events_end(10)])
+    watches.append([event("ADDED", obj("b", 11, app="x"))])
+    api = ScriptedApi(lists=[page([obj("a", 5, app="x")], rv=10)], watches=watches)
     listed, added = await take(api, 2, transform=keep_name_only, watch_list=watch_list)
     assert isinstance(listed, Listed)
     assert isinstance(added, Watched)

@@ -1,0 +1,85 @@
+"""The data of the Secrets and ConfigMaps objects read, fetched only when it changed.
+
+Secrets and ConfigMaps are watched as metadata only (PartialObjectMetadata):
+the cluster's other Secrets cost a few hundred bytes each, and no Secret value
+sits in the controller's memory unless an object reads it. Before a reconcile,
+`load` fetches the data of the ones that object reads whose resourceVersion moved
+since the last fetch; everything else comes from what is held.
+
+What is held per Secret or ConfigMap is its data and nothing else (the metadata
+is in the metadata cache), and for a plan Secret not even that: its keys, since
+all a decision asks of it is whether it has any."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime.cache import Resource, Store, resource_version
+from runtime.errors import ApiError
+
+Json = dict[str, Any]
+Data = dict[str, str]
+
+
+class Reader(Protocol):
+    async def request(
+        self, method: str, path: str, *, params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """One Secret or ConfigMap whose data a decision reads; `keys_only` for plan Secrets."""
+
+    name: str
+    keys_only: bool = False
+
+
+@dataclass
+class Contents:
+    """Data by "namespace/name" for one resource, kept at the version last fetched."""
+
+    reader: Reader
+    resource: Resource
+    metadata: Store
+    # key -> (the resourceVersion fetched, the data kept)
+    _held: dict[str, tuple[str, Data]] = field(default_factory=dict)
+    fetches: int = 0
+
+    async def load(self, namespace: str, wanted: Iterable[Wanted]) -> None:
+        """Fetches what is missing or out of date; a Secret that is gone is forgotten."""
+        for item in wanted:
+            key = f"{namespace}/{item.name}"
+            meta = self.metadata.get(key)
+            if meta is None:
+                self._held.pop(key, None)
+                continue
+            held = self._held.get(key)
+            if held is not None and held[0] == resource_version(meta):
+                continue
+            await self._fetch(namespace, item, key)
+
+    def data(self, namespace: str, name: str) -> Data | None:
+        held = self._held.get(f"{namespace}/{name}")
+        return None if held is None else held[1]
+
+    def forget(self, key: str) -> None:
+        self._held.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    async def _fetch(self, namespace: str, item: Wanted, key: str) -> None:
+        self.fetches += 1
+        try:
+            found = await self.reader.request("GET", f"{self.resource.path(namespace)}/{item.name}")
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            self._held.pop(key, None)
+            return
+        data: Data = found.get("data") or {}
+        kept = dict.fromkeys(data, "") if item.keys_only else data
+        self._held[key] = (resource_version(found), kept)
