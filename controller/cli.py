@@ -90,8 +90,8 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--watch-label-selector",
         default=None,
-        help="shard: reconcile only the CAPTF objects (and their Jobs) this label selector "
-        "matches, e.g. 'sharding.captf.io/key in (shard1)'",
+        help="shard: reconcile only the CAPTF objects this label selector matches, "
+        "e.g. 'sharding.captf.io/key in (shard1)'",
     )
     p.add_argument(
         "--leader-elect",
@@ -124,7 +124,7 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w.add_argument("--objects", type=int, default=10_000)
     w.add_argument("--namespace", default="captf-bench")
     _add_kubeconfig(w)
-    w.set_defaults(func=_handler("controller.bench_watch"))
+    w.set_defaults(func=_handler("controller.bench.watch"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

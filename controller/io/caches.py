@@ -185,14 +185,12 @@ def parse_key(key: str) -> tuple[str, str, str]:
     return kind, namespace, name
 
 
-def _joined(*selectors: str | None) -> str | None:
-    return ",".join(s for s in selectors if s) or None
-
-
 class Caches:
     """One informer per resource read, and every lookup a snapshot needs as an index.
 
-    `label_selector` (sharding) narrows the CAPTF objects and the Jobs to one shard.
+    `label_selector` (sharding) narrows the CAPTF objects to one shard. Jobs are not
+    narrowed: they do not carry the objects' labels, and each shard reads only the Jobs
+    of its own objects (by uid) anyway.
     Secrets and ConfigMaps are cached as metadata; `contents` holds the data of the
     ones objects read."""
 
@@ -247,7 +245,7 @@ class Caches:
             "batch",
             "v1",
             "jobs",
-            labels=_joined(LABEL_UID, label_selector),
+            labels=LABEL_UID,
             transform=job_fields,
             uid=label_index(LABEL_UID),
         )

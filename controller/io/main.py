@@ -33,6 +33,7 @@ from controller.io.caches import Caches, wire_handlers
 from controller.io.janitor import sweep_forever
 from controller.io.launcher import Slots
 from controller.io.reconciler import Reconciler
+from controller.io.writes import NotingWrites
 from runtime import logs
 from runtime.cache.heap import settle_after_sync
 from runtime.clock import Clock, LoopClock
@@ -207,7 +208,7 @@ async def _control(parts: _Parts) -> None:
         clock=clock, observer=runtime_metrics.queue("captf", clock)
     )
     reconciler = Reconciler(
-        client=parts.transport,
+        client=NotingWrites(parts.transport, caches),
         caches=caches,
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),

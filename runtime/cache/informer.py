@@ -14,7 +14,14 @@ from contextlib import asynccontextmanager
 
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta, ListWatchTransport, Selection, reflect
-from runtime.cache.resource import Obj, Resource, Transform
+from runtime.cache.resource import (
+    Obj,
+    Resource,
+    Transform,
+    is_older,
+    object_key,
+    resource_version,
+)
 from runtime.cache.store import Change, IndexFunc, Store
 from runtime.cache.watchstream import Watched
 from runtime.clock import Clock
@@ -81,9 +88,33 @@ class Informer(RunsInContext):
             finally:
                 task.cancel()
 
+    def note_write(self, obj: Obj) -> None:
+        """An object as the API server returned it after this process wrote it.
+
+        Cached at once, handlers told (client-go's mutation cache): the next reconcile
+        reads what was written instead of a version the write has replaced (which
+        would only earn a 409), and when the watch brings the same version it changes
+        nothing and wakes no one."""
+        obj = obj if self._transform is None else self._transform(obj)
+        cached = self.store.get(object_key(obj))
+        if cached is not None and not is_older(resource_version(cached), resource_version(obj)):
+            return
+        change = self.store.upsert(obj)
+        if change is not None:
+            self._dispatch(change)
+
     def _apply(self, delta: Delta) -> None:
         store = self.store
         if isinstance(delta, Watched):
+            cached = store.get(object_key(delta.object))
+            if (
+                delta.type != "DELETED"
+                and cached is not None
+                and is_older(delta.resource_version, resource_version(cached))
+            ):
+                # The watch is behind a write this process noted already.
+                store.resource_version = delta.resource_version
+                return
             change = (
                 store.delete(delta.object)
                 if delta.type == "DELETED"

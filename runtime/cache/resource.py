@@ -38,3 +38,13 @@ def object_key(obj: Obj) -> str:
 
 def resource_version(obj: Obj) -> str:
     return obj["metadata"].get("resourceVersion") or ""
+
+
+def is_older(version: str, than: str) -> bool:
+    """Whether `version` comes strictly before `than`.
+
+    resourceVersions are opaque to the API; on a kube-apiserver they are etcd revisions,
+    so they compare as integers. Anything else is never called older."""
+    if not (version.isdigit() and than.isdigit()):
+        return False
+    return int(version) < int(than)

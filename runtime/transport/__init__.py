@@ -1,64 +1,41 @@
 """HTTP to the API server: raw JSON in and out, nothing else.
 
-kubernetes_asyncio supplies what is tedious to get right: kubeconfig and
-in-cluster loading, TLS, client certificates, and credentials that refresh
-(exec plugins, the projected service-account token). Everything else is ours:
-bodies are encoded and decoded with orjson, never through generated models.
-
-This is the only module that imports kubernetes_asyncio. `typed_client` and
-`typed_watch` are re-exported for `runtime.transport.peer`, the benchmark's
-yardstick, so that the import stays here."""
+`runtime.transport.kubeconfig` says where the server is and who we are (TLS,
+client certificates, tokens that rotate, exec plugins); aiohttp carries the
+requests; bodies are encoded and decoded with orjson, never through generated
+models. Nothing here imports kubernetes_asyncio: its package imports its whole
+generated client, most of an idle controller's memory."""
 
 from __future__ import annotations
 
 import gc
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
-from kubernetes_asyncio import client as typed_client
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio import watch as typed_watch
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.client.rest import RESTClientObject
 
-from runtime.errors import ApiError, ConfigError
+from runtime.errors import ApiError
+from runtime.transport import kubeconfig
+from runtime.transport.kubeconfig import ClusterConfig
 
 # Watches hold a connection each for minutes; the pool must not starve ordinary requests.
 _POOL_SIZE = 64
 _LARGE_BODY = 1 << 20
 
-__all__ = [
-    "Configuration",
-    "Transport",
-    "load_configuration",
-    "open_transport",
-    "typed_client",
-    "typed_watch",
-]
+__all__ = ["ClusterConfig", "Transport", "open_transport"]
 
 
 class Transport:
     """An HTTP session bound to one API server and one identity."""
 
-    def __init__(
-        self,
-        configuration: Any,
-        rest: Any,
-        reload_credentials: Callable[[], Awaitable[None]] | None,
-    ) -> None:
-        self._configuration = configuration
-        self._session: aiohttp.ClientSession = rest.pool_manager
-        self._server_hostname: str | None = rest.server_hostname
-        self._proxy: str | None = rest.proxy
-        self._host = str(configuration.host).rstrip("/")
-        # Re-runs the kubeconfig's credential source after a 401; None for in-cluster,
-        # where the configuration re-reads the token file on its own.
-        self._reload_credentials = reload_credentials
+    def __init__(self, config: ClusterConfig, session: aiohttp.ClientSession) -> None:
+        self._session = session
+        self._credentials = config.credentials
+        self._server_hostname = config.server_hostname
+        self._proxy = config.proxy
+        self._host = config.host
 
     @property
     def host(self) -> str:
@@ -80,8 +57,7 @@ class Transport:
         deadline = aiohttp.ClientTimeout(total=timeout)
         kinds = (content_type, accept)
         status, payload, headers = await self._send(method, path, params, data, kinds, deadline)
-        if status == 401 and self._reload_credentials is not None:
-            await self._reload_credentials()
+        if status == 401 and await self._credentials.refresh():
             status, payload, headers = await self._send(method, path, params, data, kinds, deadline)
         if status >= 300:
             raise ApiError.from_response(status, payload, headers)
@@ -104,9 +80,8 @@ class Transport:
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0)
         response = await self._open(path, params, timeout, accept)
-        if response.status == 401 and self._reload_credentials is not None:
+        if response.status == 401 and await self._credentials.refresh():
             response.release()
-            await self._reload_credentials()
             response = await self._open(path, params, timeout, accept)
         try:
             if response.status >= 300:
@@ -158,13 +133,9 @@ class Transport:
             return response.status, await response.read(), response.headers
 
     async def _headers(self, content_type: str, accept: str) -> dict[str, str]:
-        # Asked per request: the configuration's refresh hook may have rotated the token.
-        headers = {"Accept": accept, "Content-Type": content_type}
-        auth = await self._configuration.auth_settings()
-        for setting in auth.values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[setting["key"]] = setting["value"]
-        return headers
+        # Asked per request: a token file or a plugin may have rotated the token.
+        credentials = await self._credentials.headers()
+        return {"Accept": accept, "Content-Type": content_type} | credentials
 
 
 def _decode(payload: bytes) -> Any:
@@ -197,56 +168,14 @@ async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
 
 
 @asynccontextmanager
-async def open_transport(kubeconfig: str | None = None) -> AsyncIterator[Transport]:
-    """From a kubeconfig path, else $KUBECONFIG, else ~/.kube/config, else in-cluster config."""
-    configuration = Configuration()
-    reload = await load_configuration(configuration, kubeconfig)
-    configuration.connection_pool_maxsize = _POOL_SIZE
-    rest = RESTClientObject(configuration)
-    transport = Transport(configuration, rest, reload)
+async def open_transport(kubeconfig_path: str | None = None) -> AsyncIterator[Transport]:
+    """From a kubeconfig path, else $KUBECONFIG, else ~/.kube/config, else in-cluster.
+
+    Raises `ConfigError` when there is no usable cluster configuration."""
+    config = kubeconfig.load(kubeconfig_path)
+    connector = aiohttp.TCPConnector(limit=_POOL_SIZE, ssl=config.ssl or False)
+    session = aiohttp.ClientSession(connector=connector)
     try:
-        yield transport
+        yield Transport(config, session)
     finally:
-        await transport.close()
-
-
-async def load_configuration(
-    configuration: Any, kubeconfig: str | None
-) -> Callable[[], Awaitable[None]] | None:
-    """Fills `configuration`; ConfigError when there is no usable cluster configuration."""
-    try:
-        return await _load_configuration(configuration, kubeconfig)
-    except kube_config.ConfigException as err:
-        raise ConfigError(str(err)) from None
-
-
-async def _load_configuration(
-    configuration: Any, kubeconfig: str | None
-) -> Callable[[], Awaitable[None]] | None:
-    path = _kubeconfig_path(kubeconfig)
-    if path is not None and not path.is_file():
-        raise ConfigError(f"kubeconfig {path} is not a readable file")
-    if path is None:
-        kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return None
-    loader = await kube_config.load_kube_config(
-        config_file=str(path), client_configuration=configuration, persist_config=False
-    )
-
-    async def reload() -> None:
-        await loader.load_and_set(configuration)
-
-    return reload
-
-
-def _kubeconfig_path(explicit: str | None) -> Path | None:
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("KUBECONFIG")
-    if env:
-        # Like kubectl, a list of files; kubernetes_asyncio reads one, so take the first present.
-        for part in env.split(os.pathsep):
-            if part and Path(part).expanduser().exists():
-                return Path(part).expanduser()
-    default = Path.home() / ".kube" / "config"
-    return default if default.exists() else None
+        await session.close()

@@ -217,9 +217,9 @@ async def test_a_metadata_only_informer_holds_no_secret_data(
         for cached in informer.store:
             assert cached["kind"] == "PartialObjectMetadata"
             assert set(cached) == {"kind", "apiVersion", "metadata"}
-        cached = informer.store.get(f"{namespace}/s1")
-        assert cached is not None
-        assert cached["metadata"]["annotations"] == {"a": "1"}
+        first = informer.store.get(f"{namespace}/s1")
+        assert first is not None
+        assert first["metadata"]["annotations"] == {"a": "1"}
     # A streaming list opens with a watch from no version; a paged one with a list.
     assert (severable.watch_versions[0] == "list") is watch_list
 

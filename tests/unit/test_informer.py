@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runtime.cache import Informer, Resource, label_index
+from runtime.cache import Informer, Resource, Watched, label_index
 from runtime.clock import LoopClock
 from tests.unit.scripted_api import HANG, ScriptedApi, bookmark, error_event, event, obj, page
 
@@ -118,3 +118,19 @@ async def test_leaving_the_block_stops_the_watch() -> None:
     calls = len(api.calls)
     await asyncio.sleep(3600)
     assert len(api.calls) == calls
+
+
+async def test_a_noted_write_is_cached_at_once_and_its_watch_event_changes_nothing() -> None:
+    api = ScriptedApi(lists=[page([obj("a", 5)], rv=10)], watches=[[HANG]])
+    calls: list[Call] = []
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
+    informer.add_handler(recorder(calls))
+    async with informer:
+        await informer.wait_synced()
+        informer.note_write(obj("a", 12))
+        assert informer.store.version_of("ns/a") == "12"
+        informer._apply(Watched("MODIFIED", obj("a", 11), "11"))  # behind the write: ignored
+        informer._apply(Watched("MODIFIED", obj("a", 12), "12"))  # the write itself: no change
+        informer.note_write(obj("a", 9))  # an answer older than the cache: ignored
+    assert calls == [(None, "a@5"), ("a@5", "a@12")]
+    assert informer.store.version_of("ns/a") == "12"

@@ -25,11 +25,11 @@ from typing import Any
 
 import orjson
 
+from controller.bench.peer import TypedJobs, open_typed_jobs
 from runtime.cache import Resource, Store, Watched, label_index, list_all, owner_uid_index
 from runtime.cache.watchstream import watch_once
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
-from runtime.transport.peer import TypedJobs, open_typed_jobs
 
 JOBS = Resource("batch", "v1", "jobs")
 ROUNDS = 3

@@ -1,0 +1,1 @@
+"""Benchmarks: `captf bench watch` and `captf bench scale`. Never imported by the controller."""
