@@ -71,17 +71,33 @@ def _parse_window(item: Any, index: int) -> Window:
     unknown = [d for d in days if not isinstance(d, str) or d not in DAYS]
     if unknown:
         raise WindowError(f"{where}.days: unknown day(s) {unknown}; use {', '.join(DAYS)}")
-    try:
-        zone = ZoneInfo(str(item.get("timeZone") or "UTC"))
-    except (ZoneInfoNotFoundError, ValueError):
-        raise WindowError(f"{where}.timeZone: unknown time zone {item.get('timeZone')!r}") from None
     return Window(
         days=frozenset(DAYS.index(d) for d in days),
         hour=int(match.group(1)),
         minute=int(match.group(2)),
         duration=timedelta(seconds=seconds),
-        zone=zone,
+        zone=_zone(str(item.get("timeZone") or "UTC"), where),
     )
+
+
+def _zone(name: str, where: str) -> ZoneInfo:
+    """The zone called `name`. Loading reads a file of the time-zone database, so the ways
+    it fails are many: a folder of the database (`America/Indiana`, `Etc`) raises
+    IsADirectoryError, a data file that is no zone (`zone.tab`) ValueError, an unreadable
+    one OSError. The CRD's pattern admits all of them; every one is an invalid policy,
+    never a crash of the decision."""
+    try:
+        return ZoneInfo(name)
+    except ZoneInfoNotFoundError:
+        raise WindowError(f"{where}.timeZone: unknown time zone {name!r}") from None
+    except IsADirectoryError:
+        raise WindowError(
+            f"{where}.timeZone: {name!r} is a folder of the time-zone database, not a zone"
+        ) from None
+    except Exception as err:  # any load error: the zone is unusable, whatever the cause
+        raise WindowError(
+            f"{where}.timeZone: time zone {name!r} cannot be loaded ({type(err).__name__})"
+        ) from None
 
 
 def open_window(windows: list[Window], at: datetime) -> tuple[datetime, datetime] | None:
