@@ -183,8 +183,7 @@ def awaiting_approval(ctx: Context) -> str | None:
     does not approve a plan made after it."""
     waits: list[str] = []
     last = ctx.history.newest(Op.APPLY)
-    # A plan made after the apply means its wait ended (approved, or new inputs).
-    if last is not None and not _planned_since(ctx, last):
+    if last is not None and not _wait_moved_on(ctx, last):
         if last.outcome == Outcome.BLOCKED:
             waits.append(last.name)
         elif last.outcome == Outcome.PLAN_CHANGED:
@@ -196,10 +195,12 @@ def awaiting_approval(ctx: Context) -> str | None:
     return next((name for name in waits if name != ctx.approved), None)
 
 
-def _planned_since(ctx: Context, apply_job: Finished) -> bool:
-    """A plan was created after the apply finished. In Manual mode that happens only once
-    the apply's wait has ended, so the wait has moved on to that plan."""
-    return any(
+def _wait_moved_on(ctx: Context, apply_job: Finished) -> bool:
+    """In Manual mode, a plan created after the apply finished: that happens only once the
+    apply's wait has ended (approved, or new inputs), so the wait has moved on to that
+    plan. Not in Auto mode, where an apply is not preceded by a plan: a plan there was
+    made before a switch from Manual, and says nothing about this apply's approval."""
+    return ctx.policy.manual and any(
         (created := created_at(plan.job)) is not None and created >= apply_job.at
         for plan in ctx.history.of(Op.PLAN)
     )

@@ -85,9 +85,8 @@ class History:
         """The op's counted failures since its newest success, newest first.
 
         Free outcomes (interrupted, blocked, plan-changed) are skipped: they
-        neither count nor end the streak. A restore never counts."""
-        if op == Op.RESTORE:
-            return []
+        neither count nor end the streak. A restore's failures count too, for its retry
+        number; that a restore is never backed off is DecideOp's rule, not the count's."""
         streak: list[Finished] = []
         for record in self.of(op):
             if record.outcome == Outcome.SUCCESS:
@@ -116,17 +115,25 @@ class History:
         if check is None or not (result(check.job) or {}).get("drift"):
             return False
         applied = self.newest(Op.APPLY, outcome=Outcome.SUCCESS)
-        return applied is None or applied.at < check.at
+        return applied is None or not _after(applied, check)
 
 
 def _after(apply: Finished, check: Finished) -> bool:
     """Whether an apply finished after a drift check.
 
-    Job times have one-second resolution, so a tie is read by what the apply is: a drift
-    remediation is only ever created because a check found drift, so it follows the check
-    it ties with. Without this, a remediation failing within its check's second went
-    uncounted and the cap allowed one remediation too many."""
-    return apply.at > check.at or (apply.at == check.at and apply.remediation)
+    Job times have one-second resolution, so a tie in the finish second is broken as
+    everywhere in the history: by creation time first (one Job runs at a time, so the
+    one created later finished later). Attempt sequences are per op and say nothing
+    across ops, so a tie in both is read by what the apply is: a drift remediation is
+    only ever created because a check found drift, so it follows the check it ties with;
+    any other apply is read as before it. Without the creation time, a drift found in
+    the second of the last apply was hidden; without the remediation rule, a remediation
+    failing within its check's second went uncounted and the cap allowed one too many."""
+    apply_key = (apply.at, created_at(apply.job) or LONG_AGO)
+    check_key = (check.at, created_at(check.job) or LONG_AGO)
+    if apply_key != check_key:
+        return apply_key > check_key
+    return apply.remediation
 
 
 def _newness(record: Finished) -> tuple[datetime, datetime, int, str]:

@@ -147,7 +147,9 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
         {"action": "idle"},
     ),
     (
-        "a restore's failures count toward no backoff for another serial",
+        # No backoff, but the retry number counts the failed restore of serial 4, as
+        # for every op (1 + the earlier failed Jobs since the last success).
+        "a restore's failures count toward no backoff for another serial, but are counted",
         captf(annotations={ANN_RESTORE_SERIAL: "5"}),
         [
             *base_objects(),
@@ -159,7 +161,25 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
                 annotations={ANN_RESTORE_SERIAL: "4"},
             ),
         ],
-        _run("restore", "RestoreRequested"),
+        _run("restore", "RestoreRequested", retry=2),
+    ),
+    (
+        "a restore's retry number counts only the failures since its last success",
+        captf(annotations={ANN_RESTORE_SERIAL: "6"}),
+        [
+            *base_objects(),
+            *(
+                job(
+                    "restore",
+                    seq,
+                    outcome,
+                    finished=ago(minutes=10 - seq),
+                    annotations={ANN_RESTORE_SERIAL: str(seq)},
+                )
+                for seq, outcome in enumerate(["failed", "succeeded", "failed", "failed"], 1)
+            ),
+        ],
+        _run("restore", "RestoreRequested", retry=3),
     ),
     # 6. Readiness of what the object needs.
     (
