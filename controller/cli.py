@@ -58,7 +58,11 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src.add_argument(
         "-f",
         "--file",
-        help="snapshot YAML (- for standard input): `now` and `objects`, CAPTF object first",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        help="snapshot YAML (- for standard input): `now` and `objects`, CAPTF object first;"
+        " several files (or -f repeated) print one line each, prefixed with the file name",
     )
     src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
     p.add_argument("-n", "--namespace", default="default", help="namespace for --live")

@@ -1,13 +1,17 @@
 """`captf decide`: the decision DecideOp makes for one object, as one JSON line.
 
-`-f FILE` decides on a snapshot file; `--live KIND/NAME` reads the same snapshot
-from the cluster. Bad input is one line on stderr and exit status 2."""
+`-f FILE...` decides on snapshot files, one line each (prefixed with the file name when
+there are several, as `grep` does); `--live KIND/NAME` reads the snapshot from the
+cluster. Bad input is one line on stderr naming what is wrong; the other files are
+still decided, and the exit status is 2 if any input was bad."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import orjson
@@ -20,17 +24,34 @@ from controller.snapshot_file import SnapshotError, load
 
 EXIT_BAD_INPUT = 2
 
+Objects = tuple[datetime, list[dict[str, Any]]]
+
 
 def run(args: argparse.Namespace) -> int:
-    source = args.file or args.live
     if args.max_concurrent_runs < 1:  # as `captf run` refuses it
         return _bad_input(
             f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
         )
     if args.file and args.now is not None:
         return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
+    if args.live:
+        return _decide_one(args, args.live, lambda: _read_live(args), prefix="")
+    files: list[str] = args.file
+    if files.count("-") > 1:
+        return _bad_input("standard input (-) can be read only once")
+    several = len(files) > 1
+    statuses = [
+        _decide_one(args, path, partial(load, path), prefix=f"{path}: " * several) for path in files
+    ]
+    return max(statuses)
+
+
+def _decide_one(
+    args: argparse.Namespace, source: str, read: Callable[[], Objects], *, prefix: str
+) -> int:
+    """Decides on what `read()` returns and prints the line; the exit status."""
     try:
-        now, objects = _read(args)
+        now, objects = read()
         snap = snapshot.build(
             objects[0],
             objects[1:],
@@ -38,26 +59,26 @@ def run(args: argparse.Namespace) -> int:
             runner=runner_policy(args),
         )
         decision = decide(snap, now)
-    except SnapshotError as err:
+    except SnapshotError as err:  # a file's error names the file
         return _bad_input(str(err))
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
         # An object whose shape no API server returns (a list where a mapping belongs, ...).
         return _bad_input(f"cannot decide on {source}: {type(err).__name__}: {err}")
-    sys.stdout.write(orjson.dumps(to_json(decision, verbose=args.verbose)).decode() + "\n")
+    line = orjson.dumps(to_json(decision, verbose=args.verbose)).decode()
+    sys.stdout.write(f"{prefix}{line}\n")
+    sys.stdout.flush()  # each file's line as soon as it is decided, in order with stderr
     return 0
 
 
-def _read(args: argparse.Namespace) -> tuple[datetime, list[dict[str, Any]]]:
-    if args.live:
-        # The I/O stack, only when asked.
-        from controller.io.live import live_snapshot
-        from runtime.errors import ConfigError
+def _read_live(args: argparse.Namespace) -> Objects:
+    # The I/O stack, only when asked.
+    from controller.io.live import live_snapshot
+    from runtime.errors import ConfigError
 
-        try:
-            return live_snapshot(args)
-        except ConfigError as err:  # no kubeconfig, or one without a current context
-            raise SnapshotError(f"no cluster to read from: {err}") from None
-    return load(args.file)
+    try:
+        return live_snapshot(args)
+    except ConfigError as err:  # no kubeconfig, or one without a current context
+        raise SnapshotError(f"no cluster to read from: {err}") from None
 
 
 def _bad_input(message: str) -> int:

@@ -1,14 +1,15 @@
 """Reading a `captf decide` snapshot file, with one clear error for anything wrong in it.
 
 A snapshot is YAML with `now` (RFC 3339) and `objects` (Kubernetes objects as the
-API returns them, the CAPTF object first). Values no API server would return
-(a negative limit, a time that does not parse) are refused here rather than
-decided on."""
+API returns them, the CAPTF object first). What is not a Kubernetes object at all (no
+kind or name, a field of another JSON type than the API server stores, a time that does
+not parse) is refused here rather than decided on. Anything the API server can store is
+decided as the controller decides it: an annotation is free text there, so a
+`captf.io/restore-serial` of "abc" is no restore request here either."""
 
 from __future__ import annotations
 
 import base64
-import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from controller.core.names import ANN_RESTORE_SERIAL, KINDS
-from controller.core.serials import serial_of
+from controller import api_yaml
+from controller.core.names import KINDS
 from controller.core.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
@@ -63,27 +64,6 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
 }
 
 
-class _ApiLoader(yaml.SafeLoader):
-    """YAML as the API's JSON: a scalar that looks like a time stays a string (JSON has no
-    time type), so a variable such as `date: 2026-01-01` hashes as the API would send it;
-    so does a clock time such as `10:30`."""
-
-
-def _api_resolver(tag: str, rx: re.Pattern[str]) -> tuple[str, re.Pattern[str]] | None:
-    if tag == "tag:yaml.org,2002:timestamp":
-        return None
-    if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
-        # No YAML 1.1 base-60 numbers: `start: 10:30` is the string kubectl would send, not 630.
-        return tag, re.compile("(?!.*:)" + rx.pattern, rx.flags)
-    return tag, rx
-
-
-_ApiLoader.yaml_implicit_resolvers = {
-    first: [r for tag, rx in resolvers if (r := _api_resolver(tag, rx)) is not None]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 class SnapshotError(ValueError):
     """The snapshot file cannot be decided on; the message says why in one line."""
 
@@ -97,14 +77,22 @@ def load(path: str) -> tuple[datetime, list[Json]]:
     except UnicodeDecodeError:
         raise SnapshotError(f"{path} is not UTF-8 text") from None
     try:
-        doc = yaml.load(text, Loader=_ApiLoader)  # a SafeLoader: no arbitrary objects
+        doc = api_yaml.load(text)
+    except api_yaml.AliasRefused as err:
+        raise SnapshotError(f"{path}: {err} (API objects need no aliases)") from None
     except yaml.YAMLError as err:
+        if "nesting depth" in str(getattr(err, "problem", "")):  # libyaml's limit
+            raise SnapshotError(f"{path} is nested too deeply to read") from None
+        # Only the line: a problem's text quotes the file, which may hold a Secret's data.
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SnapshotError(f"{path} is not valid YAML{where}") from None
-    except RecursionError:
+    except RecursionError:  # the pure-Python parser's limit
         raise SnapshotError(f"{path} is nested too deeply to read") from None
-    return parse(doc)
+    try:
+        return parse(doc)
+    except SnapshotError as err:  # name the file: several may be decided at once
+        raise SnapshotError(f"{path}: {err}") from None
 
 
 def parse(doc: object) -> tuple[datetime, list[Json]]:
@@ -174,9 +162,6 @@ def _check_captf(obj: Json) -> None:
         value = jobs.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise SnapshotError(f"{where} spec.jobs.{key} is negative ({value})")
-    serial = (obj["metadata"].get("annotations") or {}).get(ANN_RESTORE_SERIAL)
-    if serial is not None and serial_of(serial) is None:
-        raise SnapshotError(f"{where} annotation {ANN_RESTORE_SERIAL} is not a serial: {serial!r}")
 
 
 def _check_shape(value: object, shape: Shape, where: str) -> None:
