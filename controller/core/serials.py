@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from controller.core.names import ANN_RESTORE_SERIAL
 
 _SERIAL = re.compile(r"[0-9]{1,18}")
+# The Warning Event's reason when the object's restore annotation names no serial.
+RESTORE_SERIAL_INVALID = "RestoreSerialInvalid"
 
 
 def serial_of(text: object) -> int | None:
@@ -28,3 +30,14 @@ def serial_of(text: object) -> int | None:
 def requested_serial(annotations: Mapping[str, str]) -> int | None:
     """The serial an object (or a restore Job) asks to restore, or None."""
     return serial_of(annotations.get(ANN_RESTORE_SERIAL))
+
+
+def unusable_restore_request(annotations: Mapping[str, str]) -> str | None:
+    """Why the object's restore annotation asks for nothing, or None when it is absent or
+    names a serial: what the operator is told (the condition message and one Warning),
+    since the API server stores any text there and no restore runs for it."""
+    raw = annotations.get(ANN_RESTORE_SERIAL)
+    if raw is None or serial_of(raw) is not None:
+        return None
+    shown = raw if len(raw) <= 40 else f"{raw[:40]}..."
+    return f"{ANN_RESTORE_SERIAL}={shown!r} is not a state serial (decimal digits): no restore runs"

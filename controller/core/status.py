@@ -14,6 +14,8 @@ from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.jobs import FREE_OUTCOMES, Outcome
 from controller.core.names import MUTABLE_KINDS, Op, Reason
+from controller.core.serials import unusable_restore_request
+from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
 
 Json = dict[str, Any]
@@ -68,7 +70,7 @@ def failures_of(history: History) -> Json:
 
 def conditions(ctx: Context, decision: Decision) -> list[Json]:
     """Ready, ApplyJobSucceeded, DriftDetected and Waiting, without transition times."""
-    out = [_ready(ctx, decision), _waiting(decision)]
+    out = [_ready(ctx, decision), _waiting(decision, ctx.snap)]
     applied = _apply_condition(ctx)
     if applied is not None:
         out.append(applied)
@@ -78,12 +80,25 @@ def conditions(ctx: Context, decision: Decision) -> list[Json]:
     return out
 
 
-def conditions_without_inputs(decision: Decision) -> list[Json]:
+def conditions_without_inputs(decision: Decision, snap: Snapshot) -> list[Json]:
     """Ready and Waiting when the policy is invalid or the inputs cannot be rendered: not
     Ready, for the reason the decision gives."""
     reason = decision.reason if isinstance(decision, Requeue) else "NotReady"
     message = decision.message if isinstance(decision, Requeue) else ""
-    return [_cond("Ready", False, reason, message or reason), _waiting(decision)]
+    return [_cond("Ready", False, reason, message or reason), _waiting(decision, snap)]
+
+
+def restore_warning(stored: Json | None, snap: Snapshot) -> str | None:
+    """The Warning to record about an unusable restore annotation, once: None when there
+    is none, or when the stored Waiting condition already shows it (the pass that first
+    wrote it into the status recorded the Warning before that write)."""
+    note = unusable_restore_request(snap.annotations)
+    if note is None:
+        return None
+    for cond in (stored or {}).get("conditions") or []:
+        if cond.get("type") == "Waiting" and note in str(cond.get("message", "")):
+            return None
+    return note
 
 
 def _cond(kind: str, true: bool, reason: str, message: str) -> Json:
@@ -114,12 +129,17 @@ def _reason_message(decision: Decision) -> str:
     return ""
 
 
-def _waiting(decision: Decision) -> Json:
+def _waiting(decision: Decision, snap: Snapshot) -> Json:
+    """Waiting, its message followed by why a restore annotation asks for nothing: the
+    decision goes on without it, and the operator must learn why no restore ran."""
     if isinstance(decision, Requeue):
-        return _cond("Waiting", True, decision.reason, decision.message or decision.reason)
-    if isinstance(decision, Run):
-        return _cond("Waiting", False, "Running", f"starting {decision.op} ({decision.reason})")
-    return _cond("Waiting", False, "Idle", decision.message or "nothing to do")
+        cond = _cond("Waiting", True, decision.reason, decision.message or decision.reason)
+    elif isinstance(decision, Run):
+        cond = _cond("Waiting", False, "Running", f"starting {decision.op} ({decision.reason})")
+    else:
+        cond = _cond("Waiting", False, "Idle", decision.message or "nothing to do")
+    note = unusable_restore_request(snap.annotations)
+    return cond | {"message": f"{cond['message']}; {note}"} if note else cond
 
 
 def _apply_condition(ctx: Context) -> Json | None:

@@ -6,6 +6,7 @@ performs them and writes what they mean to the API server."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -19,9 +20,9 @@ from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
 from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import annotations_of, is_finished, name_of
-from controller.core.names import ANN_APPROVE, ANN_SERIAL, FINALIZER, Reason
+from controller.core.names import ANN_APPROVE, ANN_RESTORE_SERIAL, ANN_SERIAL, FINALIZER, Reason
 from controller.core.policy import Policy, PolicyError, RunnerPolicy, read_policy
-from controller.core.serials import requested_serial, serial_of
+from controller.core.serials import RESTORE_SERIAL_INVALID, requested_serial, serial_of
 from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
 from controller.io import api, bookkeeper, interrupted
@@ -79,6 +80,7 @@ class Reconciler:
         stored = snap.obj.get("status")  # what the API server has: written only if different
         snap = replace(snap, obj=snap.obj | {"status": status})
         decision = decide(snap, now)
+        await self._warn_unusable_restore(snap, stored, now)
         if isinstance(decision, Run):
             decision = self._still_refused(key, snap, decision, now) or decision
         if isinstance(decision, Run) and policy is not None and inputs is not None:
@@ -258,6 +260,28 @@ class Reconciler:
         obj = {"apiVersion": snap.obj["apiVersion"], "kind": snap.kind} | updated
         return replace(snap, obj=obj)
 
+    async def _warn_unusable_restore(
+        self, snap: Snapshot, stored: Json | None, now: datetime
+    ) -> None:
+        """One Warning for a restore annotation that names no serial, before the status
+        write that shows it: once written, later passes see it there and stay quiet. The
+        Event's name is fixed by the object and the text, so a retried pass, or another
+        replica, cannot record it twice."""
+        warning = status_rules.restore_warning(stored, snap)
+        if warning is None:
+            return
+        text = f"{snap.obj['metadata'].get('uid', '')}/{snap.annotations[ANN_RESTORE_SERIAL]}"
+        digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+        body = api.event_body(
+            snap.obj,
+            f"{snap.name[:200]}.restoreserial.{digest}",
+            type_="Warning",
+            reason=RESTORE_SERIAL_INVALID,
+            message=warning,
+            now=now,
+        )
+        await api.record_event(self.client, body)
+
     async def _ensure_finalizer(self, obj: Json) -> Json:
         meta = obj["metadata"]
         finalizers = list(meta.get("finalizers") or [])
@@ -373,7 +397,7 @@ def _desired_status(
             out["stateSerial"] = serial
         new_conditions = status_rules.conditions(ctx, decision)
     else:
-        new_conditions = status_rules.conditions_without_inputs(decision)
+        new_conditions = status_rules.conditions_without_inputs(decision, snap)
     out["conditions"] = status_rules.merge_conditions(
         snap.status.get("conditions") or [], new_conditions, now
     )
