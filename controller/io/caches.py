@@ -12,7 +12,6 @@ from typing import Any
 from controller.core.jobs import result
 from controller.core.names import (
     ANN_ACCOUNTED,
-    ANN_INPUTS_HASH,
     API_VERSION,
     CLUSTER,
     FINALIZER,
@@ -112,10 +111,13 @@ def _inputs_of_index(secret: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
 
 
-# What the controller reads of a Job (controller/core/jobs.py, history.py, io/bookkeeper.py,
-# io/interrupted.py, io/janitor.py): its identity, labels and annotations, owners, and
-# status. The pod template, by far the largest part, is dropped as the Job is decoded,
-# except the runner's CAPTF_INPUTS_HASH, read from it when the annotation is missing.
+# What the controller reads of a Job (controller/core/jobs.py, history.py, sensitive.py,
+# io/bookkeeper.py, io/interrupted.py, io/janitor.py): its identity, labels and
+# annotations, owners, status, and of its pod template only the runner container's
+# CAPTF_* variables (the inputs hash when the annotation is missing, the inputs Secret
+# and the secret variables a message is redacted with) and the Secrets it takes its
+# environment from. The rest of the template, by far the largest part, is dropped as
+# the Job is decoded.
 JOB_METADATA = (
     "name",
     "namespace",
@@ -129,7 +131,8 @@ JOB_METADATA = (
     "ownerReferences",
     "finalizers",
 )
-INPUTS_HASH_ENV = "CAPTF_INPUTS_HASH"
+RUNNER_ENV_PREFIX = "CAPTF_"
+INPUTS_SECRET_ENV = "CAPTF_INPUTS_SECRET"
 
 
 def job_fields(job: Obj) -> Obj:
@@ -142,21 +145,48 @@ def job_fields(job: Obj) -> Obj:
     }
     if "status" in job:
         kept["status"] = job["status"]
-    if not (meta.get("annotations") or {}).get(ANN_INPUTS_HASH):
-        env = _inputs_hash_env(job)
-        if env is not None:
-            container = {"env": [{"name": INPUTS_HASH_ENV, "value": env}]}
-            kept["spec"] = {"template": {"spec": {"containers": [container]}}}
+    containers = _runner_env(job)
+    if containers:
+        kept["spec"] = {"template": {"spec": {"containers": containers}}}
     return kept
 
 
-def _inputs_hash_env(job: Obj) -> str | None:
+def _containers(job: Obj) -> list[Json]:
     pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for container in pod.get("containers") or []:
-        for env in container.get("env") or []:
-            if env.get("name") == INPUTS_HASH_ENV and env.get("value"):
-                return str(env["value"])
-    return None
+    found: list[Json] = pod.get("containers") or []
+    return found
+
+
+def _runner_env(job: Obj) -> list[Json]:
+    kept: list[Json] = []
+    for container in _containers(job):
+        env = [
+            {"name": e["name"], "value": e["value"]}
+            for e in container.get("env") or []
+            if str(e.get("name", "")).startswith(RUNNER_ENV_PREFIX) and "value" in e
+        ]
+        sources = [
+            {"secretRef": {"name": s["secretRef"]["name"]}}
+            for s in container.get("envFrom") or []
+            if (s.get("secretRef") or {}).get("name")
+        ]
+        if env or sources:
+            kept.append({"env": env, "envFrom": sources})
+    return kept
+
+
+def job_secrets(job: Obj) -> list[str]:
+    """The Secrets whose values a Job carried: its inputs Secret and its envFrom Secrets."""
+    names: list[str] = []
+    for container in _containers(job):
+        for e in container.get("env") or []:
+            if e.get("name") == INPUTS_SECRET_ENV and e.get("value"):
+                names.append(str(e["value"]))
+        for source in container.get("envFrom") or []:
+            name = (source.get("secretRef") or {}).get("name")
+            if name:
+                names.append(str(name))
+    return names
 
 
 def _as(api_version: str, kind: str) -> Callable[[Obj], Obj]:
@@ -308,7 +338,10 @@ class Caches:
     async def load_contents(self, obj: Json) -> None:
         """Fetches the data `obj`'s decision reads that changed since it was last fetched."""
         ns = obj["metadata"]["namespace"]
-        wanted = [Wanted(name) for name in referenced_secrets(obj)]
+        jobs = self.jobs_of(obj["metadata"]["uid"])
+        # Values: to render the inputs, and to redact them from the Jobs' messages.
+        carried = {name for job in jobs for name in job_secrets(job)}
+        wanted = [Wanted(name) for name in {*referenced_secrets(obj), *carried}]
         wanted += [Wanted(name, keys_only=True) for name in self._plan_secrets(obj)]
         await self.secret_data.load(ns, wanted)
         configmap = module_configmap(obj)
@@ -325,6 +358,7 @@ class Caches:
         jobs = self.jobs_of(meta["uid"])
         secret_names = [state_secret_name(name), *referenced_secrets(obj)]
         secret_names += self._plan_secrets(obj)
+        secret_names += [secret for job in jobs for secret in job_secrets(job)]
         prefix = inputs_secret_prefix(name)
         secret_names += [
             s["metadata"]["name"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -25,6 +26,7 @@ from controller.core.names import (
     POOL,
     SCOPE_RUN_SLOT,
 )
+from controller.core.sensitive import job_redactor
 from controller.io.caches import (
     Caches,
     job_fields,
@@ -185,10 +187,33 @@ def test_the_objects_own_status_write_does_not_wake_it(caches: Caches, woken: li
 
 def test_a_cached_job_keeps_what_the_rules_read_and_drops_its_pod_template() -> None:
     owner = captf(CLUSTER, "c")
-    result = '{"outcome": "succeeded", "message": "ok"}'
+    result = '{"outcome": "failed", "message": "s3cr3t and hush leaked"}'
     full = job(owner, "c-apply-1", annotations={ANN_RESULT: result, ANN_INPUTS_HASH: "h1"})
+    runner = full["spec"]["template"]["spec"]["containers"][0]
+    runner["env"] += [
+        {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"},
+        {"name": "CAPTF_SECRET_VARIABLES", "value": "password"},
+    ]
+    runner["envFrom"] = [{"secretRef": {"name": "creds"}}]
     kept = job_fields(copy.deepcopy(full))
-    assert "spec" not in kept
+    assert kept["spec"]["template"]["spec"]["containers"] == [
+        {
+            "env": [
+                {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"},
+                {"name": "CAPTF_SECRET_VARIABLES", "value": "password"},
+            ],
+            "envFrom": [{"secretRef": {"name": "creds"}}],
+        }
+    ]
+    inputs = '{"variables": {"password": "hush"}}'
+    secrets = {
+        "c-inputs-1": {"data": {"inputs.json": base64.b64encode(inputs.encode()).decode()}},
+        "creds": {"data": {"TOKEN": base64.b64encode(b"s3cr3t").decode()}},
+    }
+    message = "tofu said s3cr3t and hush"
+    redacted = job_redactor(full, secrets).text(message)
+    assert "s3cr3t" not in redacted
+    assert job_redactor(kept, secrets).text(message) == redacted
     for read in (job_rules.op_of, job_rules.seq_of, job_rules.result, job_rules.inputs_hash_of):
         assert read(kept) == read(full)
     assert job_rules.classify(kept) == job_rules.classify(full)
@@ -202,7 +227,7 @@ def test_a_job_without_the_hash_annotation_keeps_the_runners_hash_variable() -> 
     kept = job_fields(copy.deepcopy(full))
     assert job_rules.inputs_hash_of(kept) == "h2"
     assert kept["spec"]["template"]["spec"]["containers"] == [
-        {"env": [{"name": "CAPTF_INPUTS_HASH", "value": "h2"}]}
+        {"env": [{"name": "CAPTF_INPUTS_HASH", "value": "h2"}], "envFrom": []}
     ]
 
 
@@ -294,6 +319,23 @@ async def test_a_plan_secret_is_held_as_its_keys_only(server: Server, caches: Ca
     snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
     assert snap.secrets["p1"]["data"] == {"plan": ""}
     assert snap.plan_readable(snap.jobs[0])
+
+
+async def test_the_secrets_a_job_carried_are_read_for_redaction(
+    server: Server, caches: Caches
+) -> None:
+    obj = captf(CLUSTER, "c")
+    carrier = job(obj, "c-apply-1")
+    carrier["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"}
+    )
+    caches.jobs.store.upsert(job_fields(carrier))
+    caches.secrets.store.upsert(secret("c-inputs-1"))
+    path = "/api/v1/namespaces/ns/secrets/c-inputs-1"
+    server.objects[path] = secret("c-inputs-1") | {"data": {"inputs.json": "e30="}}
+    await caches.load_contents(obj)
+    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
 
 
 def test_a_deleted_secret_is_forgotten(server: Server, caches: Caches, woken: list[str]) -> None:
