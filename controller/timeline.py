@@ -3,7 +3,9 @@
 It watches the CAPTF objects and their Jobs like any other client and prints one
 line per change: a decision (status.next) with its reason and, for a wait, the
 time it ends and how long that is from now; a Job started; a Job finished with
-its outcome. On a terminal, a footer counts down the waits."""
+its outcome. Given the controller's own Deployment, also which replica leads, each
+handover, and which replicas are Ready (controller.dev.replicas). On a terminal, a
+footer counts down the waits."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import anyio
 from controller.core.jobs import classify, is_finished, op_of
 from controller.core.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
 from controller.core.timefmt import TimeFormatError, parse_time
+from controller.dev.replicas import Replicas
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
@@ -31,7 +34,9 @@ class Timeline:
         clock: Clock,
         scale: float = 1.0,
         out: TextIO = sys.stdout,
+        deployment: tuple[str, str] | None = None,
     ) -> None:
+        """`deployment`: (namespace, name) of the controller's own Deployment, if any."""
         self._clock = clock
         self._scale = scale
         self._out = out
@@ -50,15 +55,22 @@ class Timeline:
         for kind, informer in self._objects.items():
             informer.add_handler(self._on_object(kind))
         self._jobs.add_handler(self._on_job)
+        self._replicas = (
+            Replicas(transport, namespace=deployment[0], name=deployment[1], say=self.say)
+            if deployment
+            else None
+        )
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             for informer in [*self._objects.values(), self._jobs]:
                 tg.start_soon(informer.run)
+            if self._replicas is not None:
+                tg.start_soon(self._replicas.run)
             if self._out.isatty():
                 tg.start_soon(self._footer)
 
-    def _say(self, who: str, text: str) -> None:
+    def say(self, who: str, text: str) -> None:
         stamp = self._clock.now().strftime("%H:%M:%S")
         self._out.write(
             f"\r\033[K{stamp}  {who:<40} {text}\n"
@@ -76,7 +88,7 @@ class Timeline:
             who = f"{kind}/{(new or old or {}).get('metadata', {}).get('name')}"
             if new is None:
                 self._waits.pop(who, None)
-                self._say(who, "deleted")
+                self.say(who, "deleted")
                 return
             before = ((old or {}).get("status") or {}).get("next")
             after = (new.get("status") or {}).get("next")
@@ -95,13 +107,13 @@ class Timeline:
         if reason == "Idle":
             self._waits.pop(who, None)
             when = f"; next scheduled check at {until:%H:%M:%S}" if until else ""
-            self._say(who, f"idle: up to date{when}")
+            self.say(who, f"idle: up to date{when}")
         elif until is not None and until > self._clock.now():
             self._waits[who] = (reason, until)
-            self._say(who, f"waits: {what}{reason} until {until:%H:%M:%S} ({self._in(until)})")
+            self.say(who, f"waits: {what}{reason} until {until:%H:%M:%S} ({self._in(until)})")
         else:
             self._waits.pop(who, None)
-            self._say(who, f"decides: {what}{reason}")
+            self.say(who, f"decides: {what}{reason}")
 
     def _on_job(self, old: Json | None, new: Json | None) -> None:
         if new is None:
@@ -109,11 +121,11 @@ class Timeline:
         name = new["metadata"]["name"]
         retry = (new["metadata"].get("annotations") or {}).get(ANN_RETRY, "?")
         if old is None and not is_finished(new):
-            self._say(f"Job/{name}", f"started: {op_of(new)}, attempt {retry}")
+            self.say(f"Job/{name}", f"started: {op_of(new)}, attempt {retry}")
         elif is_finished(new) and (old is None or not is_finished(old)):
             verdict = classify(new)
             message = " ".join(verdict.message.split())  # one line: tofu's errors span several
-            self._say(f"Job/{name}", f"{verdict.outcome}: {message}"[:200])
+            self.say(f"Job/{name}", f"{verdict.outcome}: {message}"[:200])
 
     async def _footer(self) -> None:
         while True:

@@ -1,0 +1,121 @@
+"""The controller installed from manifests/ onto the local cluster, as users install it.
+
+`render` is `kubectl kustomize manifests/` (controller.dev.kustomize); `apply` creates
+each object, or replaces it if it exists, in the kustomization's order. Between the
+two, `on_process_node` fits the controller's Deployment to the process node, which
+runs every pod on this machine's network without isolation:
+
+- the metrics port is one the caller found free (8080 is often taken here), and the
+  controller binds it on its pod's own loopback address (`$(POD_IP)`), since two
+  replicas on one network cannot both bind every interface;
+- `--time-scale` and a text log format, for `make run`; and, for tests that share one
+  API server, the namespace to watch.
+
+Everything else (the ServiceAccount, its RBAC, probes, rollout, the PodDisruption-
+Budget) is the install as written."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from controller.dev.kustomize import CLUSTER_SCOPED
+from runtime.envtest import RequestFailed
+
+Json = dict[str, Any]
+
+NAMESPACE = "captf-system"
+DEPLOYMENT = "captf-controller"
+PLURALS = {
+    "Namespace": "namespaces",
+    "CustomResourceDefinition": "customresourcedefinitions",
+    "ServiceAccount": "serviceaccounts",
+    "ClusterRole": "clusterroles",
+    "ClusterRoleBinding": "clusterrolebindings",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+}
+
+
+class Api(Protocol):
+    """What this needs of runtime.envtest.ApiServer."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        content_type: str = "application/json",
+        *,
+        params: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]: ...
+
+
+def free_port() -> int:
+    """A TCP port free on every local address right now (the caller binds it soon after)."""
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def path_of(obj: Json, *, named: bool = False) -> str:
+    """The collection of `obj` (or the object itself, with `named`)."""
+    version, kind = obj["apiVersion"], obj["kind"]
+    prefix = f"/api/{version}" if "/" not in version else f"/apis/{version}"
+    namespace = obj["metadata"].get("namespace")
+    scope = f"/namespaces/{namespace}" if namespace and kind not in CLUSTER_SCOPED else ""
+    path = f"{prefix}{scope}/{PLURALS[kind]}"
+    return f"{path}/{obj['metadata']['name']}" if named else path
+
+
+def apply(api: Api, objects: list[Json]) -> None:
+    """Create each object in order; one that exists already is replaced."""
+    for obj in objects:
+        try:
+            api.request("POST", path_of(obj), obj)
+        except RequestFailed as error:
+            if error.status != 409:
+                raise
+            current = api.request("GET", path_of(obj, named=True))
+            replaced = copy.deepcopy(obj)
+            replaced["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            api.request("PUT", path_of(obj, named=True), replaced)
+
+
+def on_process_node(
+    objects: list[Json], *, metrics_port: int, time_scale: float, watch: str | None = None
+) -> list[Json]:
+    """`objects` with the controller's Deployment fitted to the process node (see above);
+    `watch`: the only namespace it reconciles (default: all)."""
+    fitted = copy.deepcopy(objects)
+    for obj in fitted:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
+            [container] = obj["spec"]["template"]["spec"]["containers"]
+            _fit(container, metrics_port, time_scale, watch)
+    return fitted
+
+
+def _fit(container: Json, port: int, time_scale: float, watch: str | None) -> None:
+    replaced = ("--metrics-addr=", "--log-format=", "--namespace=")
+    args = [a for a in container["args"] if not a.startswith(replaced)]
+    container["args"] = [
+        *args,
+        f"--metrics-addr=$(POD_IP):{port}",
+        f"--time-scale={time_scale:g}",
+        "--log-format=text",
+        *([f"--namespace={watch}"] if watch else []),
+    ]
+    env = [e for e in container.get("env", []) if e["name"] != "POD_IP"]
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    container["env"] = [*env, pod_ip]
+    for declared in container["ports"]:
+        if declared["name"] == "metrics":
+            declared["containerPort"] = port
