@@ -79,7 +79,7 @@ def load(text: str, loader: Loader = FastLoader) -> object:
         node = parser.get_single_node()
         if node is None:
             return None
-        if _MAYBE_ALIAS.search(text):
+        if "*" in text and _MAYBE_ALIAS.search(text):
             _bound_aliases(node)
         return _construct(node, parser)
     finally:
