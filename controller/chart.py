@@ -61,6 +61,7 @@ _MONITORING = ".Values.monitoring.enabled"
 
 TEMPLATES = (
     Template("rbac.yaml", "templates/rbac.yaml", (_NS,)),
+    Template("user-roles.yaml", "templates/user-roles.yaml"),
     Template(
         "deployment.yaml",
         "templates/deployment.yaml",
@@ -73,6 +74,11 @@ TEMPLATES = (
             ),
             Sub("imagePullPolicy: IfNotPresent", "imagePullPolicy: {{ .Values.image.pullPolicy }}"),
             Sub("- --log-format=json", "- --log-format={{ .Values.logFormat }}"),
+            # The runner image objects may use is the one the chart installs.
+            Sub(
+                "- --allowed-images=captf:dev",
+                "- --allowed-images={{ .Values.image.repository }}:{{ .Values.image.tag }}",
+            ),
             Block("resources", "{{- toYaml .Values.resources | nindent 12 }}"),
         ),
     ),

@@ -27,6 +27,15 @@ from runtime.envtest.client import Client, RequestFailed, admin_ssl_context
 from runtime.envtest.kubeconfig import write_kubeconfig
 from runtime.envtest.pki import Pki, write_pki
 
+_AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+"""
 _POLL_SECONDS = 0.05
 # kube-apiserver needs 5-15 s on two cores; a first start after a build may need more.
 STARTUP_TIMEOUT_SECONDS = 90.0
@@ -176,8 +185,18 @@ class ApiServer:
             # One resource read straight from etcd, bypassing the watch cache, so a
             # watch from a compacted revision answers as etcd does (410).
             "--watch-cache-sizes=podtemplates#0",
+            # Every request a ServiceAccount makes, at Metadata level (who, verb, resource,
+            # answer code): what a least-privilege check reads. Admin requests are not logged.
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-mode=blocking",
             *self._extra_flags,
         ]
+
+    def _audit_policy(self) -> Path:
+        path = self._running().workdir / "audit-policy.yaml"
+        path.write_text(_AUDIT_POLICY)
+        return path
 
     def _start_apiserver(self) -> None:
         run = self._running()
@@ -248,6 +267,12 @@ class ApiServer:
     @property
     def apiserver_log(self) -> Path:
         return self._running().workdir / "kube-apiserver.log"
+
+    @property
+    def audit_log(self) -> Path:
+        """JSON lines, one per request by a ServiceAccount (stages ResponseStarted for
+        watches and ResponseComplete), at Metadata level."""
+        return self._running().workdir / "audit.log"
 
     def alive(self) -> bool:
         """Both processes are still running."""

@@ -1,0 +1,249 @@
+"""Least privilege, measured: the controller runs with only the manifests' RBAC (a
+TokenRequest token for its ServiceAccount, no admin) through apply, re-apply, a Job
+deleted while it ran, pruning, a pool beside its cluster, leader election and deletion;
+the API server's audit log then shows every request it made. None may be refused (403),
+and every verb the manifests grant must have been used."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from runtime.clock import SteppedClock
+from runtime.envtest import ApiServer
+from tests.kube.harness import (
+    MERGE,
+    Kube,
+    condition_is,
+    eventually,
+    new_job,
+    nth_job,
+    running_controller,
+    succeed_apply,
+)
+from tests.kube.test_controller_leases import _create_pool
+
+pytestmark = pytest.mark.kube
+Json = dict[str, Any]
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+CLUSTERS = "terraformclusters"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+# Checked by admission (OwnerReferencesPermissionEnforcement, when a cluster enables it)
+# as a permission, never sent as a request: no audit entry can show it used.
+NOT_REQUESTS = {("captf.io", "<captf kind>/finalizers", "update")}
+
+
+def _docs(namespace: str) -> list[Json]:
+    """rbac.yaml moved into `namespace` (the controller's and the objects' namespace here),
+    cluster-scoped names made unique to the test."""
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text()) if d]
+    for doc in docs:
+        if doc["kind"].startswith("Cluster"):
+            doc["metadata"]["name"] += f"-{namespace}"
+        else:
+            doc["metadata"]["namespace"] = namespace
+        if doc.get("roleRef", {}).get("kind") == "ClusterRole":
+            doc["roleRef"]["name"] += f"-{namespace}"
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = namespace
+    return docs
+
+
+def _path(doc: Json, namespace: str) -> str:
+    plural = {
+        "ServiceAccount": f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        "ClusterRole": f"{RBAC}/clusterroles",
+        "ClusterRoleBinding": f"{RBAC}/clusterrolebindings",
+        "Role": f"{RBAC}/namespaces/{namespace}/roles",
+        "RoleBinding": f"{RBAC}/namespaces/{namespace}/rolebindings",
+    }
+    return plural[doc["kind"]]
+
+
+# One code path serves the three CAPTF kinds: a verb used on one is used on all.
+_KINDS = ("terraformclusters", "terraformmachinepools", "terraformmachines")
+
+
+def _kind(resource: str) -> str:
+    plural, slash, sub = resource.partition("/")
+    return f"<captf kind>{slash}{sub}" if plural in _KINDS else resource
+
+
+def _granted(docs: list[Json]) -> set[tuple[str, str, str]]:
+    return {
+        (group, _kind(resource), verb)
+        for doc in docs
+        if doc["kind"] in ("ClusterRole", "Role")
+        for rule in doc["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+async def _token_kubeconfig(kube: Kube, server: ApiServer, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount with a TokenRequest token."""
+    request = {"spec": {"expirationSeconds": 3600}}
+    answer = await kube.call(
+        "POST", f"/api/v1/namespaces/{kube.ns}/serviceaccounts/{account}/token", request
+    )
+    ca = base64.b64encode(server.pki.ca_cert.read_bytes()).decode()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "t", "cluster": {"server": server.url, "certificate-authority-data": ca}}
+        ],
+        "users": [{"name": account, "user": {"token": answer["status"]["token"]}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": account}}],
+        "current-context": "t",
+    }
+    await asyncio.to_thread(path.write_text, yaml.safe_dump(config))
+    return path
+
+
+def _requests(audit_log: Path, user: str) -> list[Json]:
+    entries = []
+    for line in audit_log.read_bytes().splitlines():
+        entry = orjson.loads(line)
+        if entry.get("user", {}).get("username") == user and entry.get("objectRef"):
+            entries.append(entry)
+    return entries
+
+
+def _used(entries: list[Json]) -> set[tuple[str, str, str]]:
+    used = set()
+    for entry in entries:
+        ref = entry["objectRef"]
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        used.add((ref.get("apiGroup", ""), _kind(resource), entry["verb"]))
+    return used
+
+
+async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
+    apiserver: ApiServer, namespace: str, tmp_path: Path
+) -> None:
+    kube = Kube(apiserver, namespace)
+    docs = _docs(namespace)
+    for doc in docs:
+        await kube.call("POST", _path(doc, namespace), doc)
+    kubeconfig = await _token_kubeconfig(kube, apiserver, "captf-controller", tmp_path / "kc")
+    await kube.setup_cluster(jobs={"successfulJobsHistoryLimit": 1})
+    clock = SteppedClock()
+    async with running_controller(
+        apiserver,
+        namespace,
+        clock=clock,
+        kubeconfig=str(kubeconfig),
+        leader_elect=True,
+        controller_namespace=namespace,
+    ):
+        first = await nth_job(kube, 1)
+        await succeed_apply(kube, first, serial=1, at=clock.now())
+        await condition_is(kube, "Ready", "True", "Applied")
+        # A pool: its Job is recorded on the cluster's operation Lease and dropped again.
+        await _create_pool(kube)
+        pool_job = await nth_job(kube, 1, "captf.io/name=p1")
+        await succeed_apply(kube, pool_job, serial=1, at=clock.now(), name="p1")
+        await condition_is(
+            kube, "Ready", "True", "Applied", name="p1", plural="terraformmachinepools"
+        )
+        # A new input; its apply is deleted while it runs (read live, recorded on the
+        # inputs Secret), then the next apply succeeds and the oldest success is pruned.
+        patch = {"spec": {"variables": {"size": 2}}}
+        await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), patch, MERGE)
+        second = await new_job(kube, first, selector="captf.io/name=c1,captf.io/op=apply")
+        await kube.delete_job(second["metadata"]["name"])
+        third = await new_job(kube, first, second, selector="captf.io/name=c1,captf.io/op=apply")
+        await succeed_apply(kube, third, serial=2, at=clock.now())
+
+        async def pruned() -> bool:
+            names = {j["metadata"]["name"] for j in await kube.jobs("captf.io/name=c1")}
+            return first["metadata"]["name"] not in names
+
+        await eventually(pruned, what="the first apply pruned")
+        # Deletion: destroy, then the finalizer comes off.
+        await kube.call("DELETE", kube.captf_path("terraformmachinepools", "p1"))
+        destroy = await nth_job(kube, 1, "captf.io/name=p1,captf.io/op=destroy")
+        await kube.finish(destroy, "succeeded", at=datetime.now(UTC))
+
+        async def gone() -> bool:
+            found = await kube.call("GET", kube.captf_path("terraformmachinepools"))
+            return not found["items"]
+
+        await eventually(gone, what="the pool deleted")
+
+    entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
+    refused = sorted(
+        {
+            (e["verb"], e["requestURI"])
+            for e in entries
+            if e.get("responseStatus", {}).get("code") == 403
+        }
+    )
+    assert refused == []
+    unused = _granted(docs) - _used(entries) - NOT_REQUESTS
+    assert unused == set(), f"granted but never used: {sorted(unused)}"
+
+
+def _allowed(kube: Kube, user: str, verb: str, resource: str, group: str = "captf.io") -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "resourceAttributes": {
+                "namespace": kube.ns,
+                "group": group,
+                "resource": resource,
+                "verb": verb,
+            },
+        },
+    }
+    return bool(
+        kube.server.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)[
+            "status"
+        ].get("allowed")
+    )
+
+
+async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    kube = Kube(apiserver, namespace)
+    roles = [d for d in yaml.safe_load_all((MANIFESTS / "user-roles.yaml").read_text()) if d]
+    for role in roles:
+        name = role["metadata"]["name"]
+        role["metadata"]["name"] = f"{name}-{namespace}"
+        await kube.call("POST", f"{RBAC}/clusterroles", role)
+        binding = {
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": f"{name}-{namespace}",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+        }
+        await kube.call("POST", f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
+        labels = role["metadata"]["labels"]
+        assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    try:
+        for plural in _KINDS:
+            assert _allowed(kube, "captf-view", "list", plural)
+            assert not _allowed(kube, "captf-view", "patch", plural)
+            assert _allowed(kube, "captf-edit", "create", plural)
+            assert _allowed(kube, "captf-edit", "patch", plural)
+        for user in ("captf-view", "captf-edit"):
+            assert not _allowed(kube, user, "get", "secrets", group="")
+            assert not _allowed(kube, user, "update", "terraformclusters/status")
+    finally:
+        for role in roles:
+            await kube.call("DELETE", f"{RBAC}/clusterroles/{role['metadata']['name']}")
