@@ -842,6 +842,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        + ["ClusterRole"] * 2  # captf-view, captf-edit
         + ["CustomResourceDefinition"] * 3
         + ["Deployment", "PodDisruptionBudget"]
     )

@@ -156,6 +156,8 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("ClusterRoleBinding", "captf-controller", None),
         ("Role", "captf-controller-leases", "captf-system"),
         ("RoleBinding", "captf-controller-leases", "captf-system"),
+        ("ClusterRole", "captf-view", None),
+        ("ClusterRole", "captf-edit", None),
         ("Deployment", "captf-controller", "captf-system"),
         ("PodDisruptionBudget", "captf-controller", "captf-system"),
     ]
