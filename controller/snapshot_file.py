@@ -48,6 +48,7 @@ _SPEC: Shape = {
     "refresh": {"interval": str},
     "approval": {"mode": str},
     "guard": {"allowDestructive": bool},
+    "suspend": bool,
     "changeWindows": [{"days": [str], "start": str, "duration": str, "timeZone": str}],
 }
 _CAPTF_STATUS: Shape = {"activeJob": str, "stateSerial": int, "lastRestoredSerial": int}

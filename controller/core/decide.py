@@ -42,6 +42,7 @@ RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
 NOT_READY_WAIT = 30.0
 STATE_WAIT = 60.0
 APPROVAL_WAIT = 600.0  # the approve annotation wakes the reconcile sooner
+SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
 
 Step = Callable[[Context], Decision | None]
 
@@ -53,8 +54,17 @@ def decide(snap: Snapshot, now: datetime) -> Decision:
     for step in STEPS:
         decision = step(ctx)
         if decision is not None:
-            return decision
+            return suspended(ctx, decision)
     return idle(ctx)
+
+
+def suspended(ctx: Context, decision: Decision) -> Decision:
+    """spec.suspend holds every new Job; what it holds stays visible as the op and its
+    trigger. Waits and idles pass: they start nothing."""
+    if not (ctx.policy.suspend and isinstance(decision, Run)):
+        return decision
+    message = f"spec.suspend is true; {decision.op} ({decision.reason}) would run next"
+    return Requeue(Reason.SUSPENDED, SUSPEND_WAIT, op=decision.op, message=message)
 
 
 def context_of(snap: Snapshot, now: datetime) -> Context | Requeue:

@@ -122,6 +122,7 @@ class Reason(StrEnum):
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
     OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
     DESTROYED = "Destroyed"
+    SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits
     # Triggers.
     DELETING = "Deleting"
     RESTORE_REQUESTED = "RestoreRequested"

@@ -74,6 +74,7 @@ class Policy:
     allow_destructive: bool
     windows: list[Window]
     service_account: str | None = None  # what the Jobs run as; None: the namespace's default
+    suspend: bool = False  # no new Job starts
 
 
 class PolicyError(ValueError):
@@ -162,6 +163,9 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
     mode = _section(spec, "approval").get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
+    suspend = spec.get("suspend")
+    if suspend is not None and not isinstance(suspend, bool):
+        raise PolicyError(f"spec.suspend must be true or false, got {suspend!r}")
     try:
         windows = parse_windows(spec.get("changeWindows"))
     except WindowError as err:
@@ -177,4 +181,5 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,
         service_account=account,
+        suspend=bool(suspend),
     )
