@@ -49,6 +49,7 @@ _SPEC: Shape = {
     "approval": {"mode": str},
     "guard": {"allowDestructive": bool},
     "suspend": bool,
+    "deletionPolicy": str,
     "changeWindows": [{"days": [str], "start": str, "duration": str, "timeZone": str}],
 }
 _CAPTF_STATUS: Shape = {"activeJob": str, "stateSerial": int, "lastRestoredSerial": int}

@@ -109,6 +109,8 @@ def deleting(ctx: Context) -> Decision | None:
         return None
     if FINALIZER not in (meta.get("finalizers") or []):
         return Idle(None, Reason.DELETING, "deleting; nothing left to destroy")
+    if ctx.policy.orphan:
+        return Idle(None, Reason.ORPHANED, "deletionPolicy Orphan: infrastructure and state kept")
     last = ctx.history.newest(Op.DESTROY)
     if last is not None and last.outcome == Outcome.SUCCESS:
         return Idle(None, Reason.DESTROYED, f"destroyed by Job {last.name}")

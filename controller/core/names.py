@@ -122,6 +122,7 @@ class Reason(StrEnum):
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
     OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
     DESTROYED = "Destroyed"
+    ORPHANED = "Orphaned"  # deletionPolicy Orphan: the finalizer goes without a destroy
     SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits
     # Triggers.
     DELETING = "Deleting"

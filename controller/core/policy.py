@@ -75,6 +75,7 @@ class Policy:
     windows: list[Window]
     service_account: str | None = None  # what the Jobs run as; None: the namespace's default
     suspend: bool = False  # no new Job starts
+    orphan: bool = False  # deletionPolicy Orphan: deleting removes the finalizer, no destroy
 
 
 class PolicyError(ValueError):
@@ -163,6 +164,9 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
     mode = _section(spec, "approval").get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
+    deletion = spec.get("deletionPolicy") or "Delete"
+    if deletion not in ("Delete", "Orphan"):
+        raise PolicyError(f"spec.deletionPolicy must be Delete or Orphan, got {deletion!r}")
     suspend = spec.get("suspend")
     if suspend is not None and not isinstance(suspend, bool):
         raise PolicyError(f"spec.suspend must be true or false, got {suspend!r}")
@@ -182,4 +186,5 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         windows=windows,
         service_account=account,
         suspend=bool(suspend),
+        orphan=deletion == "Orphan",
     )

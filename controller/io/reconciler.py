@@ -89,7 +89,7 @@ class Reconciler:
         await self._warn_ignored_approval(snap, now)
         if policy is not None:
             await bookkeeper.mark_capped(self.client, snap, history, policy.failed_limit, now)
-        if isinstance(decision, Idle) and decision.reason == Reason.DESTROYED:
+        if isinstance(decision, Idle) and decision.reason in (Reason.DESTROYED, Reason.ORPHANED):
             await self._remove_finalizer(snap.obj)
             return DONE
         return _result(decision)

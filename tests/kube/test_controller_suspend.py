@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.envtest import ApiServer
+from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     MERGE,
     condition_is,
     controller_on,
     event_for,
+    eventually,
     next_is,
     nth_job,
+    succeed_apply,
 )
 
 pytestmark = pytest.mark.kube
@@ -41,3 +43,29 @@ async def test_suspend_holds_new_jobs_and_accounts_the_running_one(
         await kube.call("PATCH", path, {"spec": {"suspend": False}}, MERGE)
         second = await nth_job(kube, 2)
         assert second["metadata"]["annotations"]["captf.io/retry"] == "2"
+
+
+async def test_orphan_removes_the_finalizer_and_keeps_the_state(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    async with controller_on(apiserver, namespace, deletionPolicy="Orphan") as (kube, clock):
+        apply = await nth_job(kube, 1)
+        await succeed_apply(kube, apply, serial=1, at=clock.now())
+        await condition_is(kube, "Ready", "True", "Applied")
+        assert "captf.io/destroy" in (await kube.cluster())["metadata"]["finalizers"]
+        await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
+
+        async def gone() -> bool:
+            # A finalizer patch that meets the status write of the same pass conflicts
+            # and is retried after the rate limiter's delay, on the controller's clock.
+            await clock.advance(1)
+            try:
+                await kube.cluster()
+            except RequestFailed as err:
+                return err.status == 404
+            return False
+
+        await eventually(gone, what="the object gone without a destroy")
+        assert await kube.jobs("captf.io/op=destroy") == []
+        state = await kube.secret("c1-state")
+        assert state["metadata"]["annotations"]["captf.io/serial"] == "1"

@@ -7,7 +7,7 @@ import pytest
 
 from controller.core import snapshot
 from controller.core.decide import decide
-from controller.core.decision import Requeue, Run
+from controller.core.decision import Idle, Requeue, Run
 from controller.core.names import FINALIZER
 from controller.core.policy import PolicyError, read_policy
 from tests.builders import NOW, Json, ago, base_objects, captf, decided, job
@@ -54,10 +54,27 @@ def test_a_suspended_object_being_deleted_does_not_destroy() -> None:
     assert (out["op"], out["reason"]) == ("destroy", "Suspended")
 
 
+@pytest.mark.parametrize("suspend", [False, True])
+def test_orphan_lets_go_without_a_destroy(suspend: bool) -> None:
+    obj = captf(
+        spec={"deletionPolicy": "Orphan", "suspend": suspend},
+        deleting=ago(minutes=1),
+        finalizers=[FINALIZER],
+    )
+    decision = decide(snapshot.build(obj, base_objects()), NOW)
+    assert isinstance(decision, Idle)
+    assert decision.reason == "Orphaned"
+    delete = captf(
+        spec={"deletionPolicy": "Delete"}, deleting=ago(minutes=1), finalizers=[FINALIZER]
+    )
+    assert decided(delete, base_objects())["op"] == "destroy"
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ({"suspend": "yes"}, "spec.suspend must be true or false"),
+        ({"deletionPolicy": "Keep"}, "spec.deletionPolicy must be Delete or Orphan"),
     ],
 )
 def test_bad_values_are_a_policy_error(spec: Json, message: str) -> None:
