@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench bench-watch chaos clean
 
 all: test
 
@@ -68,7 +68,12 @@ TIME_SCALE ?= 30
 run: $(STAMP) kube tofu
 	$(BIN)/captf dev run --time-scale $(TIME_SCALE)
 
+# The scale benchmark on its own API server (one JSON line last); OBJECTS=N to change N.
 bench: $(STAMP) kube
+	$(BIN)/captf bench scale --objects $${OBJECTS:-10000}
+
+# Our watch cache against kubernetes_asyncio's; needs `make apiserver` running.
+bench-watch: $(STAMP) kube
 	$(BIN)/captf bench watch --objects $${OBJECTS:-10000}
 
 # Fault injection on the whole system (not part of `make test`; docs/chaos.md).

@@ -129,6 +129,17 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     w.add_argument("--namespace", default="captf-bench")
     _add_kubeconfig(w)
     w.set_defaults(func=_handler("controller.bench.watch"))
+    s = bsub.add_parser(
+        "scale", help="the controller over N idle objects on its own API server: one JSON line"
+    )
+    s.add_argument("--objects", type=int, default=10_000, help="TerraformClusters, 100 a namespace")
+    s.add_argument("--rate", type=float, default=100.0, help="spec changes per second")
+    s.add_argument("--seconds", type=float, default=30.0, help="how long the changes last")
+    s.add_argument(
+        "--unrelated-secrets", type=int, default=0, help="Secrets no object reads, 2 KiB each"
+    )
+    s.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
+    s.set_defaults(func=_handler("controller.bench.scale"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

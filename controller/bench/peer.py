@@ -58,3 +58,25 @@ async def open_typed_jobs(kubeconfig: str | None, namespace: str) -> AsyncIterat
     )
     async with typed_client.ApiClient(configuration) as api_client:
         yield TypedJobs(typed_client.BatchV1Api(api_client), namespace)
+
+
+async def count_typed_jobs(kubeconfig: str | None, label_selector: str) -> int:
+    """Every Job of the cluster the selector matches, as V1Job models held at once, as a
+    kubernetes_asyncio user lists them (pages of 500); returns how many."""
+    configuration = typed_client.Configuration()
+    await kube_config.load_kube_config(
+        config_file=kubeconfig, client_configuration=configuration, persist_config=False
+    )
+    held: list[Any] = []
+    async with typed_client.ApiClient(configuration) as api_client:
+        api = typed_client.BatchV1Api(api_client)
+        more: dict[str, Any] = {}
+        while True:
+            page = await api.list_job_for_all_namespaces(
+                label_selector=label_selector, limit=500, **more
+            )
+            held.extend(page.items)
+            token = page.metadata._continue
+            if not token:
+                return len(held)
+            more = {"_continue": token}

@@ -113,9 +113,9 @@ def _inputs_of_index(secret: Obj) -> Iterable[str]:
 
 # What the controller reads of a Job (controller/core/jobs.py, history.py, sensitive.py,
 # io/bookkeeper.py, io/interrupted.py, io/janitor.py): its identity, labels and
-# annotations, owners, status, and of its pod template only the runner container's
-# CAPTF_* variables (the inputs hash when the annotation is missing, the inputs Secret
-# and the secret variables a message is redacted with) and the Secrets it takes its
+# annotations, owners, status, and of its pod template only three of the runner's
+# variables (the inputs hash when the annotation is missing, the inputs Secret and the
+# secret variables a message is redacted with) and the Secrets it takes its
 # environment from. The rest of the template, by far the largest part, is dropped as
 # the Job is decoded.
 JOB_METADATA = (
@@ -131,8 +131,8 @@ JOB_METADATA = (
     "ownerReferences",
     "finalizers",
 )
-RUNNER_ENV_PREFIX = "CAPTF_"
 INPUTS_SECRET_ENV = "CAPTF_INPUTS_SECRET"
+RUNNER_ENV_READ = frozenset({"CAPTF_INPUTS_HASH", INPUTS_SECRET_ENV, "CAPTF_SECRET_VARIABLES"})
 
 
 def job_fields(job: Obj) -> Obj:
@@ -163,7 +163,7 @@ def _runner_env(job: Obj) -> list[Json]:
         env = [
             {"name": e["name"], "value": e["value"]}
             for e in container.get("env") or []
-            if str(e.get("name", "")).startswith(RUNNER_ENV_PREFIX) and "value" in e
+            if e.get("name") in RUNNER_ENV_READ and "value" in e
         ]
         sources = [
             {"secretRef": {"name": s["secretRef"]["name"]}}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Gauge
 
 from controller.core.policy import runner_policy
 from controller.io import capped
@@ -35,7 +35,7 @@ from controller.io.launcher import Slots
 from controller.io.reconciler import Reconciler
 from controller.io.writes import NotingWrites
 from runtime import logs
-from runtime.cache.heap import settle_after_sync
+from runtime.cache.heap import PauseWatch, settle_after_sync
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import CannotListen, HealthServer, parse_address
@@ -127,6 +127,12 @@ async def serve(
             label_selector=getattr(args, "watch_label_selector", None),
         )
         capped.register(registry, caches)
+        pauses = PauseWatch()
+        Gauge(
+            "captf_gc_longest_pause_seconds",
+            "The longest garbage collection of this process so far",
+            registry=registry,
+        ).set_function(lambda: pauses.longest)
         parts = _Parts(
             args=args,
             transport=transport,
@@ -141,12 +147,13 @@ async def serve(
         candidacy = Candidacy(leading=not args.leader_elect)
         health = HealthServer(registry, address=args.metrics_addr)
         health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
-        async with health:
-            log.info("metrics and health on http://%s/metrics", _url_host(args, health.port))
-            if args.leader_elect:
-                await _campaign_then_control(parts, candidacy)
-            else:
-                await _control(parts)
+        with pauses:
+            async with health:
+                log.info("metrics and health on http://%s/metrics", _url_host(args, health.port))
+                if args.leader_elect:
+                    await _campaign_then_control(parts, candidacy)
+                else:
+                    await _control(parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ middle one every 20 young ones, a full one every 100 middle ones (about every
 from __future__ import annotations
 
 import gc
+import time
 
 THRESHOLDS = (50_000, 20, 100)
 
@@ -25,3 +26,26 @@ def settle_after_sync() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
+
+
+class PauseWatch:
+    """The longest collection so far, from `gc.callbacks` (a collection stops everything)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._started: float | None = None
+
+    def __enter__(self) -> PauseWatch:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def _callback(self, phase: str, _info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._started = now
+        elif self._started is not None:
+            self.longest = max(self.longest, now - self._started)
+            self._started = None
