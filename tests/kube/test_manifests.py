@@ -571,8 +571,8 @@ CONTROLLER_PERMISSIONS = (
     | {("captf.io", f"{plural}/status", "update") for plural in KINDS.values()}
     | {("captf.io", f"{plural}/finalizers", "update") for plural in KINDS.values()}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
-    | {("", "secrets", verb) for verb in ("list", "watch", "create", "patch")}
-    | {("", "configmaps", verb) for verb in ("list", "watch")}
+    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
+    | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     | {
         ("coordination.k8s.io", "leases", verb)
         for verb in ("get", "list", "watch", "create", "update")
@@ -647,7 +647,6 @@ def applied_rbac(apiserver: ApiServer, namespace: str, rbac_docs: list[Obj]) -> 
 
 NOT_GRANTED = [
     ("", "secrets", "update"),
-    ("", "secrets", "get"),
     ("", "secrets", "delete"),
     ("captf.io", "terraformclusters", "update"),
     ("coordination.k8s.io", "leases", "delete"),
