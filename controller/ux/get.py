@@ -13,9 +13,12 @@ import orjson
 import yaml
 
 from controller.core.names import API_VERSION, KINDS, LABEL_UID, PLURALS
+from controller.core.redact import Redactor
+from controller.core.sensitive import job_redactor
 from controller.ux import rows, table
 from controller.ux.common import run_command
 from controller.ux.kinds import kind_of
+from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
 Json = dict[str, Any]
@@ -24,8 +27,11 @@ Json = dict[str, Any]
 def _get(args: argparse.Namespace) -> int:
     kinds = [kind_of(args.kind)] if args.kind else list(KINDS)
     namespace = None if args.all_namespaces else args.namespace
-    objects, jobs = asyncio.run(_read(args.kubeconfig, kinds, namespace))
-    found = [rows.row_of(o, jobs.get(o["metadata"].get("uid", ""), [])) for o in objects]
+    objects, jobs, secrets = asyncio.run(_read(args.kubeconfig, kinds, namespace))
+    found = [
+        rows.row_of(o, jobs.get(o["metadata"].get("uid", ""), []), _redactor_of(secrets))
+        for o in objects
+    ]
     found.sort(key=lambda r: (r.namespace, KINDS.index(r.kind), r.name))
     now = datetime.now(UTC)
     if args.output in ("json", "yaml"):
@@ -41,12 +47,37 @@ def _get(args: argparse.Namespace) -> int:
     return 0
 
 
+def _redactor_of(secrets: dict[tuple[str, str], Json]) -> rows.RedactorOf:
+    """A Job's Redactor from the Secrets of its namespace, as the controller builds it."""
+
+    def of(job: Json) -> Redactor:
+        ns = job["metadata"].get("namespace", "")
+        return job_redactor(job, {name: s for (n, name), s in secrets.items() if n == ns})
+
+    return of
+
+
 async def _read(
     kubeconfig: str | None, kinds: list[str], namespace: str | None
-) -> tuple[list[Json], dict[str, list[Json]]]:
+) -> tuple[list[Json], dict[str, list[Json]], dict[tuple[str, str], Json]]:
     async with open_transport(kubeconfig) as t:
         objects = [obj for kind in kinds for obj in await _list(t, namespace, kind)]
-        return objects, await _jobs_by_uid(t, namespace)
+        return objects, await _jobs_by_uid(t, namespace), await _secrets(t, namespace)
+
+
+async def _secrets(t: Transport, namespace: str | None) -> dict[tuple[str, str], Json]:
+    """The Secrets the messages are redacted with. Someone not allowed to read Secrets
+    sees the messages as the runner wrote them, already redacted once."""
+    try:
+        listing = await t.request("GET", f"{_base('v1', namespace)}/secrets")
+    except ApiError as err:
+        if err.status in (401, 403):
+            return {}
+        raise
+    return {
+        (s["metadata"].get("namespace", ""), s["metadata"]["name"]): s
+        for s in listing.get("items", [])
+    }
 
 
 def _dump(doc: Json, output: str) -> str:

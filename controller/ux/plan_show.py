@@ -32,7 +32,8 @@ def _show(args: argparse.Namespace) -> int:
     if job is None:
         raise Refused(f"Job {waiting} that {live.who} waits on is gone")
     print(f"{live.who} waits for approval of Job {waiting} ({op_of(job)}).")
-    message = str((result(job) or {}).get("message") or "")
+    # Redacted again as the controller does: the runner's pass is the first, not the only.
+    message = live.snap.redactor(job).text(str((result(job) or {}).get("message") or ""))
     if message:
         print(f"Its runner said: {message}")
     plan_job = job if op_of(job) == Op.PLAN else jobs.get(annotations_of(job).get(ANN_PLAN_JOB, ""))

@@ -5,7 +5,7 @@ runs and why the last attempt failed. Nothing here is decided anew."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,10 +13,12 @@ from typing import Any
 from controller.core.history import History
 from controller.core.jobs import annotations_of, is_finished, name_of, op_of
 from controller.core.names import ANN_RETRY, Op
+from controller.core.redact import Redactor
 from controller.core.serials import serial_of
 from controller.core.timefmt import TimeFormatError, format_time, parse_time
 
 Json = dict[str, Any]
+RedactorOf = Callable[[Json], Redactor]
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,9 @@ class Row:
     last_error: str  # the newest unresolved failure's message, whole; "" for none
 
 
-def row_of(obj: Json, jobs: Iterable[Json]) -> Row:
-    """The row of `obj`; `jobs` are its own Jobs (matched by uid label by the caller)."""
+def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) -> Row:
+    """The row of `obj`; `jobs` are its own Jobs (matched by uid label by the caller).
+    `redactor` gives a Job's Redactor, as the controller's (the runner redacted first)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     nxt = status.get("next") or {}
@@ -51,7 +54,7 @@ def row_of(obj: Json, jobs: Iterable[Json]) -> Row:
         reason=str(nxt.get("reason") or ""),
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
-        last_error=last_error(owned),
+        last_error=last_error(owned, redactor),
     )
 
 
@@ -84,12 +87,12 @@ def _attempts(status: Json, op: str, running: Json | None) -> int:
     return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
-def last_error(jobs: list[Json]) -> str:
+def last_error(jobs: list[Json], redactor: RedactorOf | None = None) -> str:
     """The message of the newest counted failure whose op has not succeeded since.
 
     Plan Secrets are not read here, so a plan whose Secret is gone reads as the success
     its runner reported; the controller's status counts it as the failure it is."""
-    history = History(jobs, lambda _job: True)
+    history = History(jobs, lambda _job: True, redactor)
     streaks = [f[0] for op in Op if (f := history.failures(op))]
     if not streaks:
         return ""

@@ -271,3 +271,12 @@ def test_a_wholly_sensitive_resource_shows_no_value() -> None:
 
 def test_an_empty_plan_says_so() -> None:
     assert render_plan({"resource_changes": []})[0].startswith("No changes.")
+
+
+def test_the_last_error_goes_through_the_job_redactor() -> None:
+    from controller.core.redact import REDACTED, redactor
+
+    jobs = [job("apply", 1, "failed", result={"message": "auth failed for token hunter2-xyz"})]
+    row = rows.row_of(captf(), jobs, lambda _job: redactor(["hunter2-xyz"]))
+    assert "hunter2-xyz" not in row.last_error
+    assert row.last_error.endswith(f"auth failed for token {REDACTED}")
