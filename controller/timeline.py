@@ -3,20 +3,26 @@
 It watches the CAPTF objects and their Jobs like any other client and prints one
 line per change: a decision (status.next) with its reason and, for a wait, the
 time it ends and how long that is from now; a Job started; a Job finished with
-its outcome. Given the controller's own Deployment, also which replica leads, each
-handover, and which replicas are Ready (controller.dev.replicas). On a terminal, a
-footer counts down the waits."""
+its outcome, and for a failure the last lines of its message (where tofu prints the
+cause), redacted as the controller redacts them. Given the controller's own
+Deployment, also which replica leads, each handover, and which replicas are Ready
+(controller.dev.replicas). On a terminal, a footer counts down the waits.
+
+With the time scaled, each line carries the wall clock and the controller's clock
+side by side (`23:41:05 [ctl 02:12:30]`): waits are stated in controller time, and
+how long they last in wall-clock seconds."""
 
 from __future__ import annotations
 
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import anyio
 
 from controller.core.jobs import classify, is_finished, op_of
 from controller.core.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
+from controller.core.sensitive import job_redactor
 from controller.core.timefmt import TimeFormatError, parse_time
 from controller.dev.replicas import Replicas
 from runtime.cache import Informer, Resource, Selection
@@ -24,6 +30,17 @@ from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
 
 Json = dict[str, Any]
+# A failure shows its headline and this many of its last lines: tofu ends with the cause.
+CAUSE_LINES = 6
+
+
+def cause_lines(message: str, keep: int = CAUSE_LINES) -> list[str]:
+    """The message's first line (what failed) and its last `keep` non-empty lines (why),
+    each on its own line; nothing is cut within a line."""
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= keep + 1:
+        return lines
+    return [lines[0], f"... ({len(lines) - keep - 1} lines)", *lines[-keep:]]
 
 
 class Timeline:
@@ -55,6 +72,8 @@ class Timeline:
         for kind, informer in self._objects.items():
             informer.add_handler(self._on_object(kind))
         self._jobs.add_handler(self._on_job)
+        # The Secrets a Job's messages are redacted with (the controller's second pass).
+        self._secrets = Informer(transport, Resource("", "v1", "secrets"), clock=real)
         self._replicas = (
             Replicas(transport, namespace=deployment[0], name=deployment[1], say=self.say)
             if deployment
@@ -63,7 +82,7 @@ class Timeline:
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
-            for informer in [*self._objects.values(), self._jobs]:
+            for informer in [*self._objects.values(), self._jobs, self._secrets]:
                 tg.start_soon(informer.run)
             if self._replicas is not None:
                 tg.start_soon(self._replicas.run)
@@ -71,17 +90,24 @@ class Timeline:
                 tg.start_soon(self._footer)
 
     def say(self, who: str, text: str) -> None:
-        stamp = self._clock.now().strftime("%H:%M:%S")
-        self._out.write(
-            f"\r\033[K{stamp}  {who:<40} {text}\n"
-            if self._out.isatty()
-            else f"{stamp}  {who:<40} {text}\n"
-        )
+        stamp = self._stamp()
+        lead = "\r\033[K" if self._out.isatty() else ""
+        first, *more = text.split("\n")
+        lines = [f"{lead}{stamp}  {who:<40} {first}\n"]
+        lines += [f"{' ' * len(stamp)}  {'':<40}   {line}\n" for line in more]
+        self._out.write("".join(lines))
         self._out.flush()
+
+    def _stamp(self) -> str:
+        """The wall clock; with the time scaled, the controller's clock beside it."""
+        wall = datetime.now(UTC).strftime("%H:%M:%S")
+        if self._scale == 1.0:
+            return wall
+        return f"{wall} [ctl {self._clock.now():%H:%M:%S}]"
 
     def _in(self, until: datetime) -> str:
         seconds = (until - self._clock.now()).total_seconds() / self._scale
-        return f"in {max(seconds, 0.0):.1f}s"
+        return f"in {max(seconds, 0.0):.1f}s" + (" wall" if self._scale != 1.0 else "")
 
     def _on_object(self, kind: str) -> Any:
         def handler(old: Json | None, new: Json | None) -> None:
@@ -124,8 +150,9 @@ class Timeline:
             self.say(f"Job/{name}", f"started: {op_of(new)}, attempt {retry}")
         elif is_finished(new) and (old is None or not is_finished(old)):
             verdict = classify(new)
-            message = " ".join(verdict.message.split())  # one line: tofu's errors span several
-            self.say(f"Job/{name}", f"{verdict.outcome}: {message}"[:200])
+            secrets = {s["metadata"]["name"]: s for s in self._secrets.store}
+            message = job_redactor(new, secrets).text(verdict.message)
+            self.say(f"Job/{name}", f"{verdict.outcome}: " + "\n".join(cause_lines(message)))
 
     async def _footer(self) -> None:
         while True:
