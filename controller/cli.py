@@ -174,6 +174,17 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("kind", nargs="?", help="tfc, tfmp or tfm (any spelling; default: all kinds)")
     g.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     g.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    g.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="the controller's --time-scale: count down on its timeline (make run: 30)",
+    )
+    g.add_argument(
+        "--controller-namespace",
+        default="default",
+        help="where a scaled controller records its time origin",
+    )
     _add_target(g, "ux.get")
     a = sub.add_parser("approve", help="approve exactly the Job an object waits on")
     a.add_argument("ref", metavar="KIND/NAME")

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -18,7 +18,9 @@ from controller.core.sensitive import job_redactor
 from controller.ux import rows, table
 from controller.ux.common import run_command
 from controller.ux.kinds import kind_of
+from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
+from runtime.timeorigin import shared_origin
 from runtime.transport import Transport, open_transport
 
 Json = dict[str, Any]
@@ -27,13 +29,12 @@ Json = dict[str, Any]
 def _get(args: argparse.Namespace) -> int:
     kinds = [kind_of(args.kind)] if args.kind else list(KINDS)
     namespace = None if args.all_namespaces else args.namespace
-    objects, jobs, secrets = asyncio.run(_read(args.kubeconfig, kinds, namespace))
+    objects, jobs, secrets, now = asyncio.run(_read(args, kinds, namespace))
     found = [
         rows.row_of(o, jobs.get(o["metadata"].get("uid", ""), []), _redactor_of(secrets))
         for o in objects
     ]
     found.sort(key=lambda r: (r.namespace, KINDS.index(r.kind), r.name))
-    now = datetime.now(UTC)
     if args.output in ("json", "yaml"):
         items = [rows.to_json(r, now) for r in found]
         sys.stdout.write(_dump({"items": items}, args.output))
@@ -58,11 +59,24 @@ def _redactor_of(secrets: dict[tuple[str, str], Json]) -> rows.RedactorOf:
 
 
 async def _read(
-    kubeconfig: str | None, kinds: list[str], namespace: str | None
-) -> tuple[list[Json], dict[str, list[Json]], dict[tuple[str, str], Json]]:
-    async with open_transport(kubeconfig) as t:
+    args: argparse.Namespace, kinds: list[str], namespace: str | None
+) -> tuple[list[Json], dict[str, list[Json]], dict[tuple[str, str], Json], datetime]:
+    async with open_transport(args.kubeconfig) as t:
         objects = [obj for kind in kinds for obj in await _list(t, namespace, kind)]
-        return objects, await _jobs_by_uid(t, namespace), await _secrets(t, namespace)
+        jobs, secrets = await _jobs_by_uid(t, namespace), await _secrets(t, namespace)
+        return objects, jobs, secrets, await _now(t, args)
+
+
+async def _now(t: Transport, args: argparse.Namespace) -> datetime:
+    """The controller's time: the wall clock, or, for a controller run at --time-scale K,
+    its scaled timeline from the origin recorded in the API server."""
+    wall = wall_clock()
+    if args.time_scale == 1.0:
+        return wall
+    from controller.io.main import TIME_ORIGIN
+
+    origin = await shared_origin(t, args.controller_namespace, TIME_ORIGIN, wall)
+    return scaled_time(origin, wall, args.time_scale)
 
 
 async def _secrets(t: Transport, namespace: str | None) -> dict[tuple[str, str], Json]:
