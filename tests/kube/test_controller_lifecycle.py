@@ -53,11 +53,14 @@ async def test_a_failed_restore_is_not_retried(apiserver: ApiServer, namespace: 
             return status.get("lastRestoredSerial") == 3 and "activeJob" not in status
 
         await eventually(attempted, what="status.lastRestoredSerial == 3")
-        # Never retried, and no backoff either: the restore counts nowhere.
+        # Never retried, and no backoff either. The failure is counted (it numbers the
+        # next restore's retry) and shown for people, under restore alone.
         await clock.advance(3600)
         await next_is(kube, "Idle")
         assert len(await kube.jobs("captf.io/op=restore")) == 1
-        assert "failures" not in (await kube.cluster())["status"]
+        failures = (await kube.cluster())["status"]["failures"]
+        assert list(failures) == ["restore"]
+        assert failures["restore"]["count"] == 1
 
         await kube.annotate(CLUSTERS, "c1", {"captf.io/restore-serial": None})
 
