@@ -108,3 +108,10 @@ def _prune_op(records: list[Finished], failed_limit: int, successes_kept: int) -
             if failures > limit:
                 doomed.append(record.name)
     return doomed
+
+
+def event_name(job: str, uid: str, reason: str) -> str:
+    """One Event per Job incarnation: a Job deleted and created again under the same name
+    (an operator forgot a failure, so the attempt repeats) is a new object with a new uid,
+    and gets its own Event."""
+    return f"{job}.{uid}.{reason.lower()}" if uid else f"{job}.{reason.lower()}"

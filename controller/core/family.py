@@ -33,7 +33,7 @@ from controller.core.names import (
     Reason,
     op_lease_name,
 )
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.timefmt import TimeFormatError, format_micro, parse_time
 
 Json = dict[str, Any]
 # Conflicts in a row on one Lease before the writer gives up and its reconcile is retried.
@@ -92,7 +92,7 @@ def claim_for_cluster(
             Reason.WAITING_FOR_CLUSTER_OPERATION,
             f"the cluster's operation Lease is held by Job {holder}",
         )
-    spec = {"holderIdentity": job, "acquireTime": micro(now), "renewTime": micro(now)}
+    spec = {"holderIdentity": job, "acquireTime": format_micro(now), "renewTime": format_micro(now)}
     return _written(_or_new(lease, cluster, namespace), spec=spec, members={})
 
 
@@ -110,7 +110,7 @@ def claim_for_member(
             f"cluster {cluster} is running an operation (Job {holder})",
         )
     spec = dict((lease or {}).get("spec") or {})
-    new = members | {job: micro(now)}
+    new = members | {job: format_micro(now)}
     return _written(_or_new(lease, cluster, namespace), spec=spec, members=new)
 
 
@@ -173,8 +173,3 @@ def _written(base: Json, *, spec: Json, members: dict[str, str]) -> Json:
         "metadata": meta,
         "spec": spec,
     }
-
-
-def micro(now: datetime) -> str:
-    """Lease times are MicroTime: RFC 3339 with microseconds."""
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

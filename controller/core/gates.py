@@ -11,7 +11,7 @@ from controller.core import backoff, family
 from controller.core.context import Context
 from controller.core.decision import Requeue
 from controller.core.jobs import labels_of, name_of
-from controller.core.jobspec import job_name, next_seq
+from controller.core.jobspec import next_job
 from controller.core.names import (
     CLUSTER,
     GATED_OPS,
@@ -154,8 +154,7 @@ def _own_job_names(snap: Snapshot) -> set[str]:
     """The object's Jobs, and the Jobs it would create next. Leases are taken before the
     Job is created, so after a crash in between, a Lease held in the name of the Job the
     same decision will create again is this object's own, not another's."""
-    uid = str(snap.obj.get("metadata", {}).get("uid", ""))
-    planned = {job_name(snap.name, uid, op, next_seq(snap.jobs, op)) for op in Op}
+    planned = {next_job(snap, op)[0] for op in Op}
     return snap.job_names() | planned
 
 

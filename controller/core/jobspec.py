@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from controller.core.decision import Run
 from controller.core.inputs import Inputs
-from controller.core.jobs import op_of, seq_of
+from controller.core.jobs import annotations_of, op_of, seq_of
 from controller.core.names import (
     ANN_DRIFT_REMEDIATION,
     ANN_GUARDED,
     ANN_INPUTS_HASH,
+    ANN_INTERRUPTED_APPLY,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
@@ -33,6 +34,7 @@ from controller.core.names import (
 )
 from controller.core.policy import Policy
 from controller.core.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
+from controller.core.snapshot import Snapshot
 
 Json = dict[str, Any]
 
@@ -48,13 +50,23 @@ def job_name(name: str, uid: str, op: str, seq: int) -> str:
     return f"{kept}{suffix}"
 
 
-def next_seq(jobs: list[Json], op: str) -> int:
+def next_job(snap: Snapshot, op: str) -> tuple[str, int]:
+    """The name and attempt sequence of the op's next Job: past every Job there is, and past
+    an apply recorded as deleted while it ran (its name is not reused). The one place the
+    next name is computed: the launch, and the Leases it may find held in that name."""
+    uid = str(snap.obj.get("metadata", {}).get("uid", ""))
+    gone = {annotations_of(s).get(ANN_INTERRUPTED_APPLY) or "" for s in snap.inputs_secrets()}
+    seq = fresh_seq(snap.name, uid, snap.jobs, op, gone - {""})
+    return job_name(snap.name, uid, op, seq), seq
+
+
+def next_seq(jobs: Iterable[Json], op: str) -> int:
     """One more than the highest attempt sequence among the object's Jobs of that op."""
     seqs = [seq_of(j) for j in jobs if op_of(j) == op]
     return max(seqs, default=0) + 1
 
 
-def fresh_seq(name: str, uid: str, jobs: list[Json], op: str, gone: Collection[str]) -> int:
+def fresh_seq(name: str, uid: str, jobs: Iterable[Json], op: str, gone: Collection[str]) -> int:
     """next_seq, skipping any sequence whose Job name is in `gone` (Jobs known to have been
     deleted while they ran). A deleted Job lowers the highest sequence left, and its
     successor must not take its name: the record that names the deleted Job would then

@@ -65,6 +65,8 @@ SCOPE_CLUSTER: Final = "cluster"
 SCOPE_MEMBER: Final = "member"
 SCOPE_RUN_SLOT: Final = "run-slot"
 RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+# On a run slot: where the Job that holds it lives (the holder identity is the Job's name).
+ANN_HOLDER_NAMESPACE: Final = "captf.io/holder-namespace"
 # On a cluster's operation Lease: the members' Jobs that run, as a JSON object
 # {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
 # of the two is set at any resourceVersion (controller/core/family.py).
@@ -137,9 +139,38 @@ class Reason(StrEnum):
     REFRESH_DUE = "RefreshDue"
 
 
+# What makes an op run (the Run's reason).
+TRIGGERS: Final = frozenset(
+    {
+        Reason.DELETING,
+        Reason.RESTORE_REQUESTED,
+        Reason.INTERRUPTED_APPLY,
+        Reason.INPUTS_CHANGED,
+        Reason.LAST_APPLY_FAILED,
+        Reason.NO_STATE,
+        Reason.STATE_WITHOUT_INPUTS_HASH,
+        Reason.DRIFT_REMEDIATION,
+        Reason.DRIFT_CHECK_DUE,
+        Reason.REFRESH_DUE,
+    }
+)
+
+
 def backoff_reason(trigger: str) -> str:
     """The wait reason while a trigger's op backs off, e.g. InputsChangedBackoff."""
     return f"{trigger}Backoff"
+
+
+# The waits of an op backing off after failures: one per trigger.
+BACKOFF_REASONS: Final = frozenset(backoff_reason(t) for t in TRIGGERS)
+# The waits that end when a Lease comes free.
+LEASE_WAITS: Final = frozenset(
+    {
+        Reason.WAITING_FOR_RUN_LEASE,
+        Reason.WAITING_FOR_CLUSTER_OPERATION,
+        Reason.WAITING_FOR_MACHINE_OPERATIONS,
+    }
+)
 
 
 def state_secret_name(name: str) -> str:

@@ -5,8 +5,9 @@ decision cannot tell the difference."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from controller.core.jobs import annotations_of, labels_of, name_of, op_of, result
@@ -25,15 +26,23 @@ from controller.core.sensitive import job_redactor
 Json = dict[str, Any]
 
 
+def _empty() -> Mapping[Any, Json]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class Snapshot:
+    """Read-only: its containers are tuples and read-only mappings (`build` and
+    `Caches.snapshot` make them so), and nothing writes into the objects, which may be
+    the caches' own. A pass that needs another view makes a new snapshot (`with_`)."""
+
     obj: Json
-    jobs: list[Json] = field(default_factory=list)
-    secrets: dict[str, Json] = field(default_factory=dict)
-    configmaps: dict[str, Json] = field(default_factory=dict)
-    leases: list[Json] = field(default_factory=list)
+    jobs: tuple[Json, ...] = ()
+    secrets: Mapping[str, Json] = field(default_factory=_empty)
+    configmaps: Mapping[str, Json] = field(default_factory=_empty)
+    leases: tuple[Json, ...] = ()
     # Other CAPTF objects of the namespace by (kind, name): cluster, dependencies, members.
-    related: dict[tuple[str, str], Json] = field(default_factory=dict)
+    related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
     # Jobs this controller created that its cache has not shown yet.
     pending_jobs: frozenset[str] = frozenset()
     max_concurrent_runs: int = 10
@@ -118,20 +127,31 @@ def build(
 ) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    snap = Snapshot(
-        obj=obj, pending_jobs=pending_jobs, max_concurrent_runs=max_concurrent_runs, runner=runner
-    )
+    jobs, leases = [], []
+    secrets: dict[str, Json] = {}
+    configmaps: dict[str, Json] = {}
+    related: dict[tuple[str, str], Json] = {}
     for item in others:
         kind = item.get("kind")
         same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
         if kind == "Job" and owns(obj, item):
-            snap.jobs.append(item)
+            jobs.append(item)
         elif kind == "Secret" and same_ns:
-            snap.secrets[name_of(item)] = item
+            secrets[name_of(item)] = item
         elif kind == "ConfigMap" and same_ns:
-            snap.configmaps[name_of(item)] = item
+            configmaps[name_of(item)] = item
         elif kind == "Lease":
-            snap.leases.append(item)
+            leases.append(item)
         elif kind in KINDS and same_ns and item is not obj:
-            snap.related[(str(kind), name_of(item))] = item
-    return snap
+            related[(str(kind), name_of(item))] = item
+    return Snapshot(
+        obj=obj,
+        jobs=tuple(jobs),
+        secrets=MappingProxyType(secrets),
+        configmaps=MappingProxyType(configmaps),
+        leases=tuple(leases),
+        related=MappingProxyType(related),
+        pending_jobs=pending_jobs,
+        max_concurrent_runs=max_concurrent_runs,
+        runner=runner,
+    )

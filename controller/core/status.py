@@ -12,9 +12,9 @@ from controller.core import triggers
 from controller.core.context import Context
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
-from controller.core.jobs import FREE_OUTCOMES, Outcome
-from controller.core.names import MUTABLE_KINDS, Op, Reason
-from controller.core.serials import unusable_restore_request
+from controller.core.jobs import FREE_OUTCOMES, Outcome, annotations_of
+from controller.core.names import ANN_SERIAL, BACKOFF_REASONS, MUTABLE_KINDS, Op, Reason
+from controller.core.serials import serial_of, unusable_restore_request
 from controller.core.snapshot import Snapshot
 from controller.core.timefmt import format_time
 
@@ -54,7 +54,7 @@ def missed_window_of(old: Json | None, decision: Decision, now: datetime) -> Jso
     if not (isinstance(decision, Requeue) and isinstance(old, dict)):
         return None
     same_op_waits = decision.op is not None and old.get("op") == decision.op
-    waits = decision.reason.endswith("Backoff") or decision.reason == Reason.OUTSIDE_CHANGE_WINDOW
+    waits = decision.reason in BACKOFF_REASONS or decision.reason == Reason.OUTSIDE_CHANGE_WINDOW
     closed = str(old.get("closes", "")) <= format_time(now)
     return old if same_op_waits and waits and closed else None
 
@@ -182,3 +182,77 @@ def merge_conditions(old: list[Json], new: list[Json], now: datetime) -> list[Js
         )
         merged.append(cond | {"lastTransitionTime": when or format_time(now)})
     return merged
+
+
+def desired(snap: Snapshot, decision: Decision, ctx: Context | None, now: datetime) -> Json:
+    """The status the object should show after this pass. `snap.status` is the status as
+    bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
+    the inputs cannot be read."""
+    old = snap.status
+    out = dict(old)
+    out["observedGeneration"] = snap.obj.get("metadata", {}).get("generation", 0)
+    out["next"] = stable_next(old.get("next"), next_of(decision, now), now)
+    _set(out, "missedWindow", missed_window_of(old.get("missedWindow"), decision, now))
+    history = (
+        ctx.history if ctx is not None else History(snap.jobs, snap.plan_readable, snap.redactor)
+    )
+    _set(out, "failures", failures_of(history))
+    if ctx is not None:
+        out["inputsHash"] = ctx.inputs.hash
+        if ctx.state_inputs_hash:
+            out["appliedInputsHash"] = ctx.state_inputs_hash
+        serial = state_serial(snap)
+        if serial is not None:
+            out["stateSerial"] = serial
+        new_conditions = conditions(ctx, decision)
+    else:
+        new_conditions = conditions_without_inputs(decision, snap)
+    out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
+    return out
+
+
+def _set(out: Json, key: str, value: Json | None) -> None:
+    if value:
+        out[key] = value
+    else:
+        out.pop(key, None)
+
+
+def state_serial(snap: Snapshot) -> int | None:
+    state = snap.state_secret
+    return None if state is None else serial_of(annotations_of(state).get(ANN_SERIAL))
+
+
+# Waits whose `at` is exact: re-deciding gives the same time, so it is written as computed.
+_EXACT = BACKOFF_REASONS | {Reason.OUTSIDE_CHANGE_WINDOW, "Idle"}
+
+
+def stable_next(old: Json | None, new: Json, now: datetime) -> Json:
+    """Keeps the old `at` of the same fixed-interval wait (JobRunning, a Lease, a readiness
+    wait) while it still lies ahead, so re-deciding does not rewrite the status, and wake
+    every watcher, on each pass. Backoffs, windows and schedules have exact times."""
+    same = old is not None and (old.get("reason"), old.get("op")) == (
+        new.get("reason"),
+        new.get("op"),
+    )
+    old_at = old.get("at") if old is not None else None
+    exact = new.get("reason") in _EXACT
+    if same and not exact and isinstance(old_at, str) and old_at > format_time(now):
+        return new | {"at": old_at}
+    return new
+
+
+def merge_patch(old: Json, new: Json) -> Json | None:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`; None when they are
+    equal. Maps are diffed key by key (a removed key is null); lists are replaced whole."""
+    patch: Json = {}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            inner = merge_patch(before, value)
+            if inner is not None:
+                patch[key] = inner
+        elif before != value or key not in old:
+            patch[key] = value
+    patch |= {key: None for key in old if key not in new}
+    return patch or None

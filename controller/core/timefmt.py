@@ -86,3 +86,8 @@ def format_duration(seconds: float) -> str:
         f"{secs}s" if secs else "",
     ]
     return "".join(parts) or "0s"
+
+
+def format_micro(t: datetime) -> str:
+    """A MicroTime (Lease times): RFC 3339 in UTC with microseconds."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -9,19 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from controller.core.names import (
-    API_VERSION,
-    LABEL_CLUSTER,
-    LABEL_SCOPE,
-    PLURALS,
-)
-from controller.core.timefmt import format_time
+from controller.core.names import API_VERSION, PLURALS
+from controller.core.plan import Event
+from runtime import events
 from runtime.errors import ApiError
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
-# Where the Job that holds a run slot lives (the holder identity is the Job's name alone).
-ANN_HOLDER_NAMESPACE = "captf.io/holder-namespace"
+COMPONENT = "captf-controller"
 
 
 class Api(Protocol):
@@ -81,12 +76,17 @@ async def merge_patch(api: Api, path: str, patch: Json, *, version: str | None =
     return await api.request("PATCH", path, body=patch, content_type=MERGE)
 
 
-async def put_status(api: Api, obj: Json, status: Json) -> Json:
-    """Replaces the status; the object's resourceVersion is the precondition."""
+async def patch_status(api: Api, obj: Json, patch: Json) -> Json:
+    """A merge patch of the status subresource, without a precondition.
+
+    The patch carries only the fields this pass changes (computed against the version
+    it read), so a write from a cache that has not seen the previous write yet neither
+    fails nor undoes it: the reconcile of one object runs on one worker at a time, and
+    the status is the controller's alone. A resourceVersion precondition would only turn
+    that lag into conflicts."""
     meta = obj["metadata"]
-    body = obj | {"status": status}
     path = object_path(obj["kind"], meta["namespace"], meta["name"]) + "/status"
-    return await api.request("PUT", path, body=body)
+    return await api.request("PATCH", path, body={"status": patch}, content_type=MERGE)
 
 
 async def delete_job(api: Api, namespace: str, name: str) -> None:
@@ -100,103 +100,26 @@ async def delete_job(api: Api, namespace: str, name: str) -> None:
             raise
 
 
-def lease_body(
-    namespace: str, name: str, holder: str, now: datetime, labels: dict[str, str]
-) -> Json:
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"holderIdentity": holder, "acquireTime": _micro(now), "renewTime": _micro(now)},
-    }
-
-
-def _micro(now: datetime) -> str:
-    # Lease times are MicroTime: RFC 3339 with microseconds.
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-async def take_lease(api: Api, current: Json | None, body: Json) -> Json:
-    """Create the Lease, or take a free one over with its resourceVersion as precondition.
-
-    The caller checked (from its cache) that `current` is free or already ours; a
-    409 means someone else took it meanwhile and the reconcile is retried. Returns the
-    Lease as written."""
-    meta = body["metadata"]
-    if current is None:
-        created = await create(api, lease_path(meta["namespace"]), body)
-        if created is None:
-            raise ApiError(409, "Conflict", f"Lease {meta['name']} was created meanwhile")
-        return created
-    update = current | {"spec": (current.get("spec") or {}) | body["spec"]}
-    labels = (current["metadata"].get("labels") or {}) | meta.get("labels", {})
-    update["metadata"] = current["metadata"] | {"labels": labels}
-    notes = meta.get("annotations")
-    if notes:
-        update["metadata"]["annotations"] = (current["metadata"].get("annotations") or {}) | notes
-    return await api.request("PUT", lease_path(meta["namespace"], meta["name"]), body=update)
-
-
-async def write_lease(client: Api, current: Json | None, change: Json) -> Json:
-    """Creates the Lease, or replaces `current` with `change` (its resourceVersion is the
-    precondition). Either way a concurrent writer makes it fail with 409."""
-    meta = change["metadata"]
-    if current is None:
-        created = await create(client, lease_path(meta["namespace"]), change)
-        if created is None:
-            raise ApiError(409, "Conflict", f"Lease {meta['name']} was created meanwhile")
-        return created
-    path = lease_path(meta["namespace"], meta["name"])
-    return await client.request("PUT", path, body=change)
-
-
-async def release_lease(api: Api, lease: Json) -> Json | None:
-    """Clears the holder; the Lease object stays, so it is visible with kubectl.
-    Returns the freed Lease (None when it was gone)."""
+async def replace_lease(client: Api, lease: Json) -> Json:
+    """Replaces a Lease; its resourceVersion is the precondition (409 when it changed)."""
     meta = lease["metadata"]
-    spec = dict(lease.get("spec") or {})
-    spec.pop("holderIdentity", None)
-    try:
-        return await api.request(
-            "PUT", lease_path(meta["namespace"], meta["name"]), body=lease | {"spec": spec}
-        )
-    except ApiError as err:
-        if err.status != 404:
-            raise
-    return None
+    return await client.request("PUT", lease_path(meta["namespace"], meta["name"]), body=lease)
 
 
-def op_lease_labels(cluster: str, scope: str) -> dict[str, str]:
-    return {LABEL_CLUSTER: cluster, LABEL_SCOPE: scope}
-
-
-def event_body(
-    obj: Json, name: str, *, type_: str, reason: str, message: str, now: datetime
-) -> Json:
-    """A core/v1 Event with a deterministic name: a second create of it is refused,
-    which is what makes "one Event per Job" hold across restarts."""
-    meta = obj["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": meta["namespace"]},
-        "involvedObject": {
-            "apiVersion": obj["apiVersion"],
-            "kind": obj["kind"],
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta.get("uid", ""),
-        },
-        "type": type_,
-        "reason": reason,
-        "message": message[:1000],
-        "source": {"component": "captf-controller"},
-        "reportingComponent": "captf-controller",
-        "reportingInstance": "captf-controller",
-        "firstTimestamp": format_time(now),
-        "lastTimestamp": format_time(now),
-        "count": 1,
-    }
+def event_body(obj: Json, event: Event, now: datetime) -> Json:
+    """The core/v1 Event, under the plan's deterministic name: a second create of it is
+    refused, which is what makes "one Event per Job" hold across restarts."""
+    body = events.event_body(
+        events.object_reference(obj),
+        type_="Warning" if event.type == "Warning" else "Normal",
+        reason=event.reason,
+        message=event.message,
+        component=COMPONENT,
+        instance=COMPONENT,
+        now=now,
+    )
+    body["metadata"] = {"name": event.name, "namespace": obj["metadata"]["namespace"]}
+    return body
 
 
 async def record_event(api: Api, body: Json) -> bool:

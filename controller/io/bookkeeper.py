@@ -1,11 +1,13 @@
-"""Accounting finished Jobs exactly once, pruning old ones, and the retry-capped tail.
+"""Carrying out the accounting of a finished Job, exactly once.
 
-A finished Job is accounted by: its Event (named after the Job and its uid, so
-a replay after a crash is refused), the attempts histogram, releasing the Leases
-it held, and last the `captf.io/accounted` annotation, the one durable record.
-A crash anywhere before the annotation replays the steps, and each step is
-idempotent. Every step is keyed to the Job's uid: a Job deleted and created
-again under the same name is another Job, accounted on its own."""
+A finished Job is accounted by: its Event (named after the Job and its uid, so a
+replay after a crash is refused), the attempts histogram, releasing the Leases it
+held, clearing the interrupted-apply records its success ends, and last the
+`captf.io/accounted` annotation, the one durable record. A crash anywhere before
+the annotation replays the steps, and each step is idempotent. Every step is keyed
+to the Job's uid: a Job deleted and created again under the same name is another
+Job, accounted on its own. What to account, and how, is the plan's
+(controller/core/plan.py)."""
 
 from __future__ import annotations
 
@@ -16,22 +18,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from controller.core import bookkeeping, family, triggers
-from controller.core.history import Finished, History
-from controller.core.jobs import Outcome, annotations_of
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
-    CLUSTER,
-    LABEL_RETRY_CAPPED,
-    Op,
 )
-from controller.core.serials import requested_serial
-from controller.core.snapshot import Snapshot
-from controller.core.successes import success_event
-from controller.io import api
+from controller.core.plan import Accounting, Event, Sample
+from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError
 
@@ -62,84 +56,48 @@ class JobMetrics:
         )
         self._observed: OrderedDict[str, None] = OrderedDict()
 
-    def observe(
-        self, uid: str, kind: str, op: str, outcome: str, attempt: int, failure: str | None = None
-    ) -> bool:
-        """One sample per Job incarnation (by uid); False when this one was observed already.
-        `failure` is the Event reason of a counted failure."""
-        if uid and uid in self._observed:
+    def observe(self, sample: Sample) -> bool:
+        """One sample per Job incarnation (by uid); False when this one was observed already."""
+        if sample.uid and sample.uid in self._observed:
             return False
-        self.attempts.labels(kind, op, outcome).observe(attempt)
-        if failure is not None:
-            self.failures.labels(kind, op, failure).inc()
-        if uid:
-            self._observed[uid] = None
+        self.attempts.labels(sample.kind, sample.op, sample.outcome).observe(sample.attempt)
+        if sample.failure is not None:
+            self.failures.labels(sample.kind, sample.op, sample.failure).inc()
+        if sample.uid:
+            self._observed[sample.uid] = None
             while len(self._observed) > self.REMEMBERED:
                 self._observed.popitem(last=False)
         return True
 
 
-def _event_type(outcome: Outcome) -> str:
-    return "Normal" if outcome in (Outcome.SUCCESS, Outcome.INTERRUPTED) else "Warning"
-
-
 async def account(
-    client: Api, snap: Snapshot, history: History, metrics: JobMetrics, now: datetime
-) -> list[Finished]:
-    """Accounts every finished, unaccounted Job of the object, oldest first."""
-    done = []
-    for record in bookkeeping.unaccounted(history):
-        await _account_one(client, snap, history, record, metrics, now)
-        done.append(record)
-    return done
-
-
-async def _account_one(
-    client: Api,
-    snap: Snapshot,
-    history: History,
-    record: Finished,
-    metrics: JobMetrics,
-    now: datetime,
+    client: Api, obj: Json, accounting: Accounting, metrics: JobMetrics, now: datetime
 ) -> None:
-    verdict = record.verdict
-    uid = str(record.job.get("metadata", {}).get("uid") or "")
-    event = (verdict.event, verdict.message) if verdict.event else success_event(record)
-    if event is not None:
-        reason, message = event
-        body = api.event_body(
-            snap.obj,
-            event_name(record.name, uid, reason),
-            type_=_event_type(record.outcome),
-            reason=reason,
-            message=message,
-            now=now,
-        )
-        await api.record_event(client, body)
-    attempt = bookkeeping.attempt_number(history, record)
-    failure = (verdict.event or "JobFailed") if record.outcome == Outcome.FAILURE else None
-    metrics.observe(uid, snap.kind, record.op, record.outcome.value, attempt, failure)
-    await release_leases(client, snap, record.name)
-    if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
-        await _clear_interrupted(client, snap, record)
-    await mark_accounted(client, snap.namespace, record.name, uid)
-    record.job.setdefault("metadata", {}).setdefault("annotations", {})[ANN_ACCOUNTED] = "true"
+    """Accounts one finished Job of `obj`, the steps in the order above."""
+    if accounting.event is not None:
+        await emit(client, obj, accounting.event, now)
+    metrics.observe(accounting.sample)
+    for write in accounting.releases:
+        await leases.carry_out(client, write, now)
+    namespace = obj["metadata"]["namespace"]
+    for secret in accounting.clear_records:
+        await clear_record(client, namespace, secret)
+    await mark_accounted(client, namespace, accounting.job, accounting.uid)
     log.info(
         "%s/%s: Job %s %s (attempt %d)",
-        snap.kind,
-        snap.name,
-        record.name,
-        record.outcome.value,
-        attempt,
-        extra={"fields": {"job": record.name}},
+        obj["kind"],
+        obj["metadata"]["name"],
+        accounting.job,
+        accounting.sample.outcome,
+        accounting.sample.attempt,
+        extra={"fields": {"job": accounting.job}},
     )
 
 
-def event_name(job: str, uid: str, reason: str) -> str:
-    """One Event per Job incarnation: a Job deleted and created again under the same name
-    (an operator forgot a failure, so the attempt repeats) is a new object with a new uid,
-    and gets its own Event."""
-    return f"{job}.{uid}.{reason.lower()}" if uid else f"{job}.{reason.lower()}"
+async def emit(client: Api, obj: Json, event: Event, now: datetime) -> bool:
+    """Creates the Event once; False when it already existed."""
+    body = api.event_body(obj, event, now)
+    return await api.record_event(client, body)
 
 
 async def mark_accounted(client: Api, namespace: str, job: str, uid: str) -> None:
@@ -157,112 +115,8 @@ async def mark_accounted(client: Api, namespace: str, job: str, uid: str) -> Non
             raise
 
 
-async def release_leases(client: Api, snap: Snapshot, job: str) -> None:
-    """Frees every Lease the Job holds. A member's entry on its cluster's operation Lease
-    goes first: freeing the member's own Lease wakes the waiting cluster, which should then
-    find the entry gone. The snapshot's copies are replaced by the freed ones, so the rest
-    of the reconcile sees them free and takes them with their current resourceVersion (a
-    Job started in the same pass reuses the slot without a conflict)."""
-    if snap.kind != CLUSTER:
-        await _leave_family(client, snap, job)
-    for i, lease in enumerate(snap.leases):
-        if (lease.get("spec") or {}).get("holderIdentity") == job:
-            freed = await api.release_lease(client, lease)
-            if freed is not None:
-                snap.leases[i] = freed | {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
-
-
-async def _leave_family(client: Api, snap: Snapshot, job: str) -> None:
-    """Removes a member's Job from its cluster's operation Lease. Read live: the entry was
-    written moments before the Job was created and the cache may not show it yet, and a
-    stale entry would keep the cluster waiting. Also from any other cached Lease that
-    names the Job (the member's clusterRef changed while it ran)."""
-    cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
-    names = {family.lease_name(cluster)} if cluster else set()
-    names |= {
-        lease["metadata"]["name"]
-        for lease in snap.leases
-        if lease["metadata"].get("namespace") == snap.namespace and job in family.member_jobs(lease)
-    }
-    for name in sorted(names):
-        await _drop_entry(client, snap.namespace, name, job)
-
-
-async def _drop_entry(client: Api, namespace: str, name: str, job: str) -> None:
-    path = api.lease_path(namespace, name)
-    for _ in range(family.CAS_ATTEMPTS):
-        current = await api.get_or_none(client, path)
-        change = None if current is None else family.release(current, job)
-        if current is None or change is None:
-            return
-        try:
-            await api.write_lease(client, current, change)
-            return
-        except ApiError as err:
-            if err.status != 409:
-                raise
-    raise ApiError(409, "Conflict", f"Lease {name} changed {family.CAS_ATTEMPTS} times meanwhile")
-
-
-async def _clear_interrupted(client: Api, snap: Snapshot, applied: Finished) -> None:
-    """An apply started after an interrupted apply was recorded succeeded: clear the record."""
-    for secret in snap.inputs_secrets():
-        notes = annotations_of(secret)
-        if not notes.get(ANN_INTERRUPTED_APPLY):
-            continue
-        if triggers.started_after_record(applied.job, notes) is False:
-            continue
-        cleared = (ANN_INTERRUPTED_APPLY, ANN_INTERRUPTED_APPLY_AT, ANN_INTERRUPTED_APPLY_SEQ)
-        patch = {"metadata": {"annotations": dict.fromkeys(cleared)}}
-        await api.merge_patch(
-            client, api.secret_path(snap.namespace, secret["metadata"]["name"]), patch
-        )
-
-
-def restored_serial(accounted: list[Finished]) -> int | None:
-    """The serial of the newest restore Job just accounted: the restore was attempted."""
-    restores = [r for r in accounted if r.op == Op.RESTORE]
-    if not restores:
-        return None
-    return requested_serial(annotations_of(max(restores, key=lambda r: r.at).job))
-
-
-async def prune(
-    client: Api, snap: Snapshot, history: History, *, failed_limit: int, successful_limit: int
-) -> list[str]:
-    keep = frozenset(
-        filter(None, [snap.status.get("activeJob"), snap.annotations.get("captf.io/approve")])
-    )
-    doomed = bookkeeping.prune(
-        history, failed_limit=failed_limit, successful_limit=successful_limit, keep=keep
-    )
-    for name in doomed:
-        await api.delete_job(client, snap.namespace, name)
-    return doomed
-
-
-async def mark_capped(
-    client: Api, snap: Snapshot, history: History, failed_limit: int, now: datetime
-) -> None:
-    """The `captf.io/retry-capped=<op>` label while an op's failures are at the limit, and one
-    RetryCapped Warning per streak (named after the Job that reached the cap)."""
-    capped = bookkeeping.capped(history, failed_limit)
-    current = (snap.obj["metadata"].get("labels") or {}).get(LABEL_RETRY_CAPPED)
-    wanted = capped.op if capped else None
-    if capped is not None and current != wanted:
-        message = (
-            f"{capped.op} failed {len(history.failures(capped.op))} times in a row; "
-            f"retrying every 10m until it succeeds"
-        )
-        body = api.event_body(
-            snap.obj,
-            f"{capped.reached_by}.retrycapped",
-            type_="Warning",
-            reason="RetryCapped",
-            message=message,
-            now=now,
-        )
-        await api.record_event(client, body)
-    if current != wanted:
-        path = api.object_path(snap.kind, snap.namespace, snap.name)
-        await api.merge_patch(client, path, {"metadata": {"labels": {LABEL_RETRY_CAPPED: wanted}}})
+async def clear_record(client: Api, namespace: str, secret: str) -> None:
+    """Removes an interrupted-apply record (a merge patch: only these annotations)."""
+    cleared = (ANN_INTERRUPTED_APPLY, ANN_INTERRUPTED_APPLY_AT, ANN_INTERRUPTED_APPLY_SEQ)
+    patch = {"metadata": {"annotations": dict.fromkeys(cleared)}}
+    await api.merge_patch(client, api.secret_path(namespace, secret), patch)

@@ -7,6 +7,7 @@ came from."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from types import MappingProxyType
 from typing import Any
 
 from controller.core.jobs import result
@@ -22,6 +23,7 @@ from controller.core.names import (
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
+    LEASE_WAITS,
     PLURALS,
     SCOPE_RUN_SLOT,
     VERSION,
@@ -100,7 +102,7 @@ def _dependency_index(obj: Obj) -> Iterable[str]:
 
 def _waiting_index(obj: Obj) -> Iterable[str]:
     reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
-    return [WAITING_FOR_LEASE] if reason.startswith("WaitingFor") else []
+    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
 
 
 def _inputs_of_index(secret: Obj) -> Iterable[str]:
@@ -368,11 +370,13 @@ class Caches:
         configmap = module_configmap(obj)
         return Snapshot(
             obj=obj,
-            jobs=jobs,
-            secrets=self._with_data(self.secret_data, ns, secret_names),
-            configmaps=self._with_data(self.configmap_data, ns, [configmap] if configmap else []),
-            leases=self._leases(ns),
-            related=self._related(obj),
+            jobs=tuple(jobs),
+            secrets=MappingProxyType(self._with_data(self.secret_data, ns, secret_names)),
+            configmaps=MappingProxyType(
+                self._with_data(self.configmap_data, ns, [configmap] if configmap else [])
+            ),
+            leases=tuple(self._leases(ns)),
+            related=MappingProxyType(self._related(obj)),
             pending_jobs=pending_jobs,
             max_concurrent_runs=max_concurrent_runs,
         )

@@ -18,11 +18,13 @@ from typing import Any
 
 from controller.core import family
 from controller.core.jobs import annotations_of
-from controller.core.names import ANN_ACCOUNTED
+from controller.core.leases import LeaseWrite, Role
+from controller.core.names import ANN_ACCOUNTED, ANN_HOLDER_NAMESPACE
 from controller.core.timefmt import TimeFormatError, parse_time
-from controller.io import api
-from controller.io.api import ANN_HOLDER_NAMESPACE, Api
+from controller.io import api, leases
+from controller.io.api import Api
 from controller.io.caches import Caches
+from controller.io.leases import LeaseBusy
 from runtime.clock import Clock
 from runtime.errors import ApiError
 
@@ -77,23 +79,23 @@ async def sweep(
             watched=watched,
         )
     )
-    freed = await _free_holders(client, stale)
+    freed = await _free_holders(client, stale, clock.now())
     freed += await _free_member_entries(client, caches, creating(), clock.now(), watched)
     return freed
 
 
-async def _free_holders(client: Api, stale: list[Json]) -> list[str]:
+async def _free_holders(client: Api, stale: list[Json], now: datetime) -> list[str]:
     freed = []
     for lease in stale:
         meta = lease["metadata"]
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        write = LeaseWrite(str(meta.get("namespace", "")), meta["name"], holder, Role.RELEASE)
         try:
-            await api.release_lease(
-                client, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"} | lease
-            )
-        except ApiError as err:
+            # Read live and freed only while that holder still holds it.
+            await leases.carry_out(client, write, now)
+        except (ApiError, LeaseBusy) as err:
             log.info("Lease %s/%s not freed: %s", meta.get("namespace"), meta["name"], err)
             continue
-        holder = (lease.get("spec") or {}).get("holderIdentity")
         log.warning(
             "freed Lease %s/%s: its holder Job %s never existed",
             meta.get("namespace"),
@@ -120,7 +122,7 @@ async def _free_member_entries(
             continue
         full: Json = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"} | lease
         try:
-            await api.write_lease(client, full, family.without(full, stale))
+            await api.replace_lease(client, family.without(full, stale))
         except ApiError as err:
             log.info("Lease %s/%s: entries not freed: %s", namespace, full["metadata"]["name"], err)
             continue
@@ -148,6 +150,12 @@ def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[st
 async def sweep_forever(
     client: Api, caches: Caches, creating: Callable[[], set[str]], clock: Clock, watched: str | None
 ) -> None:
+    """Sweeps every SWEEP_EVERY seconds. A failed sweep (the API server unreachable, an
+    error answer) is logged and the next one tries again: the janitor never takes the
+    controller down with it."""
     while True:
         await clock.sleep(SWEEP_EVERY)
-        await sweep(client, caches, creating, clock, watched)
+        try:
+            await sweep(client, caches, creating, clock, watched)
+        except Exception as err:
+            log.warning("lease sweep failed: %s; retrying in %.0fs", err, SWEEP_EVERY)

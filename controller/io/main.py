@@ -31,8 +31,7 @@ from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, wire_handlers
 from controller.io.janitor import sweep_forever
-from controller.io.launcher import Slots
-from controller.io.reconciler import Reconciler
+from controller.io.reconciler import Reconciler, Slots
 from controller.io.writes import NotingWrites
 from runtime import logs
 from runtime.cache.heap import PauseWatch, settle_after_sync

@@ -77,7 +77,7 @@ def stall_status_after_accounting(monkeypatch: pytest.MonkeyPatch) -> anyio.Even
 
     monkeypatch.setattr(api, "merge_patch", merge_patch)
     monkeypatch.setattr(
-        api, "put_status", stall_when(api.put_status, lambda *_: accounted.is_set(), reached)
+        api, "patch_status", stall_when(api.patch_status, lambda *_: accounted.is_set(), reached)
     )
     return reached
 
@@ -104,7 +104,7 @@ async def test_a_restart_creates_no_second_job_and_no_second_event(
 
     # 1. Stopped after creating the Job, before status names it.
     await run_until_stalled(
-        apiserver, namespace, clock, monkeypatch, "put_status", _writes_active_job
+        apiserver, namespace, clock, monkeypatch, "patch_status", _writes_active_job
     )
     [job] = await kube.jobs()
     name = job["metadata"]["name"]

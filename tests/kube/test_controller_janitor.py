@@ -7,8 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from controller.core.names import ANN_MEMBER_JOBS
-from controller.io.api import ANN_HOLDER_NAMESPACE
+from controller.core.names import ANN_HOLDER_NAMESPACE, ANN_MEMBER_JOBS
 from controller.io.janitor import STALE_AFTER, SWEEP_EVERY
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer

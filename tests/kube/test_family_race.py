@@ -25,8 +25,7 @@ from controller.core.jobs import is_finished
 from controller.core.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, key_of
-from controller.io.launcher import Slots
-from controller.io.reconciler import Reconciler
+from controller.io.reconciler import Reconciler, Slots
 from runtime.clock import LoopClock, SteppedClock
 from runtime.envtest import ApiServer
 from runtime.transport import open_transport

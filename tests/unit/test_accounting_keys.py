@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controller.io.bookkeeper import JobMetrics, event_name
+from controller.core.bookkeeping import event_name
+from controller.core.plan import Sample
+from controller.io.bookkeeper import JobMetrics
 
 
 def _samples(registry: CollectorRegistry) -> float:
@@ -12,6 +14,10 @@ def _samples(registry: CollectorRegistry) -> float:
         "captf_job_attempts_count", {"kind": "TerraformCluster", "op": "apply", "outcome": "failed"}
     )
     return value or 0.0
+
+
+def _failed(uid: str) -> Sample:
+    return Sample(uid, "TerraformCluster", "apply", "failed", 1)
 
 
 def test_one_event_name_per_incarnation() -> None:
@@ -26,9 +32,9 @@ def test_one_event_name_per_incarnation() -> None:
 def test_one_sample_per_incarnation() -> None:
     registry = CollectorRegistry()
     metrics = JobMetrics(registry)
-    assert metrics.observe("uid-1", "TerraformCluster", "apply", "failed", 1)
-    assert not metrics.observe("uid-1", "TerraformCluster", "apply", "failed", 1)  # a replay
-    assert metrics.observe("uid-2", "TerraformCluster", "apply", "failed", 1)  # same name, new Job
+    assert metrics.observe(_failed("uid-1"))
+    assert not metrics.observe(_failed("uid-1"))  # a replay
+    assert metrics.observe(_failed("uid-2"))  # same name, new Job
     assert _samples(registry) == 2
 
 
@@ -36,6 +42,6 @@ def test_the_uids_remembered_are_bounded() -> None:
     metrics = JobMetrics(CollectorRegistry())
     metrics.REMEMBERED = 3
     for i in range(10):
-        metrics.observe(f"uid-{i}", "TerraformCluster", "apply", "failed", 1)
-    assert not metrics.observe("uid-9", "TerraformCluster", "apply", "failed", 1)
-    assert metrics.observe("uid-0", "TerraformCluster", "apply", "failed", 1)  # long forgotten
+        metrics.observe(_failed(f"uid-{i}"))
+    assert not metrics.observe(_failed("uid-9"))
+    assert metrics.observe(_failed("uid-0"))  # long forgotten

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from controller.core import family
 from controller.core.names import ANN_MEMBER_JOBS, Reason
+from controller.core.timefmt import format_micro
 
 Json = dict[str, Any]
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
@@ -49,7 +50,7 @@ def _member(lease: Json | None, job: str = "p1-apply-1") -> Any:
     return family.claim_for_member(lease, cluster="c1", namespace="ns", job=job, now=NOW)
 
 
-T = family.micro(NOW)
+T = format_micro(NOW)
 CLAIMS = [
     # (case, claim, lease, expected holder after, expected members after, or a wait reason)
     ("cluster, no Lease yet", _cluster, None, "c1-refresh-1", {}, None),
@@ -148,8 +149,8 @@ def test_a_mangled_record_reads_as_empty(raw: str) -> None:
 
 
 def test_stale_members() -> None:
-    old = family.micro(NOW - timedelta(seconds=600))
-    recent = family.micro(NOW - timedelta(seconds=599))
+    old = format_micro(NOW - timedelta(seconds=600))
+    recent = format_micro(NOW - timedelta(seconds=599))
     lease = _lease(members={"gone": old, "young": recent, "running": old, "bad": "x"})
     stale = family.stale_members(lease, live=lambda job: job == "running", now=NOW, after=600)
     assert stale == ["bad", "gone"]

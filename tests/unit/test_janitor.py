@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.io.api import ANN_HOLDER_NAMESPACE
+from controller.core.names import ANN_HOLDER_NAMESPACE
 from controller.io.janitor import STALE_AFTER, stale_leases
 from tests.builders import NOW, lease
 

@@ -118,7 +118,7 @@ def test_verdicts_built_from_a_job_are_redacted_by_the_snapshot() -> None:
         "status": {"conditions": [{"type": "Failed", "status": "True"}]},
     }
     obj = {"kind": "TerraformCluster", "metadata": {"name": "c", "namespace": "ns"}}
-    snap = Snapshot(obj=obj, jobs=[job], secrets={"creds": secret("creds", {"T": "ghp_abcdef"})})
+    snap = Snapshot(obj=obj, jobs=(job,), secrets={"creds": secret("creds", {"T": "ghp_abcdef"})})
     (record,) = History(snap.jobs, snap.plan_readable, snap.redactor)
     assert record.verdict.message == f"Job c-apply-1 failed: bad {REDACTED}"
     (unredacted,) = History(snap.jobs, snap.plan_readable)

@@ -1,0 +1,271 @@
+"""The reconciler on an in-memory API server: its write order, and a crash after every write.
+
+Each row of the table stops the process at its k-th write (the write does not reach
+the server), then starts a fresh reconciler (new caches, new memory, new metrics)
+on what the server holds, and runs it to rest. Whatever k: one Job per attempt,
+every finished Job accounted with one Event, every Lease free, the status at rest,
+and a pass at rest writes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client import CollectorRegistry
+
+from controller.core.jobs import annotations_of, is_finished
+from controller.core.names import (
+    ANN_ACCOUNTED,
+    ANN_INPUTS_HASH,
+    ANN_MEMBER_JOBS,
+    ANN_RESULT,
+    ANN_SERIAL,
+    CLUSTER,
+    FINALIZER,
+    PLURALS,
+    POOL,
+)
+from controller.io import api
+from controller.io.bookkeeper import JobMetrics
+from controller.io.caches import Caches, key_of
+from controller.io.reconciler import Reconciler, Slots
+from runtime.clock import SteppedClock
+from tests.builders import NOW, NS, captf, module_configmap, secret
+from tests.fakeapi import Crash, FakeApi
+
+Json = dict[str, Any]
+PASSES = 12
+
+
+def _prefix(path: str) -> str:
+    return path.rsplit("/", 1)[0]
+
+
+def _world(kind: str) -> FakeApi:
+    """A cluster (already applied and Ready when the object under test is a pool), its
+    module and credentials."""
+    fake = FakeApi()
+    fake.create(api.secret_path(NS), secret("creds", {"token": "t"}))
+    fake.create(f"/api/v1/namespaces/{NS}/configmaps", module_configmap())
+    if kind == CLUSTER:
+        fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), captf())
+        return fake
+    ready = captf(ready=True, finalizers=[FINALIZER])
+    fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), ready)
+    pool = captf(POOL, "p1", spec={"module": {"configMapRef": {"name": "c1-module"}}})
+    fake.create(_prefix(api.object_path(POOL, NS, "p1")), pool)
+    return fake
+
+
+@dataclass
+class Process:
+    """One controller process: its caches, its reconciler, its metrics."""
+
+    fake: FakeApi
+    clock: SteppedClock
+    registry: CollectorRegistry
+    caches: Caches
+    reconciler: Reconciler
+
+    @classmethod
+    def start(cls, fake: FakeApi, clock: SteppedClock) -> Process:
+        registry = CollectorRegistry()
+        caches = Caches(fake, clock=clock, namespace=NS)
+        reconciler = Reconciler(
+            client=fake,
+            caches=caches,
+            clock=clock,
+            metrics=JobMetrics(registry),
+            slots=Slots(namespace=NS, count=2),
+        )
+        return cls(fake, clock, registry, caches, reconciler)
+
+    async def run_to_rest(self, key: str) -> None:
+        """Reconciles, runs the Jobs it starts to success, and advances time, until a pass
+        writes nothing and nothing runs."""
+        for _ in range(PASSES):
+            self.fake.sync(self.caches)
+            before = len(self.fake.writes)
+            await self.reconciler.reconcile(key)
+            ran = _finish_running(self.fake)
+            await self.clock.advance(10.0)
+            if len(self.fake.writes) == before and not ran:
+                return
+        raise AssertionError(f"no rest after {PASSES} passes: {self.fake.writes}")
+
+    def samples(self) -> float:
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == "captf_job_attempts_count":
+                    total += sample.value
+        return total
+
+
+def _finish_running(fake: FakeApi) -> bool:
+    """Plays the runner and the Job controller: every running Job succeeds, an apply
+    writing the state of the inputs it ran with."""
+    ran = False
+    for job in fake.of("jobs"):
+        if is_finished(job):
+            continue
+        ran = True
+        name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+        notes = {ANN_RESULT: orjson.dumps({"outcome": "succeeded"}).decode()}
+        done = {"type": "Complete", "status": "True", "lastTransitionTime": fake.clock_text}
+        status = {"succeeded": 1, "completionTime": fake.clock_text, "conditions": [done]}
+        stored = fake.collection(_prefix(api.job_path(ns, name)))[name]
+        stored["metadata"]["annotations"] |= notes
+        stored["status"] = status
+        stored["metadata"]["resourceVersion"] += "0"
+        owner = job["metadata"]["labels"]["captf.io/name"]
+        inputs = annotations_of(job)[ANN_INPUTS_HASH]
+        state = secret(f"{owner}-state", {"terraform.tfstate": "{}"})
+        state["metadata"]["annotations"] = {ANN_SERIAL: "1", ANN_INPUTS_HASH: inputs}
+        fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {
+            "metadata": state["metadata"] | {"resourceVersion": "1", "uid": f"uid-{owner}-state"}
+        }
+    return ran
+
+
+def _object(fake: FakeApi, kind: str, name: str) -> Json:
+    [obj] = [o for o in fake.of(PLURALS[kind]) if o["metadata"]["name"] == name]
+    return obj
+
+
+SCENARIOS = {CLUSTER: "c1", POOL: "p1"}
+# The writes of one apply, in the order the reconciler makes them.
+CLUSTER_WRITES = [
+    ("PATCH", "terraformclusters/c1"),  # finalizer
+    ("POST", "secrets"),  # durable inputs
+    ("POST", "leases"),  # run slot
+    ("POST", "leases"),  # the cluster's operation Lease
+    ("POST", "jobs"),
+    ("PATCH", "terraformclusters/c1/status"),  # activeJob
+    ("POST", "events"),  # Applied
+    ("PUT", "leases/captf-op-terraformcluster-c1"),
+    ("PUT", "leases/captf-run-slot-0"),
+    ("PATCH", "jobs/"),  # accounted
+    ("PATCH", "terraformclusters/c1/status"),  # Ready, idle
+]
+POOL_WRITES = [
+    ("PATCH", "terraformmachinepools/p1"),
+    ("POST", "secrets"),
+    ("POST", "leases"),  # run slot
+    ("POST", "leases"),  # the entry on the cluster's operation Lease
+    ("POST", "leases"),  # the pool's own operation Lease
+    ("POST", "jobs"),
+    ("PATCH", "terraformmachinepools/p1/status"),
+    ("POST", "events"),
+    ("PUT", "leases/captf-op-terraformcluster-c1"),
+    ("PUT", "leases/captf-run-slot-0"),
+    ("PUT", "leases/captf-op-terraformmachinepool-p1"),
+    ("PATCH", "jobs/"),
+    ("PATCH", "terraformmachinepools/p1/status"),
+]
+WRITES = {CLUSTER: CLUSTER_WRITES, POOL: POOL_WRITES}
+
+
+@pytest.mark.parametrize("kind", [CLUSTER, POOL])
+async def test_one_apply_writes_in_the_documented_order(kind: str) -> None:
+    fake = _world(kind)
+    process = Process.start(fake, SteppedClock(NOW))
+    await process.run_to_rest(key_of(kind, NS, SCENARIOS[kind]))
+    assert len(fake.writes) == len(WRITES[kind]), fake.writes
+    for (method, path), (want_method, want_path) in zip(fake.writes, WRITES[kind], strict=True):
+        assert method == want_method, (method, path)
+        assert want_path in path, (method, path)
+    _assert_at_rest(fake, kind)
+
+
+@pytest.mark.parametrize(
+    ("kind", "k"),
+    [(kind, k) for kind in (CLUSTER, POOL) for k in range(1, len(WRITES[kind]) + 1)],
+)
+async def test_a_crash_at_any_write_converges_exactly_once(kind: str, k: int) -> None:
+    fake = _world(kind)
+    clock = SteppedClock(NOW)
+    key = key_of(kind, NS, SCENARIOS[kind])
+    first = Process.start(fake, clock)
+    fake.crash_at(k)
+    with pytest.raises(Crash):
+        await first.run_to_rest(key)
+    second = Process.start(fake, clock)  # the restart: nothing remembered
+    await second.run_to_rest(key)
+    _assert_at_rest(fake, kind)
+    # One sample per process at most (a restarted process counts again, by design), and
+    # at least one in all.
+    assert first.samples() <= 1
+    assert second.samples() <= 1
+    assert first.samples() + second.samples() >= 1
+
+
+def _assert_at_rest(fake: FakeApi, kind: str) -> None:
+    jobs = fake.of("jobs")
+    assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]  # no second Job
+    [job] = jobs
+    assert annotations_of(job).get(ANN_ACCOUNTED) == "true"
+    name = job["metadata"]["name"]
+    events = [e for e in fake.of("events") if e["metadata"]["name"].startswith(f"{name}.")]
+    assert [e["reason"] for e in events] == ["Applied"]
+    for lease in fake.of("leases"):
+        assert not (lease.get("spec") or {}).get("holderIdentity"), lease
+        assert not annotations_of(lease).get(ANN_MEMBER_JOBS), lease
+    obj = _object(fake, kind, SCENARIOS[kind])
+    assert FINALIZER in obj["metadata"]["finalizers"]
+    status = obj["status"]
+    assert "activeJob" not in status
+    assert status["next"]["reason"] == "Idle"
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True", ready
+
+
+async def test_a_pass_at_rest_writes_nothing() -> None:
+    fake = _world(CLUSTER)
+    process = Process.start(fake, SteppedClock(NOW))
+    key = key_of(CLUSTER, NS, "c1")
+    await process.run_to_rest(key)
+    written = len(fake.writes)
+    for _ in range(3):
+        fake.sync(process.caches)
+        await process.reconciler.reconcile(key)
+    assert len(fake.writes) == written
+
+
+async def test_a_cache_that_has_not_seen_the_last_status_write_causes_no_conflict() -> None:
+    """The status is written as a merge patch of what the pass changes: a pass on a cache
+    one write behind neither fails nor undoes the write it has not seen."""
+    fake = _world(CLUSTER)
+    c1 = fake.collection(_prefix(api.object_path(CLUSTER, NS, "c1")))["c1"]
+    c1["metadata"]["finalizers"] = [FINALIZER]
+    process = Process.start(fake, SteppedClock(NOW))
+    key = key_of(CLUSTER, NS, "c1")
+    fake.sync(process.caches)
+    await process.reconciler.reconcile(key)  # starts the apply; status names the Job
+    result = await process.reconciler.reconcile(key)  # the cache still shows the old status
+    assert not result.requeue  # no conflict
+    status = _object(fake, CLUSTER, "c1")["status"]
+    assert status.get("activeJob")
+    assert status["next"]["reason"] == "JobCacheBehind"
+
+
+async def test_an_apply_deleted_while_it_ran_is_recorded_and_its_leases_freed() -> None:
+    fake = _world(CLUSTER)
+    process = Process.start(fake, SteppedClock(NOW))
+    key = key_of(CLUSTER, NS, "c1")
+    fake.sync(process.caches)
+    await process.reconciler.reconcile(key)
+    fake.sync(process.caches)
+    await process.reconciler.reconcile(key)  # the cache shows the Job: it runs
+    [job] = fake.of("jobs")
+    name = job["metadata"]["name"]
+    del fake.collection(_prefix(api.job_path(NS, name)))[name]
+    fake.sync(process.caches)
+    await process.reconciler.reconcile(key)
+    [inputs] = [s for s in fake.of("secrets") if "-inputs-" in s["metadata"]["name"]]
+    assert annotations_of(inputs)["captf.io/interrupted-apply"] == name
+    # The record makes the apply due again: a second Job, under another name.
+    [second] = fake.of("jobs")
+    assert second["metadata"]["name"] != name
