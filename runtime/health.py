@@ -14,12 +14,14 @@ the given registry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from types import TracebackType
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Self
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from runtime.lifecycle import RunsInContext
 
 ReadinessCheck = Callable[[], bool]
 
@@ -39,7 +41,7 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-class HealthServer:
+class HealthServer(RunsInContext):
     """`async with HealthServer(registry, address=...) as server:` serves until the block ends."""
 
     def __init__(self, registry: CollectorRegistry, *, address: str = DEFAULT_ADDRESS) -> None:
@@ -57,7 +59,18 @@ class HealthServer:
         """The bound port (useful with port 0); valid inside the `async with` block."""
         return self._port
 
-    async def __aenter__(self) -> Self:
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Self]:
+        """Serves while the block runs."""
+        await self._start()
+        try:
+            yield self
+        finally:
+            if self._runner is not None:
+                await self._runner.cleanup()
+                self._runner = None
+
+    async def _start(self) -> None:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -74,17 +87,6 @@ class HealthServer:
             raise CannotListen(f"cannot listen on {self._host}:{self._port}: {why}") from error
         if self._port == 0:
             self._port = int(self._runner.addresses[0][1])
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

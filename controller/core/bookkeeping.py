@@ -12,6 +12,7 @@ from controller.core import backoff
 from controller.core.history import Finished, History
 from controller.core.jobs import FREE_OUTCOMES, Outcome, annotations_of
 from controller.core.names import ANN_ACCOUNTED, ANN_RETRY, Op
+from controller.core.serials import serial_of
 
 # The order in which a capped op names the object's retry-capped label.
 _OP_ORDER = (Op.APPLY, Op.DESTROY, Op.PLAN, Op.DRIFT, Op.REFRESH)
@@ -31,9 +32,9 @@ def attempt_number(history: History, record: Finished) -> int:
 
     The number stamped on the Job at creation wins: it was computed from the
     Jobs of that moment, before pruning could remove any."""
-    stamped = annotations_of(record.job).get(ANN_RETRY, "")
-    if stamped.isdigit() and int(stamped) > 0:
-        return int(stamped)
+    stamped = serial_of(annotations_of(record.job).get(ANN_RETRY))
+    if stamped:
+        return stamped
     earlier = 0
     records = history.of(record.op)  # newest first: the ones after it came before it
     before = records[records.index(record) + 1 :] if record in records else records

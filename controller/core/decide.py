@@ -31,6 +31,7 @@ from controller.core.names import (
     Op,
     Reason,
 )
+from controller.core.objects import is_ready as _is_ready
 from controller.core.policy import PolicyError, read_policy
 from controller.core.serials import requested_serial
 from controller.core.snapshot import Snapshot
@@ -155,17 +156,6 @@ def not_ready(ctx: Context) -> Decision | None:
             message = f"cluster {cluster} is missing or not Ready"
             return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)
     return None
-
-
-def _is_ready(obj: dict[str, object] | None) -> bool:
-    if obj is None:
-        return False
-    status = obj.get("status")
-    conditions = (status.get("conditions") or []) if isinstance(status, dict) else []
-    return any(
-        isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
-        for c in conditions
-    )
 
 
 def state(ctx: Context) -> Decision | None:

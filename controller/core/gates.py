@@ -10,6 +10,7 @@ from typing import Any
 from controller.core import backoff, family
 from controller.core.context import Context
 from controller.core.decision import Requeue
+from controller.core.family import holder_of as _holder
 from controller.core.jobs import labels_of, name_of
 from controller.core.jobspec import next_job
 from controller.core.names import (
@@ -80,7 +81,7 @@ def check_window(ctx: Context, op: str) -> Requeue | None:
 
 def _held_by_other(lease: Json, own_jobs: set[str]) -> bool:
     """A Lease is held while holderIdentity is set; our own finished Jobs' holds do not block us."""
-    holder = (lease.get("spec") or {}).get("holderIdentity")
+    holder = _holder(lease)
     return bool(holder) and holder not in own_jobs
 
 
@@ -134,10 +135,6 @@ def check_leases(ctx: Context) -> Requeue | None:
         message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
         return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
     return None
-
-
-def _holder(lease: Json) -> str:
-    return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
 def _family_jobs(snap: Snapshot) -> list[str]:

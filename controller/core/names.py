@@ -53,6 +53,14 @@ ANN_APPROVE: Final = "captf.io/approve"
 
 # Annotations on Secrets.
 ANN_SERIAL: Final = "captf.io/serial"
+# Labels and annotations the runner writes on the Secrets it keeps: state backups, a
+# state rescued from a failed write, plans.
+LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
+ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
+LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
+LABEL_PLAN_OF: Final = "captf.io/plan-of"
+# On a Job, for the local executor only: play a node drain that evicts its pod.
+ANN_SIMULATE_DRAIN: Final = "captf.io/simulate-drain"
 ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
 # When the interrupted apply was recorded: applies created after it can clear it.
 ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"

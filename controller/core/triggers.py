@@ -17,6 +17,7 @@ from controller.core.names import (
     Op,
     Reason,
 )
+from controller.core.serials import serial_of
 from controller.core.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
@@ -55,9 +56,9 @@ def started_after_record(job: Json, notes: dict[str, str]) -> bool | None:
     there was then has a lower one: no clocks are compared. The recorded time (older
     records) is the controller's clock, compared with the API server's creationTimestamp,
     which a controller clock running ahead (--time-scale, skew) would never reach."""
-    seq = notes.get(ANN_INTERRUPTED_APPLY_SEQ, "")
-    if seq.isdigit():
-        return seq_of(job) >= int(seq)
+    seq = serial_of(notes.get(ANN_INTERRUPTED_APPLY_SEQ))
+    if seq is not None:
+        return seq_of(job) >= seq
     try:
         since = parse_time(notes.get(ANN_INTERRUPTED_APPLY_AT) or "")
     except TimeFormatError:

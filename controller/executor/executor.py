@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from controller.core.names import ANN_SIMULATE_DRAIN, LABEL_OP
 from controller.executor.kube import KubeJobs, Requester
 from controller.executor.lifecycle import JobRun, Node
 from controller.executor.process import spawn
@@ -38,9 +39,7 @@ logger = logging.getLogger("controller.executor")
 Json = dict[str, Any]
 
 JOBS = Resource("batch", "v1", "jobs")
-LABEL_OP = "captf.io/op"
 # For people: annotate a running Job with this set to "true" to have its pod drained.
-ANN_SIMULATE_DRAIN = "captf.io/simulate-drain"
 DEFAULT_LOG_DIR = Path(".local/executor-logs")
 # Passed from the executor's environment to every process: what a local interpreter and
 # tofu need to work at all. Everything else a process sees comes from its Job.

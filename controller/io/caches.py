@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
+from controller.core.family import holder_of, member_jobs
 from controller.core.jobs import result
 from controller.core.names import (
     ANN_ACCOUNTED,
@@ -20,6 +21,7 @@ from controller.core.names import (
     KINDS,
     LABEL_KIND,
     LABEL_NAME,
+    LABEL_PLAN_OF,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
@@ -30,6 +32,7 @@ from controller.core.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.objects import ready_of
 from controller.core.snapshot import Snapshot
 from controller.io.contents import Contents, Reader, Wanted
 from runtime.cache import Informer, Resource, Selection, label_index
@@ -48,7 +51,6 @@ BY_DEPENDENCY = "dependency"  # "ns/Kind/name": an object, by each of its depend
 BY_WAITING = "waiting"  # "lease": objects whose status says they wait for a Lease
 BY_INPUTS_OF = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
 WAITING_FOR_LEASE = "lease"
-PLAN_OF = "captf.io/plan-of"
 INPUTS_INFIX = "-inputs-"
 
 SECRET = "Secret"
@@ -490,7 +492,7 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
             wake(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
             # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
             labels = meta.get("labels") or {}
-            owner = labels.get(LABEL_NAME) or labels.get(PLAN_OF)
+            owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
             if owner:
                 owner_kind = labels.get(LABEL_KIND)
                 kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
@@ -503,8 +505,10 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     caches.configmaps.add_handler(on_data(CONFIGMAP, caches.configmap_data))
 
     def on_lease(old: Obj | None, new: Obj | None) -> None:
-        if _holder(old) and not _holder(new):
-            # A slot or an operation came free: wake whoever waits for a Lease.
+        gone = set(member_jobs(old)) - set(member_jobs(new))
+        if (holder_of(old) and not holder_of(new)) or gone:
+            # A slot or an operation came free (a holder, or a member's entry on its
+            # cluster's operation Lease): wake whoever waits for a Lease.
             wake(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
 
     caches.leases.add_handler(on_lease)
@@ -547,19 +551,9 @@ def _accounting_aside(job: Obj) -> tuple[object, ...]:
     return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
 
 
-def _holder(lease: Obj | None) -> str:
-    return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
-
-
 def _active_job(obj: Obj | None) -> str:
     return str(((obj or {}).get("status") or {}).get("activeJob") or "")
 
 
 def _ready_changed(old: Obj | None, new: Obj | None) -> bool:
-    def ready(obj: Obj | None) -> str | None:
-        for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Ready":
-                return str(cond.get("status"))
-        return None
-
-    return ready(old) != ready(new)
+    return ready_of(old) != ready_of(new)

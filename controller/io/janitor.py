@@ -48,7 +48,7 @@ def stale_leases(
     """Held Leases whose holder Job does not exist and was taken over STALE_AFTER ago."""
     for lease in leases:
         spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity")
+        holder = family.holder_of(lease)
         if not holder or holder in creating:
             continue
         namespace = annotations_of(lease).get(ANN_HOLDER_NAMESPACE) or lease["metadata"].get(
@@ -88,7 +88,7 @@ async def _free_holders(client: Api, stale: list[Json], now: datetime) -> list[s
     freed = []
     for lease in stale:
         meta = lease["metadata"]
-        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        holder = family.holder_of(lease)
         write = LeaseWrite(str(meta.get("namespace", "")), meta["name"], holder, Role.RELEASE)
         try:
             # Read live and freed only while that holder still holds it.

@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from controller.core.policy import runner_policy
 from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
-from controller.io.caches import Caches, wire_handlers
+from controller.io.caches import Caches, parse_key, wire_handlers
 from controller.io.janitor import sweep_forever
 from controller.io.reconciler import Reconciler, Slots
 from controller.io.writes import NotingWrites
@@ -272,10 +272,10 @@ async def _drain_on(stop: StopRequest, controller: Controller, work: anyio.Cance
 
 def _object_fields(key: str) -> dict[str, object]:
     """A reconcile's object in the logs, as controller-runtime names it."""
-    kind, namespace, name = key.split("/", 2)
+    kind, namespace, name = parse_key(key)
     return {"object": {"kind": kind, "namespace": namespace, "name": name}}
 
 
 def _lookup(caches: Caches, key: str) -> dict[str, object] | None:
-    kind, namespace, name = key.split("/", 2)
+    kind, namespace, name = parse_key(key)
     return caches.object(kind, namespace, name)

@@ -14,7 +14,13 @@ from typing import Protocol
 import orjson
 
 from controller.core.jobs import Outcome
-from controller.core.names import ANN_INPUTS_HASH, SECRET_SIZE_LIMIT, Op
+from controller.core.names import (
+    ANN_INPUTS_HASH,
+    LABEL_PLAN_OF,
+    LABEL_RESCUE_OF,
+    SECRET_SIZE_LIMIT,
+    Op,
+)
 from controller.runner import plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
@@ -27,7 +33,6 @@ from runtime.errors import ApiError
 PLAN_FILE = "tfplan"
 PLAN_KEY = "tfplan"
 PLAN_JSON_KEY = "plan.json"
-LABEL_RESCUE_OF = "captf.io/state-rescue-of"
 _FLAGS = ("-input=false", "-no-color")
 
 
@@ -151,7 +156,7 @@ async def _plan_op(ctx: Context) -> Result:
 async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> None:
     # Owned by this Job: the plan lives exactly as long as the Job that made it,
     # which is what an approval names.
-    metadata: Json = {"name": name, "labels": {"captf.io/plan-of": ctx.env.object_name}}
+    metadata: Json = {"name": name, "labels": {LABEL_PLAN_OF: ctx.env.object_name}}
     job = await ctx.kube.get_job(ctx.env.job_name)
     if job is not None and job.get("metadata", {}).get("uid"):
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}

@@ -24,15 +24,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core.names import ANN_INPUTS_HASH, ANN_SERIAL, LABEL_KIND, LABEL_NAME
+from controller.core import serials
+from controller.core.names import (
+    ANN_BACKED_UP_AT,
+    ANN_INPUTS_HASH,
+    ANN_SERIAL,
+    LABEL_BACKUP_OF,
+    LABEL_KIND,
+    LABEL_NAME,
+)
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
 
 STATE_KEY = "terraform.tfstate"
-LABEL_BACKUP_OF = "captf.io/state-backup-of"
 # When a backup was written: backups are pruned oldest first by this, not by
 # serial, so a fresh lineage (serials from 1 again) does not lose its backups.
-ANN_BACKED_UP_AT = "captf.io/backed-up-at"
 # Enough to step back over a few bad applies; each is up to 1 MiB of etcd.
 DEFAULT_KEEP = 5
 
@@ -173,8 +179,8 @@ class StateStore:
 
         def age_key(secret: Json) -> tuple[str, int]:
             annotations = _meta(secret, "annotations")
-            serial = annotations.get(ANN_SERIAL, "")
-            return annotations.get(ANN_BACKED_UP_AT, ""), int(serial) if serial.isdigit() else -1
+            serial = serials.serial_of(annotations.get(ANN_SERIAL))
+            return annotations.get(ANN_BACKED_UP_AT, ""), -1 if serial is None else serial
 
         for secret in sorted(backups, key=age_key, reverse=True)[self._keep :]:
             await self._kube.delete_secret(secret["metadata"]["name"])

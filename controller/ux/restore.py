@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from controller.core.names import ANN_RESTORE_SERIAL, ANN_SERIAL
+from controller.core.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
 from controller.core.serials import serial_of
-from controller.runner.state import LABEL_BACKUP_OF
 from controller.ux.annotate import annotate
 from controller.ux.common import Refused, run_command
 from controller.ux.waiting import Live, read_live

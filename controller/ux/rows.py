@@ -13,6 +13,7 @@ from typing import Any
 from controller.core.history import History
 from controller.core.jobs import annotations_of, is_finished, name_of, op_of
 from controller.core.names import ANN_RETRY, Op
+from controller.core.objects import ready_of
 from controller.core.redact import Redactor
 from controller.core.serials import serial_of
 from controller.core.timefmt import TimeFormatError, format_time, parse_time
@@ -65,10 +66,7 @@ def _running(jobs: list[Json], active: object) -> Json | None:
 
 
 def _ready(status: Json) -> str:
-    for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            return str(cond.get("status") or "Unknown")
-    return "Unknown"
+    return ready_of({"status": status}) or "Unknown"
 
 
 def _time(value: object) -> datetime | None:

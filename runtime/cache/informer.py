@@ -12,6 +12,8 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
+import anyio
+
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta, ListWatchTransport, Selection, reflect
 from runtime.cache.resource import (
@@ -81,12 +83,12 @@ class Informer(RunsInContext):
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Informer]:
-        async with asyncio.TaskGroup() as group:
-            task = group.create_task(self.run(), name=f"informer {self.resource.plural}")
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.run, name=f"informer {self.resource.plural}")
             try:
                 yield self
             finally:
-                task.cancel()
+                group.cancel_scope.cancel()
 
     def note_write(self, obj: Obj) -> None:
         """An object as the API server returned it after this process wrote it.

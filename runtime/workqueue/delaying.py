@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Hashable
+from collections.abc import AsyncIterator, Hashable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Generic, Self
 
 import anyio
 import anyio.abc
 
 from runtime.clock import Clock
+from runtime.lifecycle import RunsInContext
 from runtime.workqueue.queue import QueueObserver, T, WorkQueue
 
 
@@ -27,7 +28,7 @@ class _Waiting(Generic[T]):
     item: T = field(compare=False)
 
 
-class DelayingQueue(WorkQueue[T]):
+class DelayingQueue(WorkQueue[T], RunsInContext):
     """A work queue whose items can be added after a delay on the injected clock.
 
     Use as `async with DelayingQueue(clock=...) as queue:`; leaving the block
@@ -51,22 +52,18 @@ class DelayingQueue(WorkQueue[T]):
             raise RuntimeError("add_after needs the waiting loop: use `async with` on the queue")
         self._inbox.put_nowait((item, self._clock.monotonic() + delay))
 
-    async def __aenter__(self) -> Self:
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        self._task_group.start_soon(self._waiting_loop, name="workqueue waiting loop")
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._task_group is not None, "__aexit__ without __aenter__"
-        self.shut_down()
-        self._task_group.cancel_scope.cancel()
-        return await self._task_group.__aexit__(exc_type, exc, tb)
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Self]:
+        """The waiting loop runs while the block does; leaving it shuts the queue down."""
+        async with anyio.create_task_group() as group:
+            self._task_group = group
+            group.start_soon(self._waiting_loop, name="workqueue waiting loop")
+            try:
+                yield self
+            finally:
+                self.shut_down()
+                group.cancel_scope.cancel()
+                self._task_group = None
 
     async def _waiting_loop(self) -> None:
         # The heap may hold stale entries for an item whose time was moved earlier;

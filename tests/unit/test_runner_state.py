@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from controller.core.names import LABEL_BACKUP_OF
 from controller.runner.state import (
-    LABEL_BACKUP_OF,
     StateConflict,
     StateError,
     StateStore,
