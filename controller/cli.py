@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.core.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
+from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
 
 Command = Callable[[argparse.Namespace], int]
@@ -85,12 +86,13 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="namespace of run-slot and leader Leases (default: from the pod, else 'default')",
     )
-    p.add_argument("--max-concurrent-runs", type=int, default=10, help="run-slot Leases")
-    # A reconcile spends most of its time waiting on the API server (a status PUT, a
-    # patch: 70-260 ms under load), not on CPU (about 1 ms of decision): with 4 workers a
-    # burst of changes queued behind those waits. 16 keeps the queue short at 100
-    # changes/s while leaving the API server's default in-flight limits far away.
-    p.add_argument("--workers", type=int, default=16, help="concurrent reconciles")
+    p.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        default=DEFAULTS.max_concurrent_runs,
+        help="run-slot Leases",
+    )
+    p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
         "--watch-label-selector",
         default=None,
@@ -100,16 +102,18 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=DEFAULTS.leader_elect,
         help="run leader-elected on a Lease",
     )
-    p.add_argument("--leader-election-id", default="captf-controller")
-    p.add_argument("--metrics-addr", default="127.0.0.1:8080", help="/metrics, /healthz, /readyz")
+    p.add_argument("--leader-election-id", default=DEFAULTS.leader_election_id)
+    p.add_argument(
+        "--metrics-addr", default=DEFAULTS.metrics_addr, help="/metrics, /healthz, /readyz"
+    )
     _add_runner_policy(p)
     p.add_argument(
         "--time-scale",
         type=float,
-        default=1.0,
+        default=DEFAULTS.time_scale,
         help="compress controller time: one minute lasts 60/K seconds (demos and tests)",
     )
     p.add_argument(

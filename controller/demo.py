@@ -19,6 +19,7 @@ import yaml
 
 from controller.core.names import API_VERSION, KINDS, PLURALS
 from controller.executor.executor import Executor
+from controller.io.config import ControllerConfig
 from controller.io.main import TIME_ORIGIN, serve
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from controller.timeline import Timeline
@@ -58,15 +59,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> None:
     os.environ["KUBECONFIG"] = kubeconfig
-    controller_args = argparse.Namespace(
+    controller_args = ControllerConfig(
         kubeconfig=str(KUBECONFIG),
-        namespace=None,
         controller_namespace=NAMESPACE,
-        max_concurrent_runs=10,
         workers=4,
         leader_elect=False,
-        leader_election_id="captf-controller",
-        metrics_addr="127.0.0.1:8080",
         time_scale=args.time_scale,
     )
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

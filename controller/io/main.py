@@ -26,10 +26,10 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
-from controller.core.policy import runner_policy
 from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, parse_key, wire_handlers
+from controller.io.config import ControllerConfig
 from controller.io.janitor import sweep_forever
 from controller.io.reconciler import Reconciler, Slots
 from controller.io.writes import NotingWrites
@@ -74,20 +74,19 @@ def leader_identity() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logs.setup(args.log_format)
-    if args.max_concurrent_runs < 1 or args.workers < 1 or args.time_scale <= 0:
-        print(
-            "captf run: --max-concurrent-runs, --workers and --time-scale must be positive",
-            file=sys.stderr,
-        )
+    config = ControllerConfig.from_args(args)
+    logs.setup(config.log_format)
+    problem = config.problem()
+    if problem is not None:
+        print(f"captf run: {problem}", file=sys.stderr)
         return 2
     try:
-        parse_address(args.metrics_addr)
+        parse_address(config.metrics_addr)
     except ValueError as err:
         print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_until_signalled(args))
+        asyncio.run(_until_signalled(config))
     except LeaderLost as err:
         # By design: another replica may be writing already. One line says it all.
         log.warning("leadership handed over: %s; exiting 1 to restart as a standby", err)
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _until_signalled(args: argparse.Namespace) -> None:
+async def _until_signalled(args: ControllerConfig) -> None:
     stop = StopRequest()
     with stop_on_signals(stop):
         await serve(args, stop=stop)
@@ -106,7 +105,7 @@ async def _until_signalled(args: argparse.Namespace) -> None:
 
 
 async def serve(
-    args: argparse.Namespace,
+    args: ControllerConfig,
     started: anyio.Event | None = None,
     clock: Clock | None = None,
     stop: StopRequest | None = None,
@@ -123,7 +122,7 @@ async def serve(
             transport,
             clock=LoopClock(),
             namespace=args.namespace,
-            label_selector=getattr(args, "watch_label_selector", None),
+            label_selector=args.watch_label_selector,
         )
         capped.register(registry, caches)
         pauses = PauseWatch()
@@ -159,7 +158,7 @@ async def serve(
 class _Parts:
     """What the controlling part of the process is built from."""
 
-    args: argparse.Namespace
+    args: ControllerConfig
     transport: Transport
     caches: Caches
     metrics: RuntimeMetrics
@@ -179,7 +178,7 @@ def _serves_its_role(candidacy: Candidacy, parts: _Parts) -> bool:
     return parts.lease_clock.monotonic() - candidacy.answered_at < LEASE_DURATION
 
 
-def _url_host(args: argparse.Namespace, port: int) -> str:
+def _url_host(args: ControllerConfig, port: int) -> str:
     host, _ = parse_address(args.metrics_addr)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -219,7 +218,7 @@ async def _control(parts: _Parts) -> None:
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),
         slots=Slots(namespace=parts.namespace, count=args.max_concurrent_runs),
-        runner=runner_policy(args),
+        runner=args.runner_policy(),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     controller = Controller(

@@ -6,11 +6,11 @@ the status subresource; the runner's result goes on the Job itself."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ import orjson
 
 from controller.core.names import ANN_RESULT
 from controller.core.timefmt import format_time
+from controller.io.config import ControllerConfig
 from controller.io.main import serve
 from runtime.clock import Clock, SteppedClock
 from runtime.envtest import ApiServer
@@ -324,19 +325,19 @@ async def eventually(
     raise AssertionError(f"timed out after {within}s waiting for {what or probe}; last: {last!r}")
 
 
-def controller_args(server: ApiServer, namespace: str, **over: Any) -> argparse.Namespace:
-    base: Json = {
-        "kubeconfig": str(server.kubeconfig),
-        "namespace": namespace,
-        "controller_namespace": namespace,
-        "max_concurrent_runs": 10,
-        "workers": 2,
-        "leader_elect": False,
-        "leader_election_id": "captf-controller",
-        "metrics_addr": "127.0.0.1:0",
-        "time_scale": 1.0,
-    }
-    return argparse.Namespace(**(base | over))
+def controller_args(server: ApiServer, namespace: str, **over: Any) -> ControllerConfig:
+    """The controller's settings for a test: its namespace, no election, any free port."""
+    return replace(
+        ControllerConfig(
+            kubeconfig=str(server.kubeconfig),
+            namespace=namespace,
+            controller_namespace=namespace,
+            workers=2,
+            leader_elect=False,
+            metrics_addr="127.0.0.1:0",
+        ),
+        **over,
+    )
 
 
 @contextlib.asynccontextmanager
