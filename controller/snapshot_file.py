@@ -49,6 +49,7 @@ _SPEC: Shape = {
     "approval": {"mode": str},
     "guard": {"allowDestructive": bool},
     "suspend": bool,
+    "outputs": {"secretName": str, "names": [str]},
     "deletionPolicy": str,
     "changeWindows": [{"days": [str], "start": str, "duration": str, "timeZone": str}],
 }

@@ -195,6 +195,13 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env["CAPTF_APPROVED_PLAN_SECRET"] = plan_secret_name(run.plan_job)
     if run.op == Op.RESTORE and run.restore_serial:
         env["CAPTF_RESTORE_SERIAL"] = run.restore_serial
+    outputs = spec.get("outputs") or {}
+    if run.op == Op.APPLY and outputs.get("secretName"):
+        # The runner writes the outputs Secret after a successful apply, owned by the object.
+        env["CAPTF_OUTPUTS_SECRET"] = str(outputs["secretName"])
+        env["CAPTF_OBJECT_UID"] = str(meta.get("uid", ""))
+        if outputs.get("names") is not None:
+            env["CAPTF_OUTPUTS_NAMES"] = ",".join(str(n) for n in outputs["names"])
     cred = (spec.get("credentialsRef") or {}).get("name")
     # Names only: the runner reads the values itself, to redact them from what it writes.
     if cred:

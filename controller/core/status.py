@@ -12,7 +12,7 @@ from controller.core import triggers
 from controller.core.context import Context
 from controller.core.decision import Decision, Idle, Requeue, Run
 from controller.core.history import History
-from controller.core.jobs import FREE_OUTCOMES, Outcome, annotations_of
+from controller.core.jobs import FREE_OUTCOMES, Outcome, annotations_of, result
 from controller.core.names import ANN_SERIAL, BACKOFF_REASONS, MUTABLE_KINDS, Op, Reason
 from controller.core.serials import serial_of, unusable_restore_request
 from controller.core.snapshot import Snapshot
@@ -169,6 +169,14 @@ def _drift_condition(ctx: Context) -> Json | None:
     return _cond("DriftDetected", False, "NoDrift", f"no drift pending after {check.name}")
 
 
+def outputs_of(history: History) -> list[str] | None:
+    """status.outputs: the output names the newest successful apply wrote, or None when
+    no apply that is still kept says (the status then keeps what it showed)."""
+    applied = history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+    names = (result(applied.job) or {}).get("outputs") if applied is not None else None
+    return [str(n) for n in names] if isinstance(names, list) else None
+
+
 def merge_conditions(old: list[Json], new: list[Json], now: datetime) -> list[Json]:
     """New conditions keep their lastTransitionTime while their status is unchanged."""
     before = {c.get("type"): c for c in old}
@@ -197,6 +205,10 @@ def desired(snap: Snapshot, decision: Decision, ctx: Context | None, now: dateti
         ctx.history if ctx is not None else History(snap.jobs, snap.plan_readable, snap.redactor)
     )
     _set(out, "failures", failures_of(history))
+    if not (snap.spec.get("outputs") or {}).get("secretName"):
+        out.pop("outputs", None)
+    elif (names := outputs_of(history)) is not None:
+        out["outputs"] = names
     if ctx is not None:
         out["inputsHash"] = ctx.inputs.hash
         if ctx.state_inputs_hash:

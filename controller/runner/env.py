@@ -35,6 +35,11 @@ class RunnerEnv:
     work_dir: str | None  # parent of the per-run work directory (default: the temp dir)
     credentials_secret: str | None = None  # its values are redacted from what the runner writes
     secret_variables: tuple[str, ...] = ()  # variables from Secrets: redacted likewise
+    # op=apply with spec.outputs: the Secret the outputs go to after a success, the
+    # outputs to write (None: all), and the object's uid for the Secret's owner.
+    outputs_secret: str | None = None
+    outputs_names: tuple[str, ...] | None = None
+    object_uid: str | None = None
 
 
 def _required(env: Mapping[str, str], key: str) -> str:
@@ -83,4 +88,12 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         work_dir=_optional(env, "CAPTF_WORK_DIR"),
         credentials_secret=_optional(env, CREDENTIALS_ENV),
         secret_variables=tuple(n for n in env.get(SECRET_VARIABLES_ENV, "").split(",") if n),
+        outputs_secret=_optional(env, "CAPTF_OUTPUTS_SECRET") if op is Op.APPLY else None,
+        outputs_names=_names(env.get("CAPTF_OUTPUTS_NAMES")),
+        object_uid=_optional(env, "CAPTF_OBJECT_UID"),
     )
+
+
+def _names(raw: str | None) -> tuple[str, ...] | None:
+    """CAPTF_OUTPUTS_NAMES: absent means every output; set (even empty) lists them."""
+    return None if raw is None else tuple(n for n in raw.split(",") if n)

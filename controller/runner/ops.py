@@ -21,7 +21,7 @@ from controller.core.names import (
     SECRET_SIZE_LIMIT,
     Op,
 )
-from controller.runner import plans
+from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
 from controller.runner.result import MESSAGE_LIMIT, Result, bounded
@@ -198,9 +198,42 @@ async def _apply(ctx: Context, old: StoredState | None) -> Result:
     serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
     if ex.code != 0:
         return _tofu_failed(ctx, "apply", ex, serial)
+    written = await _write_outputs(ctx, serial) if ctx.env.outputs_secret else None
     return Result(
-        outcome=Outcome.SUCCESS, message=f"applied: {_summary(plan)}", state_serial=serial
+        outcome=Outcome.SUCCESS,
+        message=f"applied: {_summary(plan)}",
+        state_serial=serial,
+        outputs=written,
     )
+
+
+async def _write_outputs(ctx: Context, serial: int | None) -> tuple[str, ...]:
+    """The outputs Secret, created or replaced; the names written. A failure here fails
+    the Job, so the apply (a no-op by now) runs again and the Secret is written then."""
+    name = ctx.env.outputs_secret
+    assert name is not None
+    shown = await ctx.tofu.run("output", "-json", "-no-color", capture=True)
+    if shown.code != 0:
+        raise Stop(_failed(f"applied, but tofu output failed: {shown.stderr}", serial))
+    try:
+        data = outputs.chosen(orjson.loads(shown.stdout or b"{}"), ctx.env.outputs_names)
+    except (outputs.OutputsError, orjson.JSONDecodeError) as exc:
+        text = f"applied, but outputs Secret {name} not written: {exc}"
+        raise Stop(_failed(text, serial)) from None
+    body = outputs.secret_body(
+        name,
+        data,
+        object_name=ctx.env.object_name,
+        object_kind=ctx.env.object_kind,
+        object_uid=ctx.env.object_uid,
+    )
+    try:
+        await ctx.kube.create_secret(body)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+        await ctx.kube.replace_secret(name, body)
+    return tuple(data)
 
 
 async def _drift(ctx: Context) -> Result:

@@ -21,6 +21,7 @@ class Result:
     state_serial: int | None = None
     plan_secret: str | None = None
     drift: bool | None = None
+    outputs: tuple[str, ...] | None = None  # names written to the outputs Secret, never values
 
     def to_json(self) -> str:
         """The annotation value: only the keys that apply to this op."""
@@ -31,6 +32,8 @@ class Result:
             body["planSecret"] = self.plan_secret
         if self.drift is not None:
             body["drift"] = self.drift
+        if self.outputs is not None:
+            body["outputs"] = list(self.outputs)
         return orjson.dumps(body).decode()
 
     @property

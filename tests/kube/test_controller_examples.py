@@ -60,7 +60,8 @@ PLURALS = {
     "TerraformMachine": "terraformmachines",
 }
 # What a member documents waiting for before its cluster and dependencies are Ready.
-MEMBER_WAITS = {"OwnerNotReady", "DependenciesNotReady"}
+# A pool also waits for its cluster's outputs Secret (DurableInputsMissing).
+MEMBER_WAITS = {"OwnerNotReady", "DependenciesNotReady", "DurableInputsMissing"}
 
 
 async def _first_job_or_wait(kube: Kube, kind: str, name: str) -> Json | str:
@@ -74,6 +75,16 @@ async def _first_job_or_wait(kube: Kube, kind: str, name: str) -> Json | str:
         return nxt.get("reason") if nxt.get("reason") in MEMBER_WAITS else None
 
     return await eventually(probe, what=f"{kind}/{name}: a Job or a documented wait")
+
+
+async def _write_outputs(kube: Kube, obj: Json) -> None:
+    """Plays the runner's outputs Secret of an object with spec.outputs."""
+    outputs = (obj.get("spec") or {}).get("outputs")
+    if not outputs:
+        return
+    data = {name: f"{obj['metadata']['name']}-{name}" for name in outputs.get("names") or []}
+    body = {"metadata": {"name": outputs["secretName"]}, "stringData": data}
+    await kube.call("POST", f"/api/v1/namespaces/{kube.ns}/secrets", body)
 
 
 async def test_the_examples_are_managed(apiserver: ApiServer, namespace: str) -> None:
@@ -93,6 +104,7 @@ async def test_the_examples_are_managed(apiserver: ApiServer, namespace: str) ->
         for kind, name in objects:
             job = await nth_job(kube, 1, f"captf.io/name={name}")
             assert job["metadata"]["labels"]["captf.io/op"] == "apply"
+            await _write_outputs(kube, next(d for d in docs if d["metadata"]["name"] == name))
             await succeed_apply(kube, job, serial=1, at=clock.now(), name=name)
             await condition_is(kube, "Ready", "True", name=name, plural=PLURALS[kind])
         for kind, name in objects:

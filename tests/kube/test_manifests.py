@@ -182,7 +182,13 @@ def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: s
         assert ("ConfigMap", spec["module"]["configMapRef"]["name"]) in names
         assert ("Secret", spec["credentialsRef"]["name"]) in names
         for source in spec.get("variablesFrom", []):
-            assert ("Secret", source["secretRef"]["name"]) in names
+            # Or a Secret another example writes: a cluster's outputs.
+            written = {
+                ("Secret", d["spec"]["outputs"]["secretName"])
+                for d in docs
+                if "outputs" in d.get("spec", {})
+            }
+            assert ("Secret", source["secretRef"]["name"]) in names | written
         for dep in spec.get("dependsOn", []):
             assert (dep["kind"], dep["name"]) in names
         for ref, ref_kind in (
