@@ -11,16 +11,18 @@ import logging
 import os
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
+from prometheus_client import CollectorRegistry
 
 from controller.core.names import API_VERSION, KINDS, PLURALS
 from controller.executor.executor import Executor
 from controller.io.config import ControllerConfig
-from controller.io.main import TIME_ORIGIN, serve
+from controller.io.main import TIME_ORIGIN, reconcile_errors, serve
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from controller.timeline import Timeline
 from runtime.envtest import ApiServer
@@ -66,13 +68,14 @@ async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> Non
         leader_elect=False,
         time_scale=args.time_scale,
     )
+    registry = CollectorRegistry()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
             # One timeline for the controller, the executor and the timeline view, and for a
             # `captf run --time-scale` started against this API server later: its origin is
             # recorded in the API server (runtime/timeorigin.py).
             clock = await scaled_clock(transport, NAMESPACE, TIME_ORIGIN, args.time_scale)
-            tg.start_soon(serve, controller_args, None, clock)
+            tg.start_soon(partial(serve, controller_args, None, clock, registry=registry))
             async with Executor(
                 transport,
                 clock=clock,
@@ -86,6 +89,7 @@ async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> Non
                     print("\nstopping: controller, executor, API server ...", flush=True)
                     break
             tg.cancel_scope.cancel()
+    print(f"controller_runtime_reconcile_errors_total {reconcile_errors(registry):g}")
 
 
 def _examples() -> list[Json]:

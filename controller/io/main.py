@@ -109,15 +109,16 @@ async def serve(
     started: anyio.Event | None = None,
     clock: Clock | None = None,
     stop: StopRequest | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> None:
     """The controller until `stop` is set (then it returns) or it is cancelled. `clock`
     drives decisions and requeues (default: the loop's clock at --time-scale, on the
     timeline recorded in the API server, so a restart continues it); caches and leader
-    election always keep real time."""
+    election always keep real time. `registry` receives the metrics (default: a new one)."""
     ns = controller_namespace(args.controller_namespace)
     async with open_transport(args.kubeconfig) as transport:
         clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
-        registry = CollectorRegistry()
+        registry = registry or CollectorRegistry()
         caches = Caches(
             transport,
             clock=LoopClock(),
@@ -267,6 +268,14 @@ async def _drain_on(stop: StopRequest, controller: Controller, work: anyio.Cance
     await anyio.sleep(DRAIN_GRACE)
     log.warning("reconciles still running after %gs abandoned", DRAIN_GRACE)
     work.cancel()
+
+
+def reconcile_errors(registry: CollectorRegistry) -> float:
+    """controller_runtime_reconcile_errors_total of the controller, as /metrics shows it."""
+    found = registry.get_sample_value(
+        "controller_runtime_reconcile_errors_total", {"controller": "captf"}
+    )
+    return found or 0.0
 
 
 def _object_fields(key: str) -> dict[str, object]:

@@ -12,10 +12,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 import anyio
 import orjson
+from prometheus_client import CollectorRegistry
 
 from controller.core.names import ANN_RESULT
 from controller.core.timefmt import format_time
@@ -354,12 +356,18 @@ async def controller_on(
 
 @contextlib.asynccontextmanager
 async def running_controller(
-    server: ApiServer, namespace: str, clock: Clock | None = None, **over: Any
+    server: ApiServer,
+    namespace: str,
+    clock: Clock | None = None,
+    registry: CollectorRegistry | None = None,
+    **over: Any,
 ) -> AsyncIterator[None]:
-    """The controller in this event loop, until the block ends (then cancelled)."""
+    """The controller in this event loop, until the block ends (then cancelled); its
+    metrics go to `registry` when given."""
     started = anyio.Event()
+    config = controller_args(server, namespace, **over)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(serve, controller_args(server, namespace, **over), started, clock)
+        tg.start_soon(partial(serve, config, started, clock, registry=registry))
         with anyio.fail_after(30):
             await started.wait()
         try:
