@@ -70,6 +70,8 @@ class FakeApi:
     objects: dict[str, dict[str, Json]] = field(default_factory=dict)  # collection -> name -> obj
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) that took effect
     _versions: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # Creates the server refuses, by resource (e.g. "jobs": a quota or a webhook says no).
+    refuse: dict[str, ApiError] = field(default_factory=dict)
     _crash_at: int | None = None
     _attempts: int = 0
 
@@ -132,6 +134,9 @@ class FakeApi:
         raise AssertionError(f"unexpected {method}")
 
     def create(self, prefix: str, body: Json) -> Json:
+        refused = self.refuse.get(prefix.rsplit("/", 1)[-1])
+        if refused is not None:
+            raise refused
         items = self.collection(prefix)
         meta = body.get("metadata", {})
         name = meta.get("name")

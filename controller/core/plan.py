@@ -83,11 +83,14 @@ class Refusal:
     message: str
 
 
-def refusal_after(last: Refusal | None, job: str, why: str, now: datetime, limit: int) -> Refusal:
-    """The streak once the API server refused `job` (`why`): backed off like a failed Job
-    under the failure limit `limit`."""
+def refusal_after(
+    snap: Snapshot, last: Refusal | None, job: str, why: str, now: datetime
+) -> Refusal:
+    """The streak once the API server refused the object's `job` (`why`): backed off like
+    a failed Job, under the object's failure limit."""
     count = last.count + 1 if last is not None and last.job == job else 1
-    wait = backoff.delay(count, limit)
+    policy, _ = _policy_and_inputs(snap)
+    wait = backoff.delay(count, policy.failed_limit if policy is not None else 0)
     message = f"the API server refused Job {job}: {why}"
     return Refusal(job, count, now + timedelta(seconds=wait), message)
 

@@ -12,15 +12,13 @@ Job was accounted without its release (the member's clusterRef had changed)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from controller.core import family
-from controller.core.jobs import annotations_of
 from controller.core.leases import LeaseWrite, Role
-from controller.core.names import ANN_ACCOUNTED, ANN_HOLDER_NAMESPACE
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.stale import STALE_AFTER, needs_entry, stale_leases
 from controller.io import api, leases
 from controller.io.api import Api
 from controller.io.caches import Caches
@@ -31,39 +29,7 @@ from runtime.errors import ApiError
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
 
-# Longer than the reconciler remembers its own creates (PENDING_TTL), so a Job created
-# a moment ago, and not yet in the cache, is never mistaken for one that never was.
-STALE_AFTER = 600.0
 SWEEP_EVERY = 60.0
-
-
-def stale_leases(
-    leases: Iterable[Json],
-    *,
-    job_exists: Callable[[str, str], bool],
-    creating: set[str],
-    now: datetime,
-    watched: str | None,
-) -> Iterator[Json]:
-    """Held Leases whose holder Job does not exist and was taken over STALE_AFTER ago."""
-    for lease in leases:
-        spec = lease.get("spec") or {}
-        holder = family.holder_of(lease)
-        if not holder or holder in creating:
-            continue
-        namespace = annotations_of(lease).get(ANN_HOLDER_NAMESPACE) or lease["metadata"].get(
-            "namespace", ""
-        )
-        if watched is not None and namespace != watched:
-            continue  # a Job this controller cannot see: not ours to judge
-        if job_exists(namespace, str(holder)):
-            continue
-        try:
-            taken = parse_time(spec.get("acquireTime") or spec.get("renewTime"))
-        except TimeFormatError:
-            continue
-        if (now - taken).total_seconds() >= STALE_AFTER:
-            yield lease
 
 
 async def sweep(
@@ -137,12 +103,8 @@ async def _free_member_entries(
 
 
 def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[str], bool]:
-    """Whether a Job still needs its entry: being created, or there and not yet accounted."""
-
     def live(job: str) -> bool:
-        found = caches.job(namespace, job)
-        accounted = found is not None and annotations_of(found).get(ANN_ACCOUNTED) == "true"
-        return job in creating or (found is not None and not accounted)
+        return needs_entry(job, caches.job(namespace, job), creating)
 
     return live
 

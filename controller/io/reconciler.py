@@ -55,7 +55,7 @@ from controller.core.plan import (
     refusal_after,
     refusal_event,
 )
-from controller.core.policy import PolicyError, RunnerPolicy, read_policy
+from controller.core.policy import RunnerPolicy
 from controller.core.snapshot import Snapshot
 from controller.io import api, bookkeeper, interrupted
 from controller.io.api import Api
@@ -164,9 +164,8 @@ class Reconciler:
         """Remembers the streak of refused Jobs (the next pass plans its wait) and says so
         once per streak."""
         key = _key(snap.obj)
-        limit = _failed_limit(snap)
         streak = refusal_after(
-            self._refusals.get(key), refused.job, refused.error.message, now, limit
+            snap, self._refusals.get(key), refused.job, refused.error.message, now
         )
         self._refusals[key] = streak
         event = refusal_event(streak)
@@ -202,13 +201,6 @@ class Reconciler:
 def _key(obj: Json) -> str:
     meta = obj["metadata"]
     return key_of(obj["kind"], meta["namespace"], meta["name"])
-
-
-def _failed_limit(snap: Snapshot) -> int:
-    try:
-        return read_policy(snap.spec, snap.runner).failed_limit
-    except PolicyError:
-        return 0
 
 
 def _path(obj: Json) -> str:

@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from controller.core.names import ANN_HOLDER_NAMESPACE, ANN_MEMBER_JOBS
-from controller.io.janitor import STALE_AFTER, SWEEP_EVERY
+from controller.core.stale import STALE_AFTER
+from controller.io.janitor import SWEEP_EVERY
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import Kube, condition_is, new_job, next_is, running_controller

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from controller.core.names import ANN_HOLDER_NAMESPACE
-from controller.io.janitor import STALE_AFTER, stale_leases
+from controller.core.stale import STALE_AFTER, stale_leases
 from tests.builders import NOW, lease
 
 Json = dict[str, Any]

@@ -32,6 +32,7 @@ from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, key_of
 from controller.io.reconciler import Reconciler, Slots
 from runtime.clock import SteppedClock
+from runtime.errors import ApiError
 from tests.builders import NOW, NS, captf, module_configmap, secret
 from tests.fakeapi import Crash, FakeApi
 
@@ -269,3 +270,21 @@ async def test_an_apply_deleted_while_it_ran_is_recorded_and_its_leases_freed() 
     # The record makes the apply due again: a second Job, under another name.
     [second] = fake.of("jobs")
     assert second["metadata"]["name"] != name
+
+
+async def test_a_refused_job_frees_its_leases_and_waits_with_one_warning() -> None:
+    fake = _world(CLUSTER)
+    fake.refuse["jobs"] = ApiError(403, "Forbidden", "exceeded quota: count/jobs.batch")
+    process = Process.start(fake, SteppedClock(NOW))
+    key = key_of(CLUSTER, NS, "c1")
+    for _ in range(3):
+        fake.sync(process.caches)
+        await process.reconciler.reconcile(key)
+    assert fake.of("jobs") == []
+    for lease in fake.of("leases"):
+        assert not (lease.get("spec") or {}).get("holderIdentity"), lease
+    status = _object(fake, CLUSTER, "c1")["status"]
+    assert status["next"]["reason"] == "JobRefused"
+    warnings = [e for e in fake.of("events") if e["reason"] == "JobRefused"]
+    assert len(warnings) == 1
+    assert "exceeded quota" in warnings[0]["message"]
