@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-LEADING = re.compile(r"leading as (\S+)")
+LEADING = re.compile(r"leading as ([\w.:-]+)")
 RESTART_DELAY = 1.0
 STOP_GRACE = 15.0
 
