@@ -58,12 +58,19 @@ WORKLOAD_FAULTS = {
 HANDOVER_WAIT = 60.0
 TRIGGER_WAIT = 20.0
 STANDBY_WARM = 5.0
+PAIR_WAIT = 30.0
 
 
 @dataclass
 class Handover:
     fault: str
     seconds: float | None  # None: no new leader within HANDOVER_WAIT
+    at: str  # wall-clock time of the fault, to find it in the logs
+
+
+def _clock_time(monotonic: float) -> str:
+    """The UTC wall-clock time (HH:MM:SS) of a time.monotonic() reading in the past."""
+    return time.strftime("%H:%M:%S", time.gmtime(time.time() - (time.monotonic() - monotonic)))
 
 
 @dataclass
@@ -119,13 +126,15 @@ class Faults:
     # -- the leader -------------------------------------------------------------------
 
     def leader(self) -> tuple[str, Replica] | None:
-        """The replica holding the leader Lease, if it is running and not stopped."""
+        """The replica holding the leader Lease, if it is running, not stopped and not
+        told to stop."""
         for name, replica in self.replicas.items():
             inc = replica.current
             if (
                 inc is not None
                 and replica.alive()
                 and not replica.paused()
+                and not replica.ending()
                 and self.observer.leader
                 and inc.leader_identity() == self.observer.leader
             ):
@@ -137,8 +146,8 @@ class Faults:
         return others[0] if others else None
 
     def standby_ready(self, leader: str) -> bool:
-        """A standby that can take over at once: running, not stopped, not partitioned,
-        and up long enough to have started its election loop."""
+        """A standby that can take over at once: running, not stopped, not stopping, not
+        partitioned, and up long enough to have started its election loop."""
         found = self.standby(leader)
         if found is None:
             return False
@@ -146,76 +155,98 @@ class Faults:
         inc = replica.current
         return (
             not replica.paused()
+            and not replica.ending()
             and not self.proxies[name].partitioned
             and inc is not None
             and time.monotonic() - inc.started > STANDBY_WARM
         )
 
-    async def _wait_leader(self, within: float) -> tuple[str, Replica] | None:
+    async def _wait_leader(self, within: float, *, with_standby: bool = False) -> bool:
+        """Waits until there is a leader (and, if asked, a ready standby)."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline and not self.done:
             found = self.leader()
-            if found is not None:
-                return found
+            if found is not None and (not with_standby or self.standby_ready(found[0])):
+                return True
             await asyncio.sleep(0.2)
-        return None
+        return False
 
     async def _leader_fault(self) -> None:
-        found = await self._wait_leader(HANDOVER_WAIT)
-        if found is None:
+        if not await self._wait_leader(HANDOVER_WAIT):
             return
-        name, replica = found
+        # A fault on a leader whose standby is ready tests a handover; waited for a while,
+        # then the fault goes ahead regardless.
+        await self._wait_leader(PAIR_WAIT, with_standby=True)
         kind = self._pick(LEADER_FAULTS)
-        old = self.observer.leader
         try:
-            await self._at_leader(kind, name, replica, old)
+            if kind in TRIGGERS:
+                await self._triggered_kill(kind)
+            else:
+                await self._at_leader(kind)
         finally:
             self._handing_over = False
         await asyncio.sleep(0.5)
 
-    async def _at_leader(self, kind: str, name: str, replica: Replica, old: str) -> None:
-        # Whether a handover can be timed fairly: decided at the moment of the fault.
-        ready = [False]
+    def _hit_leader(self, sig: int) -> tuple[str, bool] | None:
+        """Signals the current leader; (its identity, whether a handover can be timed
+        fairly), or None when there is no leader to hit."""
+        found = self.leader()
+        if found is None:
+            return None
+        name, replica = found
+        old = self.observer.leader
+        fair = self.standby_ready(name) and not self._restarting
+        self._handing_over = True
+        replica.signal(sig)
+        return old, fair
 
-        def handing_over() -> None:
-            ready[0] = self.standby_ready(name) and not self._restarting
-            self._handing_over = True
+    async def _triggered_kill(self, kind: str) -> None:
+        fired: asyncio.Future[tuple[str, str, bool] | None] = (
+            asyncio.get_running_loop().create_future()
+        )
 
+        def fire(what: str) -> None:
+            # Inside the watch handler: the kill goes out before anything else runs, to
+            # whichever process leads at this moment.
+            hit = self._hit_leader(signal.SIGKILL)
+            if not fired.done():
+                fired.set_result(None if hit is None else (what, *hit))
+
+        self.observer.arm(TRIGGERS[kind], fire)
+        try:
+            outcome = await asyncio.wait_for(fired, TRIGGER_WAIT)
+        except TimeoutError:
+            self.observer.disarm()
+            return
+        if outcome is None:
+            return
         t0 = time.monotonic()
-        if kind in TRIGGERS:
-            fired = asyncio.get_running_loop().create_future()
+        what, old, fair = outcome
+        self._count(kind, what)
+        await self._time_handover(kind, old, fair, t0)
 
-            def fire(what: str) -> None:
-                # Inside the watch handler: the kill goes out before anything else runs.
-                handing_over()
-                replica.signal(signal.SIGKILL)
-                if not fired.done():
-                    fired.set_result(what)
-
-            self.observer.arm(TRIGGERS[kind], fire)
-            try:
-                what = await asyncio.wait_for(fired, TRIGGER_WAIT)
-            except TimeoutError:
-                self.observer.disarm()
-                return
-            t0 = time.monotonic()
-            self._count(kind, what)
-        elif kind == "kill9-leader":
-            handing_over()
-            replica.signal(signal.SIGKILL)
-            self._count(kind)
-        elif kind == "sigterm-leader":
-            handing_over()
-            replica.signal(signal.SIGTERM)
-            self._count(kind)
-        elif kind == "sigstop-leader":
+    async def _at_leader(self, kind: str) -> None:
+        found = self.leader()
+        if found is None:
+            return
+        name, replica = found
+        if kind == "sigstop-leader":
             await self._stop_for(replica, self.rng.uniform(2, 25), kind)
-        else:
+            return
+        if kind == "partition-leader":
             await self._partition_for(self.proxies[name], self.rng.uniform(2, 25), kind)
-        if self._handing_over:
-            seconds = await self._handover(old, t0)
-            if ready[0] and not self._restarting:
-                self.handovers.append(Handover(kind, seconds))
+            return
+        t0 = time.monotonic()
+        hit = self._hit_leader(signal.SIGKILL if kind == "kill9-leader" else signal.SIGTERM)
+        if hit is None:
+            return
+        self._count(kind)
+        await self._time_handover(kind, *hit, t0)
+
+    async def _time_handover(self, kind: str, old: str, fair: bool, t0: float) -> None:
+        seconds = await self._handover(old, t0)
+        if fair and not self._restarting:
+            self.handovers.append(Handover(kind, seconds, _clock_time(t0)))
 
     async def _handover(self, old: str, since: float) -> float | None:
         """Seconds from `since` until a leader other than `old` holds the Lease."""

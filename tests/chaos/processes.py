@@ -89,6 +89,7 @@ class Replica:
     _proc: asyncio.subprocess.Process | None = None
     _stopping: bool = False
     _stopped_by_signal: set[int] = field(default_factory=set)
+    _ending: set[int] = field(default_factory=set)  # pids sent SIGTERM or SIGKILL
 
     @property
     def current(self) -> Incarnation | None:
@@ -106,11 +107,17 @@ class Replica:
             os.kill(proc.pid, sig)
         except ProcessLookupError:
             return False
+        if sig in (signal.SIGTERM, signal.SIGKILL):
+            self._ending.add(proc.pid)
         if sig == signal.SIGSTOP:
             self._stopped_by_signal.add(proc.pid)
         elif sig == signal.SIGCONT:
             self._stopped_by_signal.discard(proc.pid)
         return True
+
+    def ending(self) -> bool:
+        """The current process was told to stop (it may still be shutting down)."""
+        return self._proc is not None and self._proc.pid in self._ending
 
     def paused(self) -> bool:
         return self._proc is not None and self._proc.pid in self._stopped_by_signal

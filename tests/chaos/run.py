@@ -254,12 +254,13 @@ def _report(
             if inc.log.exists():
                 tracebacks += inc.log.read_text(errors="replace").count("Traceback (most recent")
     peak = report.max_concurrent(jobs)
-    handovers = {
-        kind: report.seconds_summary(
-            [h.seconds for h in faults.handovers if h.fault.startswith(kind)], target
-        )
-        for kind, target in HANDOVER_TARGETS.items()
-    }
+    handovers = {}
+    for kind, target in HANDOVER_TARGETS.items():
+        timed = [h for h in faults.handovers if h.fault.startswith(kind)]
+        slow = [h for h in timed if h.seconds is None or h.seconds > target]
+        handovers[kind] = report.seconds_summary([h.seconds for h in timed], target) | {
+            "slow_examples": [f"{h.fault} at {h.at}: {h.seconds}" for h in slow][: report.EXAMPLES]
+        }
     return {
         "faults": sum(faults.counts.values()),
         "faults_by_kind": dict(sorted(faults.counts.items())),
