@@ -59,14 +59,14 @@ def overlaps(jobs: Iterable[JobRecord], owners: Mapping[str, Owner]) -> tuple[li
                 break
             oa, ob = owners.get(a.owner), owners.get(b.owner)
             if a.owner == b.owner:
-                same.append(f"{a.name}@{a.start}-{_end(a)} / {b.name}@{b.start}-{_end(b)}")
+                same.append(f"{_describe(a)} / {_describe(b)}")
             elif (
                 oa is not None
                 and ob is not None
                 and oa.family == ob.family
                 and (oa.is_cluster or ob.is_cluster)
             ):
-                family.append(f"{a.name}@{a.start}-{_end(a)} / {b.name}@{b.start}-{_end(b)}")
+                family.append(f"{_describe(a)} / {_describe(b)}")
     return same, family
 
 
@@ -74,18 +74,28 @@ def _end(job: JobRecord) -> str:
     return "running" if job.end == INFINITY else str(job.end)
 
 
-def max_concurrent(jobs: Iterable[JobRecord]) -> int:
-    """The most Jobs running at one revision (exact intervals only)."""
-    edges: list[tuple[int, int]] = []
-    for j in jobs:
-        if j.exact:
-            edges += [(j.start, 1), (j.end, -1)]
-    # At one revision an end is counted before a start: they cannot both be the same write.
-    running = peak = 0
-    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
-        running += step
-        peak = max(peak, running)
-    return peak
+def max_concurrent(jobs: Iterable[JobRecord]) -> tuple[int, list[str]]:
+    """The most Jobs running at one revision (exact intervals only), and which they were
+    the first time that many ran."""
+    exact = {j.uid: j for j in jobs if j.exact}
+    # At one revision an end comes before a start: they cannot be the same write.
+    edges = sorted(
+        [(j.start, 1, j.uid) for j in exact.values()] + [(j.end, -1, j.uid) for j in exact.values()]
+    )
+    running: set[str] = set()
+    peak: list[str] = []
+    for _, step, uid in edges:
+        if step < 0:
+            running.discard(uid)
+            continue
+        running.add(uid)
+        if len(running) > len(peak):
+            peak = sorted(_describe(exact[u]) for u in running)
+    return len(peak), peak
+
+
+def _describe(job: JobRecord) -> str:
+    return f"{job.name}@{job.start}-{_end(job)}"
 
 
 def expected_events(job: JobRecord) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import re
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from runtime.envtest import ApiServer
@@ -47,7 +49,7 @@ class Config:
     objects: int = 50
     max_concurrent_runs: int = 5
     time_scale: float = 60.0
-    rate: float = 0.5
+    rate: float = 1.0
     fail_ratio: float = 0.3
     restarts: int | None = None  # API server restarts; default: one per 100 faults, 2 at least
     converge_within: float = 300.0
@@ -141,6 +143,7 @@ async def _run(cfg: Config, server: ApiServer) -> Json:
             final = await _converge(observer, cfg.converge_within)
             await _scrape(replicas, samples)
             scraper.cancel()
+            _dump(cfg.workdir, observer)
             leases_at_end = [
                 f"{x.namespace}/{x.name}={','.join(sorted(x.claims))}"
                 for x in observer.held_leases()
@@ -158,6 +161,16 @@ async def _run(cfg: Config, server: ApiServer) -> Json:
                 faulting=faulting,
                 began=began,
             )
+
+
+def _dump(workdir: Path, observer: Observer) -> None:
+    """Every Job and Event record, one JSON line each, for a post-mortem."""
+    with (workdir / "observed.jsonl").open("wb") as out:
+        for job in observer.jobs.values():
+            row = dataclasses.asdict(job) | {"last": None, "record": "job"}
+            out.write(orjson.dumps(row) + b"\n")
+        for event in observer.events.values():
+            out.write(orjson.dumps(dataclasses.asdict(event) | {"record": "event"}) + b"\n")
 
 
 def _controller_argv(cfg: Config, kubeconfig: Path, metrics_port: int) -> list[str]:
@@ -253,7 +266,7 @@ def _report(
                 exits[str(inc.exit_code)] += 1
             if inc.log.exists():
                 tracebacks += inc.log.read_text(errors="replace").count("Traceback (most recent")
-    peak = report.max_concurrent(jobs)
+    peak, at_peak = report.max_concurrent(jobs)
     handovers = {}
     for kind, target in HANDOVER_TARGETS.items():
         timed = [h for h in faults.handovers if h.fault.startswith(kind)]
@@ -282,6 +295,7 @@ def _report(
         "overlap_examples": (same + family)[: report.EXAMPLES],
         "max_running_jobs": peak,
         "run_slot_overuse": max(0, peak - cfg.max_concurrent_runs),
+        "overuse_examples": at_peak if peak > cfg.max_concurrent_runs else [],
         "leases_held_at_end": len(leases_at_end),
         "leases_held_examples": leases_at_end[: report.EXAMPLES],
         "accounting": accounting

@@ -46,7 +46,8 @@ def test_overlaps(jobs: list[JobRecord], same: int, family: int) -> None:
 
 def test_max_concurrent_counts_an_end_before_a_start_at_one_revision() -> None:
     jobs = [job("a", "uc", 1, 5), job("b", "ud", 5, 9), job("c", "up", 6, 8), job("d", "um", 7)]
-    assert report.max_concurrent(jobs) == 3
+    peak, which = report.max_concurrent(jobs)
+    assert (peak, which) == (3, ["b@5-9", "c@6-8", "d@7-running"])
 
 
 def finished(name: str, start: int, end: int, uid: str, outcome: str) -> JobRecord:
