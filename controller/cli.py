@@ -107,7 +107,26 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--leader-election-id", default=DEFAULTS.leader_election_id)
     p.add_argument(
-        "--metrics-addr", default=DEFAULTS.metrics_addr, help="/metrics, /healthz, /readyz"
+        "--metrics-addr",
+        default=DEFAULTS.metrics_addr,
+        help="/metrics (and, without --metrics-secure, /healthz and /readyz)",
+    )
+    p.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.metrics_secure,
+        help="serve /metrics over HTTPS to bearer tokens allowed `get` on /metrics "
+        "(TokenReview, SubjectAccessReview); the probes move to --health-probe-addr",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default=DEFAULTS.metrics_cert_dir,
+        help="tls.crt and tls.key for --metrics-secure (default: self-signed at start)",
+    )
+    p.add_argument(
+        "--health-probe-addr",
+        default=DEFAULTS.health_probe_addr,
+        help="/healthz and /readyz, plain HTTP, with --metrics-secure",
     )
     _add_runner_policy(p)
     p.add_argument(

@@ -44,8 +44,12 @@ def parse_address(address: str) -> tuple[str, int]:
 class HealthServer(RunsInContext):
     """`async with HealthServer(registry, address=...) as server:` serves until the block ends."""
 
-    def __init__(self, registry: CollectorRegistry, *, address: str = DEFAULT_ADDRESS) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, *, address: str = DEFAULT_ADDRESS, metrics: bool = True
+    ) -> None:
+        """Without `metrics`, /metrics is not served here (runtime.metrics_auth serves it)."""
         self._registry = registry
+        self._serve_metrics = metrics
         self._host, self._port = parse_address(address)
         self._checks: dict[str, ReadinessCheck] = {}
         self._runner: web.AppRunner | None = None
@@ -74,7 +78,8 @@ class HealthServer(RunsInContext):
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
+        if self._serve_metrics:
+            app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)

@@ -104,7 +104,15 @@ def on_process_node(
 
 
 def _fit(container: Json, port: int, time_scale: float, watch: str | None) -> None:
-    replaced = ("--metrics-addr=", "--log-format=", "--namespace=")
+    # Plain HTTP metrics and probes on one port of the pod's own address: replicas share
+    # the machine, and scrapes here are local.
+    replaced = (
+        "--metrics-addr=",
+        "--log-format=",
+        "--namespace=",
+        "--metrics-secure",
+        "--health-probe-addr=",
+    )
     args = [a for a in container["args"] if not a.startswith(replaced)]
     container["args"] = [
         *args,
@@ -116,6 +124,7 @@ def _fit(container: Json, port: int, time_scale: float, watch: str | None) -> No
     env = [e for e in container.get("env", []) if e["name"] != "POD_IP"]
     pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     container["env"] = [*env, pod_ip]
+    container["ports"] = [p for p in container["ports"] if p["name"] != "health"]
     for declared in container["ports"]:
         if declared["name"] == "metrics":
             declared["containerPort"] = port

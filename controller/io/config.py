@@ -30,6 +30,10 @@ class ControllerConfig:
     leader_elect: bool = True
     leader_election_id: str = "captf-controller"
     metrics_addr: str = "127.0.0.1:8080"
+    # HTTPS /metrics for tokens the API server allows; the probes then on their own port.
+    metrics_secure: bool = False
+    metrics_cert_dir: str | None = None  # tls.crt, tls.key; None: self-signed at start
+    health_probe_addr: str = "127.0.0.1:8081"
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
     time_scale: float = 1.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -41,6 +42,7 @@ from runtime.health import CannotListen, HealthServer, parse_address
 from runtime.leader import LEASE_DURATION, Candidacy, LeaderLost, leader_election
 from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
+from runtime.metrics_auth import KubeReviewer, SecureMetricsServer
 from runtime.shutdown import StopRequest, stop_on_signals
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
@@ -144,11 +146,17 @@ async def serve(
             stop=stop or StopRequest(),
         )
         candidacy = Candidacy(leading=not args.leader_elect)
-        health = HealthServer(registry, address=args.metrics_addr)
+        secure = args.metrics_secure
+        health = HealthServer(registry, address=_health_addr(args), metrics=not secure)
         health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
         with pauses:
-            async with health:
-                log.info("metrics and health on http://%s/metrics", _url_host(args, health.port))
+            async with health, _secure_metrics(args, registry, transport):
+                if secure:
+                    log.info("health on http://%s/healthz", _url_host(args, health.port))
+                else:
+                    log.info(
+                        "metrics and health on http://%s/metrics", _url_host(args, health.port)
+                    )
                 if args.leader_elect:
                     await _campaign_then_control(parts, candidacy)
                 else:
@@ -179,8 +187,24 @@ def _serves_its_role(candidacy: Candidacy, parts: _Parts) -> bool:
     return parts.lease_clock.monotonic() - candidacy.answered_at < LEASE_DURATION
 
 
+def _health_addr(args: ControllerConfig) -> str:
+    """With --metrics-secure, the probes have a plain HTTP port of their own."""
+    return args.health_probe_addr if args.metrics_secure else args.metrics_addr
+
+
+def _secure_metrics(
+    args: ControllerConfig, registry: CollectorRegistry, transport: Transport
+) -> contextlib.AbstractAsyncContextManager[object]:
+    """HTTPS /metrics for tokens the API server allows (runtime.metrics_auth)."""
+    if not args.metrics_secure:
+        return contextlib.nullcontext()
+    cert_dir = Path(args.metrics_cert_dir) if args.metrics_cert_dir else None
+    reviewer = KubeReviewer(transport, LoopClock())
+    return SecureMetricsServer(registry, reviewer, address=args.metrics_addr, cert_dir=cert_dir)
+
+
 def _url_host(args: ControllerConfig, port: int) -> str:
-    host, _ = parse_address(args.metrics_addr)
+    host, _ = parse_address(_health_addr(args))
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 

@@ -584,6 +584,8 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "update")
     }
     | {("", "events", "create")}
+    | {("authentication.k8s.io", "tokenreviews", "create")}
+    | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 )
 
 
@@ -771,12 +773,15 @@ def test_deployment_runs_the_controller_leader_elected() -> None:
     args = container["args"]
     assert args[0] == "run"
     assert "--leader-elect" in args
-    assert "--metrics-addr=0.0.0.0:8080" in args
+    # /metrics behind TokenReview and SubjectAccessReview; the probes plain HTTP apart.
+    assert {"--metrics-addr=0.0.0.0:8443", "--metrics-secure"} <= set(args)
+    assert "--health-probe-addr=0.0.0.0:8081" in args
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert container["livenessProbe"]["httpGet"]["port"] in ("metrics", 8080)
-    assert ports == {"metrics": 8080}
+    assert container["livenessProbe"]["httpGet"]["port"] == "health"
+    assert container["readinessProbe"]["httpGet"]["port"] == "health"
+    assert ports == {"metrics": 8443, "health": 8081}
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     security = container["securityContext"]
@@ -847,7 +852,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["ClusterRole"] * 2  # captf-view, captf-edit
+        + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
         + ["CustomResourceDefinition"] * 3
         + ["Deployment", "PodDisruptionBudget"]
     )

@@ -12,12 +12,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 import yaml
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.envtest.process import free_ports
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -88,12 +90,17 @@ def _granted(docs: list[Json]) -> set[tuple[str, str, str]]:
     }
 
 
-async def _token_kubeconfig(kube: Kube, server: ApiServer, account: str, path: Path) -> Path:
-    """A kubeconfig that authenticates as the ServiceAccount with a TokenRequest token."""
+async def _token(kube: Kube, account: str) -> str:
     request = {"spec": {"expirationSeconds": 3600}}
     answer = await kube.call(
         "POST", f"/api/v1/namespaces/{kube.ns}/serviceaccounts/{account}/token", request
     )
+    return str(answer["status"]["token"])
+
+
+async def _token_kubeconfig(kube: Kube, server: ApiServer, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as the ServiceAccount with a TokenRequest token."""
+    token = await _token(kube, account)
     ca = base64.b64encode(server.pki.ca_cert.read_bytes()).decode()
     config = {
         "apiVersion": "v1",
@@ -101,7 +108,7 @@ async def _token_kubeconfig(kube: Kube, server: ApiServer, account: str, path: P
         "clusters": [
             {"name": "t", "cluster": {"server": server.url, "certificate-authority-data": ca}}
         ],
-        "users": [{"name": account, "user": {"token": answer["status"]["token"]}}],
+        "users": [{"name": account, "user": {"token": token}}],
         "contexts": [{"name": "t", "context": {"cluster": "t", "user": account}}],
         "current-context": "t",
     }
@@ -131,6 +138,50 @@ def _used(entries: list[Json]) -> set[tuple[str, str, str]]:
     return used
 
 
+async def _metrics_reader(kube: Kube) -> str:
+    """A token of a ServiceAccount bound to captf-metrics-reader (Prometheus, say), and an
+    unbound account `nobody`."""
+    [reader] = [
+        d
+        for d in yaml.safe_load_all((MANIFESTS / "user-roles.yaml").read_text())
+        if d and d["metadata"]["name"] == "captf-metrics-reader"
+    ]
+    reader["metadata"]["name"] += f"-{kube.ns}"
+    await kube.call("POST", f"{RBAC}/clusterroles", reader)
+    for account in ("prometheus", "nobody"):
+        await kube.call(
+            "POST", f"/api/v1/namespaces/{kube.ns}/serviceaccounts", {"metadata": {"name": account}}
+        )
+    binding = {
+        "metadata": {"name": reader["metadata"]["name"]},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": reader["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": kube.ns}],
+    }
+    await kube.call("POST", f"{RBAC}/clusterrolebindings", binding)
+    return await _token(kube, "prometheus")
+
+
+async def _scrape(port: int, token: str) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    url = f"https://127.0.0.1:{port}/metrics"
+
+    async def answered() -> int | None:
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(url, headers=headers, ssl=False) as answer,
+            ):
+                return answer.status
+        except aiohttp.ClientConnectionError:
+            return None  # not listening yet
+
+    return await eventually(answered, what=f"an answer from {url}")
+
+
 async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     apiserver: ApiServer, namespace: str, tmp_path: Path
 ) -> None:
@@ -139,8 +190,10 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     for doc in docs:
         await kube.call("POST", _path(doc, namespace), doc)
     kubeconfig = await _token_kubeconfig(kube, apiserver, "captf-controller", tmp_path / "kc")
+    scraper = await _metrics_reader(kube)
     await kube.setup_cluster(jobs={"successfulJobsHistoryLimit": 1})
     clock = SteppedClock()
+    [metrics_port] = free_ports(1)
     async with running_controller(
         apiserver,
         namespace,
@@ -148,7 +201,14 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         kubeconfig=str(kubeconfig),
         leader_elect=True,
         controller_namespace=namespace,
+        metrics_secure=True,
+        metrics_addr=f"127.0.0.1:{metrics_port}",
+        metrics_cert_dir=None,
+        health_probe_addr="127.0.0.1:0",
     ):
+        # A scrape: the controller reviews the scraper's token with the API server.
+        assert await _scrape(metrics_port, scraper) == 200
+        assert await _scrape(metrics_port, await _token(kube, "nobody")) == 403
         first = await nth_job(kube, 1)
         await succeed_apply(kube, first, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
@@ -239,7 +299,8 @@ async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
         }
         await kube.call("POST", f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
         labels = role["metadata"]["labels"]
-        assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+        if name != "captf-metrics-reader":
+            assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
     try:
         for plural in _KINDS:
             assert _allowed(kube, "captf-view", "list", plural)

@@ -104,6 +104,8 @@ def test_the_install_on_the_process_node_binds_the_pod_ip_on_the_chosen_port() -
         "--log-format=text",
     ]
     assert sum(a.startswith("--metrics-addr") for a in container["args"]) == 1
+    # Plain HTTP there: no TLS, the probes on the metrics port.
+    assert not any(a.startswith(("--metrics-secure", "--health-probe")) for a in container["args"])
     assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in (
         container["env"]
     )
@@ -113,7 +115,7 @@ def test_the_install_on_the_process_node_binds_the_pod_ip_on_the_chosen_port() -
         o for o in objects if o["kind"] != "Deployment"
     ]
     assert (
-        "--metrics-addr=0.0.0.0:8080"
+        "--metrics-addr=0.0.0.0:8443"
         in (
             next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"][
                 "containers"

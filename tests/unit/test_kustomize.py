@@ -158,6 +158,7 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("RoleBinding", "captf-controller-leases", "captf-system"),
         ("ClusterRole", "captf-view", None),
         ("ClusterRole", "captf-edit", None),
+        ("ClusterRole", "captf-metrics-reader", None),
         ("Deployment", "captf-controller", "captf-system"),
         ("PodDisruptionBudget", "captf-controller", "captf-system"),
     ]
