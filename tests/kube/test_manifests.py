@@ -574,7 +574,7 @@ CONTROLLER_PERMISSIONS = (
         for plural in KINDS.values()
         for verb in ("get", "list", "watch", "patch")
     }
-    | {("captf.io", f"{plural}/status", "update") for plural in KINDS.values()}
+    | {("captf.io", f"{plural}/status", "patch") for plural in KINDS.values()}
     | {("captf.io", f"{plural}/finalizers", "update") for plural in KINDS.values()}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
