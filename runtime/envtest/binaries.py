@@ -1,4 +1,5 @@
-"""Where kube-apiserver and etcd come from: $CAPTF_KUBE_BIN_DIR, else hack/kube/build.sh.
+"""Where kube-apiserver, kube-controller-manager and etcd come from: $CAPTF_KUBE_BIN_DIR,
+else hack/kube/build.sh.
 
 build.sh builds them from Go modules once per version and afterwards only
 prints the cached directory, so calling it on every start costs milliseconds."""
@@ -11,7 +12,7 @@ from pathlib import Path
 
 BIN_DIR_ENV = "CAPTF_KUBE_BIN_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "kube" / "build.sh"
-BINARIES = ("etcd", "kube-apiserver")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 
 
 class BinariesMissing(Exception):
@@ -19,7 +20,7 @@ class BinariesMissing(Exception):
 
 
 def binary_dir() -> Path:
-    """The directory holding both binaries, building them first if need be.
+    """The directory holding the binaries, building them first if need be.
 
     The build's progress goes to our stderr; its last stdout line is the directory."""
     explicit = os.environ.get(BIN_DIR_ENV)

@@ -1,4 +1,5 @@
-"""`captf dev apiserver`: a local control plane in the foreground until Ctrl-C or SIGTERM."""
+"""`captf dev apiserver`: a local control plane (etcd, kube-apiserver and, unless
+`--no-controller-manager`, kube-controller-manager) in the foreground until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -19,10 +20,18 @@ def run(args: argparse.Namespace) -> int:
     kubeconfig = Path(args.kubeconfig).resolve()
     crds = Path(args.crds) if args.crds else None
     try:
-        with terminate_as_interrupt(), ApiServer(kubeconfig=kubeconfig) as server:
+        with (
+            terminate_as_interrupt(),
+            ApiServer(kubeconfig=kubeconfig, controller_manager=args.controller_manager) as server,
+        ):
             installed = _install(server, crds)
+            kcm = (
+                f"; controller manager ready in {server.controller_manager_seconds:.1f}s"
+                if args.controller_manager
+                else ""
+            )
             print(
-                f"API server ready in {server.startup_seconds:.1f}s at {server.url} "
+                f"API server ready in {server.startup_seconds:.1f}s at {server.url}{kcm} "
                 f"({installed}); kubeconfig: {kubeconfig}; "
                 "Ctrl-C stops it",
                 flush=True,
@@ -30,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             while server.alive():
                 time.sleep(_LIVENESS_SECONDS)
             # The logs go with the temporary directory, so show their ends now.
-            for log in (server.etcd_log, server.apiserver_log):
+            for log in server.logs:
                 print(f"--- {log.name}\n{log_tail(log)}", file=sys.stderr)
             print("captf dev apiserver: a process exited; stopping", file=sys.stderr)
             return 1

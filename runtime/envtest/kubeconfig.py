@@ -1,4 +1,5 @@
-"""A kubeconfig for the admin user, with the certificates embedded so the file stands alone."""
+"""A kubeconfig for one client certificate (the admin's by default), with the certificates
+embedded so the file stands alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from runtime.envtest.pki import Pki
 _NAME = "captf-envtest"
 
 
-def write_kubeconfig(path: Path, url: str, pki: Pki) -> None:
+def write_kubeconfig(
+    path: Path, url: str, pki: Pki, *, cert: Path | None = None, key: Path | None = None
+) -> None:
     def data(p: Path) -> str:
         return base64.b64encode(p.read_bytes()).decode()
 
@@ -29,8 +32,8 @@ def write_kubeconfig(path: Path, url: str, pki: Pki) -> None:
             {
                 "name": _NAME,
                 "user": {
-                    "client-certificate-data": data(pki.admin_cert),
-                    "client-key-data": data(pki.admin_key),
+                    "client-certificate-data": data(cert or pki.admin_cert),
+                    "client-key-data": data(key or pki.admin_key),
                 },
             }
         ],

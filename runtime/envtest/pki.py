@@ -1,8 +1,9 @@
 """The certificates and keys a throwaway control plane needs, made with `cryptography`.
 
 One CA signs the API server's serving certificate (for 127.0.0.1 and localhost)
-and an admin client certificate in group system:masters, which RBAC lets do
-anything. A separate key pair signs and verifies service-account tokens.
+an admin client certificate in group system:masters, which RBAC lets do
+anything, and a client certificate for kube-controller-manager under the user name
+its bootstrap RBAC role is bound to. A separate key pair signs and verifies service-account tokens.
 ECDSA P-256 throughout: generation takes microseconds, and kube-apiserver
 accepts it for TLS, client certificates and ES256 tokens."""
 
@@ -20,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # Long enough for any test session or local run, short enough to be obviously throwaway.
 _VALIDITY = dt.timedelta(days=7)
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Pki:
     admin_key: Path
     sa_signing_key: Path
     sa_public_key: Path
+    controller_manager_cert: Path
+    controller_manager_key: Path
 
 
 def write_pki(directory: Path) -> Pki:
@@ -47,6 +51,8 @@ def write_pki(directory: Path) -> Pki:
         admin_key=directory / "admin.key",
         sa_signing_key=directory / "sa.key",
         sa_public_key=directory / "sa.pub",
+        controller_manager_cert=directory / "controller-manager.crt",
+        controller_manager_key=directory / "controller-manager.key",
     )
     _write(pki.ca_cert, ca.public_bytes(serialization.Encoding.PEM))
     serving_key = ec.generate_private_key(ec.SECP256R1())
@@ -73,6 +79,12 @@ def write_pki(directory: Path) -> Pki:
     )
     admin = _leaf(ca, ca_key, admin_key, admin_name, ExtendedKeyUsageOID.CLIENT_AUTH, None)
     _write_pair(pki.admin_cert, pki.admin_key, admin, admin_key)
+    # The user RBAC's bootstrap policy binds to system:kube-controller-manager: the
+    # controller manager gets exactly the rights it has in a real cluster, no more.
+    kcm_key = ec.generate_private_key(ec.SECP256R1())
+    kcm_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CONTROLLER_MANAGER_USER)])
+    kcm = _leaf(ca, ca_key, kcm_key, kcm_name, ExtendedKeyUsageOID.CLIENT_AUTH, None)
+    _write_pair(pki.controller_manager_cert, pki.controller_manager_key, kcm, kcm_key)
     sa_key = ec.generate_private_key(ec.SECP256R1())
     _write(pki.sa_signing_key, _private_pem(sa_key))
     public = sa_key.public_key().public_bytes(

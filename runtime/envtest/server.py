@@ -1,4 +1,5 @@
-"""etcd plus kube-apiserver on loopback, started and stopped as one context manager.
+"""etcd plus kube-apiserver on loopback, and optionally kube-controller-manager, started
+and stopped as one context manager.
 
 Everything lives in a fresh temporary directory: certificates, etcd's data,
 both processes' logs and (unless a path is given) the kubeconfig. Leaving the
@@ -12,6 +13,7 @@ import atexit
 import base64
 import contextlib
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -24,6 +26,7 @@ from typing import Any
 from runtime.envtest import crds, process
 from runtime.envtest.binaries import binary_dir
 from runtime.envtest.client import Client, RequestFailed, admin_ssl_context
+from runtime.envtest.controller_manager import controller_manager_argv
 from runtime.envtest.kubeconfig import write_kubeconfig
 from runtime.envtest.pki import Pki, write_pki
 
@@ -59,13 +62,18 @@ class _Running:
     etcd_api: Client
     etcd: subprocess.Popen[bytes] | None = None
     apiserver: subprocess.Popen[bytes] | None = None
+    controller_manager: subprocess.Popen[bytes] | None = None
 
 
 class ApiServer:
     """A real control plane for tests and local runs. Nothing starts before `with`.
 
     `kubeconfig`: where to write the admin kubeconfig (default: inside the
-    temporary directory). `extra_flags`: appended to kube-apiserver's flags."""
+    temporary directory). `extra_flags`: appended to kube-apiserver's flags.
+    `controller_manager`: also run kube-controller-manager (Job, Deployment, garbage
+    collection, disruption, ServiceAccount controllers; see `controller_manager.py`)
+    and admit pods as a cluster does (the ServiceAccount admission plugin). Without it
+    nothing acts on Jobs or pods, and tests play those parts themselves."""
 
     def __init__(
         self,
@@ -74,16 +82,20 @@ class ApiServer:
         bin_dir: Path | None = None,
         extra_flags: Sequence[str] = (),
         startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+        controller_manager: bool = False,
     ) -> None:
         self._kubeconfig = kubeconfig
         self._bin_dir = bin_dir
         self._extra_flags = tuple(extra_flags)
         self._startup_timeout = startup_timeout
+        self._with_controller_manager = controller_manager
         self._run: _Running | None = None
         self._stack = contextlib.ExitStack()
         self._keep_workdir = False
         #: Seconds from creating the directory to /readyz answering (build check excluded).
         self.startup_seconds = 0.0
+        #: Seconds from starting kube-controller-manager to its being ready (0 without it).
+        self.controller_manager_seconds = 0.0
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -120,7 +132,7 @@ class ApiServer:
         atexit.register(self.close)
         (workdir / "pki").mkdir()
         pki = write_pki(workdir / "pki")
-        etcd_port, peer_port, port = process.free_ports(3)
+        etcd_port, peer_port, port, kcm_port = process.free_ports(4)
         url = f"https://127.0.0.1:{port}"
         etcd_url = f"http://127.0.0.1:{etcd_port}"
         run = self._run = _Running(
@@ -135,11 +147,40 @@ class ApiServer:
         )
         self._stack.callback(self._stop_etcd)
         self._stack.callback(self._stop_apiserver)
+        self._stack.callback(self._stop_controller_manager)
         run.etcd = process.spawn(self._etcd_argv(peer_port), self.etcd_log)
         self._wait("etcd", run.etcd, self.etcd_log, lambda: run.etcd_api.ok("/health"))
         self._start_apiserver()
         write_kubeconfig(run.kubeconfig, url, pki)
         self.startup_seconds = time.monotonic() - started
+        if self._with_controller_manager:
+            self._start_controller_manager(kcm_port)
+
+    def _start_controller_manager(self, port: int) -> None:
+        run = self._running()
+        started = time.monotonic()
+        kubeconfig = run.workdir / "controller-manager.kubeconfig"
+        pki = run.pki
+        cert, key = pki.controller_manager_cert, pki.controller_manager_key
+        write_kubeconfig(kubeconfig, run.url, pki, cert=cert, key=key)
+        argv = controller_manager_argv(
+            run.bin_dir / "kube-controller-manager",
+            kubeconfig=kubeconfig,
+            pki=pki,
+            port=port,
+            workdir=run.workdir,
+        )
+        run.controller_manager = process.spawn(argv, self.controller_manager_log)
+        health = Client(f"https://127.0.0.1:{port}", _unverified_context())
+
+        def ready() -> bool:
+            return health.ok("/healthz") and run.api.ok(
+                "/api/v1/namespaces/default/serviceaccounts/default"
+            )
+
+        log = self.controller_manager_log
+        self._wait("kube-controller-manager", run.controller_manager, log, ready)
+        self.controller_manager_seconds = time.monotonic() - started
 
     def _etcd_argv(self, peer_port: int) -> list[str]:
         run = self._running()
@@ -177,8 +218,7 @@ class ApiServer:
             f"--service-account-key-file={pki.sa_public_key}",
             f"--service-account-signing-key-file={pki.sa_signing_key}",
             "--service-cluster-ip-range=10.0.0.0/24",
-            # No controller-manager runs to create the ServiceAccounts it would require.
-            "--disable-admission-plugins=ServiceAccount",
+            *self._admission_flags(),
             "--allow-privileged=true",
             # The `kubernetes` Service's Endpoints may not hold a loopback address.
             "--endpoint-reconciler-type=none",
@@ -197,6 +237,12 @@ class ApiServer:
         path = self._running().workdir / "audit-policy.yaml"
         path.write_text(_AUDIT_POLICY)
         return path
+
+    def _admission_flags(self) -> list[str]:
+        if self._with_controller_manager:
+            return []
+        # No controller manager runs to create the ServiceAccounts the plugin requires.
+        return ["--disable-admission-plugins=ServiceAccount"]
 
     def _start_apiserver(self) -> None:
         run = self._running()
@@ -224,6 +270,10 @@ class ApiServer:
     def _stop_apiserver(self) -> None:
         if self._run is not None and self._run.apiserver is not None:
             process.stop(self._run.apiserver)
+
+    def _stop_controller_manager(self) -> None:
+        if self._run is not None and self._run.controller_manager is not None:
+            process.stop(self._run.controller_manager)
 
     def _stop_etcd(self) -> None:
         if self._run is not None and self._run.etcd is not None:
@@ -274,10 +324,23 @@ class ApiServer:
         watches and ResponseComplete), at Metadata level."""
         return self._running().workdir / "audit.log"
 
+    @property
+    def controller_manager_log(self) -> Path:
+        return self._running().workdir / "kube-controller-manager.log"
+
+    @property
+    def logs(self) -> list[Path]:
+        """The log of every process this server runs."""
+        logs = [self.etcd_log, self.apiserver_log]
+        return [*logs, self.controller_manager_log] if self._with_controller_manager else logs
+
     def alive(self) -> bool:
-        """Both processes are still running."""
+        """Every process is still running."""
         run = self._running()
-        return all(p is not None and p.poll() is None for p in (run.etcd, run.apiserver))
+        procs = [run.etcd, run.apiserver]
+        if self._with_controller_manager:
+            procs.append(run.controller_manager)
+        return all(p is not None and p.poll() is None for p in procs)
 
     def request(
         self,
@@ -325,3 +388,11 @@ class ApiServer:
             if "required revision has been compacted" not in err.message:
                 raise
         return revision
+
+
+def _unverified_context() -> ssl.SSLContext:
+    # kube-controller-manager serves /healthz with a self-signed certificate of its own.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx

@@ -27,8 +27,9 @@ import orjson
 import yaml
 
 from runtime.errors import ConfigError
+from runtime.incluster import DEFAULT_SERVICE_ACCOUNT_DIR, service_account_dir
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT = DEFAULT_SERVICE_ACCOUNT_DIR
 # The kubelet rotates projected tokens well before they expire; client-go re-reads the
 # file once a minute.
 TOKEN_FILE_REREAD_SECONDS = 60.0
@@ -139,7 +140,8 @@ def load(explicit: str | None) -> ClusterConfig:
     """From a kubeconfig path, else $KUBECONFIG, else ~/.kube/config, else in-cluster."""
     path = kubeconfig_path(explicit)
     if path is None:
-        return in_cluster()
+        # A process node names each pod's own token directory (runtime/incluster.py).
+        return in_cluster(service_account_dir())
     if not path.is_file():
         raise ConfigError(f"kubeconfig {path} is not a readable file")
     try:
