@@ -33,7 +33,7 @@ lint-imports: $(STAMP)
 
 check: lint typecheck lint-imports
 
-# Builds kube-apiserver and etcd from their Go modules (cached; warm calls return at once).
+# Builds kube-apiserver, kube-controller-manager and etcd from their Go modules (cached; warm calls return at once).
 kube:
 	hack/kube/build.sh
 
@@ -62,7 +62,7 @@ apiserver: $(STAMP) kube
 decide-examples: $(STAMP)
 	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
 
-# The main job: API server, controller, Job executor, the examples, a live timeline.
+# The main job: control plane, process node, controller, the examples, a live timeline.
 # TIME_SCALE=K makes one minute last 60/K seconds.
 TIME_SCALE ?= 30
 run: $(STAMP) kube tofu

@@ -166,27 +166,46 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("dev", help="local development: API server, Job executor, demo")
+    p = sub.add_parser("dev", help="local development: API server, process node, demo")
     dsub = p.add_subparsers(dest="dev", required=True)
-    a = dsub.add_parser("apiserver", help="start etcd and kube-apiserver on loopback")
+    a = dsub.add_parser(
+        "apiserver", help="start etcd, kube-apiserver and kube-controller-manager on loopback"
+    )
     a.add_argument("--kubeconfig", default=".local/kubeconfig", help="where to write it")
     a.add_argument("--crds", default="manifests/crds", help="CRDs to install ('' for none)")
-    a.set_defaults(func=_handler("runtime.envtest.cli"))
-    e = dsub.add_parser("executor", help="run Jobs as local processes (a kubelet stand-in)")
-    _add_kubeconfig(e)
-    e.add_argument("--namespace", default=None)
-    e.add_argument("--time-scale", type=float, default=1.0)
-    e.add_argument(
-        "--log-dir",
-        default=None,
-        help="per-Job logs (default: $CAPTF_EXECUTOR_LOGS, .local/executor-logs)",
+    a.add_argument(
+        "--controller-manager",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run kube-controller-manager (Job, Deployment, GC, disruption controllers)",
     )
-    e.set_defaults(func=_handler("controller.executor.main"))
+    a.set_defaults(func=_handler("runtime.envtest.cli"))
+    n = dsub.add_parser("node", help="a Node whose pods run as local processes (a kubelet)")
+    _add_kubeconfig(n)
+    n.add_argument("--name", default="local", help="the Node's name")
+    n.add_argument("--namespace", default=None, help="run only this namespace's pods")
+    n.add_argument(
+        "--log-dir", default=None, help="pod logs (default: $CAPTF_NODE_LOGS, .local/pod-logs)"
+    )
+    n.set_defaults(func=_handler("controller.dev.node.main"))
+    d = dsub.add_parser("drain", help="cordon a node and evict its pods (Eviction API)")
+    _add_kubeconfig(d)
+    d.add_argument("--node", default="local")
+    d.add_argument("--namespace", default=None, help="evict only this namespace's pods")
+    d.add_argument("-l", "--selector", default=None, help="evict only pods with these labels")
+    d.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to retry evictions a PDB refuses"
+    )
+    d.set_defaults(func=_handler("controller.dev.node.main", "run_drain"))
+    u = dsub.add_parser("uncordon", help="make a drained node schedulable again")
+    _add_kubeconfig(u)
+    u.add_argument("--node", default="local")
+    u.set_defaults(func=_handler("controller.dev.node.main", "run_uncordon"))
     c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
     c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     c.add_argument("--root", default=".", help="the repository's root")
     c.set_defaults(func=_handler("controller.chart"))
-    r = dsub.add_parser("run", help="the `make run` demo: API server, controller, executor")
+    r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
     r.set_defaults(func=_handler("controller.demo"))
 

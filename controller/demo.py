@@ -1,7 +1,8 @@
 """`captf dev run` (`make run`): the whole system on this machine, with a live timeline.
 
-A real kube-apiserver and etcd, the controller, the local Job executor running
-the real runner with OpenTofu, and the objects of examples/objects. Time is
+A real kube-apiserver, etcd and kube-controller-manager, the process node running
+each runner pod as a local `captf runner` with the real OpenTofu, the controller,
+and the objects of examples/objects (with the runner's RBAC from manifests/). Time is
 compressed (--time-scale): the 1-minute first retry takes 60/K seconds."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from controller.core.names import API_VERSION, KINDS, PLURALS
-from controller.executor.executor import Executor
+from controller.dev.node import ProcessNode, default_images
 from controller.io.config import ControllerConfig
 from controller.io.main import TIME_ORIGIN, reconcile_errors, serve
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
@@ -32,6 +33,7 @@ from runtime.transport import open_transport
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "objects"
 CRDS = REPO / "manifests" / "crds"
+RUNNER_RBAC = REPO / "manifests" / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
 Json = dict[str, Any]
@@ -46,11 +48,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"captf dev run: {err}", file=sys.stderr)
         return 2
     Path("/tmp/captf-demo-flaky-counter").unlink(missing_ok=True)
-    with ApiServer(kubeconfig=KUBECONFIG) as server:
+    with ApiServer(kubeconfig=KUBECONFIG, controller_manager=True) as server:
         server.install_crds(CRDS)
         took = f"{server.startup_seconds:.1f}s"
+        kcm = f"{server.controller_manager_seconds:.1f}s"
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
-        for obj in _examples():
+        print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
+        for obj in [*_documents(RUNNER_RBAC), *_examples()]:
             server.request("POST", _collection(obj), obj)
         minute = 60 / args.time_scale
         print(f"applied examples/objects; time scale {args.time_scale:g} (1m lasts {minute:.1f}s)")
@@ -71,22 +75,18 @@ async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> Non
     registry = CollectorRegistry()
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
-            # One timeline for the controller, the executor and the timeline view, and for a
-            # `captf run --time-scale` started against this API server later: its origin is
-            # recorded in the API server (runtime/timeorigin.py).
+            # One timeline for the controller and the timeline view, and for a `captf run
+            # --time-scale` started against this API server later: its origin is recorded in
+            # the API server (runtime/timeorigin.py). The node and the Job controller keep
+            # real time; the controller moves Job times onto this timeline.
             clock = await scaled_clock(transport, NAMESPACE, TIME_ORIGIN, args.time_scale)
             tg.start_soon(partial(serve, controller_args, None, clock, registry=registry))
-            async with Executor(
-                transport,
-                clock=clock,
-                kubeconfig=kubeconfig,
-                log_dir=".local/executor-logs",
-                image_env=runner_environ(tofu),
-            ):
+            images = default_images(runner_environ(tofu))
+            async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
                 timeline = Timeline(transport, clock=clock, scale=args.time_scale)
                 tg.start_soon(timeline.run)
                 async for _ in signals:
-                    print("\nstopping: controller, executor, API server ...", flush=True)
+                    print("\nstopping: controller, node, control plane ...", flush=True)
                     break
             tg.cancel_scope.cancel()
     print(f"controller_runtime_reconcile_errors_total {reconcile_errors(registry):g}")
@@ -95,13 +95,19 @@ async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> Non
 def _examples() -> list[Json]:
     docs: list[Json] = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += _documents(path)
     return docs
+
+
+def _documents(path: Path) -> list[Json]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def _collection(obj: Json) -> str:
     kind = obj["kind"]
     if kind in KINDS:
         return f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURALS[kind]}"
+    if kind in ("Role", "RoleBinding"):
+        return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/{kind.lower()}s"
     plural = {"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts"}
     return f"/api/v1/namespaces/{NAMESPACE}/{plural[kind]}"

@@ -79,6 +79,17 @@ class LoopClock:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(seconds, 0.0) / self._scale)
 
+    def from_wall(self, wall: datetime) -> datetime:
+        """This clock's time at the moment the wall clock read `wall` (a time another
+        process wrote, such as kube-controller-manager): `wall` itself at scale 1; at
+        scale K every wall-clock second since the origin counts K seconds."""
+        if self._anchor is not None:
+            return scaled_time(self._anchor, wall, self._scale)
+        self.now()
+        assert self._origin is not None, "now() sets the origin"
+        # Without an anchor the first reading is the wall clock's, and the origin.
+        return scaled_time(self._origin[1], wall, self._scale)
+
 
 class ManualClock:
     """A clock that moves only when told: for pure tests of code that reads time."""

@@ -33,16 +33,36 @@ def apiserver() -> Iterator[ApiServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ApiServer]:
+    """A control plane with kube-controller-manager (the real Job, Deployment, GC and
+    disruption controllers), CRDs Established: for tests with a process node. Separate
+    from `apiserver`, where tests play the Job controller themselves."""
+    with terminate_as_interrupt(), ApiServer(controller_manager=True) as server:
+        server.install_crds(CRD_DIR)
+        yield server
+
+
+def _new_namespace(server: ApiServer, request: pytest.FixtureRequest) -> str:
+    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
+    name = f"{stem or 'test'}-{uuid.uuid4().hex[:8]}"
+    server.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    return name
+
+
 @pytest.fixture
 def namespace(apiserver: ApiServer, request: pytest.FixtureRequest) -> str:
     """A fresh namespace named after the test.
 
     Not deleted afterwards: without a namespace controller deletion would never
     finish, and unique names already keep tests apart."""
-    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].rstrip("-")
-    name = f"{stem or 'test'}-{uuid.uuid4().hex[:8]}"
-    apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    return name
+    return _new_namespace(apiserver, request)
+
+
+@pytest.fixture
+def cluster_namespace(cluster: ApiServer, request: pytest.FixtureRequest) -> str:
+    """A fresh namespace of `cluster`, named after the test."""
+    return _new_namespace(cluster, request)
 
 
 @pytest.fixture(scope="session")

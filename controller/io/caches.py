@@ -35,6 +35,7 @@ from controller.core.names import (
 from controller.core.objects import ready_of
 from controller.core.snapshot import Snapshot
 from controller.io.contents import Contents, Reader, Wanted
+from controller.io.jobtimes import ToClock, on_clock
 from runtime.cache import Informer, Resource, Selection, label_index
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
@@ -236,7 +237,12 @@ class Caches:
         namespace: str | None,
         reader: Reader | None = None,
         label_selector: str | None = None,
+        job_clock: ToClock | None = None,
     ) -> None:
+        """`job_clock`: moves the Jobs' wall-clock times onto a scaled decision clock
+        (`jobtimes`); None at scale 1."""
+        self._job_clock = job_clock
+
         def informer(
             group: str,
             version: str,
@@ -333,11 +339,15 @@ class Caches:
         ]
 
     def jobs_of(self, uid: str) -> list[Json]:
-        return [with_kind(j, "batch/v1", "Job") for j in self.jobs.store.by_index(BY_UID, uid)]
+        return [self._job_view(j) for j in self.jobs.store.by_index(BY_UID, uid)]
 
     def job(self, namespace: str, name: str) -> Json | None:
         found = self.jobs.store.get(f"{namespace}/{name}")
-        return None if found is None else with_kind(found, "batch/v1", "Job")
+        return None if found is None else self._job_view(found)
+
+    def _job_view(self, job: Obj) -> Json:
+        typed = with_kind(job, "batch/v1", "Job")
+        return typed if self._job_clock is None else on_clock(typed, self._job_clock)
 
     async def load_contents(self, obj: Json) -> None:
         """Fetches the data `obj`'s decision reads that changed since it was last fetched."""

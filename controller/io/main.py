@@ -121,11 +121,15 @@ async def serve(
     async with open_transport(args.kubeconfig) as transport:
         clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
         registry = registry or CollectorRegistry()
+        # Job times are the wall clock's: on a scaled clock they are moved onto it.
+        scaled = isinstance(clock, LoopClock) and clock.scale != 1.0
+        job_clock = clock.from_wall if scaled and isinstance(clock, LoopClock) else None
         caches = Caches(
             transport,
             clock=LoopClock(),
             namespace=args.namespace,
             label_selector=args.watch_label_selector,
+            job_clock=job_clock,
         )
         capped.register(registry, caches)
         pauses = PauseWatch()

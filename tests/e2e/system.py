@@ -1,10 +1,7 @@
-"""The whole system in the test's event loop: the controller and the local Job executor on
-one scaled clock, the runner with real OpenTofu, and a record of every version of the
-namespace's CAPTF clusters and Jobs as the watch delivered them.
-
-One clock for both, as `make run` does: a scaled LoopClock counts from where it is first
-read, so two scaled clocks started at different moments disagree by (K - 1) x the gap, and
-Job finish times (the executor's) would not be on the controller's timeline."""
+"""The whole system in the test's event loop: the controller on a scaled clock, a process
+node running the runner pods with real OpenTofu, the real Job controller (the `cluster`
+fixture runs kube-controller-manager), and a record of every version of the namespace's
+CAPTF clusters and Jobs as the watch delivered them."""
 
 from __future__ import annotations
 
@@ -19,16 +16,18 @@ from typing import Any, TypeVar
 
 import anyio
 import orjson
+import yaml
 
 from controller.core.names import ANN_RESULT
 from controller.core.timefmt import parse_time
-from controller.executor import Executor
+from controller.dev.node import ProcessNode, default_images
+from controller.io.jobtimes import ToClock, on_clock
 from controller.io.main import serve
 from controller.runner.binaries import runner_environ
 from runtime.cache import Informer, Resource, Selection
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
-from runtime.transport import open_transport
+from runtime.transport import Transport, open_transport
 from tests.kube.harness import Kube, controller_args, eventually
 
 Json = dict[str, Any]
@@ -38,20 +37,27 @@ T = TypeVar("T")
 SCALE = 60.0
 # Real seconds to wait for anything that runs OpenTofu (a few seconds each on 2 cores).
 WAIT = 90.0
+RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
+RUNNER_ACCOUNT = "captf-runner"
 CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
 JOBS = Resource("batch", "v1", "jobs")
 
 
 class Seen:
     """Every version of a resource's objects that the watch delivered, by name, oldest
-    first: a status that passed between two polls, or a Job pruned since, stays visible."""
+    first: a status that passed between two polls, or a Job pruned since, stays visible.
 
-    def __init__(self) -> None:
+    With `to_clock`, Job times (the Job controller's, on the wall clock) are recorded on
+    the controller's scaled clock, as the controller reads them."""
+
+    def __init__(self, to_clock: ToClock | None = None) -> None:
         self.versions: defaultdict[str, list[Json]] = defaultdict(list)
+        self._to_clock = to_clock
 
     def record(self, old: Json | None, new: Json | None) -> None:
         if new is not None:
-            self.versions[new["metadata"]["name"]].append(new)
+            seen = new if self._to_clock is None else on_clock(new, self._to_clock)
+            self.versions[new["metadata"]["name"]].append(seen)
 
     def of(self, name: str) -> list[Json]:
         return list(self.versions.get(name, ()))
@@ -66,9 +72,12 @@ class System:
     clock: LoopClock
     infra: Path
     logs: Path
+    # The admin's transport, and the process node's name (to drain it).
+    transport: Transport
+    node: str
     clusters: Seen = field(default_factory=Seen)
     jobs: Seen = field(default_factory=Seen)
-    # Raises the error of the background run (controller, executor, watches) if it ended.
+    # Raises the error of the background run (controller, node, watches) if it ended.
     check: Callable[[], None] = lambda: None
 
     async def until(
@@ -87,6 +96,7 @@ class System:
     ) -> Json:
         """The module `main.tf`, the credentials Secret (once) and a TerraformCluster; `jobs`
         is added to the runner image, `spec` to the rest."""
+        jobs = {"serviceAccountName": RUNNER_ACCOUNT} | (jobs or {})
         return await self.kube.setup_cluster(
             name, files={"main.tf": module}, jobs=jobs, variables=variables, **spec
         )
@@ -104,9 +114,10 @@ class System:
         return await self.until(probe, f"{op} Job #{seq} of {name} finished")
 
     def log(self, job: Json) -> str:
-        """The runner's output (the pod log), for assertion messages."""
-        path = self.logs / self.kube.ns / f"{job['metadata']['name']}.log"
-        return path.read_text() if path.exists() else f"(no log at {path})"
+        """The runner's output (the logs of the Job's pods), for assertion messages."""
+        directory = self.logs / self.kube.ns
+        paths = sorted(directory.glob(f"{job['metadata']['name']}-*.log"))
+        return "".join(p.read_text() for p in paths) or f"(no pod log in {directory})"
 
 
 def _is(job: Json, name: str, op: str, seq: int) -> bool:
@@ -154,16 +165,21 @@ def result_of(job: Json) -> Json:
 async def running_system(
     server: ApiServer, namespace: str, tmp_path: Path, tofu: Path
 ) -> AsyncIterator[System]:
-    """The controller and the executor (Jobs of `namespace` only) until the block ends; the
-    runner processes get KUBECONFIG pointing at the test API server."""
+    """The controller and a process node (pods of `namespace` only) until the block ends;
+    the runner pods run as the namespace's `captf-runner` ServiceAccount, with the RBAC of
+    manifests/runner-rbac.yaml."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
     infra.mkdir()
-    system = System(Kube(server, namespace), clock, infra, tmp_path / "logs")
+    node = f"node-{namespace}"[:63]
+    install_runner_rbac(server, namespace)
     async with (
         open_transport(str(server.kubeconfig)) as transport,
         contextlib.AsyncExitStack() as stack,
     ):
+        kube = Kube(server, namespace)
+        system = System(kube, clock, infra, tmp_path / "logs", transport, node)
+        system.jobs = Seen(clock.from_wall)
         for resource, seen in ((CLUSTERS, system.clusters), (JOBS, system.jobs)):
             selection = Selection(namespace=namespace)
             informer = Informer(transport, resource, clock=LoopClock(), selection=selection)
@@ -174,13 +190,13 @@ async def running_system(
             started = anyio.Event()
             args = controller_args(server, namespace, time_scale=SCALE)
             tg.start_soon(serve, args, started, clock)
-            async with Executor(
+            async with ProcessNode(
                 transport,
-                clock=clock,
+                images=default_images(runner_environ(tofu)),
+                name=node,
                 namespace=namespace,
-                kubeconfig=server.kubeconfig,
                 log_dir=system.logs,
-                image_env=runner_environ(tofu),
+                pods_dir=tmp_path / "pods",
             ):
                 with anyio.fail_after(30):
                     await started.wait()
@@ -188,6 +204,21 @@ async def running_system(
                     yield system
                 finally:
                     tg.cancel_scope.cancel()
+
+
+def install_runner_rbac(server: ApiServer, namespace: str) -> None:
+    """manifests/runner-rbac.yaml in `namespace`, its RoleBinding's subject moved there."""
+    paths = {
+        "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+        "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+        "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+    }
+    for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
+        if not doc:
+            continue
+        for subject in doc.get("subjects") or []:
+            subject["namespace"] = namespace
+        server.request("POST", paths[doc["kind"]].format(ns=namespace), doc)
 
 
 async def in_background(
@@ -216,7 +247,7 @@ async def in_background(
     def check() -> None:
         if task.done():
             task.result()
-            raise AssertionError("the controller and executor stopped early")
+            raise AssertionError("the controller and node stopped early")
 
     started.check = check
 

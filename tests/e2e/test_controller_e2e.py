@@ -1,9 +1,11 @@
-"""End to end: the controller, the local Job executor and the runner with real OpenTofu, on
-the test API server, with time compressed 60 times (one controller minute per real second).
+"""End to end: the controller, kube-controller-manager's Job controller, the process node
+and the runner with real OpenTofu, with the controller's time compressed 60 times (one
+controller minute per real second).
 
 The "infrastructure" is a file the `local` provider manages in the test's temporary
 directory, so an apply, a drift and a destroy are real. Every wait is bounded; times are
-compared on the controller's clock, which the executor shares."""
+compared on the controller's clock, onto which the Job controller's wall-clock times are
+moved as the controller itself moves them (controller/io/jobtimes.py)."""
 
 from __future__ import annotations
 
@@ -73,10 +75,12 @@ resource "terraform_data" "flaky" {
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def system(
-    tofu_build: Path, apiserver: ApiServer, namespace: str, tmp_path: Path
+    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
 ) -> AsyncIterator[System]:
-    """The controller and the executor on one LoopClock(60), in the test's event loop."""
-    started, stop = await in_background(running_system(apiserver, namespace, tmp_path, tofu_build))
+    """The controller on LoopClock(60) and a process node, in the test's event loop."""
+    started, stop = await in_background(
+        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
+    )
     try:
         yield started
     finally:

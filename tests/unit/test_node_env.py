@@ -1,4 +1,4 @@
-"""A Job's container as a local command line and environment."""
+"""A container's environment, resolved from its pod as a kubelet does."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.executor import container as ctr
+from controller.dev.node import env as ctr
 
 Json = dict[str, Any]
 
@@ -29,23 +29,10 @@ def secret(**data: str) -> Json:
 
 
 POD: Json = {
-    "metadata": {"name": "j-abcde", "namespace": "ns", "labels": {"app": "captf"}},
+    "metadata": {"name": "j-abcde", "namespace": "ns", "labels": {"app": "captf"}, "uid": "u1"},
     "spec": {"serviceAccountName": "captf-runner", "nodeName": "local"},
+    "status": {"podIP": "127.1.0.7", "hostIP": "127.0.0.1"},
 }
-
-
-def test_no_command_runs_the_image_entrypoint_captf_locally() -> None:
-    argv = ctr.command_line({"args": ["runner"]}, {})
-    assert argv == [*ctr.LOCAL_CAPTF, "runner"]
-
-
-def test_a_command_runs_as_given_with_its_args() -> None:
-    argv = ctr.command_line({"command": ["/bin/sh", "-c"], "args": ["echo $(WHO)"]}, {"WHO": "me"})
-    assert argv == ["/bin/sh", "-c", "echo me"]
-
-
-def test_a_captf_command_is_the_local_captf_too() -> None:
-    assert ctr.command_line({"command": ["captf", "runner"]}, {}) == [*ctr.LOCAL_CAPTF, "runner"]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +66,7 @@ async def test_env_precedence_envfrom_then_env_in_order() -> None:
             {"name": "B", "value": "last"},
         ],
     }
-    env = await ctr.container_env(container, POD, objects, "ns")
+    env = await ctr.container_env(container, POD, objects)
     assert env == {"A": "from-secret", "B": "last", "P_A": "from-cm", "P_C": "c", "D": "literal-c"}
 
 
@@ -98,9 +85,12 @@ async def test_value_from_secret_configmap_and_fields() -> None:
             {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "SA", "valueFrom": {"fieldRef": {"fieldPath": "spec.serviceAccountName"}}},
             {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         ]
     }
-    env = await ctr.container_env(container, POD, objects, "ns")
+    env = await ctr.container_env(container, POD, objects)
     assert env == {
         "TOKEN": "t0k",
         "K": "v",
@@ -108,6 +98,9 @@ async def test_value_from_secret_configmap_and_fields() -> None:
         "NS": "ns",
         "SA": "captf-runner",
         "APP": "captf",
+        "IP": "127.1.0.7",
+        "NODE": "local",
+        "UID": "u1",
     }
 
 
@@ -116,7 +109,7 @@ async def test_a_missing_secret_or_key_is_missing_unless_optional() -> None:
     for ref in ({"name": "absent", "key": "a"}, {"name": "s", "key": "b"}):
         container = {"env": [{"name": "X", "valueFrom": {"secretKeyRef": ref}}]}
         with pytest.raises(ctr.Missing):
-            await ctr.container_env(container, POD, objects, "ns")
+            await ctr.container_env(container, POD, objects)
     optional = {
         "env": [
             {
@@ -130,13 +123,13 @@ async def test_a_missing_secret_or_key_is_missing_unless_optional() -> None:
         ],
         "envFrom": [{"configMapRef": {"name": "absent", "optional": True}}],
     }
-    assert await ctr.container_env(optional, POD, objects, "ns") == {}
+    assert await ctr.container_env(optional, POD, objects) == {}
 
 
 async def test_a_missing_envfrom_source_is_missing() -> None:
     container = {"envFrom": [{"secretRef": {"name": "absent"}}]}
     with pytest.raises(ctr.Missing):
-        await ctr.container_env(container, POD, Objects({}), "ns")
+        await ctr.container_env(container, POD, Objects({}))
 
 
 async def test_what_is_not_emulated_is_refused() -> None:
@@ -144,23 +137,7 @@ async def test_what_is_not_emulated_is_refused() -> None:
         "env": [{"name": "CPU", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]
     }
     with pytest.raises(ctr.Unsupported):
-        await ctr.container_env(resource, POD, Objects({}), "ns")
+        await ctr.container_env(resource, POD, Objects({}))
     field = {"env": [{"name": "X", "valueFrom": {"fieldRef": {"fieldPath": "status.phase"}}}]}
     with pytest.raises(ctr.Unsupported):
-        await ctr.container_env(field, POD, Objects({}), "ns")
-
-
-def test_the_pod_stand_in_has_the_job_template_a_name_and_a_node() -> None:
-    job: Json = {
-        "metadata": {"name": "j", "namespace": "ns"},
-        "spec": {"template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}},
-    }
-    pod = ctr.pod_stand_in(job, "j-x1y2z", "local")
-    assert pod["metadata"] == {"labels": {"a": "b"}, "name": "j-x1y2z", "namespace": "ns"}
-    assert pod["spec"]["nodeName"] == "local"
-    assert "nodeName" not in job["spec"]["template"]["spec"]
-
-
-def test_a_job_without_containers_is_refused() -> None:
-    with pytest.raises(ctr.Unsupported):
-        ctr.first_container({"spec": {"template": {"spec": {"containers": []}}}})
+        await ctr.container_env(field, POD, Objects({}))

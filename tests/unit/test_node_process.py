@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from controller.executor.process import spawn, terminate
+from controller.dev.node.process import spawn, terminate
 from runtime.clock import LoopClock
 
 

@@ -1,7 +1,7 @@
 """A container's main process, run locally: its own session, its output in a log file.
 
-Its own session keeps a Ctrl-C on the executor's terminal from reaching it
-directly: the executor decides when a container gets SIGTERM, exactly once, as
+Its own session keeps a Ctrl-C on the node's terminal from reaching it
+directly: the node decides when a container gets SIGTERM, exactly once, as
 kubelet does (the runner forwards that one signal to tofu). Signals go to the
 whole process group, and when the main process ends whatever it left behind in
 its group is killed, as the end of a container would."""
@@ -25,7 +25,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 class Process(Protocol):
-    """What the Job lifecycle needs of a running container."""
+    """What a pod's lifecycle needs of a running container."""
 
     @property
     def pid(self) -> int: ...
@@ -63,12 +63,15 @@ class LocalProcess:
             os.killpg(self._proc.pid, sig)
 
 
-async def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> LocalProcess:
-    """Start `argv` with exactly `env`, stdout and stderr appended to `log`."""
+async def spawn(
+    argv: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path | None = None
+) -> LocalProcess:
+    """Start `argv` in `cwd` with exactly `env`, stdout and stderr appended to `log`."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         proc = await asyncio.create_subprocess_exec(
             *argv,
+            cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
@@ -80,8 +83,8 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str], log: Path) -> Local
 
 
 def _terminate_with_parent(parent_pid: int) -> Callable[[], None]:
-    """A preexec_fn: SIGTERM when the executor dies without stopping its children, so a
-    killed executor leaves no runner behind (and the runner still reports `interrupted`)."""
+    """A preexec_fn: SIGTERM when the node dies without stopping its children, so a
+    killed node leaves no runner behind (and the runner still reports `interrupted`)."""
 
     def preexec() -> None:
         libc = ctypes.CDLL(None, use_errno=True)

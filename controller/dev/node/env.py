@@ -1,61 +1,37 @@
-"""A Job's container as a local command line and environment, resolved as kubelet would.
+"""A container's environment and command line, resolved from its pod as a kubelet does.
 
-Only what a runner Job uses is supported: `command`/`args` with `$(VAR)`
-references, literal `env`, `valueFrom` (`secretKeyRef`, `configMapKeyRef`,
-`fieldRef` on the pod's own metadata) and `envFrom` (`secretRef`, `configMapRef`,
-with `prefix`). Precedence is kubelet's: `envFrom` in order, then `env` in order,
-a later entry replacing an earlier one. Anything else raises `Unsupported`, so
-a Job the executor cannot run faithfully fails loudly instead of running with a
-different environment."""
+Supported: literal `env` with `$(VAR)` references, `valueFrom` (`secretKeyRef`,
+`configMapKeyRef`, `fieldRef`), `envFrom` (`secretRef`, `configMapRef`, with
+`prefix`). Precedence is the kubelet's: `envFrom` in order, then `env` in order,
+a later entry replacing an earlier one. Anything else (`resourceFieldRef`, an
+unknown `fieldPath`) raises `Unsupported`, so a pod the node cannot run
+faithfully fails to start instead of running with another environment."""
 
 from __future__ import annotations
 
 import base64
 import re
-import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 Json = dict[str, Any]
 
-# The runner image's ENTRYPOINT: a container without `command` runs `captf <args>`.
-IMAGE_ENTRYPOINT = "captf"
-# `captf` here is this checkout's CLI under the running interpreter, so a venv needs no PATH.
-LOCAL_CAPTF: tuple[str, ...] = (sys.executable, "-m", "controller.cli")
-
 _REFERENCE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+_FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
 
 
 class Unsupported(Exception):
-    """The container asks for something the executor does not emulate."""
+    """The container asks for something the node does not provide."""
 
 
 class Missing(Exception):
-    """A referenced Secret, ConfigMap or key does not exist (yet): kubelet waits and retries."""
+    """A referenced Secret, ConfigMap or key does not exist (yet): the kubelet waits."""
 
 
 class ObjectReader(Protocol):
     async def read(self, kind: str, namespace: str, name: str) -> Json | None:
         """A Secret or ConfigMap ("secrets"/"configmaps"), or None when it does not exist."""
         ...
-
-
-def first_container(job: Json) -> Json:
-    containers = job.get("spec", {}).get("template", {}).get("spec", {}).get("containers") or []
-    if not containers:
-        raise Unsupported("the pod template has no containers")
-    found: Json = containers[0]
-    return found
-
-
-def command_line(container: Json, env: Mapping[str, str]) -> list[str]:
-    """`command` + `args` with `$(VAR)` expanded; no `command` means the image's `captf`."""
-    command = [expand(part, env) for part in container.get("command") or []]
-    args = [expand(part, env) for part in container.get("args") or []]
-    argv = (command or [IMAGE_ENTRYPOINT]) + args
-    if argv[0] == IMAGE_ENTRYPOINT:
-        return [*LOCAL_CAPTF, *argv[1:]]
-    return argv
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -71,17 +47,16 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
-async def container_env(
-    container: Json, pod: Json, reader: ObjectReader, namespace: str
-) -> dict[str, str]:
-    """The container's environment; `pod` gives `fieldRef` values (metadata, spec)."""
+async def container_env(container: Json, pod: Json, reader: ObjectReader) -> dict[str, str]:
+    """The container's own environment (without what the node adds)."""
+    namespace = str(pod["metadata"]["namespace"])
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         env.update(await _env_from(source, reader, namespace))
     for entry in container.get("env") or []:
         name = str(entry["name"])
         if "valueFrom" in entry:
-            value = await _value_from(entry["valueFrom"], pod, reader, namespace, name)
+            value = await _value_from(entry["valueFrom"], pod, reader, name)
             if value is not None:
                 env[name] = value
         else:
@@ -100,9 +75,8 @@ async def _env_from(source: Json, reader: ObjectReader, namespace: str) -> dict[
     raise Unsupported(f"envFrom source {sorted(source)}")
 
 
-async def _value_from(
-    source: Json, pod: Json, reader: ObjectReader, namespace: str, name: str
-) -> str | None:
+async def _value_from(source: Json, pod: Json, reader: ObjectReader, name: str) -> str | None:
+    namespace = str(pod["metadata"]["namespace"])
     for field, kind in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
         ref = source.get(field)
         if ref is None:
@@ -115,6 +89,7 @@ async def _value_from(
             return data[key]
         if ref.get("optional"):
             return None
+        # Names the object and the key, never a value.
         raise Missing(f"{kind[:-1]} {ref.get('name')} has no key {key!r} (env {name})")
     if "fieldRef" in source:
         return field_value(pod, str(source["fieldRef"]["fieldPath"]))
@@ -137,20 +112,21 @@ async def _data(
     return text
 
 
-_FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")
-
-
 def field_value(pod: Json, path: str) -> str:
-    """A downward-API `fieldRef` against the local pod stand-in."""
+    """A downward-API `fieldRef` on the pod as bound to this node."""
     metadata = pod.get("metadata", {})
+    spec = pod.get("spec", {})
+    status = pod.get("status", {})
     simple: dict[str, object] = {
         "metadata.name": metadata.get("name"),
         "metadata.namespace": metadata.get("namespace"),
         "metadata.uid": metadata.get("uid"),
-        "spec.serviceAccountName": pod.get("spec", {}).get("serviceAccountName", "default"),
-        "spec.nodeName": pod.get("spec", {}).get("nodeName"),
-        "status.podIP": "127.0.0.1",
-        "status.hostIP": "127.0.0.1",
+        "spec.serviceAccountName": spec.get("serviceAccountName", "default"),
+        "spec.nodeName": spec.get("nodeName"),
+        "status.podIP": status.get("podIP"),
+        "status.podIPs": status.get("podIP"),
+        "status.hostIP": status.get("hostIP"),
+        "status.hostIPs": status.get("hostIP"),
     }
     if path in simple:
         return str(simple[path] or "")
@@ -159,13 +135,3 @@ def field_value(pod: Json, path: str) -> str:
         values: Mapping[str, str] = metadata.get(keyed.group(1)) or {}
         return str(values.get(keyed.group(2), ""))
     raise Unsupported(f"fieldRef {path}")
-
-
-def pod_stand_in(job: Json, pod_name: str, node: str) -> Json:
-    """The pod kubelet would run for `job`: its template with a name, namespace and node."""
-    template = job.get("spec", {}).get("template", {})
-    metadata = dict(template.get("metadata") or {})
-    metadata.update(name=pod_name, namespace=job["metadata"]["namespace"])
-    spec = dict(template.get("spec") or {})
-    spec["nodeName"] = node
-    return {"metadata": metadata, "spec": spec}

@@ -1,0 +1,237 @@
+"""One container of a pod, run as a local process until it ends for good.
+
+    starting  -> environment, volumes and argv resolved; a missing Secret or
+                 ConfigMap is waited for (Waiting CreateContainerConfigError), an
+                 image not in the table waits as ErrImagePull; the process starts
+    running   -> probes run: readiness sets `ready`, a liveness failure restarts it
+    exited    -> Terminated with its exit code; restartPolicy Always (or OnFailure
+                 after a non-zero exit) starts it again after the kubelet's
+                 back-off (10 s doubling to 5 min, Waiting CrashLoopBackOff)
+    stop()    -> SIGTERM, the grace period, SIGKILL; never restarted
+
+Every change of state calls `changed()`, so the pod writes its status."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from controller.dev.node import env as envs
+from controller.dev.node.images import ImageTable, UnknownImage
+from controller.dev.node.podstatus import (
+    START_ERROR_CODE,
+    ContainerView,
+    Running,
+    Terminated,
+    Waiting,
+)
+from controller.dev.node.probes import ProbeSpec, check_of, run_probe
+from controller.dev.node.process import Process, terminate
+from controller.dev.node.volumes import Mounts, container_mounts
+from runtime.clock import Clock
+
+logger = logging.getLogger("controller.dev.node")
+
+Json = dict[str, Any]
+
+# How often a missing Secret or ConfigMap is looked for again (the kubelet's pod sync).
+CONFIG_RETRY_SECONDS = 2.0
+BACKOFF_START_SECONDS = 10.0
+BACKOFF_CAP_SECONDS = 300.0
+
+
+class Spawner(Protocol):
+    async def __call__(
+        self, argv: Sequence[str], env: Mapping[str, str], log: Path, cwd: Path | None = None
+    ) -> Process: ...
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a container gets from its pod and node besides its own spec."""
+
+    pod: Json
+    reader: envs.ObjectReader
+    images: ImageTable
+    spawn: Spawner
+    clock: Clock
+    # Below the container's own variables: the host's basics and the node's (HOSTNAME,
+    # HOME, KUBERNETES_SERVICE_HOST/PORT).
+    base_env: Mapping[str, str]
+    volumes: Mapping[str, Path]
+    workdir: Path
+    log: Path
+
+
+class ContainerRun:
+    def __init__(self, spec: Json, setting: Setting, changed: Callable[[], None]) -> None:
+        self.spec = spec
+        self.name = str(spec["name"])
+        self._setting = setting
+        self._changed = changed
+        self.view = ContainerView(
+            self.name, str(spec.get("image", "")), Waiting("ContainerCreating"), ready=False
+        )
+        self._stopping = anyio.Event()
+        self._grace = 30.0
+        self._process: Process | None = None
+
+    def stop(self, grace: float) -> None:
+        """Stop for good: SIGTERM now if it runs, SIGKILL after `grace` seconds."""
+        if not self._stopping.is_set():
+            self._grace = grace
+            self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    async def run(self) -> None:
+        """Until it has ended and will not restart, or was stopped."""
+        backoff = BACKOFF_START_SECONDS
+        while not self.stopping:
+            process, started = await self._start()
+            if process is None:
+                return
+            code = await self._supervise(process, started)
+            restart = self._restarts(code) and not self.stopping
+            self._set(self.view.state, will_restart=restart)
+            if not restart:
+                return
+            last = self.view.state
+            assert isinstance(last, Terminated)
+            self._set(
+                Waiting("CrashLoopBackOff", f"back-off {backoff:.0f}s restarting failed container"),
+                last_state=last,
+                restart_count=self.view.restart_count + 1,
+            )
+            await self._until_stopped(self._setting.clock.sleep(backoff))
+            backoff = min(backoff * 2, BACKOFF_CAP_SECONDS)
+
+    async def _start(self) -> tuple[Process | None, datetime]:
+        """The started process, or None when stopped before it could start."""
+        setting = self._setting
+        while not self.stopping:
+            try:
+                argv, env, cwd = await self._resolve()
+                _log_line(setting.log, f"{self.name}: {shlex.join(argv)}")
+                started = setting.clock.now()
+                # Shielded: a process started and then dropped by a cancellation would be lost.
+                with anyio.CancelScope(shield=True):
+                    process = await setting.spawn(argv, env, setting.log, cwd)
+            except envs.Missing as exc:
+                await self._wait_config("CreateContainerConfigError", str(exc))
+                continue
+            except UnknownImage as exc:
+                await self._wait_config("ErrImagePull", str(exc))
+                continue
+            except (envs.Unsupported, OSError, ValueError) as exc:
+                now = setting.clock.now()
+                _log_line(setting.log, f"{self.name}: cannot start: {exc}")
+                self._set(Terminated(START_ERROR_CODE, now, now, "StartError", str(exc)))
+                return None, now
+            self._process = process
+            self._set(Running(started), process_id=process.pid)
+            return process, started
+        return None, setting.clock.now()
+
+    async def _wait_config(self, reason: str, message: str) -> None:
+        if self.view.state != Waiting(reason, message):
+            logger.info("%s: waiting: %s", self.name, message)
+            self._set(Waiting(reason, message))
+        await self._until_stopped(self._setting.clock.sleep(CONFIG_RETRY_SECONDS))
+
+    async def _resolve(self) -> tuple[list[str], dict[str, str], Path]:
+        setting = self._setting
+        mounts = container_mounts(self.spec, setting.volumes)
+        image = setting.images.resolve(self.view.image)
+        own = await envs.container_env(self.spec, setting.pod, setting.reader)
+        env = {**image.env, **setting.base_env, **mounts.env(), **own}
+        # The mount that carries the ServiceAccount's token is the node's to say.
+        env.update({k: v for k, v in mounts.env().items() if k not in ("TMPDIR",)})
+        env = {k: mounts.rewrite(v) for k, v in env.items()}
+        command = [_rewritten(part, env, mounts) for part in self.spec.get("command") or []]
+        args = [_rewritten(part, env, mounts) for part in self.spec.get("args") or []]
+        argv = setting.images.command_line(self.view.image, command, args)
+        working = self.spec.get("workingDir")
+        cwd = Path(mounts.rewrite(str(working))) if working else setting.workdir
+        return argv, env, cwd
+
+    async def _supervise(self, process: Process, started: datetime) -> int:
+        reason = ""
+        async with anyio.create_task_group() as group:
+
+            async def stop_on_request() -> None:
+                await self._stopping.wait()
+                await terminate(process, self._grace, self._setting.clock)
+
+            def on_live(ok: bool) -> None:
+                nonlocal reason
+                if not ok and not reason:
+                    reason = "liveness probe failed"
+                    _log_line(self._setting.log, f"{self.name}: {reason}; restarting")
+                    group.start_soon(terminate, process, self._grace, self._setting.clock)
+
+            group.start_soon(stop_on_request)
+            self._start_probes(group, on_live)
+            code = await process.wait()
+            group.cancel_scope.cancel()
+        self._process = None
+        now = self._setting.clock.now()
+        _log_line(self._setting.log, f"{self.name}: exited with {code}")
+        self._set(Terminated(code, started, now, message=reason), ready=False)
+        return code
+
+    def _start_probes(self, group: Any, on_live: Callable[[bool], None]) -> None:
+        pod_ip = str((self._setting.pod.get("status") or {}).get("podIP") or "127.0.0.1")
+        clock = self._setting.clock
+        readiness = self.spec.get("readinessProbe")
+        if readiness:
+            check = check_of(readiness, self.spec, pod_ip)
+            group.start_soon(run_probe, ProbeSpec.of(readiness), check, clock, self._on_ready)
+        else:
+            self._set(self.view.state, ready=True)
+        liveness = self.spec.get("livenessProbe")
+        if liveness:
+            check = check_of(liveness, self.spec, pod_ip)
+            group.start_soon(run_probe, ProbeSpec.of(liveness), check, clock, on_live)
+
+    def _on_ready(self, ok: bool) -> None:
+        if ok != self.view.ready and isinstance(self.view.state, Running):
+            self._set(self.view.state, ready=ok)
+
+    def _restarts(self, code: int) -> bool:
+        policy = self._setting.pod.get("spec", {}).get("restartPolicy", "Always")
+        return policy == "Always" or (policy == "OnFailure" and code != 0)
+
+    async def _until_stopped(self, waiting: Any) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def cancel_on_stop() -> None:
+                await self._stopping.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(cancel_on_stop)
+            await waiting
+            group.cancel_scope.cancel()
+
+    def _set(self, state: Any, **changes: Any) -> None:
+        self.view = replace(self.view, state=state, **changes)
+        self._changed()
+
+
+def _rewritten(part: str, env: Mapping[str, str], mounts: Mounts) -> str:
+    return mounts.rewrite(envs.expand(str(part), env))
+
+
+def _log_line(log: Path, text: str) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        out.write(f"--- captf node: {text}\n")

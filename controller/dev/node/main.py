@@ -1,0 +1,93 @@
+"""`captf dev node`, `captf dev drain` and `captf dev uncordon`.
+
+`captf dev node` runs the process node in the foreground until Ctrl-C or
+SIGTERM (a graceful node shutdown: every pod is stopped and marked so). Pod
+logs go to `--log-dir` (default `$CAPTF_NODE_LOGS`, else `.local/pod-logs`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+import anyio
+
+from controller.dev.node.drain import cordon, drain
+from controller.dev.node.images import ImageTable, default_images
+from controller.dev.node.node import ProcessNode
+from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from runtime.clock import LoopClock
+from runtime.transport import open_transport
+
+LOG_DIR_ENV = "CAPTF_NODE_LOGS"
+DEFAULT_LOG_DIR = ".local/pod-logs"
+
+logger = logging.getLogger("controller.dev.node")
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stdout, format="%(asctime)s node %(message)s"
+    )
+    anyio.run(_serve, args)
+    return 0
+
+
+def images() -> ImageTable:
+    """The default table, with the OpenTofu build as the captf image's ENV when it exists."""
+    try:
+        return default_images(runner_environ(tofu_dir(build=False)))
+    except TofuMissing as exc:
+        logger.warning("no OpenTofu build, runner pods will not find tofu: %s", exc)
+        return default_images({})
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    log_dir = args.log_dir or os.environ.get(LOG_DIR_ENV) or DEFAULT_LOG_DIR
+    table = await anyio.to_thread.run_sync(images)
+    async with (
+        open_transport(args.kubeconfig) as transport,
+        ProcessNode(
+            transport, images=table, name=args.name, namespace=args.namespace, log_dir=log_dir
+        ),
+    ):
+        scope = args.namespace or "all namespaces"
+        logger.info("node %s runs pods of %s; logs in %s", args.name, scope, log_dir)
+        # The first Ctrl-C leaves the node's block, which stops every pod and waits for it;
+        # the receiver is closed by then, so a second Ctrl-C interrupts at once.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for received in signals:
+                name = signal.Signals(received).name
+                logger.info("%s: stopping every pod (again to quit at once)", name)
+                break
+
+
+def run_drain(args: argparse.Namespace) -> int:
+    async def main() -> list[str]:
+        async with open_transport(args.kubeconfig) as transport:
+            return await drain(
+                transport,
+                args.node,
+                LoopClock(),
+                namespace=args.namespace,
+                label_selector=args.selector,
+                timeout=args.timeout,
+            )
+
+    evicted = anyio.run(main)
+    print(f"node/{args.node} cordoned; evicted {len(evicted)} pod(s)")
+    for key in evicted:
+        print(f"  {key}")
+    return 0
+
+
+def run_uncordon(args: argparse.Namespace) -> int:
+    async def main() -> None:
+        async with open_transport(args.kubeconfig) as transport:
+            await cordon(transport, args.node, unschedulable=False)
+
+    anyio.run(main)
+    print(f"node/{args.node} uncordoned")
+    return 0

@@ -1,0 +1,138 @@
+"""The outcome table on the real Job controller: a deadline counts, a drain does not.
+
+Nothing here writes Job status: kube-controller-manager's Job controller fails the Job
+(DeadlineExceeded when activeDeadlineSeconds passes; PodFailurePolicy when the runner's
+pod is evicted and carries DisruptionTarget), the process node runs and stops the runner
+pod, and the controller counts what it sees."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from controller.dev.node import cordon, drain
+from runtime.clock import LoopClock
+from runtime.envtest import ApiServer
+from tests.e2e.system import System, ended, in_background, running_system
+from tests.kube.harness import event_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kube]
+Json = dict[str, Any]
+
+# The first apply hangs (a provisioner sleeping far past any deadline here); every later
+# one passes. The counter file stands in for a cloud API that hangs once.
+HANGS_ONCE = """\
+variable "counter_file" {
+  type = string
+}
+resource "terraform_data" "slow" {
+  input = var.counter_file
+  provisioner "local-exec" {
+    command = <<-SH
+      n=$(cat "${var.counter_file}" 2>/dev/null || echo 0)
+      echo $((n + 1)) > "${var.counter_file}"
+      if [ "$n" -lt 1 ]; then sleep 600; fi
+    SH
+  }
+}
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def system(
+    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
+) -> AsyncIterator[System]:
+    started, stop = await in_background(
+        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
+    )
+    try:
+        yield started
+    finally:
+        await stop()
+
+
+def _reason(job: Json) -> str:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Failed" and cond.get("status") == "True":
+            return str(cond.get("reason"))
+    return ""
+
+
+def _status_by_job_controller(job: Json) -> bool:
+    """Whether the Job's status was last written by kube-controller-manager."""
+    managers = {
+        m.get("manager")
+        for m in job["metadata"].get("managedFields") or []
+        if m.get("subresource") == "status"
+    }
+    return managers == {"kube-controller-manager"}
+
+
+def _apply_failures(obj: Json) -> int:
+    status: Json = obj.get("status") or {}
+    count: int = ((status.get("failures") or {}).get("apply") or {}).get("count", 0)
+    return count
+
+
+async def test_a_run_past_its_deadline_fails_deadline_exceeded_and_counts(
+    system: System, tmp_path: Path
+) -> None:
+    counter = tmp_path / "counter"
+    await system.create_cluster(
+        "hang",
+        HANGS_ONCE,
+        {"counter_file": str(counter)},
+        jobs={"activeDeadlineSeconds": 3},
+        guard={"allowDestructive": True},
+    )
+    job = await system.finished_job("hang", "apply", 1)
+    assert (ended(job), _reason(job)) == ("Failed", "DeadlineExceeded"), system.log(job)
+    assert _status_by_job_controller(job), job["metadata"].get("managedFields")
+    await event_for(system.kube, job["metadata"]["name"], "JobDeadlineExceeded")
+
+    # Counted: the object shows one apply failure before the retry succeeds.
+    second = await system.finished_job("hang", "apply", 2)
+    assert ended(second) == "Complete", system.log(second)
+    assert any(_apply_failures(obj) == 1 for obj in system.clusters.of("hang"))
+
+
+async def test_a_drained_runner_fails_by_pod_failure_policy_and_does_not_count(
+    system: System, tmp_path: Path
+) -> None:
+    counter = tmp_path / "counter"
+    await system.create_cluster(
+        "drained",
+        HANGS_ONCE,
+        {"counter_file": str(counter)},
+        guard={"allowDestructive": True},
+    )
+
+    async def hanging() -> bool:
+        # The provisioner has started: the runner is deep in its apply.
+        return counter.exists()
+
+    await system.until(hanging, "the first apply hanging")
+    transport = system.transport
+    evicted = await drain(
+        transport,
+        system.node,
+        LoopClock(),
+        namespace=system.kube.ns,
+        label_selector="captf.io/op=apply",
+    )
+    assert len(evicted) == 1
+    await cordon(transport, system.node, unschedulable=False)
+
+    job = await system.finished_job("drained", "apply", 1)
+    assert (ended(job), _reason(job)) == ("Failed", "PodFailurePolicy"), system.log(job)
+    assert _status_by_job_controller(job), job["metadata"].get("managedFields")
+    await event_for(system.kube, job["metadata"]["name"], "JobInterrupted")
+
+    second = await system.finished_job("drained", "apply", 2)
+    assert ended(second) == "Complete", system.log(second)
+    # Never counted: no version of the object showed an apply failure.
+    assert all(_apply_failures(obj) == 0 for obj in system.clusters.of("drained"))
