@@ -31,9 +31,8 @@ def run(args: argparse.Namespace) -> int:
                 else ""
             )
             print(
-                f"API server ready in {server.startup_seconds:.1f}s at {server.url}{kcm} "
-                f"({installed}); kubeconfig: {kubeconfig}; "
-                "Ctrl-C stops it",
+                f"API server ready in {server.startup_seconds:.1f}s at {server.url} "
+                f"({installed}{kcm}); kubeconfig: {kubeconfig}; Ctrl-C stops it",
                 flush=True,
             )
             while server.alive():

@@ -300,7 +300,7 @@ def dev_apiserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_dev_apiserver_stops_its_processes_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
     with dev_apiserver(tmp_path) as (proc, _, kids):
-        assert len(kids) == 2, kids
+        assert len(kids) == 3, kids  # etcd, kube-apiserver, kube-controller-manager
         proc.send_signal(sig)
         assert proc.wait(60) == 0
         # Reaped by the command itself: not even zombies remain.
@@ -309,7 +309,7 @@ def test_dev_apiserver_stops_its_processes_on_a_signal(tmp_path: Path, sig: sign
 
 def test_dev_apiserver_children_die_with_a_killed_parent(tmp_path: Path) -> None:
     with dev_apiserver(tmp_path) as (proc, line, kids):
-        assert len(kids) == 2, kids
+        assert len(kids) == 3, kids
         url = line.split(" at ", 1)[1].split()[0]
         proc.kill()
         proc.wait()
