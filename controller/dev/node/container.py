@@ -36,6 +36,7 @@ from controller.dev.node.probes import ProbeSpec, check_of, run_probe
 from controller.dev.node.process import Process, terminate
 from controller.dev.node.volumes import Mounts, container_mounts
 from runtime.clock import Clock
+from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
 
 logger = logging.getLogger("controller.dev.node")
 
@@ -153,9 +154,11 @@ class ContainerRun:
         mounts = container_mounts(self.spec, setting.volumes)
         image = setting.images.resolve(self.view.image)
         own = await envs.container_env(self.spec, setting.pod, setting.reader)
-        env = {**image.env, **setting.base_env, **mounts.env(), **own}
-        # The mount that carries the ServiceAccount's token is the node's to say.
-        env.update({k: v for k, v in mounts.env().items() if k not in ("TMPDIR",)})
+        placed = mounts.env()
+        env = {**image.env, **setting.base_env, **placed, **own}
+        # Where the ServiceAccount's token lies is the node's to say, never the pod's.
+        if SERVICE_ACCOUNT_DIR_ENV in placed:
+            env[SERVICE_ACCOUNT_DIR_ENV] = placed[SERVICE_ACCOUNT_DIR_ENV]
         env = {k: mounts.rewrite(v) for k, v in env.items()}
         command = [_rewritten(part, env, mounts) for part in self.spec.get("command") or []]
         args = [_rewritten(part, env, mounts) for part in self.spec.get("args") or []]

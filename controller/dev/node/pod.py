@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,7 +29,12 @@ from controller.core.timefmt import format_time
 from controller.dev.node import env as envs
 from controller.dev.node.container import ContainerRun, Setting, Spawner
 from controller.dev.node.images import ImageTable
-from controller.dev.node.podstatus import ContainerView, PodView, Waiting, pod_status
+from controller.dev.node.podstatus import (
+    ContainerView,
+    PodView,
+    Waiting,
+    pod_status,
+)
 from controller.dev.node.volumes import VolumeSource, fill_volumes, pod_root
 from runtime.clock import Clock
 
@@ -43,7 +48,7 @@ DEFAULT_GRACE_SECONDS = 30.0
 
 class PodApi(VolumeSource, Protocol):
     async def update_pod_status(
-        self, namespace: str, name: str, uid: str, build: Any
+        self, namespace: str, name: str, uid: str, build: Callable[[Json], Json | None]
     ) -> Json | None: ...
 
     async def finish_delete(self, namespace: str, name: str, uid: str) -> None: ...
