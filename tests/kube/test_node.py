@@ -179,16 +179,20 @@ async def test_a_job_runs_and_completes_with_the_environment_and_status_a_kubele
         await n.create("configmaps", {"metadata": {"name": "c"}, "data": {"MODE": "fast"}})
         script = DUMP_ENV
         env = [
-            *files(tmp_path, "out"),
+            # A container path: the emptyDir mounted at /tmp is where it lands.
+            {"name": "OUT", "value": "/tmp/env.json"},
             {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "TOKEN"}}},
             {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             {"name": "REF", "value": "$(MODE)-$(KEY)"},
         ]
         body = job_body("ok", script, env=env)
-        body["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [
-            {"configMapRef": {"name": "c"}}
-        ]
+        pod_spec = body["spec"]["template"]["spec"]
+        pod_spec["volumes"] = [{"name": "tmp", "emptyDir": {}}]
+        container = pod_spec["containers"][0]
+        container["envFrom"] = [{"configMapRef": {"name": "c"}}]
+        container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+        container["env"].append({"name": "WORK", "value": "/tmp/work"})
         await n.create("jobs", body, group="batch/v1")
 
         job = await n.job_ended("ok", "Complete")
@@ -196,13 +200,19 @@ async def test_a_job_runs_and_completes_with_the_environment_and_status_a_kubele
         assert job["status"]["succeeded"] == 1
         assert job["status"]["startTime"]
         pod = await n.pod_of("ok", "Succeeded")
-        seen = json.loads((tmp_path / "out").read_text())
+        meta = pod["metadata"]
+        volume = tmp_path / "pods" / n.ns / f"{meta['name']}-{meta['uid'][:8]}" / "volumes"
+        seen = json.loads((volume / "tmp" / "env.json").read_text())
         assert seen["KEY"] == "t0k"
         assert seen["MODE"] == "fast"
         assert seen["REF"] == "fast-t0k"
         assert seen["POD"] == pod["metadata"]["name"]
         assert seen["IP"] == pod["status"]["podIP"]
         assert seen["HOSTNAME"] == pod["metadata"]["name"]
+        # /tmp is the pod's emptyDir; the node's own paths (under /tmp here) are left alone.
+        assert seen["WORK"] == str(volume / "tmp" / "work")
+        assert seen["TMPDIR"] == str(volume / "tmp")
+        assert (Path(seen["CAPTF_SERVICE_ACCOUNT_DIR"]) / "token").is_file()
         assert "KUBECONFIG" not in seen
         assert seen["HOME"] != os.environ.get("HOME")
         assert pod["spec"]["nodeName"] == n.node.name

@@ -155,11 +155,13 @@ class ContainerRun:
         image = setting.images.resolve(self.view.image)
         own = await envs.container_env(self.spec, setting.pod, setting.reader)
         placed = mounts.env()
+        # Only the pod's own values speak of container paths: the node's are real paths
+        # already (and may well lie under /tmp themselves).
+        own = {k: mounts.rewrite(v) for k, v in own.items()}
         env = {**image.env, **setting.base_env, **placed, **own}
         # Where the ServiceAccount's token lies is the node's to say, never the pod's.
         if SERVICE_ACCOUNT_DIR_ENV in placed:
             env[SERVICE_ACCOUNT_DIR_ENV] = placed[SERVICE_ACCOUNT_DIR_ENV]
-        env = {k: mounts.rewrite(v) for k, v in env.items()}
         command = [_rewritten(part, env, mounts) for part in self.spec.get("command") or []]
         args = [_rewritten(part, env, mounts) for part in self.spec.get("args") or []]
         argv = setting.images.command_line(self.view.image, command, args)
