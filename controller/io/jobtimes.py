@@ -4,19 +4,27 @@ The Job controller and the API server stamp Jobs with wall-clock times. A
 controller running K times faster than the wall clock compares those stamps
 with its own `now`, so each one is first moved onto its clock: the moment the
 controller's clock showed when the wall clock showed the stamp. At scale 1 the
-Jobs are used as they are."""
+Jobs are used as they are.
+
+A stamp has whole seconds: it stands for some moment within that second, which
+on a clock K times faster spans K seconds (a whole minute at K = 60, as long as
+the first backoff). The end of the second is taken, so a Job is never seen as
+finished earlier than it did and a backoff counted from it never ends early; it
+may end up to K seconds of controller time late (one real second)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller.core.timefmt import TimeFormatError, format_time, parse_time
 
 Json = dict[str, Any]
 ToClock = Callable[[datetime], datetime]
+# The resolution of a Job's times (metav1.Time).
+_STAMP = timedelta(seconds=1)
 
 
 def on_clock(job: Json, to_clock: ToClock) -> Json:
@@ -38,7 +46,7 @@ def _move(holder: Json, key: str, to_clock: ToClock) -> None:
     if not value:
         return
     try:
-        holder[key] = format_time(to_clock(parse_time(value)))
+        holder[key] = format_time(to_clock(parse_time(value) + _STAMP))
     except TimeFormatError:
         # Left as written: the core reports an unreadable time where it reads it.
         return

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import tempfile
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -172,6 +174,7 @@ async def running_system(
     infra = tmp_path / "infra"
     infra.mkdir()
     node = f"node-{namespace}"[:63]
+    pods_dir = Path(tempfile.mkdtemp(prefix="captf-pods-"))
     install_runner_rbac(server, namespace)
     async with (
         open_transport(str(server.kubeconfig)) as transport,
@@ -196,7 +199,8 @@ async def running_system(
                 name=node,
                 namespace=namespace,
                 log_dir=system.logs,
-                pods_dir=tmp_path / "pods",
+                # Short: OpenTofu's plugin sockets live under the runner's TMPDIR.
+                pods_dir=pods_dir,
             ):
                 with anyio.fail_after(30):
                     await started.wait()
@@ -204,6 +208,7 @@ async def running_system(
                     yield system
                 finally:
                     tg.cancel_scope.cancel()
+    shutil.rmtree(pods_dir, ignore_errors=True)
 
 
 def install_runner_rbac(server: ApiServer, namespace: str) -> None:

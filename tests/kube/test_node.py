@@ -178,7 +178,7 @@ async def test_a_job_runs_and_completes_with_the_environment_and_status_a_kubele
         await n.create("secrets", {"metadata": {"name": "s"}, "stringData": {"TOKEN": "t0k"}})
         await n.create("configmaps", {"metadata": {"name": "c"}, "data": {"MODE": "fast"}})
         script = DUMP_ENV
-        env = [
+        env: list[Json] = [
             # A container path: the emptyDir mounted at /tmp is where it lands.
             {"name": "OUT", "value": "/tmp/env.json"},
             {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "TOKEN"}}},
@@ -201,7 +201,7 @@ async def test_a_job_runs_and_completes_with_the_environment_and_status_a_kubele
         assert job["status"]["startTime"]
         pod = await n.pod_of("ok", "Succeeded")
         meta = pod["metadata"]
-        volume = tmp_path / "pods" / n.ns / f"{meta['name']}-{meta['uid'][:8]}" / "volumes"
+        volume = tmp_path / "pods" / meta["uid"] / "v"
         seen = json.loads((volume / "tmp" / "env.json").read_text())
         assert seen["KEY"] == "t0k"
         assert seen["MODE"] == "fast"

@@ -36,13 +36,13 @@ def job(created: str, started: str, finished: str) -> Json:
     }
 
 
-def test_every_job_time_moves_and_nothing_else() -> None:
+def test_every_job_time_moves_from_the_end_of_its_second_and_nothing_else() -> None:
     original = job("2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z", "2026-01-01T00:00:05Z")
     moved = on_clock(original, scaled(60))
-    assert moved["metadata"]["creationTimestamp"] == "2026-01-01T00:01:00Z"
-    assert moved["status"]["startTime"] == "2026-01-01T00:02:00Z"
-    assert moved["status"]["completionTime"] == "2026-01-01T00:05:00Z"
-    assert moved["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:05:00Z"
+    assert moved["metadata"]["creationTimestamp"] == "2026-01-01T00:02:00Z"
+    assert moved["status"]["startTime"] == "2026-01-01T00:03:00Z"
+    assert moved["status"]["completionTime"] == "2026-01-01T00:06:00Z"
+    assert moved["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:06:00Z"
     assert moved["status"]["conditions"][1]["lastProbeTime"] is None
     assert original["status"]["startTime"] == "2026-01-01T00:00:02Z"  # a copy was moved
 
@@ -77,3 +77,14 @@ async def test_the_loop_clock_moves_a_wall_time_by_its_scale_from_its_origin() -
     earlier = fast.from_wall(wall) - fast.from_wall(wall - timedelta(seconds=1))
     assert (later, earlier) == (timedelta(seconds=60), timedelta(seconds=30))
     assert real.from_wall(datetime(2030, 5, 6, tzinfo=UTC)) == datetime(2030, 5, 6, tzinfo=UTC)
+
+
+@given(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0, max_value=999_999))
+def test_a_moved_time_is_never_before_the_moment_it_stands_for(second: int, micro: int) -> None:
+    # The Job finished at `moment`; its stamp lost the fraction of a second.
+    moment = ORIGIN + timedelta(seconds=second, microseconds=micro)
+    to_clock = scaled(60)
+    finished = job(format_time(moment), format_time(moment), format_time(moment))
+    moved = parse_time(on_clock(finished, to_clock)["status"]["completionTime"])
+    assert moved >= to_clock(moment)
+    assert moved - to_clock(moment) <= timedelta(seconds=60)

@@ -5,7 +5,7 @@ volume is a directory under the pod's root, and a container finds it because
 the node rewrites paths: any `command`, `args`, `workingDir` or env value that
 is a mount's `mountPath` or lies under it is rewritten to the volume's
 directory (`/tmp/work` with `tmp` mounted at `/tmp` becomes
-`<pod root>/volumes/tmp/work`). A volume mounted at `/tmp` also becomes the
+`<pod root>/v/tmp/work`). A volume mounted at `/tmp` also becomes the
 container's TMPDIR. Paths a program builds at run time from a fixed prefix are
 not rewritten: that is the limit of running without isolation.
 
@@ -69,17 +69,18 @@ class Mounts:
 
 
 def pod_root(base: Path, pod: Json) -> Path:
-    meta = pod["metadata"]
-    return base / str(meta["namespace"]) / f"{meta['name']}-{str(meta['uid'])[:8]}"
+    """`<base>/<uid>`: short on purpose. Programs put Unix sockets under TMPDIR (OpenTofu's
+    provider plugins do), and a socket's path may not exceed 107 bytes."""
+    return base / str(pod["metadata"]["uid"])
 
 
 async def fill_volumes(pod: Json, root: Path, source: VolumeSource) -> dict[str, Path]:
-    """Create every volume of `pod` under `root/volumes`; name -> directory. Secrets and
+    """Create every volume of `pod` under `root/v`; name -> directory. Secrets and
     ConfigMaps are read again and tokens minted again on every call (a container start)."""
     directories: dict[str, Path] = {}
     for volume in pod.get("spec", {}).get("volumes") or []:
         name = str(volume["name"])
-        directory = root / "volumes" / name
+        directory = root / "v" / name
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
         await _fill(volume, pod, directory, source)
