@@ -2,22 +2,25 @@
 
 A runner is an async context manager given a `Setting`: it talks to the API server
 directly (never through a controller's proxy: the faults are aimed at the
-controllers) and writes Job timestamps on the controllers' scaled timeline, whose
-origin is recorded in the API server (runtime/timeorigin.py). To add one, write a class
+controllers). To add one, write a class
 of this shape and name it in `RUNNERS`."""
 
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from controller.executor import Executor
-from controller.io.main import TIME_ORIGIN
-from runtime.timeorigin import scaled_clock
-from runtime.transport import open_transport
+import yaml
+
+from controller.dev.node import ProcessNode, default_images
+from controller.runner.binaries import runner_environ, tofu_dir
+from runtime.transport import Transport, open_transport
+
+RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
 
 
 @dataclass(frozen=True)
@@ -35,28 +38,43 @@ class JobRunner(Protocol):
     def running(self, setting: Setting) -> contextlib.AbstractAsyncContextManager[None]: ...
 
 
-class ExecutorRunner:
-    """The local Job executor, in the harness's own event loop, on the shared scaled
-    clock: it runs each Job's runner (and OpenTofu) as a local process and writes the
-    Job status as the Job controller would. (As a separate `captf dev executor` its
-    clock would start its own timeline.)"""
+class NodeRunner:
+    """A process node for the workload's namespace, in the harness's own event loop: the
+    Job controller (kube-controller-manager, started with the API server) makes the pods,
+    the node runs each runner (and OpenTofu) as a local process under the namespace's
+    `default` ServiceAccount, which gets the runner's RBAC (manifests/runner-rbac.yaml).
+    Job times are the Job controller's, on the wall clock; the controllers move them onto
+    the scaled timeline as they read them (controller/io/jobtimes.py)."""
 
-    name = "executor"
+    name = "node"
 
     @contextlib.asynccontextmanager
     async def running(self, setting: Setting) -> AsyncIterator[None]:
         async with open_transport(str(setting.kubeconfig)) as transport:
-            clock = await scaled_clock(
-                transport, setting.controller_namespace, TIME_ORIGIN, setting.time_scale
-            )
-            async with Executor(
+            await _grant_runner_rbac(transport, setting.namespace)
+            tofu = runner_environ(tofu_dir(build=False))
+            async with ProcessNode(
                 transport,
-                clock=clock,
+                images=default_images(tofu),
+                name=f"node-{setting.namespace}"[:63],
                 namespace=setting.namespace,
-                kubeconfig=setting.kubeconfig,
-                log_dir=setting.logs / "jobs",
+                log_dir=setting.logs / "pods",
+                # Short: OpenTofu's plugin sockets live under each runner's TMPDIR.
+                pods_dir=Path(tempfile.mkdtemp(prefix="captf-pods-")),
             ):
                 yield
 
 
-RUNNERS: dict[str, type[JobRunner]] = {"executor": ExecutorRunner}
+async def _grant_runner_rbac(transport: Transport, namespace: str) -> None:
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
+    for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
+        if not doc or doc["kind"] == "ServiceAccount":
+            continue
+        if doc["kind"] == "RoleBinding":
+            doc["subjects"] = [
+                {"kind": "ServiceAccount", "name": "default", "namespace": namespace}
+            ]
+        await transport.request("POST", f"{rbac}/{doc['kind'].lower()}s", body=doc)
+
+
+RUNNERS: dict[str, type[JobRunner]] = {"node": NodeRunner}

@@ -53,7 +53,7 @@ class Config:
     fail_ratio: float = 0.3
     restarts: int | None = None  # API server restarts; default: one per 100 faults, 2 at least
     converge_within: float = 300.0
-    runner: str = "executor"
+    runner: str = "node"
     seed: int = 11
     workdir: Path = Path(".local/chaos")
 
@@ -76,7 +76,7 @@ def proxied_kubeconfig(source: Path, port: int, dest: Path) -> Path:
 def run(cfg: Config) -> Json:
     """Starts the API server, runs everything, returns the report."""
     cfg.workdir.mkdir(parents=True, exist_ok=True)
-    with ApiServer() as server:
+    with ApiServer(controller_manager=True) as server:
         server.install_crds(CRDS)
         return asyncio.run(_run(cfg, server))
 

@@ -33,6 +33,7 @@ class Requester(Protocol):
         body: object = None,
         content_type: str = "application/json",
         timeout: float = 30.0,  # noqa: ASYNC109 -- the transport's per-request deadline
+        accept: str = "application/json",
     ) -> dict[str, Any]: ...
 
 

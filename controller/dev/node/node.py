@@ -38,7 +38,7 @@ from controller.dev.node.podstatus import ContainerView, PodView, Terminated, po
 from controller.dev.node.process import spawn
 from controller.dev.node.registration import Registration
 from runtime.cache import Informer, Resource, Selection
-from runtime.cache.watchstream import StreamTransport
+from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
 from runtime.lifecycle import RunsInContext
 
@@ -57,7 +57,7 @@ POD_NETWORK = ipaddress.ip_network("127.1.0.0/16")
 UNKNOWN_EXIT = 137
 
 
-class NodeTransport(Requester, StreamTransport, Protocol):
+class NodeTransport(Requester, ListWatchTransport, Protocol):
     """Requests and watches: `runtime.transport.Transport`."""
 
     @property
