@@ -103,7 +103,7 @@ class System:
             name, files={"main.tf": module}, jobs=jobs, variables=variables, **spec
         )
 
-    async def finished_job(self, name: str, op: str, seq: int) -> Json:
+    async def finished_job(self, name: str, op: str, seq: int, within: float = WAIT) -> Json:
         """The object's Job of that op and attempt sequence, once it has finished (as the
         watch saw it: pruning may have removed it from the API since)."""
 
@@ -113,7 +113,7 @@ class System:
                     return job
             return None
 
-        return await self.until(probe, f"{op} Job #{seq} of {name} finished")
+        return await self.until(probe, f"{op} Job #{seq} of {name} finished", within)
 
     def log(self, job: Json) -> str:
         """The runner's output (the logs of the Job's pods), for assertion messages."""

@@ -17,11 +17,13 @@ import pytest_asyncio
 from controller.dev.node import cordon, drain
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
-from tests.e2e.system import System, ended, in_background, running_system
+from tests.e2e.system import WAIT, System, ended, in_background, running_system
 from tests.kube.harness import event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
+
+DEADLINE = 60
 
 # The first apply hangs (a provisioner sleeping far past any deadline here); every later
 # one passes quickly. The counter file stands in for a cloud API that hangs once.
@@ -87,10 +89,11 @@ async def test_a_run_past_its_deadline_fails_deadline_exceeded_and_counts(
         "hang",
         HANGS_ONCE,
         {"counter_file": str(counter)},
-        jobs={"activeDeadlineSeconds": 3},
+        # The API's floor, in real seconds: the Job controller does not scale.
+        jobs={"activeDeadlineSeconds": DEADLINE},
         guard={"allowDestructive": True},
     )
-    job = await system.finished_job("hang", "apply", 1)
+    job = await system.finished_job("hang", "apply", 1, within=DEADLINE + WAIT)
     assert (ended(job), _reason(job)) == ("Failed", "DeadlineExceeded"), system.log(job)
     assert await status_writers(system, job) == {"kube-controller-manager"}
     await event_for(system.kube, job["metadata"]["name"], "JobDeadlineExceeded")
