@@ -226,7 +226,7 @@ async def _ours(transport: Transport, namespace: str, version: str, count: int) 
         transport, JOBS.path(namespace), params=_watch_params(version), silence=330.0
     )
     async for delta in events:
-        store.resource_version = delta.resource_version
+        store.reached(delta.resource_version)
         if isinstance(delta, Watched):
             store.upsert(delta.object)
             seen += 1

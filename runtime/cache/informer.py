@@ -115,14 +115,14 @@ class Informer(RunsInContext):
                 and is_older(delta.resource_version, resource_version(cached))
             ):
                 # The watch is behind a write this process noted already.
-                store.resource_version = delta.resource_version
+                store.reached(delta.resource_version)
                 return
             change = (
                 store.delete(delta.object)
                 if delta.type == "DELETED"
                 else store.upsert(delta.object)
             )
-            store.resource_version = delta.resource_version
+            store.reached(delta.resource_version)
             if change is not None:
                 self._dispatch(change)
         elif isinstance(delta, Listed):
@@ -130,7 +130,7 @@ class Informer(RunsInContext):
                 self._dispatch(change)
             self.synced.set()
         else:
-            store.resource_version = delta.resource_version
+            store.reached(delta.resource_version)
 
     def _dispatch(self, change: Change) -> None:
         for handler in self._handlers:

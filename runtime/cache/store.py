@@ -37,8 +37,16 @@ class Store:
         self._objects: dict[str, Obj] = {}
         self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
         # The version of the last list, event or bookmark applied: the whole store is at
-        # least this current.
-        self.resource_version = ""
+        # least this current. Set only here, by `replace` and `reached`.
+        self._version = ""
+
+    @property
+    def resource_version(self) -> str:
+        return self._version
+
+    def reached(self, version: str) -> None:
+        """The watch has delivered everything up to `version` (an event or a bookmark)."""
+        self._version = version
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -101,7 +109,7 @@ class Store:
             old = self._objects.pop(key)
             self._reindex(key, old, None)
             changes.append(Change(old, None))
-        self.resource_version = version
+        self._version = version
         return changes
 
     def _reindex(self, key: str, old: Obj | None, new: Obj | None) -> None:

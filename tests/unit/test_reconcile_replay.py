@@ -8,6 +8,7 @@ and a pass at rest writes nothing."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,3 +289,20 @@ async def test_a_refused_job_frees_its_leases_and_waits_with_one_warning() -> No
     warnings = [e for e in fake.of("events") if e["reason"] == "JobRefused"]
     assert len(warnings) == 1
     assert "exceeded quota" in warnings[0]["message"]
+
+
+async def test_a_pass_writes_nothing_into_the_caches_objects() -> None:
+    """The caches are read-only: accounting marks the Job through the API server, never in
+    the cached copy (which would make the cache claim a write the server may not have)."""
+    fake = _world(CLUSTER)
+    process = Process.start(fake, SteppedClock(NOW))
+    key = key_of(CLUSTER, NS, "c1")
+    fake.sync(process.caches)
+    await process.reconciler.reconcile(key)
+    _finish_running(fake)
+    fake.sync(process.caches)
+    before = [copy.deepcopy(list(i.store)) for i in process.caches.informers()]
+    await process.reconciler.reconcile(key)  # accounts the finished Job
+    assert [list(i.store) for i in process.caches.informers()] == before
+    [job] = fake.of("jobs")
+    assert annotations_of(job)[ANN_ACCOUNTED] == "true"
