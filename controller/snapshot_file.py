@@ -34,7 +34,9 @@ _REF: Shape = {"name": str}
 _SPEC: Shape = {
     "module": {"configMapRef": _REF},
     "variables": dict,
-    "variablesFrom": [{"secretRef": {"name": str, "key": str}}],
+    "variablesFrom": [
+        {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}
+    ],
     "credentialsRef": _REF,
     "dependsOn": [{"kind": str, "name": str}],
     "clusterRef": _REF,

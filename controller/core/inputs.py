@@ -79,7 +79,8 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
     """Renders the inputs of an object's spec from the ConfigMaps and Secrets by name.
 
     Variables are spec.variables overlaid, in order, by each variablesFrom entry:
-    with `key`, one variable of that name; without, every key of the Secret."""
+    with `key`, one variable of that name; without, every key of the Secret or
+    ConfigMap. Only variables from Secrets are secret (redacted from messages)."""
     cm_name = ((spec.get("module") or {}).get("configMapRef") or {}).get("name")
     configmap = configmaps.get(cm_name) if cm_name else None
     if configmap is None:
@@ -88,6 +89,9 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
     variables: Json = dict(spec.get("variables") or {})
     secret_names: set[str] = set()
     for entry in spec.get("variablesFrom") or []:
+        if entry.get("configMapRef"):
+            variables |= _from_configmap(entry["configMapRef"], configmaps)
+            continue
         ref = entry.get("secretRef") or {}
         secret = secrets.get(ref.get("name", ""))
         if secret is None:
@@ -97,3 +101,19 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
             variables[key] = decode_secret_value(secret, key)
             secret_names.add(key)
     return Inputs(module=module, variables=variables, secret_names=frozenset(secret_names))
+
+
+def _from_configmap(ref: Json, configmaps: Mapping[str, Json]) -> dict[str, str]:
+    """The variables of one configMapRef entry: its `key`, or every key of the ConfigMap.
+    A key the ConfigMap lacks is missing input, as for a Secret."""
+    name = str(ref.get("name") or "")
+    configmap = configmaps.get(name) if name else None
+    if configmap is None:
+        raise InputsMissing(f"variables ConfigMap {name or '(unnamed)'} not found")
+    data = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+    if not ref.get("key"):
+        return dict(sorted(data.items()))
+    key = str(ref["key"])
+    if key not in data:
+        raise InputsMissing(f"variables ConfigMap {name} has no key {key}")
+    return {key: data[key]}

@@ -83,13 +83,20 @@ def module_configmap(obj: Obj) -> str:
     return _ref_name((_spec(obj).get("module") or {}).get("configMapRef"))
 
 
+def referenced_configmaps(obj: Obj) -> list[str]:
+    """The ConfigMaps an object's spec names: the module, then variablesFrom."""
+    spec = _spec(obj)
+    names = [module_configmap(obj)]
+    names += [_ref_name(entry.get("configMapRef")) for entry in spec.get("variablesFrom") or []]
+    return list(dict.fromkeys(name for name in names if name))
+
+
 def _ref_index(obj: Obj) -> Iterable[str]:
     meta = obj["metadata"]
     ns = meta.get("namespace", "")
     secrets = [*referenced_secrets(obj), state_secret_name(meta["name"])]
     refs = [f"{ns}/{SECRET}/{name}" for name in secrets]
-    configmap = module_configmap(obj)
-    return [*refs, f"{ns}/{CONFIGMAP}/{configmap}"] if configmap else refs
+    return refs + [f"{ns}/{CONFIGMAP}/{name}" for name in referenced_configmaps(obj)]
 
 
 def _cluster_index(obj: Obj) -> Iterable[str]:
@@ -358,9 +365,9 @@ class Caches:
         wanted = [Wanted(name) for name in {*referenced_secrets(obj), *carried}]
         wanted += [Wanted(name, keys_only=True) for name in self._plan_secrets(obj)]
         await self.secret_data.load(ns, wanted)
-        configmap = module_configmap(obj)
-        if configmap:
-            await self.configmap_data.load(ns, [Wanted(configmap)])
+        configmaps = referenced_configmaps(obj)
+        if configmaps:
+            await self.configmap_data.load(ns, [Wanted(name) for name in configmaps])
 
     def snapshot(
         self, obj: Json, *, pending_jobs: frozenset[str], max_concurrent_runs: int
@@ -379,13 +386,12 @@ class Caches:
             for s in self.secrets.store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
             if s["metadata"]["name"].startswith(prefix)
         ]
-        configmap = module_configmap(obj)
         return Snapshot(
             obj=obj,
             jobs=tuple(jobs),
             secrets=MappingProxyType(self._with_data(self.secret_data, ns, secret_names)),
             configmaps=MappingProxyType(
-                self._with_data(self.configmap_data, ns, [configmap] if configmap else [])
+                self._with_data(self.configmap_data, ns, referenced_configmaps(obj))
             ),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(self._related(obj)),
