@@ -1,4 +1,5 @@
-"""The retry-capped gauge on the real API server: it follows the label through the caches."""
+"""The metrics the alerts read, on the real API server: the retry-capped gauge follows the
+label through the caches; the leader gauge says who leads."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from prometheus_client import CollectorRegistry
 
 from controller.io import capped
 from controller.io.caches import Caches
+from controller.io.main import serve
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.transport import open_transport
-from tests.kube.harness import Kube, eventually
+from tests.kube.harness import Kube, controller_args, eventually
 
 pytestmark = pytest.mark.kube
 
@@ -62,3 +64,18 @@ async def test_the_gauge_counts_what_the_label_selects(
 
             await eventually(one, what="the cleared label gone from the gauge")
             tg.cancel_scope.cancel()
+
+
+async def test_a_leading_replica_reports_it(apiserver: ApiServer, namespace: str) -> None:
+    """leader_election_master_status is 1 once the controller leads (the alerts on leader
+    changes and on no leader read it)."""
+    registry = CollectorRegistry()
+    started = anyio.Event()
+    args = controller_args(apiserver, namespace, leader_elect=True, leader_election_id="lead")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve, args, started, None, None, registry)
+        with anyio.fail_after(60):
+            await started.wait()
+        labels = {"name": "lead"}
+        assert registry.get_sample_value("leader_election_master_status", labels) == 1
+        tg.cancel_scope.cancel()
