@@ -9,10 +9,10 @@ from functools import cached_property
 from typing import Any
 
 from controller.core.history import Finished, History
-from controller.core.inputs import Inputs
+from controller.core.inputs import Inputs, InputsMissing, render
 from controller.core.jobs import Outcome, annotations_of, created_at, inputs_hash_of, op_of
 from controller.core.names import ANN_APPROVE, ANN_INPUTS_HASH, ANN_PLAN_JOB, ANN_SERIAL, Op
-from controller.core.policy import Policy
+from controller.core.policy import Policy, PolicyError, read_policy
 from controller.core.snapshot import Snapshot
 
 Json = dict[str, Any]
@@ -79,3 +79,16 @@ class Context:
         if raw is None or _INTEGER.fullmatch(raw) is None:
             return f"state Secret {self.snap.name}-state has no integer {ANN_SERIAL} ({raw!r})"
         return None
+
+
+def policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
+    """The policy and the rendered inputs, each None when it cannot be read."""
+    try:
+        policy: Policy | None = read_policy(snap.spec, snap.runner)
+    except PolicyError:
+        policy = None
+    try:
+        inputs: Inputs | None = render(snap.spec, snap.configmaps, snap.secrets)
+    except InputsMissing:
+        inputs = None
+    return policy, inputs

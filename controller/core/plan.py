@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from controller.core import approvals, backoff, bookkeeping, family, status, triggers
-from controller.core.context import Context
+from controller.core import approvals, bookkeeping, status
+from controller.core.accounting import (
+    Accounting,
+    Event,
+    accounting_of,
+    released,
+    releases_of,
+    restored_serial,
+)
+from controller.core.context import Context, policy_and_inputs
 from controller.core.decide import decide
 from controller.core.decision import Decision, Idle, Requeue, Run
-from controller.core.family import Busy, holder_of
-from controller.core.gates import LEASE_WAIT
 from controller.core.history import Finished, History
-from controller.core.inputs import Inputs, InputsMissing, render
-from controller.core.jobs import Outcome, annotations_of, is_finished, name_of, op_of
-from controller.core.jobspec import build_job, inputs_secret, inputs_secret_name, next_job
-from controller.core.leases import LeaseWrite, Role, change_of
+from controller.core.inputs import Inputs
+from controller.core.jobs import annotations_of, is_finished, name_of, op_of
+from controller.core.jobspec import inputs_secret, inputs_secret_name, next_job
+from controller.core.launching import Launch, Launching, Refusal, launch_of, still_refused
+from controller.core.leases import LeaseWrite
 from controller.core.names import (
     ANN_ACCOUNTED,
     ANN_APPROVE,
@@ -35,19 +42,15 @@ from controller.core.names import (
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
     ANN_RESTORE_SERIAL,
-    CLUSTER,
     FINALIZER,
     LABEL_RETRY_CAPPED,
     MUTABLE_KINDS,
-    RUN_SLOT_PREFIX,
     Op,
     Reason,
-    op_lease_name,
 )
-from controller.core.policy import Policy, PolicyError, read_policy
+from controller.core.policy import Policy
 from controller.core.serials import RESTORE_SERIAL_INVALID, requested_serial
 from controller.core.snapshot import Snapshot
-from controller.core.successes import success_event
 from controller.core.timefmt import format_time
 
 Json = dict[str, Any]
@@ -72,73 +75,6 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """The API server refused the object's Job `job` `count` times in a row: no new attempt
-    before `until`. The streak is the Job's name: it stays the same until a Job of the
-    object is created."""
-
-    job: str
-    count: int
-    until: datetime
-    message: str
-
-
-def refusal_after(
-    snap: Snapshot, last: Refusal | None, job: str, why: str, now: datetime
-) -> Refusal:
-    """The streak once the API server refused the object's `job` (`why`): backed off like
-    a failed Job, under the object's failure limit."""
-    count = last.count + 1 if last is not None and last.job == job else 1
-    policy, _ = _policy_and_inputs(snap)
-    wait = backoff.delay(count, policy.failed_limit if policy is not None else 0)
-    message = f"the API server refused Job {job}: {why}"
-    return Refusal(job, count, now + timedelta(seconds=wait), message)
-
-
-def refusal_event(refusal: Refusal) -> Event | None:
-    """One Warning per streak, named after the refused Job: a restarted controller does
-    not announce the same streak again."""
-    if refusal.count != 1:
-        return None
-    return Event(f"{refusal.job}.jobrefused", "Warning", Reason.JOB_REFUSED, refusal.message)
-
-
-@dataclass(frozen=True)
-class Event:
-    """A core/v1 Event about the object; its deterministic name makes it once-only."""
-
-    name: str
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One observation of the attempts histogram (and of the failures counter)."""
-
-    uid: str
-    kind: str
-    op: str
-    outcome: str
-    attempt: int
-    failure: str | None = None  # the Event reason of a counted failure
-
-
-@dataclass(frozen=True)
-class Accounting:
-    """One finished Job accounted: its Event, its sample, its Leases freed, the
-    interrupted-apply records its success clears, then the mark on the Job."""
-
-    job: str
-    uid: str
-    event: Event | None
-    sample: Sample
-    releases: tuple[LeaseWrite, ...]
-    clear_records: tuple[str, ...]  # inputs Secrets whose record to remove
-
-
-@dataclass(frozen=True)
 class Record:
     """An interrupted-apply record: annotations on the durable inputs Secret, created with
     them (`create`) when the cache does not show it."""
@@ -157,17 +93,6 @@ class Gone:
     job: str
     record: Record | None
     releases: tuple[LeaseWrite, ...]
-
-
-@dataclass(frozen=True)
-class Launch:
-    job: Json
-    inputs_secret: Json | None  # created first when the cache does not show it
-    claims: tuple[LeaseWrite, ...]  # taken in this order, before the Job
-
-    @property
-    def name(self) -> str:
-        return name_of(self.job)
 
 
 @dataclass(frozen=True)
@@ -200,20 +125,20 @@ def live_check_needed(snap: Snapshot) -> str | None:
 
 def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
     facts = facts or Facts()
-    policy, inputs = _policy_and_inputs(snap)
+    policy, inputs = policy_and_inputs(snap)
     history = History(snap.jobs, snap.plan_readable, snap.redactor)
     todo = bookkeeping.unaccounted(history)
-    accounts = tuple(_accounting(snap, history, r) for r in todo)
+    accounts = tuple(accounting_of(snap, history, r) for r in todo)
     gone = _gone(snap, inputs, facts, now)
     books = _books(snap, todo, gone)
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
-    books = replace(books, leases=tuple(_released(lease, freed) for lease in books.leases))
+    books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
     decision = decide(books, now)
     if isinstance(decision, Run):
-        decision = _still_refused(books, decision, facts.refusal, now) or decision
+        decision = still_refused(books, decision, facts.refusal, now) or decision
     launch = None
     if isinstance(decision, Run) and policy is not None and inputs is not None:
-        started = _launch(books, decision, _Launching(policy, inputs, facts.slot_namespace, now))
+        started = launch_of(books, decision, Launching(policy, inputs, facts.slot_namespace, now))
         if isinstance(started, Requeue):
             decision = started  # the cached Leases say wait
         else:
@@ -246,25 +171,6 @@ def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
     )
 
 
-@dataclass(frozen=True)
-class _Launching:
-    policy: Policy
-    inputs: Inputs
-    slot_namespace: str
-    now: datetime
-
-
-def _still_refused(
-    snap: Snapshot, run: Run, refusal: Refusal | None, now: datetime
-) -> Requeue | None:
-    """The refusal wait, while it lasts and the same Job would be tried again: a pass woken
-    by anything else (its own status write) must not ask again before then."""
-    if refusal is None or now >= refusal.until or refusal.job != next_job(snap, run.op)[0]:
-        return None
-    wait = (refusal.until - now).total_seconds()
-    return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=refusal.message)
-
-
 def requeue_of(decision: Decision) -> float | None:
     match decision:
         case Run():
@@ -275,27 +181,12 @@ def requeue_of(decision: Decision) -> float | None:
             return None if after is None or decision.reason in _LET_GO else max(after, 0)
 
 
-def _policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
-    try:
-        policy: Policy | None = read_policy(snap.spec, snap.runner)
-    except PolicyError:
-        policy = None
-    try:
-        inputs: Inputs | None = render(snap.spec, snap.configmaps, snap.secrets)
-    except InputsMissing:
-        inputs = None
-    return policy, inputs
-
-
 def _finalizers(snap: Snapshot) -> list[str]:
     return list(snap.obj.get("metadata", {}).get("finalizers") or [])
 
 
 def _with_status(snap: Snapshot, new: Json) -> Snapshot:
     return replace(snap, obj=snap.obj | {"status": new})
-
-
-# -- bookkeeping ---------------------------------------------------------------------------
 
 
 def _books(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:
@@ -328,16 +219,6 @@ def _books(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:
     )
 
 
-def _released(lease: Json, writes: list[LeaseWrite]) -> Json:
-    """The cached Lease as the releases of this pass leave it: the decision sees a slot
-    freed by an accounting as free, and a Job started in the same pass takes it."""
-    meta = lease["metadata"]
-    for write in writes:
-        if (write.namespace, write.name) == (meta.get("namespace"), meta["name"]):
-            lease = family.release(lease, write.job) or lease
-    return lease
-
-
 def _accounted(job: Json) -> Json:
     meta = job.get("metadata", {})
     notes = annotations_of(job) | {ANN_ACCOUNTED: "true"}
@@ -355,14 +236,6 @@ def _note_restore(new: Json, snap: Snapshot, todo: list[Finished]) -> None:
         new["lastRestoredSerial"] = tried
 
 
-def restored_serial(finished: list[Finished]) -> int | None:
-    """The serial of the newest restore Job among `finished`: the restore was attempted."""
-    restores = [r for r in finished if r.op == Op.RESTORE]
-    if not restores:
-        return None
-    return requested_serial(annotations_of(max(restores, key=lambda r: r.at).job))
-
-
 def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
     """status.lastRestoredSerial, written before the restore Job is accounted: once it is
     accounted, the status is the only record that the serial was tried, and were the
@@ -373,57 +246,6 @@ def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
     if snap.status.get("lastRestoredSerial") == tried:
         return None
     return {"lastRestoredSerial": tried}
-
-
-def _accounting(snap: Snapshot, history: History, record: Finished) -> Accounting:
-    verdict = record.verdict
-    uid = str(record.job.get("metadata", {}).get("uid") or "")
-    said = (verdict.event, verdict.message) if verdict.event else success_event(record)
-    event = None
-    if said is not None:
-        normal = record.outcome in (Outcome.SUCCESS, Outcome.INTERRUPTED)
-        name = bookkeeping.event_name(record.name, uid, said[0])
-        event = Event(name, "Normal" if normal else "Warning", said[0], said[1])
-    failed = record.outcome == Outcome.FAILURE
-    sample = Sample(
-        uid=uid,
-        kind=snap.kind,
-        op=record.op,
-        outcome=record.outcome.value,
-        attempt=bookkeeping.attempt_number(history, record),
-        failure=(verdict.event or "JobFailed") if failed else None,
-    )
-    clear: tuple[str, ...] = ()
-    if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
-        clear = _records_cleared_by(snap, record)
-    return Accounting(record.name, uid, event, sample, releases_of(snap, record.name), clear)
-
-
-def _records_cleared_by(snap: Snapshot, applied: Finished) -> tuple[str, ...]:
-    """Interrupted-apply records that a successful apply started after them ends."""
-    return tuple(
-        name_of(secret)
-        for secret in snap.inputs_secrets()
-        if annotations_of(secret).get(ANN_INTERRUPTED_APPLY)
-        and triggers.started_after_record(applied.job, annotations_of(secret)) is not False
-    )
-
-
-def releases_of(snap: Snapshot, job: str) -> tuple[LeaseWrite, ...]:
-    """Every Lease that may name the Job. The family's operation Lease comes first, and
-    always: a member's entry is written moments before its Job is created and the cache
-    may not show it yet, and a stale entry would keep the cluster waiting. A member's
-    entry goes before its own Lease: freeing that wakes the waiting cluster, which should
-    then find the entry gone."""
-    cluster = snap.name if snap.kind == CLUSTER else _cluster_of(snap.obj)
-    names = [(snap.namespace, family.lease_name(cluster))] if cluster else []
-    for lease in snap.leases:
-        meta = lease["metadata"]
-        same_ns = meta.get("namespace") == snap.namespace
-        if holder_of(lease) == job or (same_ns and job in family.member_jobs(lease)):
-            names.append((str(meta.get("namespace", "")), str(meta["name"])))
-    unique = list(dict.fromkeys(names))
-    return tuple(LeaseWrite(ns, name, job, Role.RELEASE) for ns, name in unique)
 
 
 def _gone(snap: Snapshot, inputs: Inputs | None, facts: Facts, now: datetime) -> Gone | None:
@@ -541,86 +363,3 @@ def _approval_event(snap: Snapshot, ctx: Context | None) -> tuple[Event, ...]:
         return ()
     name = f"{snap.name}.{approvals.REASON.lower()}-{approvals.event_suffix(why)}"
     return (Event(name, "Warning", approvals.REASON, why),)
-
-
-# -- launching -----------------------------------------------------------------------------
-
-
-def _launch(snap: Snapshot, run: Run, how: _Launching) -> Launch | Requeue:
-    """The Job the decision runs, with its inputs Secret and its Leases; or the wait the
-    cached Leases impose (the live ones are checked again when io takes them)."""
-    name, seq = next_job(snap, run.op)
-    claims = _claims(snap, name, how.slot_namespace)
-    if not claims or claims[0].role != Role.RUN_SLOT:
-        message = f"all {snap.max_concurrent_runs} run slots are held"
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
-    for claim in claims:
-        change = change_of(claim, _cached(snap, claim), how.now)
-        if isinstance(change, Busy):
-            return Requeue(change.reason, LEASE_WAIT, message=change.message)
-    secret = None
-    if inputs_secret_name(snap.name, how.inputs) not in snap.secrets:
-        secret = inputs_secret(snap.obj, how.inputs)
-    job = build_job(snap.obj, run, inputs=how.inputs, policy=how.policy, seq=seq, name=name)
-    return Launch(job, secret, claims)
-
-
-def _claims(snap: Snapshot, job: str, slot_namespace: str) -> tuple[LeaseWrite, ...]:
-    """A run slot, the family's operation Lease, and a member's own operation Lease."""
-    own = frozenset(snap.job_names())
-    slot = _free_slot(snap, job, slot_namespace)
-    if slot is None:
-        return ()
-    claims = [
-        LeaseWrite(
-            slot_namespace, slot, job, Role.RUN_SLOT, own=own, holder_namespace=snap.namespace
-        )
-    ]
-    cluster = snap.name if snap.kind == CLUSTER else _cluster_of(snap.obj)
-    if snap.kind == CLUSTER:
-        lease = family.lease_name(cluster)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.CLUSTER_FAMILY, cluster, own))
-    elif cluster:  # a member of no cluster has no family to wait for
-        lease = family.lease_name(cluster)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_FAMILY, cluster, own))
-    if snap.kind != CLUSTER:
-        lease = op_lease_name(snap.kind, snap.name)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_OWN, cluster, own))
-    return tuple(claims)
-
-
-def _free_slot(snap: Snapshot, job: str, namespace: str) -> str | None:
-    """The run slot already held for `job`, else the first one free (or held by one of the
-    object's own Jobs, finished and awaiting release); None when all are held."""
-    slots = {
-        name_of(lease): lease
-        for lease in snap.leases
-        if lease["metadata"].get("namespace") == namespace
-        and name_of(lease).startswith(RUN_SLOT_PREFIX)
-    }
-    for name, lease in sorted(slots.items()):
-        if holder_of(lease) == job:
-            return name
-    own = snap.job_names()
-    for i in range(snap.max_concurrent_runs):
-        name = f"{RUN_SLOT_PREFIX}{i}"
-        holder = holder_of(slots.get(name))
-        if not holder or holder in own:
-            return name
-    return None
-
-
-def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:
-    return next(
-        (
-            lease
-            for lease in snap.leases
-            if name_of(lease) == write.name
-            and lease["metadata"].get("namespace") == write.namespace
-        ),
-        None,
-    )
-
-
-def _cluster_of(obj: Json) -> str:
-    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")

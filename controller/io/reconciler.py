@@ -44,17 +44,10 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.gates import LEASE_WAIT
+from controller.core.launching import Refusal, refusal_after, refusal_event
 from controller.core.names import FINALIZER
 from controller.core.pending import pending_of
-from controller.core.plan import (
-    Facts,
-    Plan,
-    Refusal,
-    live_check_needed,
-    plan,
-    refusal_after,
-    refusal_event,
-)
+from controller.core.plan import Facts, Plan, live_check_needed, plan
 from controller.core.policy import RunnerPolicy
 from controller.core.snapshot import Snapshot
 from controller.io import api, bookkeeper, interrupted
