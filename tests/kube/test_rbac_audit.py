@@ -179,7 +179,7 @@ async def _scrape(port: int, token: str) -> int:
         except aiohttp.ClientConnectionError:
             return None  # not listening yet
 
-    return await eventually(answered, what=f"an answer from {url}")
+    return await eventually(answered, within=60.0, what=f"an answer from {url}")
 
 
 async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
@@ -224,6 +224,13 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         patch = {"spec": {"variables": {"size": 2}}}
         await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), patch, MERGE)
         second = await new_job(kube, first, selector="captf.io/name=c1,captf.io/op=apply")
+
+        async def active() -> bool:
+            status = (await kube.cluster()).get("status") or {}
+            return bool(status.get("activeJob") == second["metadata"]["name"])
+
+        # Deleted while the status names it: the controller must read both live.
+        await eventually(active, what="the second apply active")
         await kube.delete_job(second["metadata"]["name"])
         third = await new_job(kube, first, second, selector="captf.io/name=c1,captf.io/op=apply")
         await succeed_apply(kube, third, serial=2, at=clock.now())
