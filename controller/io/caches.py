@@ -125,11 +125,11 @@ def _inputs_of_index(secret: Obj) -> Iterable[str]:
 
 # What the controller reads of a Job (controller/core/jobs.py, history.py, sensitive.py,
 # io/bookkeeper.py, io/interrupted.py, io/janitor.py): its identity, labels and
-# annotations, owners, status, and of its pod template only three of the runner's
-# variables (the inputs hash when the annotation is missing, the inputs Secret and the
-# secret variables a message is redacted with) and the Secrets it takes its
-# environment from. The rest of the template, by far the largest part, is dropped as
-# the Job is decoded.
+# annotations, owners, its status's times, counts and conditions, and of its pod
+# template only three of the runner's variables (the inputs hash when the annotation is
+# missing, the inputs Secret and the secret variables a message is redacted with) and
+# the Secrets it takes its environment from. The rest of the template, by far the
+# largest part, is dropped as the Job is decoded.
 JOB_METADATA = (
     "name",
     "namespace",
@@ -156,10 +156,23 @@ def job_fields(job: Obj) -> Obj:
         "metadata": {k: meta[k] for k in JOB_METADATA if k in meta},
     }
     if "status" in job:
-        kept["status"] = job["status"]
+        kept["status"] = _job_status(job["status"])
     containers = _runner_env(job)
     if containers:
         kept["spec"] = {"template": {"spec": {"containers": containers}}}
+    return kept
+
+
+JOB_STATUS = ("startTime", "completionTime", "active", "succeeded", "failed")
+JOB_CONDITION = ("type", "status", "reason", "lastTransitionTime")
+
+
+def _job_status(status: Json) -> Json:
+    """Times, counts and conditions (without their messages, which nothing reads)."""
+    kept = {k: status[k] for k in JOB_STATUS if k in status}
+    conditions = status.get("conditions")
+    if conditions:
+        kept["conditions"] = [{k: c[k] for k in JOB_CONDITION if k in c} for c in conditions]
     return kept
 
 
@@ -201,11 +214,19 @@ def job_secrets(job: Obj) -> list[str]:
     return names
 
 
+# What the controller reads of a Secret's or a ConfigMap's metadata: its identity, its
+# version (data is fetched again when it moves), labels (whose is it) and annotations
+# (a state's serial and inputs hash, an inputs Secret's interrupted-apply record).
+DATA_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
+
+
 def _as(api_version: str, kind: str) -> Callable[[Obj], Obj]:
-    """PartialObjectMetadata as cached: the metadata under its real kind."""
+    """PartialObjectMetadata as cached: the metadata read, under its real kind."""
 
     def transform(obj: Obj) -> Obj:
-        return {"apiVersion": api_version, "kind": kind, "metadata": obj["metadata"]}
+        meta = obj["metadata"]
+        kept = {k: meta[k] for k in DATA_METADATA if k in meta}
+        return {"apiVersion": api_version, "kind": kind, "metadata": kept}
 
     return transform
 
