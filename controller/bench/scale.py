@@ -50,6 +50,7 @@ from controller.io.caches import job_fields
 from runtime.cache import Informer, Resource, Selection, label_index
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
+from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
 CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
@@ -357,7 +358,11 @@ class Controller:
 
     def _status_kib(self, field_name: str) -> int:
         assert self._process is not None
-        for line in Path(f"/proc/{self._process.pid}/status").read_text().splitlines():
+        try:
+            status = Path(f"/proc/{self._process.pid}/status").read_text()
+        except FileNotFoundError:  # the process has ended
+            return 0
+        for line in status.splitlines():
             if line.startswith(f"{field_name}:"):
                 return int(line.split()[1])
         return 0
@@ -394,6 +399,7 @@ class Outside:
     latencies: list[float] = field(default_factory=list)
     # key -> (the last status.observedGeneration seen, when)
     seen: dict[str, tuple[int, float]] = field(default_factory=dict)
+    refused: int = 0
 
     def sent(self, key: str, at: float, generation: int) -> None:
         """A patch sent at `at` made `generation`; its answer may have been seen already."""
@@ -448,6 +454,7 @@ async def _controlled(
         report |= {
             "rss_mib_peak": round(max(peak.highest, controller.peak_mib()), 1),
             "changes": changes,
+            "changes_refused": outside.refused,
             "answered": len(latencies),
             "p50_change_ms": round(_quantile(latencies, 0.50), 1),
             "p99_change_ms": round(_quantile(latencies, 0.99), 1),
@@ -486,9 +493,15 @@ async def _changes(
         ns, name = key.split("/", 1)
         sent = time.monotonic()
         patch = {"spec": {"jobs": {"activeDeadlineSeconds": 3601 + n}}}
-        answer = await transport.request(
-            "PATCH", f"{CLUSTERS.path(ns)}/{name}", body=patch, content_type=MERGE
-        )
+        try:
+            answer = await transport.request(
+                "PATCH", f"{CLUSTERS.path(ns)}/{name}", body=patch, content_type=MERGE
+            )
+        except (ApiError, TimeoutError, aiohttp.ClientError) as error:
+            # An API server too busy to take the change: counted, not answered.
+            outside.refused += 1
+            _say(f"change {n} not sent: {error!r}")
+            return
         outside.sent(key, sent, int(answer["metadata"]["generation"]))
 
     for n in range(total):

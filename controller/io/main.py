@@ -35,7 +35,7 @@ from controller.io.janitor import sweep_forever
 from controller.io.reconciler import Reconciler, Slots
 from controller.io.writes import NotingWrites
 from runtime import logs
-from runtime.cache.heap import PauseWatch, settle_after_sync
+from runtime.cache.heap import PauseWatch, raise_thresholds, settle_after_sync
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import CannotListen, HealthServer, parse_address
@@ -78,6 +78,7 @@ def leader_identity() -> str:
 def run(args: argparse.Namespace) -> int:
     config = ControllerConfig.from_args(args)
     logs.setup(config.log_format)
+    raise_thresholds()
     problem = config.problem()
     if problem is not None:
         print(f"captf run: {problem}", file=sys.stderr)
