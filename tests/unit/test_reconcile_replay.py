@@ -28,6 +28,7 @@ from controller.core.names import (
     PLURALS,
     POOL,
 )
+from controller.core.timefmt import format_time
 from controller.io import api
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, key_of
@@ -38,7 +39,7 @@ from tests.builders import NOW, NS, captf, module_configmap, secret
 from tests.fakeapi import Crash, FakeApi
 
 Json = dict[str, Any]
-PASSES = 12
+PASSES = 20
 
 
 def _prefix(path: str) -> str:
@@ -84,17 +85,21 @@ class Process:
         )
         return cls(fake, clock, registry, caches, reconciler)
 
-    async def run_to_rest(self, key: str) -> None:
-        """Reconciles, runs the Jobs it starts to success, and advances time, until a pass
-        writes nothing and nothing runs."""
+    async def run_to_rest(self, key: str, runner: Runner | None = None) -> None:
+        """Reconciles, runs the Jobs it starts (to success, unless `runner` fails some),
+        and lets time pass as the reconcile asks, until a pass writes nothing, nothing
+        runs and nothing is due."""
+        runner = runner or Runner()
         for _ in range(PASSES):
+            self.fake.clock_text = format_time(self.clock.now())
             self.fake.sync(self.caches)
             before = len(self.fake.writes)
-            await self.reconciler.reconcile(key)
-            ran = _finish_running(self.fake)
-            await self.clock.advance(10.0)
-            if len(self.fake.writes) == before and not ran:
+            result = await self.reconciler.reconcile(key)
+            ran = runner.finish_running(self.fake)
+            if len(self.fake.writes) == before and not ran and result.requeue_after is None:
                 return
+            # A finished Job wakes the object at once (its watch); else the requeue does.
+            await self.clock.advance(1.0 if ran else max(result.requeue_after or 0.0, 1.0))
         raise AssertionError(f"no rest after {PASSES} passes: {self.fake.writes}")
 
     def samples(self) -> float:
@@ -106,30 +111,43 @@ class Process:
         return total
 
 
-def _finish_running(fake: FakeApi) -> bool:
-    """Plays the runner and the Job controller: every running Job succeeds, an apply
-    writing the state of the inputs it ran with."""
-    ran = False
-    for job in fake.of("jobs"):
-        if is_finished(job):
-            continue
-        ran = True
-        name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
-        notes = {ANN_RESULT: orjson.dumps({"outcome": "succeeded"}).decode()}
-        done = {"type": "Complete", "status": "True", "lastTransitionTime": fake.clock_text}
-        status = {"succeeded": 1, "completionTime": fake.clock_text, "conditions": [done]}
-        stored = fake.collection(_prefix(api.job_path(ns, name)))[name]
-        stored["metadata"]["annotations"] |= notes
-        stored["status"] = status
-        stored["metadata"]["resourceVersion"] += "0"
-        owner = job["metadata"]["labels"]["captf.io/name"]
-        inputs = annotations_of(job)[ANN_INPUTS_HASH]
-        state = secret(f"{owner}-state", {"terraform.tfstate": "{}"})
-        state["metadata"]["annotations"] = {ANN_SERIAL: "1", ANN_INPUTS_HASH: inputs}
-        fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {
-            "metadata": state["metadata"] | {"resourceVersion": "1", "uid": f"uid-{owner}-state"}
-        }
-    return ran
+@dataclass
+class Runner:
+    """Plays the runner and the Job controller: every running Job finishes, the first
+    `failures` of them failed, the others succeeded (an apply writing the state of the
+    inputs it ran with). Shared by a process and its restart."""
+
+    failures: int = 0
+
+    def finish_running(self, fake: FakeApi) -> bool:
+        ran = False
+        for job in fake.of("jobs"):
+            if not is_finished(job):
+                ran = True
+                failed = self.failures > 0
+                self.failures -= failed
+                _finish(fake, job, failed)
+        return ran
+
+
+def _finish(fake: FakeApi, job: Json, failed: bool) -> None:
+    name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+    outcome = "failed" if failed else "succeeded"
+    at = fake.clock_text
+    stored = fake.collection(_prefix(api.job_path(ns, name)))[name]
+    stored["metadata"]["annotations"] |= {ANN_RESULT: orjson.dumps({"outcome": outcome}).decode()}
+    stored["metadata"]["resourceVersion"] += "0"
+    if failed:
+        done = {"type": "Failed", "status": "True", "lastTransitionTime": at}
+        stored["status"] = {"failed": 1, "conditions": [done | {"reason": "BackoffLimitExceeded"}]}
+        return
+    done = {"type": "Complete", "status": "True", "lastTransitionTime": at}
+    stored["status"] = {"succeeded": 1, "completionTime": at, "conditions": [done]}
+    owner = job["metadata"]["labels"]["captf.io/name"]
+    state = secret(f"{owner}-state", {"terraform.tfstate": "{}"})
+    notes = {ANN_SERIAL: "1", ANN_INPUTS_HASH: annotations_of(job)[ANN_INPUTS_HASH]}
+    meta = state["metadata"] | {"annotations": notes, "resourceVersion": "1", "uid": "uid-state"}
+    fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {"metadata": meta}
 
 
 def _object(fake: FakeApi, kind: str, name: str) -> Json:
@@ -167,6 +185,26 @@ POOL_WRITES = [
     ("PATCH", "jobs/"),
     ("PATCH", "terraformmachinepools/p1/status"),
 ]
+# An apply that fails once, then succeeds: the failure waits out its backoff, and once
+# the success is accounted the resolved failure is pruned.
+RETRY_WRITES = [
+    *CLUSTER_WRITES[:6],
+    ("POST", "events"),  # JobFailed
+    ("PUT", "leases/captf-op-terraformcluster-c1"),
+    ("PUT", "leases/captf-run-slot-0"),
+    ("PATCH", "jobs/"),  # accounted
+    ("PATCH", "terraformclusters/c1/status"),  # InputsChangedBackoff, failures
+    ("PUT", "leases/captf-run-slot-0"),
+    ("PUT", "leases/captf-op-terraformcluster-c1"),
+    ("POST", "jobs"),  # the retry
+    ("PATCH", "terraformclusters/c1/status"),
+    ("POST", "events"),  # Applied
+    ("PUT", "leases/captf-op-terraformcluster-c1"),
+    ("PUT", "leases/captf-run-slot-0"),
+    ("PATCH", "jobs/"),
+    ("DELETE", "jobs/"),  # the failure, resolved by the success
+    ("PATCH", "terraformclusters/c1/status"),
+]
 WRITES = {CLUSTER: CLUSTER_WRITES, POOL: POOL_WRITES}
 
 
@@ -202,6 +240,41 @@ async def test_a_crash_at_any_write_converges_exactly_once(kind: str, k: int) ->
     assert first.samples() <= 1
     assert second.samples() <= 1
     assert first.samples() + second.samples() >= 1
+
+
+async def test_a_retried_apply_writes_in_the_documented_order() -> None:
+    fake = _world(CLUSTER)
+    process = Process.start(fake, SteppedClock(NOW))
+    await process.run_to_rest(key_of(CLUSTER, NS, "c1"), Runner(failures=1))
+    assert len(fake.writes) == len(RETRY_WRITES), fake.writes
+    for (method, path), (want_method, want_path) in zip(fake.writes, RETRY_WRITES, strict=True):
+        assert method == want_method, (method, path)
+        assert want_path in path, (method, path)
+    _assert_retried(fake)
+
+
+@pytest.mark.parametrize("k", range(1, len(RETRY_WRITES) + 1))
+async def test_a_crash_at_any_write_of_a_retry_converges_exactly_once(k: int) -> None:
+    fake = _world(CLUSTER)
+    clock = SteppedClock(NOW)
+    key = key_of(CLUSTER, NS, "c1")
+    runner = Runner(failures=1)
+    first = Process.start(fake, clock)
+    fake.crash_at(k)
+    with pytest.raises(Crash):
+        await first.run_to_rest(key, runner)
+    second = Process.start(fake, clock)
+    await second.run_to_rest(key, runner)
+    _assert_retried(fake)
+
+
+def _assert_retried(fake: FakeApi) -> None:
+    """Two Jobs were created, no more; each has one Event; the failure is pruned."""
+    created = [path for method, path in fake.writes if method == "POST" and path.endswith("/jobs")]
+    assert len(created) == 2, fake.writes
+    reasons = sorted(e["reason"] for e in fake.of("events"))
+    assert reasons == ["Applied", "JobFailed"]
+    _assert_at_rest(fake, CLUSTER)
 
 
 def _assert_at_rest(fake: FakeApi, kind: str) -> None:
@@ -299,7 +372,7 @@ async def test_a_pass_writes_nothing_into_the_caches_objects() -> None:
     key = key_of(CLUSTER, NS, "c1")
     fake.sync(process.caches)
     await process.reconciler.reconcile(key)
-    _finish_running(fake)
+    Runner().finish_running(fake)
     fake.sync(process.caches)
     before = [copy.deepcopy(list(i.store)) for i in process.caches.informers()]
     await process.reconciler.reconcile(key)  # accounts the finished Job
