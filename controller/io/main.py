@@ -39,6 +39,7 @@ from runtime.cache.heap import PauseWatch, raise_thresholds, settle_after_sync
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import CannotListen, HealthServer, parse_address
+from runtime.incluster import service_account_dir
 from runtime.leader import LEASE_DURATION, Candidacy, LeaderLost, leader_election
 from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
@@ -51,7 +52,6 @@ from runtime.workqueue import RateLimitingQueue
 log = logging.getLogger("captf")
 # The ConfigMap, in the controller's namespace, that records --time-scale's origin.
 TIME_ORIGIN = "captf-time-origin"
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # How long a stopping leader lets reconciles in flight finish. One reconcile is a
 # handful of API calls (well under a second); one still running after this is stuck
 # on a slow API server, and the Lease is better handed over than held for it.
@@ -64,8 +64,10 @@ def controller_namespace(explicit: str | None) -> str:
         return explicit
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
-    if SERVICE_ACCOUNT_NAMESPACE.exists():
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    # The pod's own ServiceAccount directory (a process node names it in the environment).
+    mounted = service_account_dir() / "namespace"
+    if mounted.exists():
+        return mounted.read_text().strip()
     return "default"
 
 
