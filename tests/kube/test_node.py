@@ -411,3 +411,21 @@ def _gone(pid: int) -> None:
     # A zombie is gone for our purposes: it cannot run.
     state = Path(f"/proc/{pid}/stat").read_text().split()[2]
     assert state == "Z", f"process {pid} still runs"
+
+
+async def test_an_ended_pods_directory_and_token_go_when_the_pod_is_deleted(
+    n: Node, tmp_path: Path
+) -> None:
+    async with n.node:
+        await n.create("jobs", job_body("done", "pass"), group="batch/v1")
+        await n.job_ended("done", "Complete")
+        pod = await n.pod_of("done", "Succeeded")
+        directory = tmp_path / "pods" / pod["metadata"]["uid"]
+        assert list(directory.rglob("token")), "the pod had its token"
+        path = f"/api/v1/namespaces/{n.ns}/pods/{pod['metadata']['name']}"
+        await n.transport.request("DELETE", path)
+
+        async def removed() -> bool:
+            return not await anyio.Path(directory).exists()
+
+        await eventually(removed, within=WAIT, what="the pod's directory removed")

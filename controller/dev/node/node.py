@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ from controller.dev.node.pod import NodeSetting, PodRun
 from controller.dev.node.podstatus import ContainerView, PodView, Terminated, pod_status
 from controller.dev.node.process import spawn
 from controller.dev.node.registration import Registration
+from controller.dev.node.volumes import pod_root
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
@@ -176,8 +178,15 @@ class ProcessNode(RunsInContext):
 
     def _on_ours(self, old: Json | None, new: Json | None) -> None:
         if new is None:
-            if old is not None and (run := self._runs.get(old["metadata"]["uid"])) is not None:
+            if old is None:
+                return
+            run = self._runs.get(old["metadata"]["uid"])
+            if run is not None:
                 run.gone()
+            else:
+                # An ended pod is removed at once by the API server (its grace is 0): its
+                # directory, tokens included, goes with it.
+                shutil.rmtree(pod_root(self._pods_dir, old), ignore_errors=True)
             return
         meta = new["metadata"]
         uid = meta["uid"]
