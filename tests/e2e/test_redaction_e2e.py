@@ -51,9 +51,11 @@ resource "terraform_data" "leak" {
 
 @pytest_asyncio.fixture(loop_scope="function")
 async def system(
-    tofu_build: Path, apiserver: ApiServer, namespace: str, tmp_path: Path
+    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
 ) -> AsyncIterator[System]:
-    started, stop = await in_background(running_system(apiserver, namespace, tmp_path, tofu_build))
+    started, stop = await in_background(
+        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
+    )
     try:
         yield started
     finally:
