@@ -116,7 +116,8 @@ async def mark_accounted(client: Api, namespace: str, job: str, uid: str) -> Non
 
 
 async def clear_record(client: Api, namespace: str, secret: str) -> None:
-    """Removes an interrupted-apply record (a merge patch: only these annotations)."""
+    """Removes an interrupted-apply record: a merge patch of only these annotations, no
+    precondition (removing them twice is removing them once)."""
     cleared = (ANN_INTERRUPTED_APPLY, ANN_INTERRUPTED_APPLY_AT, ANN_INTERRUPTED_APPLY_SEQ)
     patch = {"metadata": {"annotations": dict.fromkeys(cleared)}}
     await api.merge_patch(client, api.secret_path(namespace, secret), patch)

@@ -33,5 +33,7 @@ async def record(client: Api, record: Record) -> None:
         created = await api.create(client, api.secret_path(record.namespace), record.create)
         if created is not None:
             return
+    # Only the record's keys, no precondition: the Secret's data is immutable and no one
+    # else writes these annotations.
     patch = {"metadata": {"annotations": record.notes}}
     await api.merge_patch(client, api.secret_path(record.namespace, record.secret), patch)

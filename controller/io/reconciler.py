@@ -120,6 +120,8 @@ class Reconciler:
         if todo.gone is not None:
             await self._forget_gone(obj, todo, now)
         for job in todo.prune:
+            # No precondition: only finished, accounted Jobs are pruned, and nothing
+            # changes them any more.
             self._deleted.add(job)
             await api.delete_job(self.client, snap.namespace, job)
         if todo.launch is not None:
@@ -132,6 +134,8 @@ class Reconciler:
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.labels is not None:
+            # Only our label's key: a merge patch leaves every other label alone, so a
+            # stale read cannot undo anyone's change; no precondition needed.
             patch = {"metadata": {"labels": todo.labels}}
             obj = _typed(obj, await api.merge_patch(self.client, _path(obj), patch))
         if todo.remove_finalizer:
