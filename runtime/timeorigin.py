@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from runtime.clock import LoopClock, wall_clock
 from runtime.errors import ApiError
+from runtime.lease import micro_time
 
 ORIGIN_KEY = "origin"
 
@@ -28,10 +29,6 @@ class OriginApi(Protocol):
 def _path(namespace: str, name: str = "") -> str:
     base = f"/api/v1/namespaces/{namespace}/configmaps"
     return f"{base}/{name}" if name else base
-
-
-def _format(t: datetime) -> str:
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse(text: str) -> datetime:
@@ -60,7 +57,7 @@ async def shared_origin(api: OriginApi, namespace: str, name: str, now: datetime
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace},
-            "data": {ORIGIN_KEY: _format(now)},
+            "data": {ORIGIN_KEY: micro_time(now)},
         }
         try:
             await api.request("POST", _path(namespace), body=body)
