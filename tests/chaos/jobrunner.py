@@ -41,8 +41,8 @@ class JobRunner(Protocol):
 class NodeRunner:
     """A process node for the workload's namespace, in the harness's own event loop: the
     Job controller (kube-controller-manager, started with the API server) makes the pods,
-    the node runs each runner (and OpenTofu) as a local process under the namespace's
-    `default` ServiceAccount, which gets the runner's RBAC (manifests/runner-rbac.yaml).
+    the node runs each runner (and OpenTofu) as a local process under the `captf-runner`
+    ServiceAccount of manifests/runner-rbac.yaml.
     Job times are the Job controller's, on the wall clock; the controllers move them onto
     the scaled timeline as they read them (controller/io/jobtimes.py)."""
 
@@ -66,15 +66,19 @@ class NodeRunner:
 
 
 async def _grant_runner_rbac(transport: Transport, namespace: str) -> None:
-    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
+    """manifests/runner-rbac.yaml in `namespace`: the `captf-runner` ServiceAccount (the
+    runner Jobs' default identity), its Role, and the RoleBinding, its subject moved here."""
+    paths = {
+        "ServiceAccount": f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
+        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+    }
     for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
-        if not doc or doc["kind"] == "ServiceAccount":
+        if not doc:
             continue
-        if doc["kind"] == "RoleBinding":
-            doc["subjects"] = [
-                {"kind": "ServiceAccount", "name": "default", "namespace": namespace}
-            ]
-        await transport.request("POST", f"{rbac}/{doc['kind'].lower()}s", body=doc)
+        for subject in doc.get("subjects") or []:
+            subject["namespace"] = namespace
+        await transport.request("POST", paths[doc["kind"]], body=doc)
 
 
 RUNNERS: dict[str, type[JobRunner]] = {"node": NodeRunner}
