@@ -429,3 +429,23 @@ async def test_an_ended_pods_directory_and_token_go_when_the_pod_is_deleted(
             return not await anyio.Path(directory).exists()
 
         await eventually(removed, within=WAIT, what="the pod's directory removed")
+
+
+async def test_a_node_shutdown_stops_its_pods_and_marks_them_as_a_kubelet_does(
+    n: Node, tmp_path: Path
+) -> None:
+    env = files(tmp_path, "mark", "pidfile")
+    async with n.node:
+        await n.create("jobs", job_body("cut", SLEEP, env=env), group="batch/v1")
+        await eventually(lambda: _exists(tmp_path / "pidfile"), within=WAIT, what="the process")
+    # The node's block has ended: its pods were stopped before it returned.
+    assert (tmp_path / "mark").read_text() == "SIGTERM"
+    _gone(int((tmp_path / "pidfile").read_text()))
+    pod = await n.pod_of("cut", "Failed")
+    assert pod["status"]["reason"] == "Terminated"
+    disruption = _condition(pod, "DisruptionTarget")
+    assert disruption is not None
+    assert disruption["reason"] == "TerminationByKubelet"
+    # The Job controller sees a disruption: the pod failure policy fails the Job.
+    job = await n.job_ended("cut", "Failed")
+    assert _condition(job, "Failed")["reason"] == "PodFailurePolicy"  # type: ignore[index]
