@@ -39,6 +39,7 @@ from controller.core.names import (
     ANN_INPUTS_HASH,
     ANN_RESULT,
     ANN_SERIAL,
+    API_VERSION,
     FINALIZER,
     LABEL_KIND,
     LABEL_NAME,
@@ -144,7 +145,7 @@ async def _fixtures(transport: Transport, objects: int, unrelated: int) -> None:
 
 async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) -> None:
     body = {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "TerraformCluster",
         "metadata": {"name": name, "finalizers": [FINALIZER]},
         "spec": _spec(),

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from controller.bench.peer import TypedJobs, open_typed_jobs
+from controller.core.names import ANN_RETRY, LABEL_BENCH, LABEL_BENCH_BURST, LABEL_OP, LABEL_UID
 from runtime.cache import Resource, Store, Watched, label_index, list_all, owner_uid_index
 from runtime.cache.watchstream import watch_once
 from runtime.errors import ApiError
@@ -36,7 +37,7 @@ ROUNDS = 3
 # Requests in flight while creating and patching: enough to keep the API server busy.
 CONCURRENCY = 32
 DEFAULT_KUBECONFIG = Path(".local/kubeconfig")
-BENCH_LABEL = "captf.io/bench"
+BENCH_LABEL = LABEL_BENCH
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -130,8 +131,8 @@ def _job(index: int) -> dict[str, Any]:
         "kind": "Job",
         "metadata": {
             "name": name,
-            "labels": {BENCH_LABEL: "watch", "captf.io/uid": f"uid-{index:06d}"},
-            "annotations": {"captf.io/operation": "apply", "captf.io/attempt": "1"},
+            "labels": {BENCH_LABEL: "watch", LABEL_UID: f"uid-{index:06d}"},
+            "annotations": {ANN_RETRY: "1", LABEL_OP: "apply"},
         },
         "spec": {
             "suspend": True,
@@ -170,7 +171,7 @@ async def _burst(transport: Transport, namespace: str) -> tuple[str, str]:
 
     def one(obj: dict[str, Any], value: str = stamp) -> Awaitable[dict[str, Any]]:
         url = f"{path}/{obj['metadata']['name']}"
-        patch = {"metadata": {"labels": {"captf.io/bench-burst": value}}}
+        patch = {"metadata": {"labels": {LABEL_BENCH_BURST: value}}}
         return transport.request("PATCH", url, body=patch, content_type=MERGE_PATCH)
 
     # The API server's watch cache answers 410 for a version older than its oldest
@@ -204,7 +205,7 @@ def _watch_params(version: str) -> dict[str, str]:
 
 async def _our_cache(transport: Transport, namespace: str, version: str) -> Store:
     """The list half of a reflector: the snapshot at `version`, one page, into an indexed store."""
-    store = Store({"by-uid": label_index("captf.io/uid"), "by-owner": owner_uid_index})
+    store = Store({"by-uid": label_index(LABEL_UID), "by-owner": owner_uid_index})
     listed = await list_all(
         transport,
         JOBS.path(namespace),

@@ -59,6 +59,10 @@ LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
 ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
 LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
 LABEL_PLAN_OF: Final = "captf.io/plan-of"
+LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
+# On the objects the watch benchmark creates (controller/bench/watch.py).
+LABEL_BENCH: Final = "captf.io/bench"
+LABEL_BENCH_BURST: Final = "captf.io/bench-burst"
 # On a Job, for the local executor only: play a node drain that evicts its pod.
 ANN_SIMULATE_DRAIN: Final = "captf.io/simulate-drain"
 ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"

@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
+from controller.core.names import API_VERSION, LABEL_OUTPUTS_OF
+
 Json = dict[str, Any]
-LABEL_OUTPUTS_OF = "captf.io/outputs-of"
 
 
 class OutputsError(ValueError):
@@ -41,7 +42,7 @@ def secret_body(
     if object_uid:
         metadata["ownerReferences"] = [
             {
-                "apiVersion": "captf.io/v1alpha1",
+                "apiVersion": API_VERSION,
                 "kind": object_kind,
                 "name": object_name,
                 "uid": object_uid,
