@@ -25,10 +25,6 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from runtime.clock import Clock
@@ -124,6 +120,14 @@ def tls_context(cert_dir: Path | None, work_dir: Path) -> ssl.SSLContext:
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
+    # cryptography is imported here, not at module level: it costs about 10 MiB of
+    # resident memory for the process's whole life, and only a self-signed serving
+    # certificate needs it.
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "captf-metrics")])
     now = datetime.datetime.now(datetime.UTC)

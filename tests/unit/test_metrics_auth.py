@@ -3,6 +3,8 @@ the metrics with it; one review per token for a while."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import aiohttp
@@ -83,3 +85,11 @@ async def test_an_api_server_that_cannot_answer_lets_nobody_in() -> None:
     reviewer = KubeReviewer(Down(), SteppedClock())
     async with SecureMetricsServer(CollectorRegistry(), reviewer, address="127.0.0.1:0") as server:
         assert (await _get(server.port, "t"))[0] == 503
+
+
+def test_starting_the_controller_does_not_import_cryptography() -> None:
+    # cryptography holds about 10 MiB resident for the life of the process; only a
+    # self-signed serving certificate needs it, so it is imported there.
+    code = "import sys, controller.io.main; print('cryptography' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
