@@ -1,39 +1,42 @@
 """`captf dev run` (`make run`): the whole system on this machine, with a live timeline.
 
-A real kube-apiserver, etcd and kube-controller-manager, the process node running
-each runner pod as a local `captf runner` with the real OpenTofu, the controller,
-and the objects of examples/objects (with the runner's RBAC from manifests/). Time is
-compressed (--time-scale): the 1-minute first retry takes 60/K seconds."""
+A real kube-apiserver, etcd and kube-controller-manager; the controller installed from
+manifests/ as users install it (the kustomization rendered here, then applied): its
+Deployment of two leader-elected replicas under the ServiceAccount `captf-controller`;
+a process node running every pod (the controller's, and each runner's with the real
+OpenTofu) as a local process; and the objects of examples/objects with the runner's
+RBAC. Time is compressed (--time-scale): the 1-minute first retry takes 60/K seconds."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import yaml
-from prometheus_client import CollectorRegistry
 
 from controller.core.names import API_VERSION, KINDS, PLURALS
+from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
+from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
+from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
-from controller.io.config import ControllerConfig
-from controller.io.main import TIME_ORIGIN, reconcile_errors, serve
+from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
+from controller.io.main import TIME_ORIGIN
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from controller.timeline import Timeline
 from runtime.envtest import ApiServer
 from runtime.timeorigin import scaled_clock
-from runtime.transport import open_transport
+from runtime.transport import Transport, open_transport
 
 REPO = Path(__file__).resolve().parents[1]
+MANIFESTS = REPO / "manifests"
 EXAMPLES = REPO / "examples" / "objects"
-CRDS = REPO / "manifests" / "crds"
-RUNNER_RBAC = REPO / "manifests" / "runner-rbac.yaml"
+CRDS = MANIFESTS / "crds"
+RUNNER_RBAC = MANIFESTS / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
 Json = dict[str, Any]
@@ -54,42 +57,54 @@ def run(args: argparse.Namespace) -> int:
         kcm = f"{server.controller_manager_seconds:.1f}s"
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
+        port = free_port()
+        apply(
+            server,
+            on_process_node(render(MANIFESTS), metrics_port=port, time_scale=args.time_scale),
+        )
+        print(
+            f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
+            f" 2 replicas; each serves /metrics on port {port} of its pod IP"
+        )
         for obj in [*_documents(RUNNER_RBAC), *_examples()]:
             server.request("POST", _collection(obj), obj)
         minute = 60 / args.time_scale
         print(f"applied examples/objects; time scale {args.time_scale:g} (1m lasts {minute:.1f}s)")
         print("Ctrl-C stops everything.\n")
-        anyio.run(_run_all, args, tofu, str(KUBECONFIG.absolute()))
+        anyio.run(_run_all, args, tofu)
     return 0
 
 
-async def _run_all(args: argparse.Namespace, tofu: Path, kubeconfig: str) -> None:
-    os.environ["KUBECONFIG"] = kubeconfig
-    controller_args = ControllerConfig(
-        kubeconfig=str(KUBECONFIG),
-        controller_namespace=NAMESPACE,
-        workers=4,
-        leader_elect=False,
-        time_scale=args.time_scale,
-    )
-    registry = CollectorRegistry()
+async def _run_all(args: argparse.Namespace, tofu: Path) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
-            # One timeline for the controller and the timeline view, and for a `captf run
-            # --time-scale` started against this API server later: its origin is recorded in
-            # the API server (runtime/timeorigin.py). The node and the Job controller keep
-            # real time; the controller moves Job times onto this timeline.
-            clock = await scaled_clock(transport, NAMESPACE, TIME_ORIGIN, args.time_scale)
-            tg.start_soon(partial(serve, controller_args, None, clock, registry=registry))
+            # Recorded before any replica starts (their ServiceAccount may read it, not
+            # create it): every replica and this timeline then share one scaled timeline.
+            clock = await scaled_clock(
+                transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale
+            )
             images = default_images(runner_environ(tofu))
             async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
-                timeline = Timeline(transport, clock=clock, scale=args.time_scale)
+                timeline = Timeline(
+                    transport,
+                    clock=clock,
+                    scale=args.time_scale,
+                    deployment=(CONTROLLER_NAMESPACE, DEPLOYMENT),
+                )
                 tg.start_soon(timeline.run)
                 async for _ in signals:
-                    print("\nstopping: controller, node, control plane ...", flush=True)
                     break
+                errors = await _reconcile_errors(transport)
+                print("\nstopping: controller pods, node, control plane ...", flush=True)
             tg.cancel_scope.cancel()
-    print(f"controller_runtime_reconcile_errors_total {reconcile_errors(registry):g}")
+    print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
+
+
+async def _reconcile_errors(transport: Transport) -> float:
+    path = f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods"
+    pods = await transport.request("GET", path, params={"labelSelector": CONTROLLER_PODS})
+    family = "controller_runtime_reconcile_errors"  # the parser drops `_total`
+    return await anyio.to_thread.run_sync(scrape_sum, pods["items"], family)
 
 
 def _examples() -> list[Json]:

@@ -125,6 +125,10 @@ def _fit(container: Json, port: int, time_scale: float, watch: str | None) -> No
     pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     container["env"] = [*env, pod_ip]
     container["ports"] = [p for p in container["ports"] if p["name"] != "health"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = (container.get(probe) or {}).get("httpGet") or {}
+        if get.get("port") == "health":
+            get["port"] = "metrics"
     for declared in container["ports"]:
         if declared["name"] == "metrics":
             declared["containerPort"] = port

@@ -6,11 +6,13 @@ lines are tested without a cluster; `Replicas` only watches and prints them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 import anyio
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.core.timefmt import TimeFormatError, parse_time
 from runtime.cache import Informer, Resource, Selection
@@ -71,6 +73,34 @@ def metrics_url(pod: Json) -> str | None:
             if port.get("name") == "metrics" and ip:
                 return f"http://{ip}:{port['containerPort']}/metrics"
     return None
+
+
+def sample_sum(page: str, family: str, sample: str | None = None) -> float:
+    """The sum of a metric family's samples on one /metrics page; `sample` picks one
+    series name of it (e.g. a histogram's `<family>_count`)."""
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(page)
+        if f.name == family
+        for s in f.samples
+        if sample is None or s.name == sample
+    )
+
+
+def scrape_sum(pods: Iterable[Json], family: str, sample: str | None = None) -> float:
+    """`sample_sum` over every pod's /metrics (blocking; run it in a thread). A replica that
+    does not answer (starting, stopping) counts nothing: its registry is empty anyway."""
+    total = 0.0
+    for pod in pods:
+        url = metrics_url(pod)
+        if url is None:
+            continue
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                total += sample_sum(answer.read().decode(), family, sample)
+        except OSError:
+            continue
+    return total
 
 
 def _ready(pod: Json | None) -> bool:

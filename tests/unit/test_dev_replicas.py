@@ -110,6 +110,9 @@ def test_the_install_on_the_process_node_binds_the_pod_ip_on_the_chosen_port() -
         container["env"]
     )
     assert container["ports"] == [{"name": "metrics", "containerPort": 4242, "protocol": "TCP"}]
+    # Every probe names a port the container declares (the node looks it up).
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["port"] == "metrics"
     # Nothing else changes, and the input is left as it was.
     assert [o for o in fitted if o["kind"] != "Deployment"] == [
         o for o in objects if o["kind"] != "Deployment"
