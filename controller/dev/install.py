@@ -84,10 +84,22 @@ def apply(api: Api, objects: list[Json]) -> None:
         except RequestFailed as error:
             if error.status != 409:
                 raise
-            current = api.request("GET", path_of(obj, named=True))
-            replaced = copy.deepcopy(obj)
-            replaced["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            _replace(api, obj)
+
+
+def _replace(api: Api, obj: Json, attempts: int = 5) -> None:
+    """PUT over the current version; a controller writing the object's status meanwhile
+    (the disruption controller, a PodDisruptionBudget's) makes it 409 Conflict: again."""
+    for attempt in range(attempts):
+        current = api.request("GET", path_of(obj, named=True))
+        replaced = copy.deepcopy(obj)
+        replaced["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        try:
             api.request("PUT", path_of(obj, named=True), replaced)
+            return
+        except RequestFailed as error:
+            if error.status != 409 or attempt == attempts - 1:
+                raise
 
 
 def on_process_node(
