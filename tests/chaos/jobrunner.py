@@ -50,19 +50,21 @@ class NodeRunner:
 
     @contextlib.asynccontextmanager
     async def running(self, setting: Setting) -> AsyncIterator[None]:
-        async with open_transport(str(setting.kubeconfig)) as transport:
-            await _grant_runner_rbac(transport, setting.namespace)
-            tofu = runner_environ(tofu_dir(build=False))
-            async with ProcessNode(
-                transport,
-                images=default_images(tofu),
-                name=f"node-{setting.namespace}"[:63],
-                namespace=setting.namespace,
-                log_dir=setting.logs / "pods",
-                # Short: OpenTofu's plugin sockets live under each runner's TMPDIR.
-                pods_dir=Path(tempfile.mkdtemp(prefix="captf-pods-")),
-            ):
-                yield
+        # Short: OpenTofu's plugin sockets live under each runner's TMPDIR. Removed at the
+        # end, after the node has stopped every pod.
+        with tempfile.TemporaryDirectory(prefix="captf-pods-") as pods:
+            async with open_transport(str(setting.kubeconfig)) as transport:
+                await _grant_runner_rbac(transport, setting.namespace)
+                tofu = runner_environ(tofu_dir(build=False))
+                async with ProcessNode(
+                    transport,
+                    images=default_images(tofu),
+                    name=f"node-{setting.namespace}"[:63],
+                    namespace=setting.namespace,
+                    log_dir=setting.logs / "pods",
+                    pods_dir=Path(pods),
+                ):
+                    yield
 
 
 async def _grant_runner_rbac(transport: Transport, namespace: str) -> None:
