@@ -36,9 +36,7 @@ def stale_leases(
         holder = family.holder_of(lease)
         if not holder or holder in creating:
             continue
-        namespace = annotations_of(lease).get(ANN_HOLDER_NAMESPACE) or lease["metadata"].get(
-            "namespace", ""
-        )
+        namespace = holder_namespace(lease)
         if watched is not None and namespace != watched:
             continue  # a Job this controller cannot see: not ours to judge
         if job_exists(namespace, str(holder)):
@@ -49,6 +47,14 @@ def stale_leases(
             continue
         if (now - taken).total_seconds() >= STALE_AFTER:
             yield lease
+
+
+def holder_namespace(lease: Json) -> str:
+    """Where a Lease's holder Job lives: a run slot (in the controller's namespace) names
+    it; any other Lease lives beside its Job."""
+    return str(
+        annotations_of(lease).get(ANN_HOLDER_NAMESPACE) or lease["metadata"].get("namespace", "")
+    )
 
 
 def needs_entry(job: str, found: Json | None, creating: set[str]) -> bool:

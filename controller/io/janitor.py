@@ -7,7 +7,14 @@ would ever free them, and a run slot would be lost for good. The sweep frees a
 Lease whose holder Job is neither in the cache nor being created by this
 process, once it has been held longer than any create can take. The same goes
 for a member's entry on its cluster's operation Lease, and for an entry whose
-Job was accounted without its release (the member's clusterRef had changed)."""
+Job was accounted without its release (the member's clusterRef had changed).
+
+The cache only nominates: a Lease is freed once a live GET of its holder Job
+answers 404 at the moment of freeing, and the holder is not being created by
+this process then. A sweep frees Leases one at a time (seconds, under load), and
+Job names are deterministic: a replayed decision creates a Job under the very
+name an earlier process left the Lease held for, without rewriting the Lease. A
+verdict taken from the cache at the sweep's start would free the slot under it."""
 
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from typing import Any
 
 from controller.core import family
 from controller.core.leases import LeaseWrite, Role
-from controller.core.stale import STALE_AFTER, needs_entry, stale_leases
+from controller.core.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
 from controller.io import api, leases
 from controller.io.api import Api
 from controller.io.caches import Caches
@@ -45,16 +52,26 @@ async def sweep(
             watched=watched,
         )
     )
-    freed = await _free_holders(client, stale, clock.now())
+    freed = await _free_holders(client, stale, creating, clock.now())
     freed += await _free_member_entries(client, caches, creating(), clock.now(), watched)
     return freed
 
 
-async def _free_holders(client: Api, stale: list[Json], now: datetime) -> list[str]:
+async def _free_holders(
+    client: Api, stale: list[Json], creating: Callable[[], set[str]], now: datetime
+) -> list[str]:
     freed = []
     for lease in stale:
         meta = lease["metadata"]
         holder = family.holder_of(lease)
+        if holder in creating() or await _job_is_there(client, holder_namespace(lease), holder):
+            log.info(
+                "Lease %s/%s kept: its holder Job %s exists",
+                meta.get("namespace"),
+                meta["name"],
+                holder,
+            )
+            continue
         write = LeaseWrite(str(meta.get("namespace", "")), meta["name"], holder, Role.RELEASE)
         try:
             # Read live and freed only while that holder still holds it.
@@ -63,7 +80,7 @@ async def _free_holders(client: Api, stale: list[Json], now: datetime) -> list[s
             log.info("Lease %s/%s not freed: %s", meta.get("namespace"), meta["name"], err)
             continue
         log.warning(
-            "freed Lease %s/%s: its holder Job %s never existed",
+            "freed Lease %s/%s: its holder Job %s does not exist",
             meta.get("namespace"),
             meta["name"],
             holder,
@@ -84,6 +101,7 @@ async def _free_member_entries(
             continue
         live = _live_in(caches, namespace, creating)
         stale = family.stale_members(lease, live=live, now=now, after=STALE_AFTER)
+        stale = [job for job in stale if not await _job_is_there(client, namespace, job)]
         if not stale:
             continue
         full: Json = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"} | lease
@@ -100,6 +118,12 @@ async def _free_member_entries(
         )
         freed.append(full["metadata"]["name"])
     return freed
+
+
+async def _job_is_there(client: Api, namespace: str, name: str) -> bool:
+    """Read live: only the API server's 404 proves a Job is not there (an error is raised,
+    and the sweep frees nothing more this time)."""
+    return await api.get_or_none(client, api.job_path(namespace, name)) is not None
 
 
 def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[str], bool]:
