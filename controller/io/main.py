@@ -241,9 +241,7 @@ async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
 
 async def _control(parts: _Parts) -> None:
     args, clock, caches, runtime_metrics = parts.args, parts.clock, parts.caches, parts.metrics
-    queue: RateLimitingQueue[str] = RateLimitingQueue(
-        clock=clock, observer=runtime_metrics.queue("captf", clock)
-    )
+    queue = work_queue(clock, runtime_metrics)
     reconciler = Reconciler(
         client=NotingWrites(parts.transport, caches),
         caches=caches,
@@ -288,6 +286,16 @@ async def _control(parts: _Parts) -> None:
             await controller.run()
         # Every worker is done: the informers, the janitor and the drain go too.
         tg.cancel_scope.cancel()
+
+
+def work_queue(clock: Clock, runtime_metrics: RuntimeMetrics) -> RateLimitingQueue[str]:
+    """Requeues wait on the decision clock; retries after a conflict or a transient error
+    back off on real time, like the caches and the Leases: the backoff spares the API
+    server, which --time-scale does not speed up, and on a clock that only moves when
+    told (tests) a retry would wait until something else happened to move it."""
+    return RateLimitingQueue(
+        clock=clock, observer=runtime_metrics.queue("captf", clock), retry_clock=LoopClock()
+    )
 
 
 async def _drain_on(stop: StopRequest, controller: Controller, work: anyio.CancelScope) -> None:

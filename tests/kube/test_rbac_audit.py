@@ -246,7 +246,6 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await kube.finish(destroy, "succeeded", at=datetime.now(UTC))
 
         async def gone() -> bool:
-            await clock.advance(1)  # a retried conflict waits on the stepped clock
             found = await kube.call("GET", kube.captf_path("terraformmachinepools"))
             return not found["items"]
 

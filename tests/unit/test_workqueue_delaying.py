@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime.clock import LoopClock
+from runtime.clock import LoopClock, SteppedClock
 from runtime.workqueue import (
     SHUTDOWN,
     DelayingQueue,
@@ -130,6 +130,29 @@ async def test_add_rate_limited_honours_a_minimum() -> None:
         start = clock.monotonic()
         _, at = await _get_at(q, clock)
     assert at - start == pytest.approx(7)
+
+
+async def test_retries_wait_on_the_retry_clock_and_requeues_on_the_clock() -> None:
+    real, stepped = LoopClock(), SteppedClock()
+    limiter = ItemExponential(base=1, cap=8)
+    async with RateLimitingQueue[str](clock=stepped, rate_limiter=limiter, retry_clock=real) as q:
+        q.add_after("requeued", 5)
+        start = real.monotonic()
+        assert [q.add_rate_limited("retried") for _ in range(2)] == [1, 2]
+        # Both retries come (the queue coalesces them while queued); the requeue does
+        # not, however long the retry clock runs.
+        got = [await _get_at(q, real)]
+        q.done("retried")
+        got.append(await _get_at(q, real))
+        assert [item for item, _ in got] == ["retried", "retried"]
+        assert [at - start for _, at in got] == pytest.approx([1, 2])
+        q.done("retried")
+        with anyio.move_on_after(3600):
+            await q.get()
+            pytest.fail("the requeue came before its clock moved")
+        await stepped.advance(5)
+        assert await q.get() == "requeued"
+    assert stepped.monotonic() == 5
 
 
 async def test_add_after_outside_the_block_is_refused_not_lost() -> None:
