@@ -45,7 +45,7 @@ from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
 from runtime.metrics_auth import KubeReviewer, SecureMetricsServer
 from runtime.shutdown import StopRequest, stop_on_signals
-from runtime.timeorigin import scaled_clock
+from runtime.timeorigin import OriginError, scaled_clock
 from runtime.transport import Transport, open_transport
 from runtime.workqueue import RateLimitingQueue
 
@@ -98,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except CannotListen as err:
         print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
+        return 2
+    except OriginError as err:
+        # Not the API server's momentary trouble (that is waited out): a configuration
+        # to fix, such as RBAC that does not let it read the ConfigMap.
+        print(f"captf run: --time-scale: {err}", file=sys.stderr)
         return 2
     return 0
 

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from runtime.envtest import ApiServer
-from runtime.timeorigin import scaled_clock, shared_origin
+from runtime.timeorigin import OriginError, scaled_clock, shared_origin
 from runtime.transport import open_transport
 
 pytestmark = pytest.mark.kube
@@ -55,5 +55,5 @@ async def test_a_mangled_origin_is_reported(apiserver: ApiServer, namespace: str
     async with open_transport(str(apiserver.kubeconfig)) as api:
         body = {"metadata": {"name": "origin"}, "data": {"origin": "soon"}}
         await api.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
-        with pytest.raises(ValueError, match="origin 'soon' is not a time"):
+        with pytest.raises(OriginError, match="origin 'soon' is not a time"):
             await shared_origin(api, namespace, "origin", T0)
