@@ -266,9 +266,11 @@ class Caches:
         reader: Reader | None = None,
         label_selector: str | None = None,
         job_clock: ToClock | None = None,
+        slot_namespace: str | None = None,
     ) -> None:
         """`job_clock`: moves the Jobs' wall-clock times onto a scaled decision clock
-        (`jobtimes`); None at scale 1."""
+        (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
+        where the run slots live; watched for them when `namespace` is another."""
         self._job_clock = job_clock
 
         def informer(
@@ -279,10 +281,11 @@ class Caches:
             labels: str | None = None,
             metadata_only: bool = False,
             transform: Callable[[Obj], Obj] | None = None,
+            within: str | None = namespace,
             **indexers: Any,
         ) -> Informer:
             selection = Selection(
-                namespace=namespace, label_selector=labels, metadata_only=metadata_only
+                namespace=within, label_selector=labels, metadata_only=metadata_only
             )
             resource = Resource(group, version, plural)
             return Informer(
@@ -337,12 +340,40 @@ class Caches:
             namespace=_namespace_index,
             scope=label_index(LABEL_SCOPE),
         )
+        # Restricted to one namespace, the controller still frees and counts the run slots
+        # of its own: without them every object waits for a slot once all are taken.
+        self.slot_leases: Informer | None = None
+        if namespace is not None and slot_namespace not in (None, namespace):
+            self.slot_leases = informer(
+                "coordination.k8s.io",
+                "v1",
+                "leases",
+                labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
+                within=slot_namespace,
+                namespace=_namespace_index,
+                scope=label_index(LABEL_SCOPE),
+            )
         source = reader if reader is not None else transport
         self.secret_data = Contents(source, self.secrets.resource, self.secrets.store)
         self.configmap_data = Contents(source, self.configmaps.resource, self.configmaps.store)
 
     def informers(self) -> list[Informer]:
-        return [*self.objects.values(), self.jobs, self.secrets, self.configmaps, self.leases]
+        return [
+            *self.objects.values(),
+            self.jobs,
+            self.secrets,
+            self.configmaps,
+            *self.lease_caches(),
+        ]
+
+    def lease_caches(self) -> list[Informer]:
+        """The Leases' informers: the watched namespaces', and the run slots' own when the
+        controller's namespace is not among them."""
+        return [self.leases] if self.slot_leases is None else [self.leases, self.slot_leases]
+
+    def all_leases(self) -> list[Json]:
+        """Every cached run slot and operation Lease (as stored)."""
+        return [lease for inf in self.lease_caches() for lease in inf.store]
 
     def by_kind(self) -> dict[str, list[Json]]:
         """Every cached CAPTF object, by kind (as stored: without apiVersion and kind)."""
@@ -438,9 +469,11 @@ class Caches:
         return found
 
     def _leases(self, ns: str) -> list[Json]:
-        store = self.leases.store
-        slots = store.by_index(BY_SCOPE, SCOPE_RUN_SLOT)
+        slots = [
+            s for inf in self.lease_caches() for s in inf.store.by_index(BY_SCOPE, SCOPE_RUN_SLOT)
+        ]
         seen = {id(lease) for lease in slots}
+        store = self.leases.store
         local = [lease for lease in store.by_index(BY_NAMESPACE, ns) if id(lease) not in seen]
         return [with_kind(lease, "coordination.k8s.io/v1", "Lease") for lease in [*slots, *local]]
 
@@ -548,7 +581,8 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
             # cluster's operation Lease): wake whoever waits for a Lease.
             wake(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
 
-    caches.leases.add_handler(on_lease)
+    for leases in caches.lease_caches():
+        leases.add_handler(on_lease)
 
 
 def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:

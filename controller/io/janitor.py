@@ -45,7 +45,7 @@ async def sweep(
     """One pass; returns the names of the Leases freed."""
     stale = list(
         stale_leases(
-            list(caches.leases.store),
+            caches.all_leases(),
             job_exists=lambda ns, name: caches.job(ns, name) is not None,
             creating=creating(),
             now=clock.now(),
@@ -95,7 +95,7 @@ async def _free_member_entries(
     """Drops stale member entries from the cached cluster Leases; the cached version's
     resourceVersion is the precondition, so an entry written meanwhile is never lost."""
     freed = []
-    for lease in list(caches.leases.store):
+    for lease in caches.all_leases():
         namespace = lease["metadata"].get("namespace", "")
         if watched is not None and namespace != watched:
             continue

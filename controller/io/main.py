@@ -138,6 +138,7 @@ async def serve(
             namespace=args.namespace,
             label_selector=args.watch_label_selector,
             job_clock=job_clock,
+            slot_namespace=ns,
         )
         capped.register(registry, caches)
         pauses = PauseWatch()

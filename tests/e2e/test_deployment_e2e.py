@@ -154,9 +154,6 @@ async def deployed(
                     return False
 
                 await eventually(gone, within=WAIT, what="the Deployment and its pods gone")
-                # What the install's namespace keeps of this controller: its run slots.
-                slots = f"{LEASES}?labelSelector=captf.io/scope=run-slot"
-                await kube.call("DELETE", slots)
 
 
 async def _setup(stack: Stack, name: str, module: str) -> None:

@@ -64,6 +64,35 @@ async def test_one_run_slot_makes_the_second_cluster_wait(
         await condition_is(kube, "Ready", "True", name="c1")
 
 
+async def test_run_slots_in_the_controller_namespace_come_free_under_namespace(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """`captf run --namespace X --controller-namespace Y`: the slots live in Y, which the
+    objects' caches do not watch; a finished Job's slot still comes free."""
+    kube, clock = Kube(apiserver, namespace), SteppedClock()
+    home = f"{namespace}-ctl"
+    await kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": home}})
+    slot = Kube(apiserver, home)
+    async with running_controller(
+        apiserver, namespace, clock=clock, max_concurrent_runs=1, controller_namespace=home
+    ):
+        await kube.setup_cluster("c1")
+        first = await nth_job(kube, 1, "captf.io/name=c1")
+        assert _holder(await _lease(slot, "captf-run-slot-0")) == first["metadata"]["name"]
+        await kube.setup_cluster("c2")
+        await next_is(kube, "WaitingForRunLease", name="c2")
+        await succeed_apply(kube, first, serial=1, at=clock.now(), name="c1")
+        second = await nth_job(kube, 1, "captf.io/name=c2")
+        assert _holder(await _lease(slot, "captf-run-slot-0")) == second["metadata"]["name"]
+        # No slot was made up in the objects' namespace instead.
+        here = await kube.call(
+            "GET",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+            "?labelSelector=captf.io/scope=run-slot",
+        )
+        assert here["items"] == []
+
+
 async def test_a_pool_waits_while_its_cluster_runs_a_job(
     apiserver: ApiServer, namespace: str
 ) -> None:

@@ -70,7 +70,7 @@ async def test_a_slot_is_freed_only_when_its_job_is_confirmed_gone(
         objects[api.job_path(JOB_NS, JOB)] = {"metadata": {"name": JOB, "namespace": JOB_NS}}
     client = LiveApi(objects)
     # The cache shows neither the Job nor anything but the slot: it nominates the slot.
-    caches: Any = SimpleNamespace(leases=SimpleNamespace(store=[slot]), job=lambda *_: None)
+    caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
     # What this process creates changes during the sweep: empty when the sweep starts.
     calls: list[None] = []
 
