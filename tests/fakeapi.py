@@ -19,8 +19,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.names import KINDS, LABEL_SCOPE, LABEL_UID, PLURALS
-from controller.io.caches import Caches
+from controller.core.names import KINDS, LABEL_MANAGED_BY, LABEL_SCOPE, LABEL_UID, MANAGER, PLURALS
+from controller.io.caches import Caches, own_secret_fields
 from runtime.cache import Informer
 from runtime.errors import ApiError
 
@@ -217,7 +217,11 @@ class FakeApi:
         for kind, informer in caches.objects.items():
             _fill(informer, self.of(PLURALS[kind]), version)
         _fill(caches.jobs, [j for j in self.of("jobs") if LABEL_UID in _labels(j)], version)
-        _fill(caches.secrets, self.of("secrets"), version)
+        secrets = self.of("secrets")
+        own = [s for s in secrets if _labels(s).get(LABEL_MANAGED_BY) == MANAGER]
+        _fill(caches.own_secrets, [own_secret_fields(s) for s in own], version)
+        others = [s for s in secrets if LABEL_MANAGED_BY not in _labels(s)]
+        _fill(caches.secrets, others, version)
         _fill(caches.configmaps, self.of("configmaps"), version)
         leases = [lease for lease in self.of("leases") if LABEL_SCOPE in _labels(lease)]
         _fill(caches.leases, leases, version)

@@ -44,6 +44,7 @@ from controller.core.names import (
     LABEL_KIND,
     LABEL_NAME,
     LABEL_UID,
+    MANAGED_BY,
 )
 from controller.core.policy import DEFAULT_IMAGES, read_policy
 from controller.core.timefmt import format_time
@@ -154,7 +155,7 @@ async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) ->
     state = {
         "metadata": {
             "name": f"{name}-state",
-            "labels": {LABEL_NAME: name, LABEL_KIND: "TerraformCluster"},
+            "labels": {LABEL_NAME: name, LABEL_KIND: "TerraformCluster"} | MANAGED_BY,
             "annotations": {ANN_SERIAL: str(JOBS_PER_OBJECT), ANN_INPUTS_HASH: inputs_hash},
         },
         "stringData": {"terraform.tfstate": "{}"},

@@ -29,6 +29,7 @@ from controller.core.names import (
     LABEL_NAME,
     LABEL_OP,
     LABEL_UID,
+    MANAGED_BY,
     Op,
     state_secret_name,
 )
@@ -114,7 +115,7 @@ def inputs_secret(obj: Json, inputs: Inputs) -> Json:
         "metadata": {
             "name": inputs_secret_name(meta["name"], inputs),
             "namespace": meta["namespace"],
-            "labels": object_labels(obj),
+            "labels": object_labels(obj) | MANAGED_BY,
             "annotations": {ANN_INPUTS_HASH: inputs.hash},
             "ownerReferences": [owner_reference(obj, controller=False)],
         },

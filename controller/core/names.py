@@ -60,6 +60,13 @@ ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
 LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
 LABEL_PLAN_OF: Final = "captf.io/plan-of"
 LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
+# On every Secret CAPTF writes (durable inputs, state and its backups and rescues,
+# plans, outputs): the controller caches these with their data, by this label, and the
+# user's Secrets as metadata only. Secrets written before the label existed lack it
+# and are read the metadata way.
+LABEL_MANAGED_BY: Final = "captf.io/managed-by"
+MANAGER: Final = "captf"
+MANAGED_BY: Final = {LABEL_MANAGED_BY: MANAGER}
 # On the objects the watch benchmark creates (controller/bench/watch.py).
 LABEL_BENCH: Final = "captf.io/bench"
 LABEL_BENCH_BURST: Final = "captf.io/bench-burst"

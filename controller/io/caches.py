@@ -19,13 +19,17 @@ from controller.core.names import (
     FINALIZER,
     GROUP,
     KINDS,
+    LABEL_BACKUP_OF,
     LABEL_KIND,
+    LABEL_MANAGED_BY,
     LABEL_NAME,
+    LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
     LEASE_WAITS,
+    MANAGER,
     PLURALS,
     SCOPE_RUN_SLOT,
     VERSION,
@@ -231,6 +235,25 @@ def _as(api_version: str, kind: str) -> Callable[[Obj], Obj]:
     return transform
 
 
+def own_secret_fields(secret: Obj) -> Obj:
+    """A Secret CAPTF wrote, as cached: the metadata read and the data decisions read.
+
+    A durable inputs Secret keeps its values (the inputs, and what a Job's messages are
+    redacted with), an outputs Secret too (other objects take variables from it); a
+    plan Secret keeps its keys (a decision asks only whether it has any; the plan itself
+    can be near a megabyte); a state, its backups and rescues keep none (decisions read
+    their annotations; their data is fetched if an object reads it after all)."""
+    kept = _as("v1", SECRET)(secret)
+    name = str(kept["metadata"].get("name", ""))
+    labels = kept["metadata"].get("labels") or {}
+    data = secret.get("data") or {}
+    if LABEL_PLAN_OF in labels:
+        kept["data"] = dict.fromkeys(data, "")
+    elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
+        kept["data"] = data
+    return kept
+
+
 def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
     """List items come without apiVersion and kind; decisions and owner references need them."""
     if obj.get("kind") == kind and obj.get("apiVersion"):
@@ -254,8 +277,10 @@ class Caches:
     `label_selector` (sharding) narrows the CAPTF objects to one shard. Jobs are not
     narrowed: they do not carry the objects' labels, and each shard reads only the Jobs
     of its own objects (by uid) anyway.
-    Secrets and ConfigMaps are cached as metadata; `contents` holds the data of the
-    ones objects read."""
+    The Secrets CAPTF wrote (labelled captf.io/managed-by) are cached with the data
+    decisions read, so reading them costs no request; the user's Secrets and ConfigMaps
+    (and Secrets written before the label) are cached as metadata, and `contents` holds
+    the data of the ones objects read, fetched again when their version moves."""
 
     def __init__(
         self,
@@ -311,6 +336,7 @@ class Caches:
             )
             for kind in KINDS
         }
+
         # Only CAPTF's Jobs: they all carry the uid label.
         self.jobs = informer(
             "batch",
@@ -324,8 +350,17 @@ class Caches:
             "",
             "v1",
             "secrets",
+            labels=f"!{LABEL_MANAGED_BY}",
             metadata_only=True,
             transform=_as("v1", SECRET),
+            inputs_of=_inputs_of_index,
+        )
+        self.own_secrets = informer(
+            "",
+            "v1",
+            "secrets",
+            labels=f"{LABEL_MANAGED_BY}={MANAGER}",
+            transform=own_secret_fields,
             inputs_of=_inputs_of_index,
         )
         self.configmaps = informer(
@@ -354,7 +389,9 @@ class Caches:
                 scope=label_index(LABEL_SCOPE),
             )
         source = reader if reader is not None else transport
-        self.secret_data = Contents(source, self.secrets.resource, self.secrets.store)
+        self.secret_data = Contents(
+            source, self.secrets.resource, self.secrets.store, whole=self.own_secrets.store
+        )
         self.configmap_data = Contents(source, self.configmaps.resource, self.configmaps.store)
 
     def informers(self) -> list[Informer]:
@@ -362,6 +399,7 @@ class Caches:
             *self.objects.values(),
             self.jobs,
             self.secrets,
+            self.own_secrets,
             self.configmaps,
             *self.lease_caches(),
         ]
@@ -435,7 +473,8 @@ class Caches:
         prefix = inputs_secret_prefix(name)
         secret_names += [
             s["metadata"]["name"]
-            for s in self.secrets.store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
+            for store in (self.own_secrets.store, self.secrets.store)
+            for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
             if s["metadata"]["name"].startswith(prefix)
         ]
         return Snapshot(
@@ -461,7 +500,7 @@ class Caches:
     def _with_data(self, contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:
         found: dict[str, Json] = {}
         for name in names:
-            meta = contents.metadata.get(f"{ns}/{name}")
+            meta = contents.metadata_of(f"{ns}/{name}")
             if meta is None:
                 continue
             data = contents.data(ns, name)
@@ -572,6 +611,7 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
         return handler
 
     caches.secrets.add_handler(on_data(SECRET, caches.secret_data))
+    caches.own_secrets.add_handler(on_data(SECRET, caches.secret_data))
     caches.configmaps.add_handler(on_data(CONFIGMAP, caches.configmap_data))
 
     def on_lease(old: Obj | None, new: Obj | None) -> None:

@@ -8,7 +8,10 @@ since the last fetch; everything else comes from what is held.
 
 What is held per Secret or ConfigMap is its data and nothing else (the metadata
 is in the metadata cache), and for a plan Secret not even that: its keys, since
-all a decision asks of it is whether it has any."""
+all a decision asks of it is whether it has any.
+
+The Secrets CAPTF writes itself are labelled and cached whole by their own
+informer (`whole`): those are read from there and never fetched."""
 
 from __future__ import annotations
 
@@ -44,6 +47,10 @@ class Contents:
     reader: Reader
     resource: Resource
     metadata: Store
+    # The Secrets CAPTF wrote, cached with the data decisions read: an object there with
+    # "data" is read from there, never fetched; one without (a state: its data is not
+    # kept) is fetched like the others if something reads its data after all.
+    whole: Store | None = None
     # key -> (the resourceVersion fetched, the data kept)
     _held: dict[str, tuple[str, Data]] = field(default_factory=dict)
     fetches: int = 0
@@ -52,7 +59,10 @@ class Contents:
         """Fetches what is missing or out of date; a Secret that is gone is forgotten."""
         for item in wanted:
             key = f"{namespace}/{item.name}"
-            meta = self.metadata.get(key)
+            meta = self.metadata_of(key)
+            if meta is not None and "data" in meta:
+                self._held.pop(key, None)
+                continue
             if meta is None:
                 self._held.pop(key, None)
                 continue
@@ -62,8 +72,20 @@ class Contents:
             await self._fetch(namespace, item, key)
 
     def data(self, namespace: str, name: str) -> Data | None:
-        held = self._held.get(f"{namespace}/{name}")
+        key = f"{namespace}/{name}"
+        whole = self._whole(key)
+        if whole is not None and "data" in whole:
+            found: Data = whole["data"]
+            return found
+        held = self._held.get(key)
         return None if held is None else held[1]
+
+    def metadata_of(self, key: str) -> Json | None:
+        """The object as cached, from whichever cache holds it."""
+        return self._whole(key) or self.metadata.get(key)
+
+    def _whole(self, key: str) -> Json | None:
+        return None if self.whole is None else self.whole.get(key)
 
     def forget(self, key: str) -> None:
         self._held.pop(key, None)

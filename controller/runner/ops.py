@@ -18,6 +18,7 @@ from controller.core.names import (
     ANN_INPUTS_HASH,
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
+    MANAGED_BY,
     SECRET_SIZE_LIMIT,
     Op,
 )
@@ -156,7 +157,7 @@ async def _plan_op(ctx: Context) -> Result:
 async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> None:
     # Owned by this Job: the plan lives exactly as long as the Job that made it,
     # which is what an approval names.
-    metadata: Json = {"name": name, "labels": {LABEL_PLAN_OF: ctx.env.object_name}}
+    metadata: Json = {"name": name, "labels": {LABEL_PLAN_OF: ctx.env.object_name} | MANAGED_BY}
     job = await ctx.kube.get_job(ctx.env.job_name)
     if job is not None and job.get("metadata", {}).get("uid"):
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
@@ -295,7 +296,7 @@ async def _save_state(ctx: Context, old: StoredState | None, inputs_hash: str | 
 
 async def _rescue(ctx: Context, data: bytes) -> str:
     name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
-    metadata: Json = {"name": name, "labels": {LABEL_RESCUE_OF: ctx.env.object_name}}
+    metadata: Json = {"name": name, "labels": {LABEL_RESCUE_OF: ctx.env.object_name} | MANAGED_BY}
     body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
     body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from controller.core.names import API_VERSION, LABEL_OUTPUTS_OF
+from controller.core.names import API_VERSION, LABEL_OUTPUTS_OF, MANAGED_BY
 
 Json = dict[str, Any]
 
@@ -38,7 +38,7 @@ def chosen(shown: Json, names: tuple[str, ...] | None) -> dict[str, bytes]:
 def secret_body(
     name: str, data: dict[str, bytes], *, object_name: str, object_kind: str, object_uid: str | None
 ) -> Json:
-    metadata: Json = {"name": name, "labels": {LABEL_OUTPUTS_OF: object_name}}
+    metadata: Json = {"name": name, "labels": {LABEL_OUTPUTS_OF: object_name} | MANAGED_BY}
     if object_uid:
         metadata["ownerReferences"] = [
             {

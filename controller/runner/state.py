@@ -32,6 +32,7 @@ from controller.core.names import (
     LABEL_BACKUP_OF,
     LABEL_KIND,
     LABEL_NAME,
+    MANAGED_BY,
 )
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
@@ -97,7 +98,7 @@ class StateStore:
     ) -> None:
         self._kube = kube
         self._name = secret_name
-        self._object_labels = {LABEL_NAME: object_name, LABEL_KIND: object_kind}
+        self._object_labels = {LABEL_NAME: object_name, LABEL_KIND: object_kind} | MANAGED_BY
         self._object_name = object_name
         self._keep = keep
 

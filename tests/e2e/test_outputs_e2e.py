@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from controller.core.names import MANAGED_BY
 from runtime.envtest import ApiServer
 from tests.e2e.system import System, ended, in_background, result_of, running_system
 from tests.kube.harness import MERGE
@@ -112,7 +113,7 @@ async def test_the_pool_reads_the_clusters_outputs(system: System) -> None:
 
     secret = await system.kube.secret("web-outputs")
     assert _secret_data(secret) == {"endpoint": "https://alpha.example", "token": "s3cr3t-token"}
-    assert secret["metadata"]["labels"] == {"captf.io/outputs-of": "web"}
+    assert secret["metadata"]["labels"] == {"captf.io/outputs-of": "web"} | MANAGED_BY
     assert secret["metadata"]["ownerReferences"][0]["kind"] == "TerraformCluster"
 
     async def outputs_listed() -> Json | None:

@@ -19,7 +19,7 @@ import anyio
 import orjson
 from prometheus_client import CollectorRegistry
 
-from controller.core.names import ANN_RESULT
+from controller.core.names import ANN_RESULT, LABEL_KIND, LABEL_NAME, LABEL_PLAN_OF, MANAGED_BY
 from controller.core.timefmt import format_time
 from controller.io.config import ControllerConfig
 from controller.io.main import serve
@@ -148,12 +148,17 @@ class Kube:
         )
 
 
-async def write_state(kube: Kube, job: Json, serial: int, name: str = "c1") -> None:
-    """Plays the runner's state write after a successful apply: serial and inputs hash."""
+async def write_state(
+    kube: Kube, job: Json, serial: int, name: str = "c1", *, labelled: bool = True
+) -> None:
+    """Plays the runner's state write after a successful apply: serial and inputs hash,
+    labelled as the runner labels it (`labelled=False`: as runners before the label did)."""
     inputs_hash = job["metadata"]["annotations"]["captf.io/inputs-hash"]
     notes = {"captf.io/serial": str(serial), "captf.io/inputs-hash": inputs_hash}
+    kind = job["metadata"]["labels"][LABEL_KIND]
+    labels = {LABEL_NAME: name, LABEL_KIND: kind} | MANAGED_BY if labelled else {}
     body = {
-        "metadata": {"name": f"{name}-state", "annotations": notes},
+        "metadata": {"name": f"{name}-state", "annotations": notes, "labels": labels},
         "stringData": {"terraform.tfstate": "{}"},
     }
     path = f"/api/v1/namespaces/{kube.ns}/secrets"
@@ -161,8 +166,18 @@ async def write_state(kube: Kube, job: Json, serial: int, name: str = "c1") -> N
         await kube.call("POST", path, body)
     except Exception:
         await kube.call(
-            "PATCH", f"{path}/{name}-state", {"metadata": {"annotations": notes}}, MERGE
+            "PATCH",
+            f"{path}/{name}-state",
+            {"metadata": {"annotations": notes, "labels": labels}},
+            MERGE,
         )
+
+
+async def write_plan(kube: Kube, name: str, data: dict[str, str], of: str = "c1") -> None:
+    """Plays the runner's plan write: the plan Secret, labelled as the runner labels it."""
+    labels = {LABEL_PLAN_OF: of} | MANAGED_BY
+    body = {"metadata": {"name": name, "labels": labels}, "data": data}
+    await kube.call("POST", f"/api/v1/namespaces/{kube.ns}/secrets", body)
 
 
 async def nth_job(kube: Kube, n: int, selector: str = "captf.io/op=apply") -> Json:
@@ -267,9 +282,11 @@ def _about(event: Json, job: str) -> bool:
     return bool(event["metadata"]["name"].startswith(f"{job}.") or job in event.get("message", ""))
 
 
-async def succeed_apply(kube: Kube, job: Json, serial: int, at: datetime, name: str = "c1") -> None:
+async def succeed_apply(
+    kube: Kube, job: Json, serial: int, at: datetime, name: str = "c1", *, labelled: bool = True
+) -> None:
     """The runner's successful apply: the state written with its inputs hash, then Complete."""
-    await write_state(kube, job, serial=serial, name=name)
+    await write_state(kube, job, serial=serial, name=name, labelled=labelled)
     await kube.finish(job, "succeeded", at=at, result={"stateSerial": serial})
 
 

@@ -23,6 +23,7 @@ from tests.kube.harness import (
     next_is,
     nth_job,
     succeed_apply,
+    write_plan,
 )
 
 pytestmark = pytest.mark.kube
@@ -73,11 +74,7 @@ async def test_manual_mode_applies_the_approved_plan(apiserver: ApiServer, names
         name = plan["metadata"]["name"]
         plan_secret = job_env(plan)["CAPTF_PLAN_SECRET"]
         # The runner writes its plan, then reports where it is.
-        await kube.call(
-            "POST",
-            f"/api/v1/namespaces/{namespace}/secrets",
-            {"metadata": {"name": plan_secret}, "stringData": {"plan": "binary plan"}},
-        )
+        await write_plan(kube, plan_secret, {"plan": "YmluYXJ5IHBsYW4="})
         await kube.finish(plan, "succeeded", at=clock.now(), result={"planSecret": plan_secret})
         waiting = await condition_is(kube, "Waiting", "True", "WaitingForApproval")
         assert name in waiting["message"]

@@ -18,6 +18,7 @@ from tests.kube.harness import (
     next_is,
     nth_job,
     succeed_apply,
+    write_plan,
 )
 
 pytestmark = pytest.mark.kube
@@ -48,11 +49,7 @@ async def test_a_manual_plan_is_announced_as_ready(apiserver: ApiServer, namespa
         plan = await nth_job(kube, 1, "captf.io/op=plan")
         name = plan["metadata"]["name"]
         secret = job_env(plan)["CAPTF_PLAN_SECRET"]
-        await kube.call(
-            "POST",
-            f"/api/v1/namespaces/{namespace}/secrets",
-            {"metadata": {"name": secret}, "stringData": {"plan.json": "{}"}},
-        )
+        await write_plan(kube, secret, {"plan.json": "e30="})
         await kube.finish(plan, "succeeded", at=clock.now(), result={"planSecret": secret})
         event = await event_for(kube, name, "PlanReady")
         assert event["message"].endswith(f"annotate captf.io/approve={name} to apply it")

@@ -152,7 +152,7 @@ class Race:
                 cached = self.caches.job(self.kube.ns, job["metadata"]["name"])
                 if cached is None or not is_finished(cached):
                     return False
-            states = self.caches.secrets.store
+            states = self.caches.own_secrets.store
             return all(f"{self.kube.ns}/{name}-state" in states for name in applied)
 
         await eventually(shown, what="the caches to show the finished Jobs")

@@ -22,6 +22,7 @@ from tests.kube.harness import (
     new_job,
     next_is,
     nth_job,
+    write_plan,
 )
 
 pytestmark = pytest.mark.kube
@@ -172,11 +173,7 @@ async def _play_plan(kube: Kube, plan: Json, at: Any) -> None:
         ]
     }
     data = {"plan.json": base64.b64encode(orjson.dumps(shown)).decode(), "tfplan": "AA=="}
-    await kube.call(
-        "POST",
-        f"/api/v1/namespaces/{kube.ns}/secrets",
-        {"metadata": {"name": secret}, "data": data},
-    )
+    await write_plan(kube, secret, data)
     await kube.finish(plan, "succeeded", at=at, result={"planSecret": secret})
 
 

@@ -17,12 +17,16 @@ from controller.core.names import (
     ANN_RESULT,
     CLUSTER,
     FINALIZER,
+    LABEL_BACKUP_OF,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_OP,
+    LABEL_OUTPUTS_OF,
+    LABEL_PLAN_OF,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
+    MANAGED_BY,
     POOL,
     SCOPE_RUN_SLOT,
 )
@@ -32,6 +36,7 @@ from controller.io.caches import (
     job_fields,
     only_own_job_writes,
     only_own_object_writes,
+    own_secret_fields,
     wire_handlers,
 )
 from runtime.cache import Informer, Store, Watched
@@ -336,6 +341,65 @@ async def test_the_secrets_a_job_carried_are_read_for_redaction(
     await caches.load_contents(obj)
     snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
     assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
+
+
+def own(name: str, labels: dict[str, str], data: dict[str, str]) -> Json:
+    """A Secret as CAPTF writes it: labelled, with its data."""
+    return secret(name, labels=labels | MANAGED_BY) | {"data": data}
+
+
+async def test_a_secret_captf_wrote_is_read_from_its_cache_without_a_request(
+    server: Server, caches: Caches
+) -> None:
+    obj = captf(CLUSTER, "c")
+    carrier = job(obj, "c-apply-1")
+    carrier["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"}
+    )
+    caches.jobs.store.upsert(job_fields(carrier))
+    inputs = own("c-inputs-1", {LABEL_NAME: "c"}, {"inputs.json": "e30="})
+    deliver(caches.own_secrets, "ADDED", own_secret_fields(inputs))
+    deliver(caches.own_secrets, "ADDED", own_secret_fields(own("c-state", {}, {"s": "QQ=="})))
+    await caches.load_contents(obj)
+    assert sum(server.gets.values()) == 0
+    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
+    assert [s["metadata"]["name"] for s in snap.inputs_secrets()] == ["c-inputs-1"]
+    assert snap.state_secret is not None
+
+
+async def test_a_secret_captf_wrote_without_its_data_is_fetched_when_read(
+    server: Server, caches: Caches
+) -> None:
+    # A state keeps no data in the cache; an object that takes variables from it
+    # (nothing forbids it) has it fetched, once per version, as a user's Secret would.
+    obj = captf(CLUSTER, "r", spec={"variablesFrom": [{"secretRef": {"name": "c-state"}}]})
+    state = own("c-state", {LABEL_NAME: "c"}, {"s": "QQ=="})
+    server.objects["/api/v1/namespaces/ns/secrets/c-state"] = state
+    deliver(caches.own_secrets, "ADDED", own_secret_fields(state))
+    await caches.load_contents(obj)
+    await caches.load_contents(obj)
+    assert sum(server.gets.values()) == 1
+    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    assert snap.secrets["c-state"]["data"] == {"s": "QQ=="}
+
+
+@pytest.mark.parametrize(
+    ("name", "labels", "kept"),
+    [
+        ("c-inputs-0123abcd", {LABEL_NAME: "c"}, {"k": "dg=="}),
+        ("p1", {LABEL_PLAN_OF: "c"}, {"k": ""}),
+        ("c-state", {LABEL_NAME: "c"}, None),
+        ("c-inputs-state-3", {LABEL_BACKUP_OF: "c-inputs"}, None),
+        ("c-outputs", {LABEL_OUTPUTS_OF: "c"}, {"k": "dg=="}),
+    ],
+)
+def test_what_is_cached_of_a_secret_captf_wrote(
+    name: str, labels: dict[str, str], kept: dict[str, str] | None
+) -> None:
+    cached = own_secret_fields(own(name, labels, {"k": "dg=="}))
+    assert cached.get("data") == kept
+    assert cached["metadata"]["labels"] == labels | MANAGED_BY
 
 
 def test_a_deleted_secret_is_forgotten(server: Server, caches: Caches, woken: list[str]) -> None:

@@ -56,7 +56,7 @@ async def test_every_output_goes_to_the_secret_and_only_names_to_the_result(
         "password": b"hunter2",
     }
     meta = kube.secrets["c-outputs"]["metadata"]
-    assert meta["labels"] == {"captf.io/outputs-of": "c"}
+    assert meta["labels"] == {"captf.io/outputs-of": "c", "captf.io/managed-by": "captf"}
     assert meta["ownerReferences"][0] | {} == {
         "apiVersion": "captf.io/v1alpha1",
         "kind": "TerraformCluster",
