@@ -14,14 +14,18 @@ answers 404 at the moment of freeing, and the holder is not being created by
 this process then. A sweep frees Leases one at a time (seconds, under load), and
 Job names are deterministic: a replayed decision creates a Job under the very
 name an earlier process left the Lease held for, without rewriting the Lease. A
-verdict taken from the cache at the sweep's start would free the slot under it."""
+verdict taken from the cache at the sweep's start would free the slot under it.
+From the holder's check to the release being written, the reconciler starts no
+launch of that Job name (`Launches.begin_freeing`), and the janitor frees nothing
+a launch in flight holds: the Job's absence stays true until the release lands.
+(Only the leader launches, in this event loop.)"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from controller.core import family
 from controller.core.leases import LeaseWrite, Role
@@ -36,49 +40,59 @@ from runtime.errors import ApiError
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
 
+
+class Launches(Protocol):
+    """What the janitor needs of the reconciler (controller.io.reconciler.Reconciler)."""
+
+    def creating(self) -> set[str]: ...
+
+    def begin_freeing(self, job: str) -> bool: ...
+
+    def end_freeing(self, job: str) -> None: ...
+
+
 SWEEP_EVERY = 60.0
 
 
 async def sweep(
-    client: Api, caches: Caches, creating: Callable[[], set[str]], clock: Clock, watched: str | None
+    client: Api, caches: Caches, launches: Launches, clock: Clock, watched: str | None
 ) -> list[str]:
     """One pass; returns the names of the Leases freed."""
     stale = list(
         stale_leases(
             caches.all_leases(),
             job_exists=lambda ns, name: caches.job(ns, name) is not None,
-            creating=creating(),
+            creating=launches.creating(),
             now=clock.now(),
             watched=watched,
         )
     )
-    freed = await _free_holders(client, stale, creating, clock.now())
-    freed += await _free_member_entries(client, caches, creating(), clock.now(), watched)
+    freed = await _free_holders(client, stale, launches, clock.now())
+    freed += await _free_member_entries(client, caches, launches.creating(), clock.now(), watched)
     return freed
 
 
 async def _free_holders(
-    client: Api, stale: list[Json], creating: Callable[[], set[str]], now: datetime
+    client: Api, stale: list[Json], launches: Launches, now: datetime
 ) -> list[str]:
     freed = []
     for lease in stale:
         meta = lease["metadata"]
         holder = family.holder_of(lease)
-        if holder in creating() or await _job_is_there(client, holder_namespace(lease), holder):
-            log.info(
-                "Lease %s/%s kept: its holder Job %s exists",
-                meta.get("namespace"),
-                meta["name"],
-                holder,
-            )
-            continue
-        write = LeaseWrite(str(meta.get("namespace", "")), meta["name"], holder, Role.RELEASE)
+        if not launches.begin_freeing(holder):
+            continue  # being created here right now
         try:
+            if await _job_is_there(client, holder_namespace(lease), holder):
+                log.info("Lease %s/%s kept: its holder Job %s exists", *_where(meta), holder)
+                continue
+            write = LeaseWrite(str(meta.get("namespace", "")), meta["name"], holder, Role.RELEASE)
             # Read live and freed only while that holder still holds it.
             await leases.carry_out(client, write, now)
         except (ApiError, LeaseBusy) as err:
-            log.info("Lease %s/%s not freed: %s", meta.get("namespace"), meta["name"], err)
+            log.info("Lease %s/%s not freed: %s", *_where(meta), err)
             continue
+        finally:
+            launches.end_freeing(holder)
         log.warning(
             "freed Lease %s/%s: its holder Job %s does not exist",
             meta.get("namespace"),
@@ -121,9 +135,13 @@ async def _free_member_entries(
 
 
 async def _job_is_there(client: Api, namespace: str, name: str) -> bool:
-    """Read live: only the API server's 404 proves a Job is not there (an error is raised,
-    and the sweep frees nothing more this time)."""
+    """Read live: only the API server's 404 proves a Job is not there (any other error
+    keeps the Lease until the next sweep)."""
     return await api.get_or_none(client, api.job_path(namespace, name)) is not None
+
+
+def _where(meta: Json) -> tuple[str, str]:
+    return str(meta.get("namespace", "")), str(meta["name"])
 
 
 def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[str], bool]:
@@ -134,7 +152,7 @@ def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[st
 
 
 async def sweep_forever(
-    client: Api, caches: Caches, creating: Callable[[], set[str]], clock: Clock, watched: str | None
+    client: Api, caches: Caches, launches: Launches, clock: Clock, watched: str | None
 ) -> None:
     """Sweeps every SWEEP_EVERY seconds. A failed sweep (the API server unreachable, an
     error answer) is logged and the next one tries again: the janitor never takes the
@@ -142,6 +160,6 @@ async def sweep_forever(
     while True:
         await clock.sleep(SWEEP_EVERY)
         try:
-            await sweep(client, caches, creating, clock, watched)
+            await sweep(client, caches, launches, clock, watched)
         except Exception as err:
             log.warning("lease sweep failed: %s; retrying in %.0fs", err, SWEEP_EVERY)

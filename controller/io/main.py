@@ -282,7 +282,7 @@ async def _control(parts: _Parts) -> None:
                 sweep_forever,
                 parts.transport,
                 caches,
-                reconciler.creating,
+                reconciler,
                 clock,
                 args.namespace,
                 name="lease janitor",

@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.gates import LEASE_WAIT
-from controller.core.launching import Refusal, refusal_after, refusal_event
+from controller.core.launching import Launch, Refusal, refusal_after, refusal_event
 from controller.core.names import FINALIZER
 from controller.core.pending import pending_of
 from controller.core.plan import Facts, Plan, live_check_needed, plan
@@ -82,6 +82,9 @@ class Reconciler:
     # Job name -> (the owner's uid, when created on the monotonic clock).
     _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
     _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
+    # Launches in flight, and holders the janitor is freeing: never the same name at once.
+    _launching: set[str] = field(default_factory=set)
+    _freeing: set[str] = field(default_factory=set)
     # Object key -> its current streak of refused Jobs.
     _refusals: dict[str, Refusal] = field(default_factory=dict)
 
@@ -125,7 +128,7 @@ class Reconciler:
             self._deleted.add(job)
             await api.delete_job(self.client, snap.namespace, job)
         if todo.launch is not None:
-            await launch(self.client, todo.launch, now)
+            await self._launch(todo.launch, now)
             self._refusals.pop(_key(obj), None)
             self._pending[todo.launch.name] = (obj["metadata"]["uid"], self.clock.monotonic())
             _log_start(snap, todo)
@@ -171,9 +174,32 @@ class Reconciler:
             fields = {"job": refused.job}
             log.warning("%s/%s: %s", snap.kind, snap.name, streak.message, extra={"fields": fields})
 
+    async def _launch(self, start: Launch, now: datetime) -> None:
+        if start.name in self._freeing:
+            # The janitor is freeing a Lease held in this Job's name: once it is done, the
+            # claims read what it left (the 409 requeues this object).
+            raise ApiError(409, "Conflict", f"Leases of Job {start.name} are being freed")
+        self._launching.add(start.name)
+        try:
+            await launch(self.client, start, now)
+        finally:
+            self._launching.discard(start.name)
+
     def creating(self) -> set[str]:
-        """Jobs this process created that the cache may not show yet."""
-        return set(self._pending)
+        """Jobs this process is creating, or created and the cache may not show yet."""
+        return set(self._pending) | self._launching
+
+    def begin_freeing(self, job: str) -> bool:
+        """Whether the janitor may free a Lease held by `job`: not while it is being created
+        here; until `end_freeing`, no launch of `job` starts. (One event loop: the check and
+        the mark are one step.)"""
+        if job in self.creating():
+            return False
+        self._freeing.add(job)
+        return True
+
+    def end_freeing(self, job: str) -> None:
+        self._freeing.discard(job)
 
     async def _snapshot(self, obj: Json) -> Snapshot:
         await self.caches.load_contents(obj)

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from controller.core.launching import Launch
 from controller.core.names import ANN_HOLDER_NAMESPACE
 from controller.core.stale import STALE_AFTER
 from controller.io import api, janitor
+from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
 from tests.builders import NOW, lease
@@ -28,12 +30,15 @@ SLOT_NS, JOB_NS, JOB = "captf-system", "team-a", "c1-apply-00000000"
 class LiveApi:
     """The API server's objects by path; GET answers 404 for what is not there."""
 
-    def __init__(self, objects: dict[str, Json]) -> None:
+    def __init__(self, objects: dict[str, Json], on_get: Any = None) -> None:
         self.objects = objects
         self.writes: list[tuple[str, str]] = []
+        self.on_get = on_get  # called with each path read, before the answer
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Json:
         if method == "GET":
+            if self.on_get is not None:
+                await self.on_get(path)
             if path not in self.objects:
                 raise ApiError(404, "NotFound", f"{path} not found")
             return copy.deepcopy(self.objects[path])
@@ -71,13 +76,52 @@ async def test_a_slot_is_freed_only_when_its_job_is_confirmed_gone(
     client = LiveApi(objects)
     # The cache shows neither the Job nor anything but the slot: it nominates the slot.
     caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
-    # What this process creates changes during the sweep: empty when the sweep starts.
-    calls: list[None] = []
+    reconciler = _reconciler(client)
+    # The sweep's start sees no create; the create begins while it frees other Leases.
+    started = [False]
+    creating = reconciler.creating
 
-    def creating() -> set[str]:
-        calls.append(None)
-        return {JOB} if being_created and len(calls) > 1 else set()
+    def creating_now() -> set[str]:
+        if being_created and started[0]:
+            reconciler._launching.add(JOB)
+        started[0] = True
+        return creating()
 
-    done = await janitor.sweep(client, caches, creating, SteppedClock(NOW), None)
+    reconciler.creating = creating_now  # type: ignore[method-assign]
+    done = await janitor.sweep(client, caches, reconciler, SteppedClock(NOW), None)
     assert done == (["captf-run-slot-0"] if freed else [])
     assert bool(client.writes) == freed
+
+
+async def test_no_launch_of_the_holder_starts_while_its_lease_is_being_freed() -> None:
+    """The janitor's live read says 404; a replayed decision of that very Job must not
+    create it before the release is written, or the slot is freed under it."""
+    slot = _slot()
+    refused: list[int] = []
+
+    async def launch_meanwhile(path: str) -> None:
+        if path == api.job_path(JOB_NS, JOB):
+            start = Launch(
+                job={"metadata": {"name": JOB, "namespace": JOB_NS}}, inputs_secret=None, claims=()
+            )
+            try:
+                await reconciler._launch(start, NOW)
+            except ApiError as err:
+                refused.append(err.status)
+
+    client = LiveApi(
+        {api.lease_path(SLOT_NS, "captf-run-slot-0"): copy.deepcopy(slot)}, launch_meanwhile
+    )
+    reconciler = _reconciler(client)
+    caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
+    done = await janitor.sweep(client, caches, reconciler, SteppedClock(NOW), None)
+    assert done == ["captf-run-slot-0"]
+    assert refused == [409]  # the launch is retried once the release is written
+    assert (api.job_path(JOB_NS, JOB)) not in client.objects
+
+
+def _reconciler(client: LiveApi) -> Reconciler:
+    unused: Any = None  # the janitor's side reads none of them
+    return Reconciler(
+        client=client, caches=unused, clock=SteppedClock(NOW), metrics=unused, slots=unused
+    )

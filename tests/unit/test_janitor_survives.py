@@ -25,8 +25,8 @@ async def test_a_sweep_that_fails_is_followed_by_the_next(monkeypatch: pytest.Mo
     monkeypatch.setattr(janitor, "sweep", sweep)
     clock = SteppedClock(NOW)
     async with anyio.create_task_group() as tg:
-        nothing: Any = None  # the stubbed sweep reads neither client nor caches
-        tg.start_soon(janitor.sweep_forever, nothing, nothing, set, clock, None)
+        nothing: Any = None  # the stubbed sweep reads no client, caches or launches
+        tg.start_soon(janitor.sweep_forever, nothing, nothing, nothing, clock, None)
         await anyio.wait_all_tasks_blocked()  # the janitor sleeps on the clock
         for _ in range(3):
             await clock.advance(janitor.SWEEP_EVERY)
