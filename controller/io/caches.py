@@ -274,9 +274,10 @@ def parse_key(key: str) -> tuple[str, str, str]:
 class Caches:
     """One informer per resource read, and every lookup a snapshot needs as an index.
 
-    `label_selector` (sharding) narrows the CAPTF objects to one shard. Jobs are not
-    narrowed: they do not carry the objects' labels, and each shard reads only the Jobs
-    of its own objects (by uid) anyway.
+    `label_selector` (sharding) narrows the CAPTF objects to one shard, and with them
+    the Jobs and the Secrets CAPTF wrote, which carry their object's labels of the
+    selector's keys (controller/core/sharding.py). The user's Secrets and ConfigMaps do
+    not carry them and are not narrowed.
     The Secrets CAPTF wrote (labelled captf.io/managed-by) are cached with the data
     decisions read, so reading them costs no request; the user's Secrets and ConfigMaps
     (and Secrets written before the label) are cached as metadata, and `contents` holds
@@ -337,12 +338,15 @@ class Caches:
             for kind in KINDS
         }
 
+        def narrowed(labels: str) -> str:
+            return labels if not label_selector else f"{labels},{label_selector}"
+
         # Only CAPTF's Jobs: they all carry the uid label.
         self.jobs = informer(
             "batch",
             "v1",
             "jobs",
-            labels=LABEL_UID,
+            labels=narrowed(LABEL_UID),
             transform=job_fields,
             uid=label_index(LABEL_UID),
         )
@@ -359,7 +363,7 @@ class Caches:
             "",
             "v1",
             "secrets",
-            labels=f"{LABEL_MANAGED_BY}={MANAGER}",
+            labels=narrowed(f"{LABEL_MANAGED_BY}={MANAGER}"),
             transform=own_secret_fields,
             inputs_of=_inputs_of_index,
         )

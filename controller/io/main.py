@@ -27,6 +27,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
+from controller.core.sharding import selector_keys
 from controller.io import capped
 from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, parse_key, wire_handlers
@@ -255,6 +256,7 @@ async def _control(parts: _Parts) -> None:
         metrics=JobMetrics(runtime_metrics.registry),
         slots=Slots(namespace=parts.namespace, count=args.max_concurrent_runs),
         runner=args.runner_policy(),
+        shard_keys=selector_keys(args.watch_label_selector),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     controller = Controller(

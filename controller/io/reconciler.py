@@ -49,6 +49,7 @@ from controller.core.names import FINALIZER
 from controller.core.pending import pending_of
 from controller.core.plan import Facts, Plan, live_check_needed, plan
 from controller.core.policy import RunnerPolicy
+from controller.core.sharding import labelled_launch, labelled_secret, shard_labels
 from controller.core.snapshot import Snapshot
 from controller.io import api, bookkeeper, interrupted
 from controller.io.api import Api
@@ -79,6 +80,9 @@ class Reconciler:
     metrics: JobMetrics
     slots: Slots
     runner: RunnerPolicy = field(default_factory=RunnerPolicy)  # the operator's, from flags
+    # The keys of --watch-label-selector: an object's labels of these keys go onto its
+    # Jobs and the Secrets written for it (controller/core/sharding.py).
+    shard_keys: tuple[str, ...] = ()
     # Job name -> (the owner's uid, when created on the monotonic clock).
     _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
     _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
@@ -128,7 +132,8 @@ class Reconciler:
             self._deleted.add(job)
             await api.delete_job(self.client, snap.namespace, job)
         if todo.launch is not None:
-            await self._launch(todo.launch, now)
+            labels = shard_labels(obj, self.shard_keys)
+            await self._launch(labelled_launch(todo.launch, labels), now)
             self._refusals.pop(_key(obj), None)
             self._pending[todo.launch.name] = (obj["metadata"]["uid"], self.clock.monotonic())
             _log_start(snap, todo)
@@ -148,7 +153,9 @@ class Reconciler:
         gone = todo.gone
         assert gone is not None
         if gone.record is not None:
-            await interrupted.record(self.client, gone.record)
+            labels = shard_labels(obj, self.shard_keys)
+            create = labelled_secret(gone.record.create, labels) or gone.record.create
+            await interrupted.record(self.client, replace(gone.record, create=create))
         # A Job that never finishes is never accounted: free its Leases here.
         for write in gone.releases:
             await carry_out(self.client, write, now)

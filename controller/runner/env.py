@@ -6,10 +6,11 @@ here is part of it."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from controller.core.names import Op
+from controller.core.names import MANAGED_BY, Op
 from controller.core.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
+from controller.core.sharding import SHARD_LABELS_ENV, parse_labels
 
 
 class EnvError(ValueError):
@@ -40,6 +41,13 @@ class RunnerEnv:
     outputs_secret: str | None = None
     outputs_names: tuple[str, ...] | None = None
     object_uid: str | None = None
+    # The object's shard labels (CAPTF_SHARD_LABELS), put on every Secret written.
+    shard_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def written_labels(self) -> dict[str, str]:
+        """The labels of every Secret the runner writes, besides its own kind's."""
+        return {**self.shard_labels, **MANAGED_BY}
 
 
 def _required(env: Mapping[str, str], key: str) -> str:
@@ -91,6 +99,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         outputs_secret=_optional(env, "CAPTF_OUTPUTS_SECRET") if op is Op.APPLY else None,
         outputs_names=_names(env.get("CAPTF_OUTPUTS_NAMES")),
         object_uid=_optional(env, "CAPTF_OBJECT_UID"),
+        shard_labels=parse_labels(env.get(SHARD_LABELS_ENV)),
     )
 
 

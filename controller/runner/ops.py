@@ -18,7 +18,6 @@ from controller.core.names import (
     ANN_INPUTS_HASH,
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
-    MANAGED_BY,
     SECRET_SIZE_LIMIT,
     Op,
 )
@@ -77,7 +76,11 @@ def _tofu_failed(ctx: Context, what: str, ex: Exit, serial: int | None = None) -
 
 async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:
     store = StateStore(
-        kube, secret_name=env.state_secret, object_name=env.object_name, object_kind=env.object_kind
+        kube,
+        secret_name=env.state_secret,
+        object_name=env.object_name,
+        object_kind=env.object_kind,
+        labels=env.written_labels,
     )
     ctx = Context(env, kube, tofu, work_dir, store)
     try:
@@ -157,7 +160,10 @@ async def _plan_op(ctx: Context) -> Result:
 async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> None:
     # Owned by this Job: the plan lives exactly as long as the Job that made it,
     # which is what an approval names.
-    metadata: Json = {"name": name, "labels": {LABEL_PLAN_OF: ctx.env.object_name} | MANAGED_BY}
+    metadata: Json = {
+        "name": name,
+        "labels": {LABEL_PLAN_OF: ctx.env.object_name} | ctx.env.written_labels,
+    }
     job = await ctx.kube.get_job(ctx.env.job_name)
     if job is not None and job.get("metadata", {}).get("uid"):
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
@@ -227,6 +233,7 @@ async def _write_outputs(ctx: Context, serial: int | None) -> tuple[str, ...]:
         object_name=ctx.env.object_name,
         object_kind=ctx.env.object_kind,
         object_uid=ctx.env.object_uid,
+        labels=ctx.env.written_labels,
     )
     try:
         await ctx.kube.create_secret(body)
@@ -296,7 +303,10 @@ async def _save_state(ctx: Context, old: StoredState | None, inputs_hash: str | 
 
 async def _rescue(ctx: Context, data: bytes) -> str:
     name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
-    metadata: Json = {"name": name, "labels": {LABEL_RESCUE_OF: ctx.env.object_name} | MANAGED_BY}
+    metadata: Json = {
+        "name": name,
+        "labels": {LABEL_RESCUE_OF: ctx.env.object_name} | ctx.env.written_labels,
+    }
     body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
     body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
     try:

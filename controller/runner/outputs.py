@@ -9,6 +9,7 @@ belong, and only their names ever appear in the result."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -36,9 +37,15 @@ def chosen(shown: Json, names: tuple[str, ...] | None) -> dict[str, bytes]:
 
 
 def secret_body(
-    name: str, data: dict[str, bytes], *, object_name: str, object_kind: str, object_uid: str | None
+    name: str,
+    data: dict[str, bytes],
+    *,
+    object_name: str,
+    object_kind: str,
+    object_uid: str | None,
+    labels: Mapping[str, str] = MANAGED_BY,
 ) -> Json:
-    metadata: Json = {"name": name, "labels": {LABEL_OUTPUTS_OF: object_name} | MANAGED_BY}
+    metadata: Json = {"name": name, "labels": {**labels, LABEL_OUTPUTS_OF: object_name}}
     if object_uid:
         metadata["ownerReferences"] = [
             {

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -95,10 +96,11 @@ class StateStore:
         object_name: str,
         object_kind: str,
         keep: int = DEFAULT_KEEP,
+        labels: Mapping[str, str] = MANAGED_BY,
     ) -> None:
         self._kube = kube
         self._name = secret_name
-        self._object_labels = {LABEL_NAME: object_name, LABEL_KIND: object_kind} | MANAGED_BY
+        self._object_labels = {**labels, LABEL_NAME: object_name, LABEL_KIND: object_kind}
         self._object_name = object_name
         self._keep = keep
 

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
+from controller.core.names import LABEL_UID, MANAGED_BY
+from controller.io.caches import Caches
+from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
+from runtime.transport import open_transport
 from tests.kube.harness import MERGE, Kube, eventually, running_controller
 
 pytestmark = pytest.mark.kube
@@ -48,6 +53,53 @@ async def test_each_shard_reconciles_only_its_own_objects(
         await eventually(lambda: _has_status(kube, "b"), what="shard2 writes b's status")
     assert len(await applying("a")) == 1
     assert len(await applying("b")) == 1
+    # What each shard made carries its object's shard label, so the other shard's Job
+    # and Secret informers never list it.
+    for name, key in (("a", "shard1"), ("b", "shard2")):
+        (job,) = await applying(name)
+        assert job["metadata"]["labels"][SHARD_KEY] == key
+        assert job["spec"]["template"]["metadata"]["labels"][SHARD_KEY] == key
+        env = {e["name"]: e.get("value") for e in job_container(job)["env"]}
+        assert env["CAPTF_SHARD_LABELS"] == f"{SHARD_KEY}={key}"
+        inputs = await kube.secret(env["CAPTF_INPUTS_SECRET"])
+        assert inputs["metadata"]["labels"][SHARD_KEY] == key
+        assert inputs["metadata"]["labels"]["captf.io/managed-by"] == "captf"
+
+
+def job_container(job: Json) -> Json:
+    container: Json = job["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def _job(name: str, labels: dict[str, str]) -> Json:
+    container = {"name": "runner", "image": "captf:dev"}
+    pod = {"restartPolicy": "Never", "containers": [container]}
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"template": {"spec": pod}}}
+
+
+async def test_a_shards_caches_hold_its_own_jobs_and_secrets_and_every_users_secret(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    secrets = f"/api/v1/namespaces/{namespace}/secrets"
+    jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+    apiserver.request("POST", secrets, {"metadata": {"name": "creds"}})
+    for name, key in (("a", "shard1"), ("b", "shard2")):
+        labels = {SHARD_KEY: key, "captf.io/name": name}
+        apiserver.request(
+            "POST", secrets, {"metadata": {"name": f"{name}-state", "labels": labels | MANAGED_BY}}
+        )
+        apiserver.request("POST", jobs, _job(f"{name}-apply-1", labels | {LABEL_UID: name}))
+    async with open_transport(str(apiserver.kubeconfig)) as transport:
+        caches = Caches(
+            transport, clock=LoopClock(), namespace=namespace, label_selector=shard("shard1")
+        )
+        async with contextlib.AsyncExitStack() as stack:
+            for informer in (caches.jobs, caches.secrets, caches.own_secrets):
+                await stack.enter_async_context(informer)
+                await informer.wait_synced()
+            assert [j["metadata"]["name"] for j in caches.jobs.store] == ["a-apply-1"]
+            assert [s["metadata"]["name"] for s in caches.own_secrets.store] == ["a-state"]
+            assert "creds" in [s["metadata"]["name"] for s in caches.secrets.store]
 
 
 async def _has_status(kube: Kube, name: str) -> bool:
