@@ -11,7 +11,7 @@ and `LeaderLost` is raised: the caller must exit, since another process may
 already be writing. Leaving the block normally releases the Lease so a standby
 takes over at once instead of waiting out the lease duration.
 
-Whether to take the Lease is the pure function `decide`; the elector only reads,
+Whether to take the Lease is the pure function `next_action`; the elector only reads,
 decides and writes. Writes carry the resourceVersion read, so of two candidates
 racing for a free Lease exactly one wins and the other gets 409 Conflict.
 
@@ -40,7 +40,7 @@ import orjson
 
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
-from runtime.lease import Create, LeaseSpec, Update, Wait, decide, released
+from runtime.lease import Create, LeaseSpec, Update, Wait, next_action, released
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class LeaderElector:
             lease = None
         decided_at = self.candidacy.answered_at = self._clock.monotonic()
         self._observed_version = lease["metadata"].get("resourceVersion") if lease else None
-        action = decide(
+        action = next_action(
             lease, self.identity, self._clock.now(), lease_duration=self._timings.lease_duration
         )
         try:

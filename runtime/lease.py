@@ -1,6 +1,6 @@
 """Who may hold a coordination.k8s.io/v1 Lease: the pure half of leader election.
 
-`decide` looks at a Lease as read (or its absence), an identity and the time,
+`next_action` looks at a Lease as read (or its absence), an identity and the time,
 and says what to write; runtime/leader.py does the reading and writing. The
 rules are client-go's: a holder renews its own Lease keeping its acquireTime;
 anyone may take a Lease that is free (no holder) or whose renewTime plus
@@ -61,7 +61,7 @@ def _parse_time(value: object) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
-def decide(
+def next_action(
     lease: Mapping[str, Any] | None, identity: str, now: datetime, *, lease_duration: float
 ) -> LeaseAction:
     """What `identity` should do with the Lease read at `now`. Pure."""

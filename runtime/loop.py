@@ -81,7 +81,7 @@ class RequeueAfter:
 
 
 @dataclass(frozen=True, slots=True)
-class Requeue:
+class RateLimited:
     pass
 
 
@@ -96,10 +96,10 @@ class Unrecognized:
     error: Exception
 
 
-Outcome = Done | RequeueAfter | Requeue | Transient | Unrecognized
+Disposition = Done | RequeueAfter | RateLimited | Transient | Unrecognized
 
 
-def outcome_of(result: Result | Exception) -> Outcome:
+def outcome_of(result: Result | Exception) -> Disposition:
     """Classify what a reconcile returned or raised. Pure."""
     if isinstance(result, Exception):
         if not is_transient(result):
@@ -109,12 +109,12 @@ def outcome_of(result: Result | Exception) -> Outcome:
     if result.requeue_after is not None:
         return RequeueAfter(result.requeue_after)
     if result.requeue:
-        return Requeue()
+        return RateLimited()
     return Done()
 
 
 def apply_outcome(
-    queue: RateLimitingQueue[str], key: str, outcome: Outcome, *, error_delay: float
+    queue: RateLimitingQueue[str], key: str, outcome: Disposition, *, error_delay: float
 ) -> str:
     """Turn `outcome` into queue actions for `key`; returns the metric's result label."""
     match outcome:
@@ -125,7 +125,7 @@ def apply_outcome(
             queue.forget(key)
             queue.add_after(key, seconds)
             return "requeue_after"
-        case Requeue():
+        case RateLimited():
             queue.add_rate_limited(key)
             return "requeue"
         case Transient(error, at_least):

@@ -308,7 +308,7 @@ class Controller:
         argv = [
             sys.executable,
             "-m",
-            "controller.cli",
+            "controller.cli.main",
             "run",
             "--kubeconfig",
             self._kubeconfig,

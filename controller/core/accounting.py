@@ -1,6 +1,6 @@
 """Accounting a finished Job, as data: its Event, its metric sample, the Leases it frees
 and the interrupted-apply records its success ends. io carries it out
-(controller/io/bookkeeper.py), the `captf.io/accounted` mark last. Pure."""
+(controller/io/accountant.py), the `captf.io/accounted` mark last. Pure."""
 
 from __future__ import annotations
 

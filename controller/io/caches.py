@@ -128,7 +128,7 @@ def _inputs_of_index(secret: Obj) -> Iterable[str]:
 
 
 # What the controller reads of a Job (controller/core/jobs.py, history.py, sensitive.py,
-# io/bookkeeper.py, io/interrupted.py, io/janitor.py): its identity, labels and
+# io/accountant.py, io/interrupted.py, io/janitor.py): its identity, labels and
 # annotations, owners, its status's times, counts and conditions, and of its pod
 # template only three of the runner's variables (the inputs hash when the annotation is
 # missing, the inputs Secret and the secret variables a message is redacted with) and

@@ -1,6 +1,6 @@
 """`captf run`'s settings, typed, with their defaults in one place.
 
-The command line (controller/cli.py) takes its defaults from here, and so do the
+The command line (controller/cli/main.py) takes its defaults from here, and so do the
 tests and the demo that start a controller without a command line."""
 
 from __future__ import annotations

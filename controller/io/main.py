@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controller.core.sharding import selector_keys
 from controller.io import capped
-from controller.io.bookkeeper import JobMetrics
+from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, parse_key, wire_handlers
 from controller.io.config import ControllerConfig
 from controller.io.janitor import sweep_forever

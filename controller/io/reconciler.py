@@ -51,9 +51,9 @@ from controller.core.plan import Facts, Plan, live_check_needed, plan
 from controller.core.policy import RunnerPolicy
 from controller.core.sharding import labelled_launch, labelled_secret, shard_labels
 from controller.core.snapshot import Snapshot
-from controller.io import api, bookkeeper, interrupted
+from controller.io import accountant, api, interrupted
+from controller.io.accountant import JobMetrics
 from controller.io.api import Api
-from controller.io.bookkeeper import JobMetrics
 from controller.io.caches import Caches, key_of, parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
@@ -123,7 +123,7 @@ class Reconciler:
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:
-            await bookkeeper.account(self.client, obj, accounting, self.metrics, now)
+            await accountant.account(self.client, obj, accounting, self.metrics, now)
         if todo.gone is not None:
             await self._forget_gone(obj, todo, now)
         for job in todo.prune:
@@ -138,7 +138,7 @@ class Reconciler:
             self._pending[todo.launch.name] = (obj["metadata"]["uid"], self.clock.monotonic())
             _log_start(snap, todo)
         for event in todo.events:
-            await bookkeeper.emit(self.client, obj, event, now)
+            await accountant.emit(self.client, obj, event, now)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.labels is not None:
@@ -177,7 +177,7 @@ class Reconciler:
         self._refusals[key] = streak
         event = refusal_event(streak)
         if event is not None:
-            await bookkeeper.emit(self.client, snap.obj, event, now)
+            await accountant.emit(self.client, snap.obj, event, now)
             fields = {"job": refused.job}
             log.warning("%s/%s: %s", snap.kind, snap.name, streak.message, extra={"fields": fields})
 

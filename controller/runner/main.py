@@ -24,7 +24,7 @@ from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.ops import Tofu, execute
-from controller.runner.result import Result
+from controller.runner.result import RunnerResult
 from controller.runner.tofu import TofuRunner
 from runtime.transport import open_transport
 
@@ -48,13 +48,13 @@ async def _main(env: RunnerEnv) -> int:
     return result.exit_code
 
 
-async def serve(env: RunnerEnv, kube: Kube) -> Result:
+async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
     """Runs the op in a fresh work directory with signals forwarded to tofu, and
     reports the result on the Job."""
     try:
         redactor = await redaction.load(env, kube)
     except redaction.RedactionError as exc:
-        result = Result(outcome=Outcome.FAILURE, message=str(exc))
+        result = RunnerResult(outcome=Outcome.FAILURE, message=str(exc))
         await report(kube, env.job_name, result, Redactor(frozenset()))
         return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
@@ -72,17 +72,19 @@ async def serve(env: RunnerEnv, kube: Kube) -> Result:
     return result
 
 
-async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:
+async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> RunnerResult:
     """The op's result; an unexpected error becomes a `failed` result, so the Job
     is always reported."""
     print(f"captf-runner: {env.op.value} {env.object_kind}/{env.object_name}", flush=True)
     try:
         return await execute(env, kube, tofu, work_dir)
     except Exception as exc:
-        return Result(outcome=Outcome.FAILURE, message=f"runner error: {type(exc).__name__}: {exc}")
+        return RunnerResult(
+            outcome=Outcome.FAILURE, message=f"runner error: {type(exc).__name__}: {exc}"
+        )
 
 
-async def report(kube: Kube, job_name: str, result: Result, redactor: Redactor) -> None:
+async def report(kube: Kube, job_name: str, result: RunnerResult, redactor: Redactor) -> None:
     """Patches the result onto the Job. The message is redacted whole, before it is cut
     to size, so no cut can leave part of a value behind."""
     value = replace(result, message=redactor.text(result.message)).to_json()

@@ -1,6 +1,6 @@
 """One Job's operation: the runner contract carried out with tofu.
 
-Every op ends in a `Result`; nothing here raises for an expected failure. State
+Every op ends in a `RunnerResult`; nothing here raises for an expected failure. State
 written by tofu (after success, failure or interruption alike) is saved before
 the result is decided, because tofu may have changed real infrastructure."""
 
@@ -24,7 +24,7 @@ from controller.core.names import (
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
-from controller.runner.result import MESSAGE_LIMIT, Result, bounded
+from controller.runner.result import MESSAGE_LIMIT, RunnerResult, bounded
 from controller.runner.state import STATE_KEY, StateError, StateStore, StoredState
 from controller.runner.tofu import Exit
 from controller.runner.workdir import RenderError, render
@@ -44,7 +44,7 @@ class Tofu(Protocol):
 
 
 @dataclass(frozen=True)
-class Context:
+class OpContext:
     env: RunnerEnv
     kube: Kube
     tofu: Tofu
@@ -55,26 +55,26 @@ class Context:
 class Stop(Exception):
     """Ends the op early with `result`."""
 
-    def __init__(self, result: Result) -> None:
+    def __init__(self, result: RunnerResult) -> None:
         super().__init__(result.message)
         self.result = result
 
 
-def _failed(message: str, serial: int | None = None) -> Result:
-    return Result(outcome=Outcome.FAILURE, message=message, state_serial=serial)
+def _failed(message: str, serial: int | None = None) -> RunnerResult:
+    return RunnerResult(outcome=Outcome.FAILURE, message=message, state_serial=serial)
 
 
-def _tofu_failed(ctx: Context, what: str, ex: Exit, serial: int | None = None) -> Result:
+def _tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None) -> RunnerResult:
     # The headline leaves room for it in the bounded message; the stderr tail fills the rest.
     tail = bounded(ex.stderr, MESSAGE_LIMIT - 200)
     if ctx.tofu.terminated:
         saved = "" if serial is None else f"; state saved at serial {serial}"
         message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
-        return Result(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
+        return RunnerResult(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
     return _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", serial=serial)
 
 
-async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Result:
+async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> RunnerResult:
     store = StateStore(
         kube,
         secret_name=env.state_secret,
@@ -82,7 +82,7 @@ async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Res
         object_kind=env.object_kind,
         labels=env.written_labels,
     )
-    ctx = Context(env, kube, tofu, work_dir, store)
+    ctx = OpContext(env, kube, tofu, work_dir, store)
     try:
         if env.op is Op.RESTORE:
             return await _restore(ctx)
@@ -103,7 +103,7 @@ async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Res
     raise AssertionError(f"unhandled op {env.op}")
 
 
-async def _prepare(ctx: Context) -> StoredState | None:
+async def _prepare(ctx: OpContext) -> StoredState | None:
     """Renders inputs and state into the work directory and runs `tofu init`."""
     env = ctx.env
     inputs = await ctx.kube.get_secret(env.inputs_secret)
@@ -126,7 +126,7 @@ async def _prepare(ctx: Context) -> StoredState | None:
     return old
 
 
-async def _plan(ctx: Context, *extra: str) -> tuple[int, bytes, Json]:
+async def _plan(ctx: OpContext, *extra: str) -> tuple[int, bytes, Json]:
     """`tofu plan -out`, then the saved plan as JSON; returns (exit code, JSON bytes, JSON)."""
     ex = await ctx.tofu.run("plan", *_FLAGS, f"-out={PLAN_FILE}", *extra)
     if ex.code not in (0, 2) or (ex.code == 2 and "-detailed-exitcode" not in extra):
@@ -146,7 +146,7 @@ def _summary(plan: Json) -> str:
     return "no changes" if not changes else f"{len(changes)} to change: " + ", ".join(changes)
 
 
-async def _plan_op(ctx: Context) -> Result:
+async def _plan_op(ctx: OpContext) -> RunnerResult:
     _, raw, plan = await _plan(ctx)
     name = ctx.env.plan_secret
     assert name is not None  # required by env for op=plan
@@ -154,10 +154,12 @@ async def _plan_op(ctx: Context) -> Result:
     if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
         return _failed(f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)")
     await _put_plan_secret(ctx, name, data)
-    return Result(outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name)
+    return RunnerResult(
+        outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name
+    )
 
 
-async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> None:
+async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes]) -> None:
     # Owned by this Job: the plan lives exactly as long as the Job that made it,
     # which is what an approval names.
     metadata: Json = {
@@ -178,7 +180,7 @@ async def _put_plan_secret(ctx: Context, name: str, data: dict[str, bytes]) -> N
         await ctx.kube.replace_secret(name, body)  # a retried Job pod: same name, newer plan
 
 
-async def _approved_plan(ctx: Context, name: str) -> Json:
+async def _approved_plan(ctx: OpContext, name: str) -> Json:
     secret = await ctx.kube.get_secret(name)
     raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
     if raw is None:
@@ -187,7 +189,7 @@ async def _approved_plan(ctx: Context, name: str) -> Json:
     return parsed
 
 
-async def _apply(ctx: Context, old: StoredState | None) -> Result:
+async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
     _, _, plan = await _plan(ctx)
     approved_name = ctx.env.approved_plan_secret
     if approved_name is not None:
@@ -196,17 +198,19 @@ async def _apply(ctx: Context, old: StoredState | None) -> Result:
             text = f"the plan no longer matches approved plan {approved_name}: " + ", ".join(
                 differing
             )
-            return Result(outcome=Outcome.PLAN_CHANGED, message=text, state_serial=_serial(old))
+            return RunnerResult(
+                outcome=Outcome.PLAN_CHANGED, message=text, state_serial=_serial(old)
+            )
     destroyed = plans.destroyed(plan)
     if ctx.env.guarded and destroyed:
         text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
-        return Result(outcome=Outcome.BLOCKED, message=text, state_serial=_serial(old))
+        return RunnerResult(outcome=Outcome.BLOCKED, message=text, state_serial=_serial(old))
     ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
     serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
     if ex.code != 0:
         return _tofu_failed(ctx, "apply", ex, serial)
     written = await _write_outputs(ctx, serial) if ctx.env.outputs_secret else None
-    return Result(
+    return RunnerResult(
         outcome=Outcome.SUCCESS,
         message=f"applied: {_summary(plan)}",
         state_serial=serial,
@@ -214,7 +218,7 @@ async def _apply(ctx: Context, old: StoredState | None) -> Result:
     )
 
 
-async def _write_outputs(ctx: Context, serial: int | None) -> tuple[str, ...]:
+async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
     """The outputs Secret, created or replaced; the names written. A failure here fails
     the Job, so the apply (a no-op by now) runs again and the Secret is written then."""
     name = ctx.env.outputs_secret
@@ -244,16 +248,16 @@ async def _write_outputs(ctx: Context, serial: int | None) -> tuple[str, ...]:
     return tuple(data)
 
 
-async def _drift(ctx: Context) -> Result:
+async def _drift(ctx: OpContext) -> RunnerResult:
     code, _, plan = await _plan(ctx, "-detailed-exitcode")
     if code == 0:
-        return Result(outcome=Outcome.SUCCESS, message="no drift", drift=False)
-    return Result(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
+        return RunnerResult(outcome=Outcome.SUCCESS, message="no drift", drift=False)
+    return RunnerResult(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
 
 
 async def _write_op(
-    ctx: Context, old: StoredState | None, what: str, flags: tuple[str, ...]
-) -> Result:
+    ctx: OpContext, old: StoredState | None, what: str, flags: tuple[str, ...]
+) -> RunnerResult:
     """refresh and destroy: one tofu command that writes state."""
     ex = await ctx.tofu.run(*what.split(), *_FLAGS, *flags)
     # A refreshed state still reflects the inputs last applied; a destroyed one none.
@@ -261,10 +265,12 @@ async def _write_op(
     serial = await _save_state(ctx, old, keep)
     if ex.code != 0:
         return _tofu_failed(ctx, what, ex, serial)
-    return Result(outcome=Outcome.SUCCESS, message=f"tofu {what} succeeded", state_serial=serial)
+    return RunnerResult(
+        outcome=Outcome.SUCCESS, message=f"tofu {what} succeeded", state_serial=serial
+    )
 
 
-async def _restore(ctx: Context) -> Result:
+async def _restore(ctx: OpContext) -> RunnerResult:
     serial = ctx.env.restore_serial
     assert serial is not None  # required by env for op=restore
     try:
@@ -272,7 +278,7 @@ async def _restore(ctx: Context) -> Result:
     except StateError as exc:
         return _failed(str(exc))
     text = f"restored backup {ctx.store.backup_name(serial)} as state serial {new_serial}"
-    return Result(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
+    return RunnerResult(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
 
 
 def _serial(old: StoredState | None) -> int | None:
@@ -283,7 +289,9 @@ def _hash(old: StoredState | None) -> str | None:
     return None if old is None else old.inputs_hash
 
 
-async def _save_state(ctx: Context, old: StoredState | None, inputs_hash: str | None) -> int | None:
+async def _save_state(
+    ctx: OpContext, old: StoredState | None, inputs_hash: str | None
+) -> int | None:
     """Saves the state tofu left in the work directory; returns the stored serial.
 
     If the Secret cannot be written, the state goes to a rescue Secret and the
@@ -301,7 +309,7 @@ async def _save_state(ctx: Context, old: StoredState | None, inputs_hash: str | 
         ) from None
 
 
-async def _rescue(ctx: Context, data: bytes) -> str:
+async def _rescue(ctx: OpContext, data: bytes) -> str:
     name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
     metadata: Json = {
         "name": name,

@@ -15,7 +15,7 @@ MESSAGE_LIMIT = 2048
 
 
 @dataclass(frozen=True, kw_only=True)
-class Result:
+class RunnerResult:
     outcome: Outcome
     message: str = ""
     state_serial: int | None = None

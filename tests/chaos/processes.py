@@ -74,7 +74,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def captf(*args: str) -> list[str]:
-    return [sys.executable, "-m", "controller.cli", *args]
+    return [sys.executable, "-m", "controller.cli.main", *args]
 
 
 @dataclass

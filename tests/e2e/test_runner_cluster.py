@@ -71,7 +71,7 @@ class Cluster:
             **runner_environ(self.build),
             **extra,
         }
-        argv = [sys.executable, "-m", "controller.cli", "runner"]
+        argv = [sys.executable, "-m", "controller.cli.main", "runner"]
         # A session of its own, so the test can signal its process group.
         proc = subprocess.Popen(
             argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, start_new_session=True

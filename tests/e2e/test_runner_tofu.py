@@ -19,7 +19,7 @@ from controller.core.jobs import Outcome
 from controller.runner.binaries import runner_environ
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import serve
-from controller.runner.result import Result
+from controller.runner.result import RunnerResult
 from controller.runner.state import STATE_KEY
 from tests.runner_fakes import FakeKube, data_of, secret
 
@@ -112,7 +112,7 @@ class Object:
             }
         )
 
-    async def run(self, op: str, **extra: str) -> Result:
+    async def run(self, op: str, **extra: str) -> RunnerResult:
         env = self.env(op, **extra)
         async with asyncio.timeout(240):
             result = await serve(env, self.kube)

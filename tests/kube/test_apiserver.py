@@ -273,7 +273,7 @@ def dead(pid: int) -> bool:
 def dev_apiserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[int]]]:
     """`captf dev apiserver` started; yields the process, its ready line and its children."""
     kubeconfig = tmp_path / "kubeconfig"
-    argv = [sys.executable, "-m", "controller.cli", "dev", "apiserver"]
+    argv = [sys.executable, "-m", "controller.cli.main", "dev", "apiserver"]
     proc = subprocess.Popen(
         [*argv, "--kubeconfig", str(kubeconfig), "--crds", ""],
         cwd=REPO,

@@ -28,7 +28,7 @@ KEYS = {
 
 
 def test_bench_scale_reports_every_figure_of_an_idle_fleet() -> None:
-    command = [sys.executable, "-m", "controller.cli", "bench", "scale"]
+    command = [sys.executable, "-m", "controller.cli.main", "bench", "scale"]
     args = ["--objects", "20", "--rate", "5", "--seconds", "2"]
     done = subprocess.run(command + args, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.kube
 def test_bench_creates_the_jobs_and_reports_both_clients(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    command = [sys.executable, "-m", "controller.cli", "bench", "watch"]
+    command = [sys.executable, "-m", "controller.cli.main", "bench", "watch"]
     args = ["--objects", "40", "--namespace", namespace, "--kubeconfig", str(apiserver.kubeconfig)]
     done = subprocess.run(command + args, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controller.io.bookkeeper import mark_accounted
+from controller.io.accountant import mark_accounted
 from runtime.envtest import ApiServer
 from runtime.transport import open_transport
 from tests.kube.harness import (

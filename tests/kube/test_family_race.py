@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from controller.core import family
 from controller.core.jobs import is_finished
 from controller.core.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
-from controller.io.bookkeeper import JobMetrics
+from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of
 from controller.io.reconciler import Reconciler, Slots
 from runtime.clock import LoopClock, SteppedClock

@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.cli import main
+from controller.cli.main import main
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
     Kube,

@@ -46,7 +46,7 @@ class Replica:
         self.name = name
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "controller.cli", "run", "--leader-elect",
+                sys.executable, "-m", "controller.cli.main", "run", "--leader-elect",
                 "--log-format=text", "--kubeconfig", str(apiserver.kubeconfig),
                 "--namespace", namespace, "--controller-namespace", namespace,
                 "--metrics-addr", "127.0.0.1:0",
@@ -191,7 +191,7 @@ def test_a_busy_metrics_port_is_one_line_and_exit_2(apiserver: ApiServer, namesp
         address = f"127.0.0.1:{busy.getsockname()[1]}"
         done = subprocess.run(
             [
-                sys.executable, "-m", "controller.cli", "run", "--no-leader-elect",
+                sys.executable, "-m", "controller.cli.main", "run", "--no-leader-elect",
                 "--kubeconfig", str(apiserver.kubeconfig), "--namespace", namespace,
                 "--metrics-addr", address,
             ],

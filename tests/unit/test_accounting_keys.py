@@ -6,7 +6,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.core.accounting import Sample
 from controller.core.bookkeeping import event_name
-from controller.io.bookkeeper import JobMetrics
+from controller.io.accountant import JobMetrics
 
 
 def _samples(registry: CollectorRegistry) -> float:

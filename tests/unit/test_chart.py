@@ -11,9 +11,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from controller import chart
+from controller.dev import chart
 from controller.io import capped
-from controller.io.bookkeeper import JobMetrics
+from controller.io.accountant import JobMetrics
 from runtime.clock import LoopClock
 from runtime.metrics import RuntimeMetrics
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.cli import main
+from controller.cli.main import main
 from controller.core.inputs import inputs_hash
 from tests.builders import (
     MODULE,

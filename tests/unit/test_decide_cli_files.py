@@ -18,10 +18,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller import api_yaml
-from controller.cli import main
+from controller.cli import api_yaml
+from controller.cli.main import main
+from controller.cli.snapshot_file import load
 from controller.core.names import ANN_RESTORE_SERIAL
-from controller.snapshot_file import load
 from tests.builders import NOW, ago, base_objects, captf, decided, job, ts
 
 Json = dict[str, Any]
@@ -303,7 +303,7 @@ def test_a_shell_glob_over_the_examples(tmp_path: Path) -> None:
     # decision its `expect:` states.
     examples = sorted((ROOT / "examples" / "snapshots").glob("*.yaml"))
     done = subprocess.run(
-        f"{sys.executable} -m controller.cli decide -f examples/snapshots/*.yaml",
+        f"{sys.executable} -m controller.cli.main decide -f examples/snapshots/*.yaml",
         shell=True,
         cwd=ROOT,
         capture_output=True,

@@ -9,7 +9,7 @@ import orjson
 import pytest
 import yaml
 
-from controller.cli import main
+from controller.cli.main import main
 
 SNAPSHOTS = sorted((Path(__file__).resolve().parents[2] / "examples" / "snapshots").glob("*.yaml"))
 HEADER = "# Expected decision: "

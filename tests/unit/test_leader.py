@@ -16,7 +16,7 @@ import pytest
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
 from runtime.leader import LeaderLost, LeaderTimings, frees_lease, leader_election
-from runtime.lease import Create, Update, Wait, decide, micro_time, released
+from runtime.lease import Create, Update, Wait, micro_time, next_action, released
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -38,7 +38,7 @@ def _lease(
 
 
 def test_no_lease_creates_it() -> None:
-    action = decide(None, "me", NOW, lease_duration=15)
+    action = next_action(None, "me", NOW, lease_duration=15)
     assert action == Create(
         {
             "holderIdentity": "me",
@@ -69,7 +69,7 @@ def test_no_lease_creates_it() -> None:
     ],
 )
 def test_takeover_decision_table(lease: dict[str, Any], expected: tuple[Any, ...]) -> None:
-    action = decide(lease, "me", NOW, lease_duration=15)
+    action = next_action(lease, "me", NOW, lease_duration=15)
     match action:
         case Wait(holder, until):
             assert expected == ("wait", holder, (until - NOW).total_seconds())
@@ -86,7 +86,7 @@ def test_takeover_decision_table(lease: dict[str, Any], expected: tuple[Any, ...
 
 def test_a_lease_with_a_holder_but_no_times_can_be_taken() -> None:
     lease = {"metadata": {}, "spec": {"holderIdentity": "other"}}
-    assert isinstance(decide(lease, "me", NOW, lease_duration=15), Update)
+    assert isinstance(next_action(lease, "me", NOW, lease_duration=15), Update)
 
 
 def test_released_clears_the_holder_and_keeps_the_resource_version() -> None:
@@ -95,7 +95,7 @@ def test_released_clears_the_holder_and_keeps_the_resource_version() -> None:
     assert body["spec"]["leaseDurationSeconds"] == 1
     assert body["spec"]["leaseTransitions"] == 3
     assert body["metadata"]["resourceVersion"] == "42"
-    action = decide(body, "other", NOW, lease_duration=15)
+    action = next_action(body, "other", NOW, lease_duration=15)
     assert isinstance(action, Update)
     assert action.acquired
 

@@ -19,7 +19,7 @@ from runtime.loop import (
     Controller,
     Done,
     ErrorReporter,
-    Requeue,
+    RateLimited,
     RequeueAfter,
     Result,
     Transient,
@@ -65,7 +65,7 @@ def test_other_errors_are_unrecognized(error: Exception) -> None:
 def test_results_map_to_their_outcomes() -> None:
     assert outcome_of(DONE) == Done()
     assert outcome_of(requeue_after(30)) == RequeueAfter(30)
-    assert outcome_of(Result(requeue=True)) == Requeue()
+    assert outcome_of(Result(requeue=True)) == RateLimited()
 
 
 @dataclass

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller.cli.people import rows, table
+from controller.cli.people.kinds import KindError, kind_of, ref_of
+from controller.cli.people.plan_text import SENSITIVE, UNKNOWN, render_plan
 from controller.core.names import ANN_RETRY, CLUSTER, POOL
-from controller.ux import rows, table
-from controller.ux.kinds import KindError, kind_of, ref_of
-from controller.ux.plan_text import SENSITIVE, UNKNOWN, render_plan
 from tests.builders import NOW, ago, captf, job, ts
 
 TOFU_ERROR = (

@@ -30,7 +30,7 @@ from controller.core.names import (
 )
 from controller.core.timefmt import format_time
 from controller.io import api
-from controller.io.bookkeeper import JobMetrics
+from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of
 from controller.io.reconciler import Reconciler, Slots
 from runtime.clock import SteppedClock

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from controller.cli import main
+from controller.cli.main import main
 from controller.core.policy import OPEN, PolicyError, RunnerPolicy, read_policy
 
 DEFAULT = RunnerPolicy()

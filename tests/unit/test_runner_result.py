@@ -3,22 +3,24 @@ from __future__ import annotations
 import orjson
 
 from controller.core.jobs import Outcome
-from controller.runner.result import Result, bounded
+from controller.runner.result import RunnerResult, bounded
 
 
 def test_only_relevant_keys() -> None:
-    body = orjson.loads(Result(outcome=Outcome.SUCCESS, message="ok", drift=False).to_json())
+    body = orjson.loads(RunnerResult(outcome=Outcome.SUCCESS, message="ok", drift=False).to_json())
     assert body == {"outcome": "succeeded", "message": "ok", "drift": False}
     body = orjson.loads(
-        Result(outcome=Outcome.FAILURE, message="x", state_serial=3, plan_secret="p").to_json()
+        RunnerResult(
+            outcome=Outcome.FAILURE, message="x", state_serial=3, plan_secret="p"
+        ).to_json()
     )
     assert body == {"outcome": "failed", "message": "x", "stateSerial": 3, "planSecret": "p"}
 
 
 def test_exit_code_follows_outcome() -> None:
-    assert Result(outcome=Outcome.SUCCESS).exit_code == 0
+    assert RunnerResult(outcome=Outcome.SUCCESS).exit_code == 0
     for outcome in (Outcome.FAILURE, Outcome.INTERRUPTED, Outcome.BLOCKED, Outcome.PLAN_CHANGED):
-        assert Result(outcome=outcome).exit_code == 1
+        assert RunnerResult(outcome=outcome).exit_code == 1
 
 
 def test_bounded_keeps_the_last_lines_within_limit() -> None:

@@ -69,7 +69,7 @@ def test_captf_run_says_an_origin_error_in_one_line(
         raise OriginError("ConfigMap captf-system/captf-time-origin: 403 Forbidden")
 
     monkeypatch.setattr(main, "_until_signalled", refused)
-    from controller.cli import parser
+    from controller.cli.main import parser
 
     args: argparse.Namespace = parser().parse_args(["run", "--time-scale", "60"])
     assert main.run(args) == 2

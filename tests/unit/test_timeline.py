@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.timeline import Timeline, cause_lines
+from controller.dev.timeline import Timeline, cause_lines
 from runtime.clock import SteppedClock
 from tests.builders import job
 

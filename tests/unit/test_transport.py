@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from controller.cli import main
+from controller.cli.main import main
 from runtime.errors import ApiError, ConfigError
 from runtime.transport import open_transport
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from controller.cli.people.common import Refused
 from controller.core.names import API_VERSION, PLURALS
-from controller.ux.common import Refused
 from runtime.errors import ApiError
 from runtime.transport import open_transport
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import orjson
 
+from controller.cli.people.common import Refused, run_command
+from controller.cli.people.plan_text import render_plan
+from controller.cli.people.waiting import Live, read_live, waiting_job
 from controller.core.jobs import annotations_of, name_of, op_of, result
 from controller.core.names import ANN_APPROVE, ANN_PLAN_JOB, Op
 from controller.runner.ops import PLAN_JSON_KEY
-from controller.ux.common import Refused, run_command
-from controller.ux.plan_text import render_plan
-from controller.ux.waiting import Live, read_live, waiting_job
 
 Json = dict[str, Any]
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
+from controller.cli.people.common import Refused
+from controller.cli.people.kinds import ref_of
 from controller.core import snapshot
 from controller.core.decide import awaiting_approval, context_of, decide
 from controller.core.decision import Requeue, to_json
 from controller.core.snapshot import Snapshot
-from controller.ux.common import Refused
-from controller.ux.kinds import ref_of
 
 Json = dict[str, Any]
 
@@ -34,7 +34,7 @@ class Live:
 
 
 def read_live(ref: str, args: argparse.Namespace) -> Live:
-    from controller.io.live import live_snapshot
+    from controller.cli.live import live_snapshot
 
     kind, name = ref_of(ref)
     query = argparse.Namespace(

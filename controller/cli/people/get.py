@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.cli.people import rows, table
+from controller.cli.people.common import run_command
+from controller.cli.people.kinds import kind_of
 from controller.core.names import API_VERSION, KINDS, LABEL_UID, PLURALS
 from controller.core.redact import Redactor
 from controller.core.sensitive import job_redactor
-from controller.ux import rows, table
-from controller.ux.common import run_command
-from controller.ux.kinds import kind_of
 from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
 from runtime.timeorigin import shared_origin

@@ -74,7 +74,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
     _add_kubeconfig(p)
-    p.set_defaults(func=_handler("controller.decide_cli"))
+    p.set_defaults(func=_handler("controller.cli.decide_command"))
 
 
 def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -204,10 +204,10 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
     c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     c.add_argument("--root", default=".", help="the repository's root")
-    c.set_defaults(func=_handler("controller.chart"))
+    c.set_defaults(func=_handler("controller.dev.chart"))
     r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
-    r.set_defaults(func=_handler("controller.demo"))
+    r.set_defaults(func=_handler("controller.dev.demo"))
 
 
 def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -227,19 +227,19 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="default",
         help="where a scaled controller records its time origin",
     )
-    _add_target(g, "ux.get")
+    _add_target(g, "cli.people.get")
     a = sub.add_parser("approve", help="approve exactly the Job an object waits on")
     a.add_argument("ref", metavar="KIND/NAME")
-    _add_target(a, "ux.approve")
+    _add_target(a, "cli.people.approve")
     p = sub.add_parser("plan", help="plans that wait for approval")
     psub = p.add_subparsers(dest="plan", required=True)
     show = psub.add_parser("show", help="the plan an object waits to have approved")
     show.add_argument("ref", metavar="KIND/NAME")
-    _add_target(show, "ux.plan_show")
+    _add_target(show, "cli.people.plan_show")
     r = sub.add_parser("restore", help="restore an object's state from a backup serial")
     r.add_argument("ref", metavar="KIND/NAME")
     r.add_argument("--serial", type=int, required=True, help="the backup's state serial")
-    _add_target(r, "ux.restore")
+    _add_target(r, "cli.people.restore")
 
 
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:

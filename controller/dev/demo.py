@@ -25,14 +25,14 @@ from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
+from controller.dev.timeline import Timeline
 from controller.io.main import TIME_ORIGIN
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
-from controller.timeline import Timeline
 from runtime.envtest import ApiServer
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 EXAMPLES = REPO / "examples" / "objects"
 CRDS = MANIFESTS / "crds"

@@ -7,6 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.cli.snapshot_file import SnapshotError
 from controller.core.names import (
     API_VERSION,
     KINDS,
@@ -16,7 +17,6 @@ from controller.core.names import (
     SCOPE_RUN_SLOT,
 )
 from controller.core.timefmt import TimeFormatError, parse_time
-from controller.snapshot_file import SnapshotError
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from controller.cli.people.annotate import annotate
+from controller.cli.people.common import Refused, run_command
+from controller.cli.people.waiting import Live, read_live
 from controller.core.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
 from controller.core.serials import serial_of
-from controller.ux.annotate import annotate
-from controller.ux.common import Refused, run_command
-from controller.ux.waiting import Live, read_live
 
 
 def backups(live: Live) -> dict[int, str]:

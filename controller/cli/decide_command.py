@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
+from controller.cli.snapshot_file import SnapshotError, load
 from controller.core import snapshot
 from controller.core.decide import decide
 from controller.core.decision import to_json
 from controller.core.policy import runner_policy
-from controller.snapshot_file import SnapshotError, load
 
 EXIT_BAD_INPUT = 2
 
@@ -72,7 +72,7 @@ def _decide_one(
 
 def _read_live(args: argparse.Namespace) -> Objects:
     # The I/O stack, only when asked.
-    from controller.io.live import live_snapshot
+    from controller.cli.live import live_snapshot
     from runtime.errors import ConfigError
 
     try:

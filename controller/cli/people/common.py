@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from controller.snapshot_file import SnapshotError
-from controller.ux.kinds import KindError
+from controller.cli.people.kinds import KindError
+from controller.cli.snapshot_file import SnapshotError
 from runtime.errors import ApiError, ConfigError
 
 EXIT_REFUSED = 1  # the command understood the request and says why it will not do it

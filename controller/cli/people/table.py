@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from controller.ux.rows import Row
+from controller.cli.people.rows import Row
 
 # A cell wider than this is cut with an ellipsis; `-o json` prints it whole.
 ERROR_WIDTH = 120

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = Path("charts/captf")
 NAMESPACE = "captf-system"
 VERSION = "0.1.0"

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from controller import api_yaml
+from controller.cli import api_yaml
 from controller.core.names import KINDS
 from controller.core.timefmt import TimeFormatError, parse_time
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from controller.cli.people.annotate import annotate
+from controller.cli.people.common import run_command
+from controller.cli.people.waiting import read_live, waiting_job
 from controller.core.names import ANN_APPROVE
-from controller.ux.annotate import annotate
-from controller.ux.common import run_command
-from controller.ux.waiting import read_live, waiting_job
 
 
 def _approve(args: argparse.Namespace) -> int:
