@@ -14,6 +14,7 @@ the given registry."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Self
@@ -31,6 +32,24 @@ DEFAULT_ADDRESS = "127.0.0.1:8080"
 
 class CannotListen(Exception):
     """The address cannot be served (in use, not local, not permitted); says which and why."""
+
+
+async def serve(
+    app: web.Application, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, int]:
+    """Starts serving `app` on host:port; returns the runner (the caller cleans it up) and
+    the bound port (the one picked when `port` is 0). An address that cannot be served
+    raises CannotListen, with nothing left running."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    try:
+        await site.start()
+    except OSError as error:
+        await runner.cleanup()
+        why = (error.strerror or str(error)).lower()
+        raise CannotListen(f"cannot listen on {host}:{port}: {why}") from error
+    return runner, port or int(runner.addresses[0][1])
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -80,18 +99,7 @@ class HealthServer(RunsInContext):
         app.router.add_get("/readyz", self._readyz)
         if self._serve_metrics:
             app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        try:
-            await site.start()
-        except OSError as error:
-            await self._runner.cleanup()
-            self._runner = None
-            why = (error.strerror or str(error)).lower()
-            raise CannotListen(f"cannot listen on {self._host}:{self._port}: {why}") from error
-        if self._port == 0:
-            self._port = int(self._runner.addresses[0][1])
+        self._runner, self._port = await serve(app, self._host, self._port)
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok\n")

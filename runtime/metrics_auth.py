@@ -29,7 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from runtime.clock import Clock
 from runtime.errors import ApiError
-from runtime.health import CannotListen, parse_address
+from runtime.health import parse_address, serve
 
 # How long an answer for one token is remembered, in seconds.
 REVIEW_TTL = 30.0
@@ -184,21 +184,10 @@ class SecureMetricsServer:
     async def __aenter__(self) -> Self:
         app = web.Application()
         app.router.add_get(METRICS_PATH, self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
         with tempfile.TemporaryDirectory(prefix="captf-metrics-") as work:
             # The context holds the pair in memory once loaded: the files may go.
             context = tls_context(self._cert_dir, Path(work))
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=context)
-        try:
-            await site.start()
-        except OSError as error:
-            await self._runner.cleanup()
-            self._runner = None
-            why = (error.strerror or str(error)).lower()
-            raise CannotListen(f"cannot listen on {self._host}:{self._port}: {why}") from error
-        if self._port == 0:
-            self._port = int(self._runner.addresses[0][1])
+        self._runner, self._port = await serve(app, self._host, self._port, ssl_context=context)
         return self
 
     async def __aexit__(
