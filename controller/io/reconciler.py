@@ -66,6 +66,10 @@ Json = dict[str, Any]
 CONFLICT = Result(requeue=True)
 
 
+class BeingFreed(Exception):
+    """The janitor is freeing Leases held in the name of the Job about to be launched."""
+
+
 @dataclass(frozen=True)
 class Slots:
     namespace: str  # where the run-slot Leases live: the controller's namespace
@@ -106,6 +110,8 @@ class Reconciler:
             await self._carry_out(snap, todo, now)
         except LeaseBusy:
             return requeue_after(LEASE_WAIT)
+        except BeingFreed:
+            return CONFLICT
         except Refused as refused:
             await self._refused(snap, refused, now)
             return requeue_after(0.0)  # the next pass shows the wait in the status
@@ -184,8 +190,8 @@ class Reconciler:
     async def _launch(self, start: Launch, now: datetime) -> None:
         if start.name in self._freeing:
             # The janitor is freeing a Lease held in this Job's name: once it is done, the
-            # claims read what it left (the 409 requeues this object).
-            raise ApiError(409, "Conflict", f"Leases of Job {start.name} are being freed")
+            # claims read what it left (a rate-limited requeue, as after a conflict).
+            raise BeingFreed(start.name)
         self._launching.add(start.name)
         try:
             await launch(self.client, start, now)

@@ -18,7 +18,7 @@ from controller.core.launching import Launch
 from controller.core.names import ANN_HOLDER_NAMESPACE
 from controller.core.stale import STALE_AFTER
 from controller.io import api, janitor
-from controller.io.reconciler import Reconciler
+from controller.io.reconciler import BeingFreed, Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
 from tests.builders import NOW, lease
@@ -97,7 +97,7 @@ async def test_no_launch_of_the_holder_starts_while_its_lease_is_being_freed() -
     """The janitor's live read says 404; a replayed decision of that very Job must not
     create it before the release is written, or the slot is freed under it."""
     slot = _slot()
-    refused: list[int] = []
+    refused: list[str] = []
 
     async def launch_meanwhile(path: str) -> None:
         if path == api.job_path(JOB_NS, JOB):
@@ -106,8 +106,8 @@ async def test_no_launch_of_the_holder_starts_while_its_lease_is_being_freed() -
             )
             try:
                 await reconciler._launch(start, NOW)
-            except ApiError as err:
-                refused.append(err.status)
+            except BeingFreed as err:
+                refused.append(str(err))
 
     client = LiveApi(
         {api.lease_path(SLOT_NS, "captf-run-slot-0"): copy.deepcopy(slot)}, launch_meanwhile
@@ -116,7 +116,7 @@ async def test_no_launch_of_the_holder_starts_while_its_lease_is_being_freed() -
     caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
     done = await janitor.sweep(client, caches, reconciler, SteppedClock(NOW), None)
     assert done == ["captf-run-slot-0"]
-    assert refused == [409]  # the launch is retried once the release is written
+    assert refused == [JOB]  # refused; the reconcile is requeued as after a conflict
     assert (api.job_path(JOB_NS, JOB)) not in client.objects
 
 
