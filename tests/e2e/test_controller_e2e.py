@@ -9,24 +9,19 @@ moved as the controller itself moves them (controller/io/jobtimes.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from controller.core.timefmt import parse_time
-from runtime.envtest import ApiServer
 from runtime.envtest.client import RequestFailed
 from tests.e2e.system import (
     System,
     ended,
     finished_at,
-    in_background,
     result_of,
-    running_system,
 )
 from tests.kube.harness import MERGE, condition, event_for, events_of
 
@@ -71,20 +66,6 @@ resource "terraform_data" "flaky" {
   }
 }
 """
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def system(
-    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
-) -> AsyncIterator[System]:
-    """The controller on LoopClock(60) and a process node, in the test's event loop."""
-    started, stop = await in_background(
-        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
-    )
-    try:
-        yield started
-    finally:
-        await stop()
 
 
 async def status_of(system: System, name: str) -> Json:

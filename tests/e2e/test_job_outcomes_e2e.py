@@ -7,17 +7,14 @@ pod, and the controller counts what it sees."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from controller.dev.node import cordon, drain
 from runtime.clock import LoopClock
-from runtime.envtest import ApiServer
-from tests.e2e.system import WAIT, System, ended, in_background, running_system
+from tests.e2e.system import WAIT, System, ended
 from tests.kube.harness import event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
@@ -42,19 +39,6 @@ resource "terraform_data" "slow" {
   }
 }
 """
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def system(
-    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
-) -> AsyncIterator[System]:
-    started, stop = await in_background(
-        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
-    )
-    try:
-        yield started
-    finally:
-        await stop()
 
 
 def _reason(job: Json) -> str:

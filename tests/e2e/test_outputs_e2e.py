@@ -5,16 +5,12 @@ the pool (its inputs hash follows the Secret)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from controller.core.names import MANAGED_BY
-from runtime.envtest import ApiServer
-from tests.e2e.system import System, ended, in_background, result_of, running_system
+from tests.e2e.system import System, ended, result_of
 from tests.kube.harness import MERGE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
@@ -53,19 +49,6 @@ resource "local_file" "joined" {
   content  = var.endpoint
 }
 """
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def system(
-    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
-) -> AsyncIterator[System]:
-    started, stop = await in_background(
-        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
-    )
-    try:
-        yield started
-    finally:
-        await stop()
 
 
 async def _pool(system: System) -> None:

@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from runtime.envtest import ApiServer
-from tests.e2e.system import System, in_background, result_of, running_system
+from tests.e2e.system import System, result_of
 from tests.kube.harness import condition, event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
@@ -47,19 +43,6 @@ resource "terraform_data" "leak" {
   }
 }
 """
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def system(
-    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
-) -> AsyncIterator[System]:
-    started, stop = await in_background(
-        running_system(cluster, cluster_namespace, tmp_path, tofu_build)
-    )
-    try:
-        yield started
-    finally:
-        await stop()
 
 
 def leaks(text: str) -> list[str]:
