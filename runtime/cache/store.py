@@ -4,8 +4,13 @@ Every mutation is synchronous (no `await` inside), so the event loop can never
 interleave two of them and the store needs no lock. Objects are stored as the
 API server sent them (or as the informer's transform left them), minus what no
 controller reads: managedFields and the last-applied annotation (often the
-largest parts of an object). Label and annotation keys are interned: every
-cached object repeats the same few, so each is held once."""
+largest parts of an object). What cached objects repeat is interned, so each
+string is held once however many objects carry it: label and annotation keys,
+label values (at most 63 characters by the API's rules: kinds, names, uids that
+other objects' labels and owner references name too), annotation values of up
+to 64 characters (flags, counters, hashes; longer ones are mostly unique, and
+hashing them would cost more than it saves), the namespace, and the owner
+references' strings."""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from runtime.cache.resource import Obj, object_key, resource_version
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+# Annotation values up to this many characters are interned (a sha256 in hex is 64).
+SHORT = 64
 
 
 class Change(NamedTuple):
@@ -135,14 +142,28 @@ def strip(obj: Obj) -> None:
     annotations = metadata.get("annotations")
     if annotations:
         annotations.pop(LAST_APPLIED, None)
-        metadata["annotations"] = _interned(annotations)
+        metadata["annotations"] = {_intern(k): _short(v) for k, v in annotations.items()}
     labels = metadata.get("labels")
     if labels:
-        metadata["labels"] = _interned(labels)
+        metadata["labels"] = {_intern(k): _intern(v) for k, v in labels.items()}
+    if "namespace" in metadata:
+        metadata["namespace"] = _intern(metadata["namespace"])
+    owners = metadata.get("ownerReferences")
+    if owners:
+        metadata["ownerReferences"] = [
+            {k: _intern(v) for k, v in ref.items()} if isinstance(ref, dict) else ref
+            for ref in owners
+        ]
 
 
-def _interned(mapping: dict[str, str]) -> dict[str, str]:
-    return {sys.intern(key): value for key, value in mapping.items()}
+def _short(value: object) -> object:
+    return _intern(value) if isinstance(value, str) and len(value) <= SHORT else value
+
+
+def _intern(value: object) -> object:
+    """The interned copy of a string (anything else as it is: the API server types these
+    fields, but a transform or a test may hand the store something else)."""
+    return sys.intern(value) if type(value) is str else value
 
 
 def label_index(label: str) -> IndexFunc:

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import orjson
 import pytest
 
 from controller.core import jobs as job_rules
@@ -31,6 +32,7 @@ from controller.core.names import (
     SCOPE_RUN_SLOT,
 )
 from controller.core.sensitive import job_redactor
+from controller.core.snapshot import owns
 from controller.io.caches import (
     Caches,
     job_fields,
@@ -234,6 +236,78 @@ def test_a_job_without_the_hash_annotation_keeps_the_runners_hash_variable() -> 
     assert kept["spec"]["template"]["spec"]["containers"] == [
         {"env": [{"name": "CAPTF_INPUTS_HASH", "value": "h2"}], "envFrom": []}
     ]
+
+
+def test_a_cached_job_drops_what_no_rule_reads() -> None:
+    owner = captf(CLUSTER, "c")
+    full = job(owner, "c-apply-1", annotations={ANN_INPUTS_HASH: "h1"})
+    meta = full["metadata"]
+    meta["labels"] |= {
+        "batch.kubernetes.io/controller-uid": "j-uid",
+        "batch.kubernetes.io/job-name": "c-apply-1",
+        "controller-uid": "j-uid",
+        "job-name": "c-apply-1",
+    }
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": "captf.io/v1alpha1",
+            "kind": CLUSTER,
+            "name": "c",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    at = "2026-11-30T12:00:00Z"
+    full["status"] = {
+        "startTime": at,
+        "completionTime": at,
+        "succeeded": 1,
+        "ready": 0,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": at},
+            {"type": "Complete", "status": "True", "message": "done", "lastTransitionTime": at},
+        ],
+    }
+    env = full["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "CAPTF_INPUTS_HASH", "value": "h1"})
+    kept = job_fields(copy.deepcopy(full))
+    assert set(kept["metadata"]["labels"]) == {LABEL_KIND, LABEL_NAME, LABEL_UID, LABEL_OP}
+    assert [ref.get("blockOwnerDeletion") for ref in kept["metadata"]["ownerReferences"]] == [None]
+    assert kept["status"]["conditions"] == [
+        {"type": "Complete", "status": "True", "lastTransitionTime": at}
+    ]
+    assert "ready" not in kept["status"]
+    # The annotation records the hash, so the runner's variable is not kept beside it.
+    assert "spec" not in kept
+    for read in (job_rules.inputs_hash_of, job_rules.finished_at, job_rules.classify):
+        assert read(kept) == read(full)
+    assert owns(owner, kept)
+    assert owns(owner, full)
+
+
+def test_the_jobs_of_one_object_share_the_strings_they_repeat() -> None:
+    """Decoded apart, as a watch decodes them: equal strings are distinct objects until
+    the cache interns them (a Job's owner uid, kind and inputs hash; equal times)."""
+    owner = captf(CLUSTER, "c")
+    at = "2026-11-30T12:00:00Z"
+    store = Store()
+    for seq in (1, 2):
+        one = job(owner, f"c-apply-{seq}", annotations={ANN_INPUTS_HASH: "ab" * 32})
+        one["status"] = {
+            "completionTime": at,
+            "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": at}],
+        }
+        store.upsert(job_fields(orjson.loads(orjson.dumps(one))))
+    first, second = (store.get(f"ns/c-apply-{seq}") for seq in (1, 2))
+    assert first is not None
+    assert second is not None
+    assert first["metadata"]["labels"][LABEL_UID] is second["metadata"]["labels"][LABEL_UID]
+    assert first["metadata"]["labels"][LABEL_KIND] is second["metadata"]["labels"][LABEL_KIND]
+    hashes = [j["metadata"]["annotations"][ANN_INPUTS_HASH] for j in (first, second)]
+    assert hashes[0] is hashes[1]
+    status = first["status"]
+    assert status["conditions"][0]["lastTransitionTime"] is status["completionTime"]
 
 
 # --- What wakes what ------------------------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from runtime.cache import Change, Store, label_index, owner_uid_index
 from runtime.cache.store import LAST_APPLIED
 from tests.unit.scripted_api import obj
@@ -105,3 +107,23 @@ def test_iteration_survives_mutation() -> None:
     for o in s:
         s.delete(o)
     assert len(s) == 0
+
+
+def test_what_cached_objects_repeat_is_held_once() -> None:
+    """Objects decoded apart (as a watch decodes them) share their repeated strings once
+    stored: label keys and values, short annotation values, namespace, owner references."""
+    s = Store()
+    for name in ("a", "b"):
+        o = obj(name, 1, app="web")
+        o["metadata"]["annotations"] = {"flag": "true", "long": "x" * 65}
+        o["metadata"]["ownerReferences"] = [{"kind": "Owner", "name": "o", "uid": "u-1"}]
+        s.upsert(orjson.loads(orjson.dumps(o)))
+    a, b = (s.get(f"ns/{name}") for name in ("a", "b"))
+    assert a is not None
+    assert b is not None
+    ma, mb = a["metadata"], b["metadata"]
+    assert ma["namespace"] is mb["namespace"]
+    assert ma["labels"]["app"] is mb["labels"]["app"]
+    assert ma["annotations"]["flag"] is mb["annotations"]["flag"]
+    assert ma["annotations"]["long"] == mb["annotations"]["long"]
+    assert ma["ownerReferences"][0]["uid"] is mb["ownerReferences"][0]["uid"]
