@@ -36,7 +36,7 @@ from controller.io.janitor import sweep_forever
 from controller.io.reconciler import Reconciler, Slots
 from controller.io.writes import NotingWrites
 from runtime import logs
-from runtime.cache.heap import PauseWatch, raise_thresholds, settle_after_sync
+from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
 from runtime.health import CannotListen, HealthServer, parse_address
@@ -272,13 +272,16 @@ async def _control(parts: _Parts) -> None:
     async with queue, anyio.create_task_group() as tg:
         tg.start_soon(_drain_on, parts.stop, controller, tg.cancel_scope, name="stop")
         wire_handlers(caches, queue.add)
+        filling = FreezeWhileFilling()
+        for informer in caches.informers():
+            informer.add_handler(filling)
         for informer in caches.informers():
             tg.start_soon(informer.run, name=f"informer {informer.resource.plural}")
         with anyio.CancelScope() as syncing, parts.stop.calls(syncing.cancel):
             for informer in caches.informers():
                 await informer.wait_synced()
         if not parts.stop.is_set():
-            settle_after_sync()
+            filling.settle()
             log.info("caches synced; reconciling with %d workers", args.workers)
             tg.start_soon(
                 sweep_forever,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from runtime.cache.heap import THRESHOLDS, PauseWatch, settle_after_sync
+from runtime.cache.heap import THRESHOLDS, FreezeWhileFilling, PauseWatch, settle_after_sync
 
 
 @pytest.fixture
@@ -34,3 +34,23 @@ def test_the_longest_collection_is_recorded_and_the_callback_removed() -> None:
         for callback in gc.callbacks
         if hasattr(callback, "__self__")
     )
+
+
+def test_the_heap_is_frozen_as_the_caches_fill_and_no_more_once_settled(
+    restored_gc: None,
+) -> None:
+    filling = FreezeWhileFilling(step=10)
+    gc.unfreeze()
+    for i in range(9):
+        filling(None, {"metadata": {"name": f"o{i}"}})
+        filling({"old": i}, {"new": i})  # updates and deletes are not growth
+        filling({"old": i}, None)
+    assert gc.get_freeze_count() == 0
+    filling(None, {"metadata": {"name": "o9"}})
+    assert gc.get_freeze_count() > 0
+    filling.settle()
+    assert gc.get_threshold() == THRESHOLDS
+    gc.unfreeze()
+    for i in range(20):
+        filling(None, {"metadata": {"name": f"late{i}"}})
+    assert gc.get_freeze_count() == 0
