@@ -337,6 +337,17 @@ class ApiServer:
         logs = [self.etcd_log, self.apiserver_log]
         return [*logs, self.controller_manager_log] if self._with_controller_manager else logs
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The process id of each server process running, by its binary's name."""
+        run = self._running()
+        procs = {
+            "etcd": run.etcd,
+            "kube-apiserver": run.apiserver,
+            "kube-controller-manager": run.controller_manager,
+        }
+        return {name: proc.pid for name, proc in procs.items() if proc is not None}
+
     def alive(self) -> bool:
         """Every process is still running."""
         run = self._running()

@@ -41,3 +41,8 @@ def test_bench_scale_reports_every_figure_of_an_idle_fleet() -> None:
     assert report["answered"] == report["changes"] == 10
     assert report["reconciles_per_change"] <= 1.5
     assert 0 < report["rss_mib_idle_empty"] <= report["rss_mib_peak"]
+    # Where each phase's time went: the controller's CPU and its API server's, apart.
+    for phase in ("startup_cpu_s", "changes_cpu_s"):
+        assert set(report[phase]) == {"controller", "etcd", "kube-apiserver"}
+    assert report["startup_cpu_s"]["controller"] > 0
+    assert report["startup_cpu_s"]["kube-apiserver"] > 0
