@@ -127,8 +127,14 @@ async def serve(
     timeline recorded in the API server, so a restart continues it); caches and leader
     election always keep real time. `registry` receives the metrics (default: a new one)."""
     ns = controller_namespace(args.controller_namespace)
+    stop = stop or StopRequest()
     async with open_transport(args.kubeconfig) as transport:
-        clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
+        # The origin read waits out an unreachable API server; a stop ends the wait.
+        with anyio.CancelScope() as starting, stop.calls(starting.cancel):
+            clock = clock or await scaled_clock(transport, ns, TIME_ORIGIN, args.time_scale)
+        if clock is None:  # stopped first
+            log.info("stopped before the time origin could be read")
+            return
         registry = registry or CollectorRegistry()
         # Job times are the wall clock's: on a scaled clock they are moved onto it.
         scaled = isinstance(clock, LoopClock) and clock.scale != 1.0
@@ -157,7 +163,7 @@ async def serve(
             lease_clock=LoopClock(),
             namespace=ns,
             started=started,
-            stop=stop or StopRequest(),
+            stop=stop,
         )
         candidacy = Candidacy(leading=not args.leader_elect)
         secure = args.metrics_secure

@@ -4,13 +4,19 @@ says anything else in one line."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.io import main
+from controller.io.config import ControllerConfig
 from runtime.errors import ApiError
+from runtime.shutdown import StopRequest
 from runtime.timeorigin import ORIGIN_KEY, OriginError, scaled_clock
 
 ORIGIN = "2026-05-04T10:00:00.000000Z"
@@ -77,3 +83,31 @@ def test_captf_run_says_an_origin_error_in_one_line(
     assert (
         err == "captf run: --time-scale: ConfigMap captf-system/captf-time-origin: 403 Forbidden\n"
     )
+
+
+async def test_a_stop_during_the_origin_read_ends_serve(tmp_path: Path) -> None:
+    """SIGTERM while the API server cannot be reached yet (a pod starting as the cluster
+    stops): `serve` returns instead of retrying the read until a SIGKILL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: connections are refused
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    config = ControllerConfig(
+        kubeconfig=str(kubeconfig), controller_namespace="captf-system", time_scale=60.0
+    )
+    stop = StopRequest()
+    asyncio.get_running_loop().call_later(0.5, stop.set)
+    async with asyncio.timeout(20):  # a hang guard: the retries back off up to 30 s each
+        await main.serve(config, stop=stop)
