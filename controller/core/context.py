@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 from controller.core.history import Finished, History
@@ -26,9 +25,9 @@ class Context:
     policy: Policy
     inputs: Inputs
 
-    @cached_property
+    @property
     def history(self) -> History:
-        return History(self.snap.jobs, self.snap.plan_readable, self.snap.redactor)
+        return self.snap.history
 
     @property
     def approved(self) -> str | None:

@@ -29,7 +29,7 @@ from controller.core.accounting import (
 from controller.core.context import Context, policy_and_inputs
 from controller.core.decide import decide
 from controller.core.decision import Decision, Idle, Requeue, Run
-from controller.core.history import Finished, History
+from controller.core.history import Finished
 from controller.core.inputs import Inputs
 from controller.core.jobs import annotations_of, is_finished, name_of, op_of
 from controller.core.jobspec import inputs_secret, inputs_secret_name, next_job
@@ -126,7 +126,7 @@ def live_check_needed(snap: Snapshot) -> str | None:
 def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
     facts = facts or Facts()
     policy, inputs = policy_and_inputs(snap)
-    history = History(snap.jobs, snap.plan_readable, snap.redactor)
+    history = snap.history
     todo = bookkeeping.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
     gone = _gone(snap, inputs, facts, now)
@@ -301,7 +301,7 @@ def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str,
             ],
         )
     )
-    history = History(books.jobs, books.plan_readable, books.redactor)
+    history = books.history
     doomed = bookkeeping.prune(
         history,
         failed_limit=policy.failed_limit,
@@ -315,9 +315,7 @@ def _capped_label(snap: Snapshot, policy: Policy | None) -> Json | None:
     """The `captf.io/retry-capped=<op>` label while an op's failures are at the limit."""
     if policy is None:
         return None
-    capped = bookkeeping.capped(
-        History(snap.jobs, snap.plan_readable, snap.redactor), policy.failed_limit
-    )
+    capped = bookkeeping.capped(snap.history, policy.failed_limit)
     current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
     wanted = capped.op if capped else None
     return None if current == wanted else {LABEL_RETRY_CAPPED: wanted}
@@ -327,7 +325,7 @@ def _capped_event(snap: Snapshot, policy: Policy | None, now: datetime) -> tuple
     """One RetryCapped Warning per streak, named after the Job that reached the cap."""
     if policy is None:
         return ()
-    history = History(snap.jobs, snap.plan_readable, snap.redactor)
+    history = snap.history
     capped = bookkeeping.capped(history, policy.failed_limit)
     current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
     if capped is None or current == capped.op:

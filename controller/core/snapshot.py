@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
+from controller.core.history import History
 from controller.core.jobs import annotations_of, labels_of, name_of, op_of, result
 from controller.core.names import (
     KINDS,
@@ -83,6 +85,12 @@ class Snapshot:
 
     def job_names(self) -> set[str]:
         return {name_of(j) for j in self.jobs}
+
+    @cached_property
+    def history(self) -> History:
+        """The finished Jobs, classified: built once per snapshot, however many rules of
+        one pass read it (a new view, `with_`, is a new snapshot and builds its own)."""
+        return History(self.jobs, self.plan_readable, self.redactor)
 
     def redactor(self, job: Json) -> Redactor:
         """Removes the values of the Secrets a Job carried from the messages built from it."""

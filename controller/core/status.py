@@ -201,9 +201,7 @@ def desired(snap: Snapshot, decision: Decision, ctx: Context | None, now: dateti
     out["observedGeneration"] = snap.obj.get("metadata", {}).get("generation", 0)
     out["next"] = stable_next(old.get("next"), next_of(decision, now), now)
     _set(out, "missedWindow", missed_window_of(old.get("missedWindow"), decision, now))
-    history = (
-        ctx.history if ctx is not None else History(snap.jobs, snap.plan_readable, snap.redactor)
-    )
+    history = ctx.history if ctx is not None else snap.history
     _set(out, "failures", failures_of(history))
     if not (snap.spec.get("outputs") or {}).get("secretName"):
         out.pop("outputs", None)
