@@ -6,7 +6,6 @@ came from."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
@@ -42,7 +41,7 @@ from controller.core.objects import ready_of
 from controller.core.snapshot import Snapshot
 from controller.io.contents import Contents, Reader, Wanted
 from controller.io.jobtimes import ToClock, on_clock
-from runtime.cache import Informer, Resource, Selection, label_index
+from runtime.cache import Informer, Resource, Selection, interned, label_index
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
@@ -185,8 +184,8 @@ def job_fields(job: Obj) -> Obj:
     if labels:
         kept_meta["labels"] = {k: v for k, v in labels.items() if k not in JOB_CONTROLLER_LABELS}
     kept: Obj = {
-        "apiVersion": _intern(job.get("apiVersion", "batch/v1")),
-        "kind": _intern(job.get("kind", "Job")),
+        "apiVersion": interned(job.get("apiVersion", "batch/v1")),
+        "kind": interned(job.get("kind", "Job")),
         "metadata": kept_meta,
     }
     if "status" in job:
@@ -201,29 +200,30 @@ def job_fields(job: Obj) -> Obj:
 
 
 JOB_STATUS = ("startTime", "completionTime", "active", "succeeded", "failed")
-JOB_CONDITION = ("type", "status", "reason", "lastTransitionTime")
+JOB_CONDITION_WORDS = ("type", "status", "reason")
 
 
 def _job_status(status: Json) -> Json:
     """Times, counts and the terminal conditions (without their messages, which nothing
-    reads); a condition's time that equals completionTime is the same string."""
+    reads)."""
     kept = {k: status[k] for k in JOB_STATUS if k in status}
     conditions = [
-        {k: _intern(c[k]) if k != "lastTransitionTime" else c[k] for k in JOB_CONDITION if k in c}
+        _condition(c, kept.get("completionTime"))
         for c in status.get("conditions") or []
         if isinstance(c, dict) and c.get("type") in TERMINAL_CONDITIONS
     ]
-    completed = kept.get("completionTime")
-    for cond in conditions:
-        if completed is not None and cond.get("lastTransitionTime") == completed:
-            cond["lastTransitionTime"] = completed
     if conditions:
         kept["conditions"] = conditions
     return kept
 
 
-def _intern(value: Any) -> Any:
-    return sys.intern(value) if type(value) is str else value
+def _condition(cond: Json, completed: object) -> Json:
+    """Its words interned; its time, when it equals completionTime, the same string."""
+    kept = {k: interned(cond[k]) for k in JOB_CONDITION_WORDS if k in cond}
+    if "lastTransitionTime" in cond:
+        when = cond["lastTransitionTime"]
+        kept["lastTransitionTime"] = completed if when == completed else when
+    return kept
 
 
 def _containers(job: Obj) -> list[Json]:
@@ -236,12 +236,12 @@ def _runner_env(job: Obj, read: frozenset[str]) -> list[Json]:
     kept: list[Json] = []
     for container in _containers(job):
         env = [
-            {"name": _intern(e["name"]), "value": _intern(e["value"])}
+            {"name": interned(e["name"]), "value": interned(e["value"])}
             for e in container.get("env") or []
             if e.get("name") in read and "value" in e
         ]
         sources = [
-            {"secretRef": {"name": _intern(s["secretRef"]["name"])}}
+            {"secretRef": {"name": interned(s["secretRef"]["name"])}}
             for s in container.get("envFrom") or []
             if (s.get("secretRef") or {}).get("name")
         ]

@@ -280,8 +280,7 @@ async def _control(parts: _Parts) -> None:
         wire_handlers(caches, queue.add)
         filling = FreezeWhileFilling()
         for informer in caches.informers():
-            informer.add_handler(filling)
-        for informer in caches.informers():
+            informer.add_handler(filling)  # before it runs: it counts the initial adds
             tg.start_soon(informer.run, name=f"informer {informer.resource.plural}")
         with anyio.CancelScope() as syncing, parts.stop.calls(syncing.cancel):
             for informer in caches.informers():

@@ -12,7 +12,15 @@ from runtime.cache.informer import Handler, Informer
 from runtime.cache.listing import Listed, list_all
 from runtime.cache.reflector import Delta, Selection, reflect
 from runtime.cache.resource import Obj, Resource, object_key, resource_version
-from runtime.cache.store import Change, IndexFunc, Store, label_index, owner_uid_index, strip
+from runtime.cache.store import (
+    Change,
+    IndexFunc,
+    Store,
+    interned,
+    label_index,
+    owner_uid_index,
+    strip,
+)
 from runtime.cache.watchstream import Bookmark, SilentStream, Watched, watch_once
 
 __all__ = [
@@ -29,6 +37,7 @@ __all__ = [
     "SilentStream",
     "Store",
     "Watched",
+    "interned",
     "label_index",
     "list_all",
     "object_key",

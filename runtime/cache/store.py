@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from runtime.cache.resource import Obj, object_key, resource_version
+
+T = TypeVar("T")
 
 # An index function: the index values one object files under (any number, possibly none).
 IndexFunc = Callable[[Obj], Iterable[str]]
@@ -142,28 +144,32 @@ def strip(obj: Obj) -> None:
     annotations = metadata.get("annotations")
     if annotations:
         annotations.pop(LAST_APPLIED, None)
-        metadata["annotations"] = {_intern(k): _short(v) for k, v in annotations.items()}
+        metadata["annotations"] = {interned(k): _short(v) for k, v in annotations.items()}
     labels = metadata.get("labels")
     if labels:
-        metadata["labels"] = {_intern(k): _intern(v) for k, v in labels.items()}
+        metadata["labels"] = {interned(k): interned(v) for k, v in labels.items()}
     if "namespace" in metadata:
-        metadata["namespace"] = _intern(metadata["namespace"])
+        metadata["namespace"] = interned(metadata["namespace"])
     owners = metadata.get("ownerReferences")
     if owners:
         metadata["ownerReferences"] = [
-            {k: _intern(v) for k, v in ref.items()} if isinstance(ref, dict) else ref
+            {k: interned(v) for k, v in ref.items()} if isinstance(ref, dict) else ref
             for ref in owners
         ]
 
 
 def _short(value: object) -> object:
-    return _intern(value) if isinstance(value, str) and len(value) <= SHORT else value
+    return interned(value) if isinstance(value, str) and len(value) <= SHORT else value
 
 
-def _intern(value: object) -> object:
-    """The interned copy of a string (anything else as it is: the API server types these
-    fields, but a transform or a test may hand the store something else)."""
-    return sys.intern(value) if type(value) is str else value
+def interned(value: T) -> T:
+    """The interned copy of a string, held once however many cached objects repeat it
+    (anything else as it is: the API server types these fields, but a transform or a
+    test may hand the store something else). Transforms use it for their own fields."""
+    # isinstance narrows the type; exactly str, because sys.intern refuses subclasses.
+    if isinstance(value, str) and type(value) is str:
+        return sys.intern(value)  # type: ignore[return-value]  # T is str here
+    return value
 
 
 def label_index(label: str) -> IndexFunc:

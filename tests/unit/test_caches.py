@@ -108,6 +108,14 @@ def job(owner: Json, name: str, rv: int = 1, annotations: dict[str, str] | None 
     }
 
 
+def carrying(owner: Json, inputs_secret: str) -> Json:
+    """An apply Job of `owner` whose runner read the inputs Secret `inputs_secret`."""
+    carrier = job(owner, f"{owner['metadata']['name']}-apply-1")
+    env = carrier["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "CAPTF_INPUTS_SECRET", "value": inputs_secret})
+    return carrier
+
+
 def deliver(informer: Informer, kind: str, obj: Json) -> None:
     """One watch event through the informer, as its reflector would hand it over."""
     informer._apply(Watched(kind, obj, obj["metadata"]["resourceVersion"]))
@@ -404,11 +412,7 @@ async def test_the_secrets_a_job_carried_are_read_for_redaction(
     server: Server, caches: Caches
 ) -> None:
     obj = captf(CLUSTER, "c")
-    carrier = job(obj, "c-apply-1")
-    carrier["spec"]["template"]["spec"]["containers"][0]["env"].append(
-        {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"}
-    )
-    caches.jobs.store.upsert(job_fields(carrier))
+    caches.jobs.store.upsert(job_fields(carrying(obj, "c-inputs-1")))
     caches.secrets.store.upsert(secret("c-inputs-1"))
     path = "/api/v1/namespaces/ns/secrets/c-inputs-1"
     server.objects[path] = secret("c-inputs-1") | {"data": {"inputs.json": "e30="}}
@@ -426,11 +430,7 @@ async def test_a_secret_captf_wrote_is_read_from_its_cache_without_a_request(
     server: Server, caches: Caches
 ) -> None:
     obj = captf(CLUSTER, "c")
-    carrier = job(obj, "c-apply-1")
-    carrier["spec"]["template"]["spec"]["containers"][0]["env"].append(
-        {"name": "CAPTF_INPUTS_SECRET", "value": "c-inputs-1"}
-    )
-    caches.jobs.store.upsert(job_fields(carrier))
+    caches.jobs.store.upsert(job_fields(carrying(obj, "c-inputs-1")))
     inputs = own("c-inputs-1", {LABEL_NAME: "c"}, {"inputs.json": "e30="})
     deliver(caches.own_secrets, "ADDED", own_secret_fields(inputs))
     deliver(caches.own_secrets, "ADDED", own_secret_fields(own("c-state", {}, {"s": "QQ=="})))
