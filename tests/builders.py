@@ -12,11 +12,7 @@ from typing import Any
 
 import orjson
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
-from controller.core.inputs import inputs_hash
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_RESULT,
     ANN_SERIAL,
@@ -27,7 +23,11 @@ from controller.core.names import (
     LABEL_OP,
     LABEL_UID,
 )
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
+from controller.core.decide import snapshot
+from controller.core.decide.decision import to_json
+from controller.core.decide.steps import decide
+from controller.core.spec.inputs import inputs_hash
 
 Json = dict[str, Any]
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)

@@ -19,7 +19,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.names import KINDS, LABEL_MANAGED_BY, LABEL_SCOPE, LABEL_UID, MANAGER, PLURALS
+from controller.core.basics.names import (
+    KINDS,
+    LABEL_MANAGED_BY,
+    LABEL_SCOPE,
+    LABEL_UID,
+    MANAGER,
+    PLURALS,
+)
 from controller.io.caches import Caches, own_secret_fields
 from runtime.cache import Informer
 from runtime.errors import ApiError

@@ -34,10 +34,7 @@ import aiohttp
 import orjson
 
 from controller.bench.peer import count_typed_jobs
-from controller.core.decision import Run
-from controller.core.inputs import render
-from controller.core.jobspec import build_job, job_name
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INPUTS_HASH,
     ANN_RESULT,
@@ -49,8 +46,11 @@ from controller.core.names import (
     LABEL_UID,
     MANAGED_BY,
 )
-from controller.core.policy import DEFAULT_IMAGES, read_policy
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
+from controller.core.decide.decision import Run
+from controller.core.plan.jobspec import build_job, job_name
+from controller.core.spec.inputs import render
+from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
 from controller.io.caches import job_fields
 from runtime.cache import Informer, Resource, Selection, label_index
 from runtime.clock import LoopClock

@@ -26,7 +26,13 @@ from typing import Any
 import orjson
 
 from controller.bench.peer import TypedJobs, open_typed_jobs
-from controller.core.names import ANN_RETRY, LABEL_BENCH, LABEL_BENCH_BURST, LABEL_OP, LABEL_UID
+from controller.core.basics.names import (
+    ANN_RETRY,
+    LABEL_BENCH,
+    LABEL_BENCH_BURST,
+    LABEL_OP,
+    LABEL_UID,
+)
 from runtime.cache import Resource, Store, Watched, label_index, list_all, owner_uid_index
 from runtime.cache.watchstream import watch_once
 from runtime.errors import ApiError

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 
 from controller.cli.snapshot_file import SnapshotError, load
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
-from controller.core.policy import runner_policy
+from controller.core.decide import snapshot
+from controller.core.decide.decision import to_json
+from controller.core.decide.steps import decide
+from controller.core.spec.policy import runner_policy
 
 EXIT_BAD_INPUT = 2
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.cli.snapshot_file import SnapshotError
-from controller.core.names import (
+from controller.core.basics.names import (
     API_VERSION,
     KINDS,
     LABEL_SCOPE,
@@ -16,7 +16,7 @@ from controller.core.names import (
     PLURALS,
     SCOPE_RUN_SLOT,
 )
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.basics.timefmt import TimeFormatError, parse_time
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from controller.core.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
+from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
 

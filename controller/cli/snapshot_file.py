@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.names import KINDS
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.basics.names import KINDS
+from controller.core.basics.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
 

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import yaml
 
-from controller.core.names import API_VERSION, KINDS, PLURALS
+from controller.core.basics.names import API_VERSION, KINDS, PLURALS
 from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.basics.timefmt import TimeFormatError, parse_time
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import LoopClock

@@ -20,10 +20,10 @@ from typing import Any, TextIO
 
 import anyio
 
-from controller.core.jobs import classify, is_finished, op_of
-from controller.core.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
-from controller.core.sensitive import job_redactor
-from controller.core.timefmt import TimeFormatError, parse_time
+from controller.core.basics.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
+from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.core.jobs.job import classify, is_finished, op_of
+from controller.core.jobs.sensitive import job_redactor
 from controller.dev.replicas import Replicas
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport

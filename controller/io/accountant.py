@@ -7,7 +7,7 @@ held, clearing the interrupted-apply records its success ends, and last the
 the annotation replays the steps, and each step is idempotent. Every step is keyed
 to the Job's uid: a Job deleted and created again under the same name is another
 Job, accounted on its own. What to account, and how, is the plan's
-(controller/core/plan.py)."""
+(controller/core/plan/planner.py)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from controller.core.accounting import Accounting, Event, Sample
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
 )
+from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError

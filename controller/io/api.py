@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from controller.core.accounting import Event
-from controller.core.names import API_VERSION, PLURALS
+from controller.core.basics.names import API_VERSION, PLURALS
+from controller.core.plan.accounting import Event
 from runtime import events
 from runtime.errors import ApiError
 

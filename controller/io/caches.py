@@ -10,9 +10,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
-from controller.core.family import holder_of, member_jobs
-from controller.core.jobs import result
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INPUTS_HASH,
     API_VERSION,
@@ -37,8 +35,10 @@ from controller.core.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
-from controller.core.objects import ready_of
-from controller.core.snapshot import Snapshot
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs.job import result
+from controller.core.leases.family import holder_of, member_jobs
+from controller.core.spec.ready import ready_of
 from controller.io.contents import Contents, Reader, Wanted
 from controller.io.jobtimes import ToClock, on_clock
 from runtime.cache import Informer, Resource, Selection, interned, label_index
@@ -128,7 +128,7 @@ def _inputs_of_index(secret: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
 
 
-# What the controller reads of a Job (controller/core/jobs.py, history.py, sensitive.py,
+# What the controller reads of a Job (controller/core/jobs/job.py, history.py, sensitive.py,
 # io/accountant.py, io/interrupted.py, io/janitor.py): its identity, its labels (but
 # the four the Job controller adds, which name the Job itself) and annotations, owners,
 # its status's times and counts, and of its conditions the terminal ones (Complete,
@@ -322,7 +322,7 @@ class Caches:
 
     `label_selector` (sharding) narrows the CAPTF objects to one shard, and with them
     the Jobs and the Secrets CAPTF wrote, which carry their object's labels of the
-    selector's keys (controller/core/sharding.py). The user's Secrets and ConfigMaps do
+    selector's keys (controller/core/spec/sharding.py). The user's Secrets and ConfigMaps do
     not carry them and are not narrowed.
     The Secrets CAPTF wrote (labelled captf.io/managed-by) are cached with the data
     decisions read, so reading them costs no request; the user's Secrets and ConfigMaps

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.core.names import LABEL_RETRY_CAPPED
+from controller.core.basics.names import LABEL_RETRY_CAPPED
 
 NAME = "captf_retry_capped_objects"
 

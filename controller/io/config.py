@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from controller.core.policy import (
+from controller.core.spec.policy import (
     DEFAULT_IMAGES,
     DEFAULT_SERVICE_ACCOUNTS,
     RunnerPolicy,

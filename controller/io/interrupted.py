@@ -3,14 +3,14 @@
 `status.activeJob` names a Job the cache does not have. Only live reads can tell a
 cache that is behind from a Job that is gone: the Job must be NotFound and the
 object's live status must still name it. Whether and where to record it is the
-plan's (controller/core/plan.py)."""
+plan's (controller/core/plan/planner.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.core.plan import Record
-from controller.core.snapshot import Snapshot
+from controller.core.decide.snapshot import Snapshot
+from controller.core.plan.planner import Record
 from controller.io import api
 from controller.io.api import Api
 

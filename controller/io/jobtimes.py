@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.timefmt import TimeFormatError, format_time, parse_time
+from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
 
 Json = dict[str, Any]
 ToClock = Callable[[datetime], datetime]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from controller.core.launching import Launch
-from controller.core.leases import LeaseWrite
+from controller.core.leases.writes import LeaseWrite
+from controller.core.plan.launching import Launch
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError

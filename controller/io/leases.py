@@ -13,8 +13,8 @@ import contextlib
 from datetime import datetime
 from typing import Any
 
-from controller.core.family import Busy
-from controller.core.leases import LEASE_API, LeaseWrite, Role, change_of
+from controller.core.leases.family import Busy
+from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
 from controller.io import api
 from controller.io.api import Api
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
-from controller.core.sharding import selector_keys
+from controller.core.spec.sharding import selector_keys
 from controller.io import capped
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, parse_key, wire_handlers

@@ -2,7 +2,7 @@
 
 One reconcile of one object, level-based: it is told only the key and reads
 everything else. It fills a snapshot from the caches (plus the live reads a
-missing active Job needs), asks the core for the plan (controller/core/plan.py),
+missing active Job needs), asks the core for the plan (controller/core/plan/planner.py),
 and performs the plan's writes in the order below. No rule lives here.
 
 The order, and what a crash between two steps leaves (the next pass, from the
@@ -43,14 +43,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from controller.core.gates import LEASE_WAIT
-from controller.core.launching import Launch, Refusal, refusal_after, refusal_event
-from controller.core.names import FINALIZER
-from controller.core.pending import pending_of
-from controller.core.plan import Facts, Plan, live_check_needed, plan
-from controller.core.policy import RunnerPolicy
-from controller.core.sharding import labelled_launch, labelled_secret, shard_labels
-from controller.core.snapshot import Snapshot
+from controller.core.basics.names import FINALIZER
+from controller.core.decide.gates import LEASE_WAIT
+from controller.core.decide.snapshot import Snapshot
+from controller.core.plan.launching import Launch, Refusal, refusal_after, refusal_event
+from controller.core.plan.pending import pending_of
+from controller.core.plan.planner import Facts, Plan, live_check_needed, plan
+from controller.core.spec.policy import RunnerPolicy
+from controller.core.spec.sharding import labelled_launch, labelled_secret, shard_labels
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
@@ -85,7 +85,7 @@ class Reconciler:
     slots: Slots
     runner: RunnerPolicy = field(default_factory=RunnerPolicy)  # the operator's, from flags
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
-    # Jobs and the Secrets written for it (controller/core/sharding.py).
+    # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
     shard_keys: tuple[str, ...] = ()
     # Job name -> (the owner's uid, when created on the monotonic clock).
     _pending: dict[str, tuple[str, float]] = field(default_factory=dict)

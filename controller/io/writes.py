@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.names import GROUP, KINDS, PLURALS, VERSION
+from controller.core.basics.names import GROUP, KINDS, PLURALS, VERSION
 from controller.io.api import Api
 from controller.io.caches import Caches
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller.core.names import MANAGED_BY, Op
-from controller.core.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
-from controller.core.sharding import SHARD_LABELS_ENV, parse_labels
+from controller.core.basics.names import MANAGED_BY, Op
+from controller.core.jobs.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
+from controller.core.spec.sharding import SHARD_LABELS_ENV, parse_labels
 
 
 class EnvError(ValueError):

@@ -17,9 +17,9 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from controller.core.jobs import Outcome
-from controller.core.names import ANN_RESULT
-from controller.core.redact import Redactor
+from controller.core.basics.names import ANN_RESULT
+from controller.core.basics.redact import Redactor
+from controller.core.jobs.job import Outcome
 from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube

@@ -13,14 +13,14 @@ from typing import Protocol
 
 import orjson
 
-from controller.core.jobs import Outcome
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
     SECRET_SIZE_LIMIT,
     Op,
 )
+from controller.core.jobs.job import Outcome
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube

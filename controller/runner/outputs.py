@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from controller.core.names import API_VERSION, LABEL_OUTPUTS_OF, MANAGED_BY
+from controller.core.basics.names import API_VERSION, LABEL_OUTPUTS_OF, MANAGED_BY
 
 Json = dict[str, Any]
 

@@ -6,8 +6,8 @@ what to hide, so it runs nothing and says so (`RedactionError`)."""
 
 from __future__ import annotations
 
-from controller.core import sensitive
-from controller.core.redact import Redactor, redactor
+from controller.core.basics.redact import Redactor, redactor
+from controller.core.jobs import sensitive
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Kube
 from runtime.errors import ApiError

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from controller.core.jobs import Outcome
+from controller.core.jobs.job import Outcome
 
 # A Job's annotations share the object's 256 KiB budget with everything else;
 # an operator reads the message in `kubectl describe`, so the tail of tofu's

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core import serials
-from controller.core.names import (
+from controller.core.basics import serials
+from controller.core.basics.names import (
     ANN_BACKED_UP_AT,
     ANN_INPUTS_HASH,
     ANN_SERIAL,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from controller.core.redact import Redactor, StreamRedactor
+from controller.core.basics.redact import Redactor, StreamRedactor
 
 # Bytes of stderr kept per command: more than the result message holds, so the
 # message can drop blank lines and still fill its budget.

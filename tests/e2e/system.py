@@ -20,8 +20,8 @@ import anyio
 import orjson
 import yaml
 
-from controller.core.names import ANN_RESULT
-from controller.core.timefmt import parse_time
+from controller.core.basics.names import ANN_RESULT
+from controller.core.basics.timefmt import parse_time
 from controller.dev.node import ProcessNode, default_images
 from controller.io.jobtimes import ToClock, on_clock
 from controller.io.main import serve

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.timefmt import parse_time
+from controller.core.basics.timefmt import parse_time
 from runtime.envtest.client import RequestFailed
 from tests.e2e.system import (
     System,

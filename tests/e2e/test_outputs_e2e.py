@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.names import MANAGED_BY
+from controller.core.basics.names import MANAGED_BY
 from tests.e2e.system import System, ended, result_of
 from tests.kube.harness import MERGE
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.inputs import Inputs
+from controller.core.spec.inputs import Inputs
 from controller.runner.binaries import runner_environ
 from runtime.envtest import ApiServer
 from tests.e2e.test_runner_tofu import MODULE

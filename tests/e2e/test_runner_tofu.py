@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.core.inputs import Inputs
-from controller.core.jobs import Outcome
+from controller.core.jobs.job import Outcome
+from controller.core.spec.inputs import Inputs
 from controller.runner.binaries import runner_environ
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import serve

@@ -19,8 +19,14 @@ import anyio
 import orjson
 from prometheus_client import CollectorRegistry
 
-from controller.core.names import ANN_RESULT, LABEL_KIND, LABEL_NAME, LABEL_PLAN_OF, MANAGED_BY
-from controller.core.timefmt import format_time
+from controller.core.basics.names import (
+    ANN_RESULT,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_PLAN_OF,
+    MANAGED_BY,
+)
+from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
 from controller.io.main import serve
 from runtime.clock import Clock, SteppedClock

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.timefmt import parse_time
+from controller.core.basics.timefmt import parse_time
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import (

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from controller.core.names import ANN_HOLDER_NAMESPACE, ANN_MEMBER_JOBS
-from controller.core.stale import STALE_AFTER
+from controller.core.basics.names import ANN_HOLDER_NAMESPACE, ANN_MEMBER_JOBS
+from controller.core.leases.stale import STALE_AFTER
 from controller.io.janitor import SWEEP_EVERY
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.timefmt import format_time, parse_time
+from controller.core.basics.timefmt import format_time, parse_time
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
     controller_on,

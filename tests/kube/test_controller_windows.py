@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
 from runtime.envtest import ApiServer
 from tests.kube.harness import controller_on, eventually, next_is, nth_job
 

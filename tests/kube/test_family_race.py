@@ -20,9 +20,9 @@ import anyio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core import family
-from controller.core.jobs import is_finished
-from controller.core.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
+from controller.core.basics.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
+from controller.core.jobs.job import is_finished
+from controller.core.leases import family
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of
 from controller.io.reconciler import Reconciler, Slots

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from controller.core.names import LABEL_NAME, LABEL_PLAN_OF, MANAGED_BY
+from controller.core.basics.names import LABEL_NAME, LABEL_PLAN_OF, MANAGED_BY
 from controller.io.caches import Caches
 from controller.io.contents import Wanted
 from runtime.clock import LoopClock

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.names import LABEL_UID, MANAGED_BY
+from controller.core.basics.names import LABEL_UID, MANAGED_BY
 from controller.io.caches import Caches
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer

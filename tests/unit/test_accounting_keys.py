@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controller.core.accounting import Sample
-from controller.core.bookkeeping import event_name
+from controller.core.jobs.bookkeeping import event_name
+from controller.core.plan.accounting import Sample
 from controller.io.accountant import JobMetrics
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.approvals import ignored_approval
-from controller.core.context import Context
-from controller.core.decide import context_of
+from controller.core.decide import snapshot
+from controller.core.decide.approvals import ignored_approval
+from controller.core.decide.context import Context
+from controller.core.decide.steps import context_of
 from tests.builders import NOW, Json, ago, base_objects, captf, job, secret
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.backoff import delay, effective_limit
+from controller.core.jobs.backoff import delay, effective_limit
 
 M = 60.0
 # The seed's table: limit -> delay after failure 1..5.

@@ -11,8 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.core import jobs as job_rules
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INPUTS_HASH,
     ANN_RESULT,
@@ -31,8 +30,9 @@ from controller.core.names import (
     POOL,
     SCOPE_RUN_SLOT,
 )
-from controller.core.sensitive import job_redactor
-from controller.core.snapshot import owns
+from controller.core.decide.snapshot import owns
+from controller.core.jobs import job as job_rules
+from controller.core.jobs.sensitive import job_redactor
 from controller.io.caches import (
     Caches,
     job_fields,

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import Decision, Requeue, Run, to_json
-from controller.core.names import ANN_APPROVE, ANN_RESTORE_SERIAL, FINALIZER
-from controller.core.status import missed_window_of
+from controller.core.basics.names import ANN_APPROVE, ANN_RESTORE_SERIAL, FINALIZER
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Decision, Requeue, Run, to_json
+from controller.core.decide.steps import decide
+from controller.core.plan.status import missed_window_of
 from tests.builders import NOW, ago, base_objects, captf, decided, job
 
 Json = dict[str, Any]

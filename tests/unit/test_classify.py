@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.jobs import Outcome, classify, finished_at, is_finished
+from controller.core.jobs.job import Outcome, classify, finished_at, is_finished
 from tests.builders import ago, job
 
 # (description, job, plan secret readable, outcome, event)

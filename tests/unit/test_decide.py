@@ -6,10 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_APPROVE,
     ANN_DRIFT_REMEDIATION,
     ANN_INPUTS_HASH,
@@ -20,6 +17,9 @@ from controller.core.names import (
     MACHINE,
     POOL,
 )
+from controller.core.decide import snapshot
+from controller.core.decide.decision import to_json
+from controller.core.decide.steps import decide
 from tests.builders import (
     NOW,
     ago,
@@ -594,10 +594,10 @@ def test_pending_create_is_cache_behind() -> None:
 
 
 def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:
-    from controller.core.context import Context
-    from controller.core.inputs import render
-    from controller.core.policy import read_policy
-    from controller.core.triggers import scheduled
+    from controller.core.decide.context import Context
+    from controller.core.decide.triggers import scheduled
+    from controller.core.spec.inputs import render
+    from controller.core.spec.policy import read_policy
 
     obj = captf(spec={"drift": {"interval": "1m"}, "refresh": {"interval": "1m"}})
     failed_only = [*base_objects(applied=False), job("apply", 1, "failed", finished=ago(30))]
@@ -615,7 +615,7 @@ def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:
 def test_a_lease_held_for_the_job_this_decision_would_create_is_ours() -> None:
     """A crash between taking the Leases and creating the Job leaves them held in the name
     of the Job the same decision creates again: they must not make the object wait."""
-    from controller.core.jobspec import job_name
+    from controller.core.plan.jobspec import job_name
 
     planned = job_name("c1", "uid-c1", "apply", 1)
     slots = [lease(f"captf-run-slot-{i}", holder=f"other-{i}") for i in range(9)]

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from controller.cli.main import main
-from controller.core.inputs import inputs_hash
+from controller.core.spec.inputs import inputs_hash
 from tests.builders import (
     MODULE,
     NOW,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from controller.cli import api_yaml
 from controller.cli.main import main
 from controller.cli.snapshot_file import load
-from controller.core.names import ANN_RESTORE_SERIAL
+from controller.core.basics.names import ANN_RESTORE_SERIAL
 from tests.builders import NOW, ago, base_objects, captf, decided, job, ts
 
 Json = dict[str, Any]

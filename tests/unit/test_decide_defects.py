@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import to_json
-from controller.core.names import ANN_APPROVE, ANN_DRIFT_REMEDIATION
+from controller.core.basics.names import ANN_APPROVE, ANN_DRIFT_REMEDIATION
+from controller.core.decide import snapshot
+from controller.core.decide.decision import to_json
+from controller.core.decide.steps import decide
 from tests.builders import NOW, ago, base_objects, captf, decided, job, secret
 
 Json = dict[str, Any]

@@ -7,13 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.core import bookkeeping, snapshot
-from controller.core.backoff import delay
-from controller.core.decide import decide
-from controller.core.decision import Requeue, to_json
-from controller.core.history import History
-from controller.core.jobspec import job_name
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_APPROVE,
     ANN_INPUTS_HASH,
@@ -22,6 +16,13 @@ from controller.core.names import (
     MACHINE,
     POOL,
 )
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Requeue, to_json
+from controller.core.decide.steps import decide
+from controller.core.jobs import bookkeeping
+from controller.core.jobs.backoff import delay
+from controller.core.jobs.history import History
+from controller.core.plan.jobspec import job_name
 from tests.builders import (
     NOW,
     ago,

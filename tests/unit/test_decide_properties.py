@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core.names import ANN_DRIFT_REMEDIATION, Op, Reason
+from controller.core.basics.names import ANN_DRIFT_REMEDIATION, Op, Reason
 from tests.builders import NOW, ago, base_objects, captf, decided, job
 
 Json = dict[str, Any]

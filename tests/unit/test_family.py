@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core import family
-from controller.core.names import ANN_MEMBER_JOBS, Reason
-from controller.core.timefmt import format_micro
+from controller.core.basics.names import ANN_MEMBER_JOBS, Reason
+from controller.core.basics.timefmt import format_micro
+from controller.core.leases import family
 
 Json = dict[str, Any]
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)

@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core import snapshot
-from controller.core.backoff import retry_number
-from controller.core.decide import decide
-from controller.core.decision import Requeue, Run
-from controller.core.history import History
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Requeue, Run
+from controller.core.decide.steps import decide
+from controller.core.jobs.backoff import retry_number
+from controller.core.jobs.history import History
 from tests.builders import NOW, ago, base_objects, captf, job
 
 Json = dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.inputs import InputsMissing, render
+from controller.core.spec.inputs import InputsMissing, render
 from tests.builders import Json, module_configmap, secret
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.inputs import InputsMissing, inputs_hash, render
+from controller.core.spec.inputs import InputsMissing, inputs_hash, render
 
 Json = dict[str, Any]
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
     ANN_SEQ,
 )
-from controller.core.triggers import started_after_record
+from controller.core.decide.triggers import started_after_record
 from tests.builders import NOW, ago, base_objects, captf, current_hash, decided, job, secret, ts
 
 Json = dict[str, Any]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller.core.names import ANN_HOLDER_NAMESPACE
-from controller.core.stale import STALE_AFTER, stale_leases
+from controller.core.basics.names import ANN_HOLDER_NAMESPACE
+from controller.core.leases.stale import STALE_AFTER, stale_leases
 from tests.builders import NOW, lease
 
 Json = dict[str, Any]

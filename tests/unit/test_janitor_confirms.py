@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller.core.launching import Launch
-from controller.core.names import ANN_HOLDER_NAMESPACE
-from controller.core.stale import STALE_AFTER
+from controller.core.basics.names import ANN_HOLDER_NAMESPACE
+from controller.core.leases.stale import STALE_AFTER
+from controller.core.plan.launching import Launch
 from controller.io import api, janitor
 from controller.io.reconciler import BeingFreed, Reconciler
 from runtime.clock import SteppedClock

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.timefmt import format_time, parse_time
+from controller.core.basics.timefmt import format_time, parse_time
 from controller.io.jobtimes import on_clock
 from runtime.clock import LoopClock
 

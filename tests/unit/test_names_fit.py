@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.jobs import op_of
-from controller.core.jobspec import job_name
-from controller.core.names import JOB_NAME_LIMIT, MIN_INTERVAL, Op
-from controller.core.policy import read_policy
+from controller.core.basics.names import JOB_NAME_LIMIT, MIN_INTERVAL, Op
+from controller.core.jobs.job import op_of
+from controller.core.plan.jobspec import job_name
+from controller.core.spec.policy import read_policy
 
 # What the CRDs accept as an object name (a DNS subdomain), up to their length limit.
 LABEL = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?", fullmatch=True)

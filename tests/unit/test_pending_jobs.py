@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.core.pending import PENDING_TTL, pending_of
+from controller.core.plan.pending import PENDING_TTL, pending_of
 
 
 def test_an_object_waits_only_for_its_own_created_jobs() -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from controller.cli.people import rows, table
 from controller.cli.people.kinds import KindError, kind_of, ref_of
 from controller.cli.people.plan_text import SENSITIVE, UNKNOWN, render_plan
-from controller.core.names import ANN_RETRY, CLUSTER, POOL
+from controller.core.basics.names import ANN_RETRY, CLUSTER, POOL
 from tests.builders import NOW, ago, captf, job, ts
 
 TOFU_ERROR = (
@@ -274,7 +274,7 @@ def test_an_empty_plan_says_so() -> None:
 
 
 def test_the_last_error_goes_through_the_job_redactor() -> None:
-    from controller.core.redact import REDACTED, redactor
+    from controller.core.basics.redact import REDACTED, redactor
 
     jobs = [job("apply", 1, "failed", result={"message": "auth failed for token hunter2-xyz"})]
     row = rows.row_of(captf(), jobs, lambda _job: redactor(["hunter2-xyz"]))

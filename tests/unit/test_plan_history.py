@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decision import Idle
-from controller.core.history import History
-from controller.core.plan import plan
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Idle
+from controller.core.jobs.history import History
+from controller.core.plan.planner import plan
 from tests import builders as b
 
 

@@ -16,8 +16,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core.jobs import annotations_of, is_finished
-from controller.core.names import (
+from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INPUTS_HASH,
     ANN_MEMBER_JOBS,
@@ -28,7 +27,8 @@ from controller.core.names import (
     PLURALS,
     POOL,
 )
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
+from controller.core.jobs.job import annotations_of, is_finished
 from controller.io import api
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of

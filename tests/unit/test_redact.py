@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.redact import MIN_LENGTH, REDACTED, StreamRedactor, forms, redactor
+from controller.core.basics.redact import MIN_LENGTH, REDACTED, StreamRedactor, forms, redactor
 
 SECRET = "s3cr3t/p@ss+word=="
 QUOTED = 'say "hi"'

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from controller.core import snapshot
-from controller.core import status as status_rules
-from controller.core.context import Context
-from controller.core.decide import decide
-from controller.core.inputs import render
-from controller.core.names import ANN_RESTORE_SERIAL
-from controller.core.policy import read_policy
-from controller.core.serials import unusable_restore_request
+from controller.core.basics.names import ANN_RESTORE_SERIAL
+from controller.core.basics.serials import unusable_restore_request
+from controller.core.decide import snapshot
+from controller.core.decide.context import Context
+from controller.core.decide.steps import decide
+from controller.core.plan import status as status_rules
+from controller.core.spec.inputs import render
+from controller.core.spec.policy import read_policy
 from tests.builders import NOW, base_objects, captf
 
 Json = dict[str, Any]

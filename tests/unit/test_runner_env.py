@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.names import Op
+from controller.core.basics.names import Op
 from controller.runner.env import EnvError, from_environ
 
 BASE = {

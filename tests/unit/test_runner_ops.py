@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.core.jobs import Outcome
-from controller.core.redact import redactor
+from controller.core.basics.redact import redactor
+from controller.core.jobs.job import Outcome
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import report, run_op
 from controller.runner.ops import execute

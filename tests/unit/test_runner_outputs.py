@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.core.jobs import Outcome
+from controller.core.jobs.job import Outcome
 from controller.runner.ops import execute
 from controller.runner.outputs import OutputsError, chosen
 from controller.runner.tofu import Exit

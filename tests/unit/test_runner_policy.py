@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from controller.cli.main import main
-from controller.core.policy import OPEN, PolicyError, RunnerPolicy, read_policy
+from controller.core.spec.policy import OPEN, PolicyError, RunnerPolicy, read_policy
 
 DEFAULT = RunnerPolicy()
 TEAM = RunnerPolicy(

@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from controller.core.jobs import Outcome
-from controller.core.redact import REDACTED
+from controller.core.basics.redact import REDACTED
+from controller.core.jobs.job import Outcome
 from controller.runner.env import from_environ
 from controller.runner.main import serve
 from runtime.errors import ApiError

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import orjson
 
-from controller.core.jobs import Outcome
+from controller.core.jobs.job import Outcome
 from controller.runner.result import RunnerResult, bounded
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from controller.core.names import LABEL_BACKUP_OF
+from controller.core.basics.names import LABEL_BACKUP_OF
 from controller.runner.state import (
     StateConflict,
     StateError,

@@ -7,19 +7,19 @@ import base64
 
 import pytest
 
-from controller.core import inputs as inputs_mod
-from controller.core import jobspec
-from controller.core.decision import Run
-from controller.core.history import History
-from controller.core.policy import read_policy
-from controller.core.redact import REDACTED
-from controller.core.sensitive import (
+from controller.core.basics.redact import REDACTED
+from controller.core.decide.decision import Run
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs.history import History
+from controller.core.jobs.sensitive import (
     job_redactor,
     secret_variable_names,
     sensitive_variables,
     values,
 )
-from controller.core.snapshot import Snapshot
+from controller.core.plan import jobspec
+from controller.core.spec import inputs as inputs_mod
+from controller.core.spec.policy import read_policy
 
 MODULE_TF = """
 variable "token" {

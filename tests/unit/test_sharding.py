@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.launching import Launch
-from controller.core.names import MANAGED_BY
-from controller.core.sharding import (
+from controller.core.basics.names import MANAGED_BY
+from controller.core.plan.launching import Launch
+from controller.core.spec.sharding import (
     SHARD_LABELS_ENV,
     format_labels,
     labelled_launch,

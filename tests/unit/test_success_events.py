@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.history import History
-from controller.core.names import ANN_DRIFT_REMEDIATION
-from controller.core.successes import success_event
+from controller.core.basics.names import ANN_DRIFT_REMEDIATION
+from controller.core.jobs.history import History
+from controller.core.plan.successes import success_event
 from tests.builders import job
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import Idle, Requeue, Run
-from controller.core.names import FINALIZER
-from controller.core.policy import PolicyError, read_policy
+from controller.core.basics.names import FINALIZER
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Idle, Requeue, Run
+from controller.core.decide.steps import decide
+from controller.core.spec.policy import PolicyError, read_policy
 from tests.builders import NOW, Json, ago, base_objects, captf, decided, job
 
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core import snapshot
-from controller.core.decide import decide
-from controller.core.decision import Requeue
-from controller.core.windows import DAYS
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Requeue
+from controller.core.decide.steps import decide
+from controller.core.spec.windows import DAYS
 from tests.builders import NOW, ago, base_objects, captf, job
 
 

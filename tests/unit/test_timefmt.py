@@ -6,7 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.core.timefmt import TimeFormatError, format_duration, parse_duration, parse_time
+from controller.core.basics.timefmt import (
+    TimeFormatError,
+    format_duration,
+    parse_duration,
+    parse_time,
+)
 
 DURATIONS = [
     ("90s", 90.0),

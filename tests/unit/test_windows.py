@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.windows import WindowError, next_opening, open_window, parse_windows
+from controller.core.spec.windows import WindowError, next_opening, open_window, parse_windows
 
 Json = dict[str, Any]
 

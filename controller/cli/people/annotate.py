@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from controller.cli.people.common import Refused
-from controller.core.names import API_VERSION, PLURALS
+from controller.core.basics.names import API_VERSION, PLURALS
 from runtime.errors import ApiError
 from runtime.transport import open_transport
 

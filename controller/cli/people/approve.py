@@ -7,7 +7,7 @@ import argparse
 from controller.cli.people.annotate import annotate
 from controller.cli.people.common import run_command
 from controller.cli.people.waiting import read_live, waiting_job
-from controller.core.names import ANN_APPROVE
+from controller.core.basics.names import ANN_APPROVE
 
 
 def _approve(args: argparse.Namespace) -> int:

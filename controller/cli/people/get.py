@@ -15,9 +15,9 @@ import yaml
 from controller.cli.people import rows, table
 from controller.cli.people.common import run_command
 from controller.cli.people.kinds import kind_of
-from controller.core.names import API_VERSION, KINDS, LABEL_UID, PLURALS
-from controller.core.redact import Redactor
-from controller.core.sensitive import job_redactor
+from controller.core.basics.names import API_VERSION, KINDS, LABEL_UID, PLURALS
+from controller.core.basics.redact import Redactor
+from controller.core.jobs.sensitive import job_redactor
 from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
 from runtime.timeorigin import shared_origin

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.core.names import CLUSTER, KINDS, MACHINE, PLURALS, POOL
+from controller.core.basics.names import CLUSTER, KINDS, MACHINE, PLURALS, POOL
 
 SHORT_NAMES = {"tfc": CLUSTER, "tfmp": POOL, "tfm": MACHINE}
 

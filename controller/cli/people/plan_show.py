@@ -17,8 +17,8 @@ import orjson
 from controller.cli.people.common import Refused, run_command
 from controller.cli.people.plan_text import render_plan
 from controller.cli.people.waiting import Live, read_live, waiting_job
-from controller.core.jobs import annotations_of, name_of, op_of, result
-from controller.core.names import ANN_APPROVE, ANN_PLAN_JOB, Op
+from controller.core.basics.names import ANN_APPROVE, ANN_PLAN_JOB, Op
+from controller.core.jobs.job import annotations_of, name_of, op_of, result
 from controller.runner.ops import PLAN_JSON_KEY
 
 Json = dict[str, Any]

@@ -11,8 +11,8 @@ import argparse
 from controller.cli.people.annotate import annotate
 from controller.cli.people.common import Refused, run_command
 from controller.cli.people.waiting import Live, read_live
-from controller.core.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
-from controller.core.serials import serial_of
+from controller.core.basics.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
+from controller.core.basics.serials import serial_of
 
 
 def backups(live: Live) -> dict[int, str]:

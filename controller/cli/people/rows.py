@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.core.history import History
-from controller.core.jobs import annotations_of, is_finished, name_of, op_of
-from controller.core.names import ANN_RETRY, Op
-from controller.core.objects import ready_of
-from controller.core.redact import Redactor
-from controller.core.serials import serial_of
-from controller.core.timefmt import TimeFormatError, format_time, parse_time
+from controller.core.basics.names import ANN_RETRY, Op
+from controller.core.basics.redact import Redactor
+from controller.core.basics.serials import serial_of
+from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
+from controller.core.jobs.history import History
+from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
+from controller.core.spec.ready import ready_of
 
 Json = dict[str, Any]
 RedactorOf = Callable[[Json], Redactor]

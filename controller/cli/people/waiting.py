@@ -11,10 +11,10 @@ import orjson
 
 from controller.cli.people.common import Refused
 from controller.cli.people.kinds import ref_of
-from controller.core import snapshot
-from controller.core.decide import awaiting_approval, context_of, decide
-from controller.core.decision import Requeue, to_json
-from controller.core.snapshot import Snapshot
+from controller.core.decide import snapshot
+from controller.core.decide.decision import Requeue, to_json
+from controller.core.decide.snapshot import Snapshot
+from controller.core.decide.steps import awaiting_approval, context_of, decide
 
 Json = dict[str, Any]
 

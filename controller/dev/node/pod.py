@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
 from controller.dev.node import env as envs
 from controller.dev.node.container import ContainerRun, Setting, Spawner
 from controller.dev.node.images import ImageTable

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
 
 Json = dict[str, Any]
 

@@ -13,7 +13,7 @@ import platform
 from datetime import datetime
 from typing import Any
 
-from controller.core.timefmt import format_time
+from controller.core.basics.timefmt import format_time
 from controller.dev.node.api import Requester
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient

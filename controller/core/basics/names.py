@@ -1,0 +1,204 @@
+"""Names that are part of CAPTF's API: kinds, labels, annotations, ops and reasons.
+
+Every string here is read or written by operators and other tools (kubectl
+selectors, alerts), so changing one is a breaking change."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+GROUP: Final = "captf.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+CLUSTER: Final = "TerraformCluster"
+POOL: Final = "TerraformMachinePool"
+MACHINE: Final = "TerraformMachine"
+KINDS: Final = (CLUSTER, POOL, MACHINE)
+PLURALS: Final = {
+    CLUSTER: "terraformclusters",
+    POOL: "terraformmachinepools",
+    MACHINE: "terraformmachines",
+}
+# Kinds whose module and variables may change after create.
+MUTABLE_KINDS: Final = frozenset({CLUSTER, POOL})
+
+FINALIZER: Final = "captf.io/destroy"
+
+# Labels on Jobs (and the retry-capped label on CAPTF objects).
+LABEL_KIND: Final = "captf.io/kind"
+LABEL_NAME: Final = "captf.io/name"
+LABEL_UID: Final = "captf.io/uid"
+LABEL_OP: Final = "captf.io/op"
+LABEL_RETRY_CAPPED: Final = "captf.io/retry-capped"
+LABEL_CLUSTER: Final = "captf.io/cluster"
+LABEL_SCOPE: Final = "captf.io/scope"
+
+# Annotations on Jobs.
+ANN_RESULT: Final = "captf.io/result"
+ANN_DRIFT_REMEDIATION: Final = "captf.io/drift-remediation"
+ANN_GUARDED: Final = "captf.io/guarded"
+ANN_RETRY: Final = "captf.io/retry"
+ANN_RESTORE_SERIAL: Final = "captf.io/restore-serial"
+ANN_SEQ: Final = "captf.io/seq"
+ANN_ACCOUNTED: Final = "captf.io/accounted"
+ANN_INPUTS_HASH: Final = "captf.io/inputs-hash"
+# The plan Job whose plan an approved apply carries out (Manual mode).
+ANN_PLAN_JOB: Final = "captf.io/plan-job"
+
+# Annotations on CAPTF objects.
+ANN_APPROVE: Final = "captf.io/approve"
+# ANN_RESTORE_SERIAL is also the object's restore request.
+
+# Annotations on Secrets.
+ANN_SERIAL: Final = "captf.io/serial"
+# Labels and annotations the runner writes on the Secrets it keeps: state backups, a
+# state rescued from a failed write, plans.
+LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
+ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
+LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
+LABEL_PLAN_OF: Final = "captf.io/plan-of"
+LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
+# On every Secret CAPTF writes (durable inputs, state and its backups and rescues,
+# plans, outputs): the controller caches these with their data, by this label, and the
+# user's Secrets as metadata only. Secrets written before the label existed lack it
+# and are read the metadata way.
+LABEL_MANAGED_BY: Final = "captf.io/managed-by"
+MANAGER: Final = "captf"
+MANAGED_BY: Final = {LABEL_MANAGED_BY: MANAGER}
+# On the objects the watch benchmark creates (controller/bench/watch.py).
+LABEL_BENCH: Final = "captf.io/bench"
+LABEL_BENCH_BURST: Final = "captf.io/bench-burst"
+# On a Job, for the local executor only: play a node drain that evicts its pod.
+ANN_SIMULATE_DRAIN: Final = "captf.io/simulate-drain"
+ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
+# When the interrupted apply was recorded: applies created after it can clear it.
+ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
+# The apply attempt sequence when it was recorded: applies from this sequence on were
+# created after the record (no clocks compared).
+ANN_INTERRUPTED_APPLY_SEQ: Final = "captf.io/interrupted-apply-seq"
+
+# Lease scopes (label captf.io/scope).
+SCOPE_CLUSTER: Final = "cluster"
+SCOPE_MEMBER: Final = "member"
+SCOPE_RUN_SLOT: Final = "run-slot"
+RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+# On a run slot: where the Job that holds it lives (the holder identity is the Job's name).
+ANN_HOLDER_NAMESPACE: Final = "captf.io/holder-namespace"
+# On a cluster's operation Lease: the members' Jobs that run, as a JSON object
+# {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
+# of the two is set at any resourceVersion (controller/core/leases/family.py).
+ANN_MEMBER_JOBS: Final = "captf.io/member-jobs"
+
+# Compiled-in retry timing (seconds).
+BACKOFF_BASE: Final = 60.0
+BACKOFF_CAP: Final = 600.0
+
+# Kubernetes caps a Secret's data at 1 MiB.
+SECRET_SIZE_LIMIT: Final = 1024 * 1024
+
+# The longest CAPTF object name the CRDs accept: the name is a label value on its Jobs
+# and Secrets (at most 63 characters), and a Job's name must fit the pod label the Job
+# controller stamps with it (also 63), so Job names are cut to fit (see job_name).
+OBJECT_NAME_LIMIT: Final = 63
+JOB_NAME_LIMIT: Final = 63
+# The shortest drift or refresh interval honoured, in seconds: the CRDs refuse less, and
+# an object stored before they did is read as this, so nothing runs in a tight loop.
+MIN_INTERVAL: Final = 60.0
+
+
+class Op(StrEnum):
+    PLAN = "plan"
+    APPLY = "apply"
+    REFRESH = "refresh"
+    DRIFT = "drift"
+    DESTROY = "destroy"
+    RESTORE = "restore"
+
+
+# Ops that change infrastructure, and so wait for a change window.
+GATED_OPS: Final = frozenset({Op.APPLY, Op.DESTROY})
+
+
+class Reason(StrEnum):
+    """Decision reasons: triggers of a run, and waits."""
+
+    # Waits.
+    JOB_POLICY_INVALID = "JobPolicyInvalid"
+    # The API server refused the op's Job (or its inputs Secret or Leases); backs off.
+    JOB_REFUSED = "JobRefused"
+    INPUTS_TOO_LARGE = "InputsTooLarge"
+    DURABLE_INPUTS_MISSING = "DurableInputsMissing"
+    JOB_CACHE_BEHIND = "JobCacheBehind"
+    JOB_RUNNING = "JobRunning"
+    CREDENTIALS_NOT_READY = "CredentialsNotReady"
+    DEPENDENCIES_NOT_READY = "DependenciesNotReady"
+    OWNER_NOT_READY = "OwnerNotReady"
+    STATE_UNREADABLE = "StateUnreadable"
+    STATE_LOST = "StateLost"
+    WAITING_FOR_APPROVAL = "WaitingForApproval"
+    WAITING_FOR_RUN_LEASE = "WaitingForRunLease"
+    WAITING_FOR_CLUSTER_OPERATION = "WaitingForClusterOperation"
+    WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
+    OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
+    DESTROYED = "Destroyed"
+    ORPHANED = "Orphaned"  # deletionPolicy Orphan: the finalizer goes without a destroy
+    SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits
+    # Triggers.
+    DELETING = "Deleting"
+    RESTORE_REQUESTED = "RestoreRequested"
+    INTERRUPTED_APPLY = "InterruptedApply"
+    INPUTS_CHANGED = "InputsChanged"
+    LAST_APPLY_FAILED = "LastApplyFailed"
+    NO_STATE = "NoState"
+    STATE_WITHOUT_INPUTS_HASH = "StateWithoutInputsHash"
+    DRIFT_REMEDIATION = "DriftRemediation"
+    DRIFT_CHECK_DUE = "DriftCheckDue"
+    REFRESH_DUE = "RefreshDue"
+
+
+# What makes an op run (the Run's reason).
+TRIGGERS: Final = frozenset(
+    {
+        Reason.DELETING,
+        Reason.RESTORE_REQUESTED,
+        Reason.INTERRUPTED_APPLY,
+        Reason.INPUTS_CHANGED,
+        Reason.LAST_APPLY_FAILED,
+        Reason.NO_STATE,
+        Reason.STATE_WITHOUT_INPUTS_HASH,
+        Reason.DRIFT_REMEDIATION,
+        Reason.DRIFT_CHECK_DUE,
+        Reason.REFRESH_DUE,
+    }
+)
+
+
+def backoff_reason(trigger: str) -> str:
+    """The wait reason while a trigger's op backs off, e.g. InputsChangedBackoff."""
+    return f"{trigger}Backoff"
+
+
+# The waits of an op backing off after failures: one per trigger.
+BACKOFF_REASONS: Final = frozenset(backoff_reason(t) for t in TRIGGERS)
+# The waits that end when a Lease comes free.
+LEASE_WAITS: Final = frozenset(
+    {
+        Reason.WAITING_FOR_RUN_LEASE,
+        Reason.WAITING_FOR_CLUSTER_OPERATION,
+        Reason.WAITING_FOR_MACHINE_OPERATIONS,
+    }
+)
+
+
+def state_secret_name(name: str) -> str:
+    return f"{name}-state"
+
+
+def inputs_secret_prefix(name: str) -> str:
+    return f"{name}-inputs-"
+
+
+def op_lease_name(kind: str, name: str) -> str:
+    return f"captf-op-{kind.lower()}-{name}"

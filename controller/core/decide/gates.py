@@ -1,0 +1,187 @@
+"""What stands between a due op and its Job: its backoff, a change window, the leases.
+
+Checked in that order; each returns a Requeue when it holds the op back."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from controller.core.basics.names import (
+    CLUSTER,
+    GATED_OPS,
+    LABEL_CLUSTER,
+    LABEL_SCOPE,
+    RUN_SLOT_PREFIX,
+    SCOPE_CLUSTER,
+    SCOPE_MEMBER,
+    SCOPE_RUN_SLOT,
+    Op,
+    Reason,
+    backoff_reason,
+    op_lease_name,
+)
+from controller.core.basics.timefmt import format_time
+from controller.core.decide.context import Context
+from controller.core.decide.decision import Requeue
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs import backoff
+from controller.core.jobs.job import labels_of, name_of
+from controller.core.leases import family
+from controller.core.leases.family import holder_of as _holder
+from controller.core.plan.jobspec import next_job
+from controller.core.spec.windows import next_opening, open_window
+
+Json = dict[str, Any]
+
+LEASE_WAIT = 30.0
+
+
+def _seconds(until: datetime, now: datetime) -> float:
+    return max((until - now).total_seconds(), 0.0)
+
+
+def check_backoff(ctx: Context, op: str, trigger: str) -> Requeue | None:
+    """Requeue `<Trigger>Backoff` until the op's delay after its failures has passed."""
+    until = backoff.retry_at(ctx.history, op, ctx.policy.failed_limit)
+    if until is None or until <= ctx.now:
+        return None
+    failures = len(ctx.history.failures(op))
+    # No "in N seconds" here: the message goes into status conditions, and a text that
+    # changed with every pass would rewrite the status, and wake the watch, every pass.
+    message = f"{op} failed {failures} time(s) in a row; next attempt at {format_time(until)}"
+    return Requeue(
+        reason=backoff_reason(trigger),
+        after=_seconds(until, ctx.now),
+        op=op,
+        message=message,
+        missed_window=_missed_window(ctx, op, until),
+    )
+
+
+def _missed_window(ctx: Context, op: str, retry_at: datetime) -> tuple[datetime, datetime] | None:
+    """The window open now that closes before the retry may start: that window is missed."""
+    if op not in GATED_OPS or not ctx.policy.windows:
+        return None
+    window = open_window(ctx.policy.windows, ctx.now)
+    return window if window is not None and window[1] <= retry_at else None
+
+
+def check_window(ctx: Context, op: str) -> Requeue | None:
+    """Ops that change infrastructure start only inside a change window."""
+    if op not in GATED_OPS or not ctx.policy.windows:
+        return None
+    opens = next_opening(ctx.policy.windows, ctx.now)
+    if opens == ctx.now:
+        return None
+    if opens is None:  # unreachable with valid windows; wait a day and look again
+        return Requeue(Reason.OUTSIDE_CHANGE_WINDOW, 86400.0, op, "no change window opens soon")
+    message = f"{op} waits for the change window opening at {format_time(opens)}"
+    return Requeue(Reason.OUTSIDE_CHANGE_WINDOW, _seconds(opens, ctx.now), op, message)
+
+
+def _held_by_other(lease: Json, own_jobs: set[str]) -> bool:
+    """A Lease is held while holderIdentity is set; our own finished Jobs' holds do not block us."""
+    holder = _holder(lease)
+    return bool(holder) and holder not in own_jobs
+
+
+def _is_run_slot(lease: Json) -> bool:
+    return labels_of(lease).get(LABEL_SCOPE) == SCOPE_RUN_SLOT or name_of(lease).startswith(
+        RUN_SLOT_PREFIX
+    )
+
+
+def check_leases(ctx: Context) -> Requeue | None:
+    """A free run slot, and no operation of the cluster (for its pools and machines) or of
+    its members (for a cluster). An operation shows as its held operation Lease, as a
+    member's entry on the cluster's operation Lease, or as the other object's
+    status.activeJob, whichever the snapshot has. This reads a snapshot, which may lag; the
+    launcher's compare-and-swap on the cluster's Lease is what excludes for certain."""
+    snap, own = ctx.snap, _own_job_names(ctx.snap)
+    held = [lease for lease in snap.leases if _held_by_other(lease, own)]
+    slots = [lease for lease in held if _is_run_slot(lease)]
+    if len(slots) >= snap.max_concurrent_runs:
+        message = f"all {snap.max_concurrent_runs} run slots are held"
+        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
+    # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
+    held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
+    if snap.kind != CLUSTER:
+        cluster = _cluster_of(snap.obj)
+        leased = any(_is_cluster_lease(lease, cluster) for lease in held)
+        if leased or _runs_a_job(snap.related.get((CLUSTER, cluster))):
+            message = f"cluster {cluster} is running an operation"
+            return Requeue(Reason.WAITING_FOR_CLUSTER_OPERATION, LEASE_WAIT, message=message)
+        return None
+    members = {
+        op_lease_name(kind, name): f"{kind}/{name}"
+        for (kind, name), other in snap.related.items()
+        if kind != CLUSTER and _cluster_of(other) == snap.name
+    }
+    busy = {
+        members.get(name_of(lease), name_of(lease))
+        for lease in held
+        if _is_member_lease(lease, snap.name, members)
+    }
+    busy |= {
+        f"{kind}/{name}"
+        for (kind, name), other in snap.related.items()
+        if kind != CLUSTER and _cluster_of(other) == snap.name and _runs_a_job(other)
+    }
+    # The members' Jobs recorded on the cluster's own operation Lease (the exclusion the
+    # launcher writes), named by Job where no member Lease above names it already.
+    shown = {_holder(lease) for lease in held if _is_member_lease(lease, snap.name, members)}
+    busy |= set(_family_jobs(snap)) - shown
+    if busy:
+        message = f"members of this cluster are running operations ({', '.join(sorted(busy))})"
+        return Requeue(Reason.WAITING_FOR_MACHINE_OPERATIONS, LEASE_WAIT, message=message)
+    return None
+
+
+def _family_jobs(snap: Snapshot) -> list[str]:
+    name = family.lease_name(snap.name)
+    return [
+        job
+        for lease in snap.leases
+        if name_of(lease) == name and _namespace_of(lease, snap.namespace) == snap.namespace
+        for job in family.member_jobs(lease)
+    ]
+
+
+def _own_job_names(snap: Snapshot) -> set[str]:
+    """The object's Jobs, and the Jobs it would create next. Leases are taken before the
+    Job is created, so after a crash in between, a Lease held in the name of the Job the
+    same decision will create again is this object's own, not another's."""
+    planned = {next_job(snap, op)[0] for op in Op}
+    return snap.job_names() | planned
+
+
+def _namespace_of(obj: Json, default: str) -> str:
+    return str(obj.get("metadata", {}).get("namespace") or default)
+
+
+def _cluster_of(obj: Json) -> str:
+    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
+
+
+def _runs_a_job(obj: Json | None) -> bool:
+    return obj is not None and bool((obj.get("status") or {}).get("activeJob"))
+
+
+def _is_cluster_lease(lease: Json, cluster: str) -> bool:
+    if name_of(lease) == op_lease_name(CLUSTER, cluster):
+        return True
+    lease_labels = labels_of(lease)
+    return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
+        SCOPE_CLUSTER
+    )
+
+
+def _is_member_lease(lease: Json, cluster: str, members: dict[str, str]) -> bool:
+    """Labelled as a member's operation Lease of this cluster, or named after a member."""
+    if name_of(lease) in members:
+        return True
+    lease_labels = labels_of(lease)
+    return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
+        SCOPE_MEMBER
+    )

@@ -1,0 +1,165 @@
+"""A snapshot: one CAPTF object and everything DecideOp reads about it.
+
+The controller fills it from its caches, `captf decide -f` from a file; the
+decision cannot tell the difference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+from controller.core.basics.names import (
+    KINDS,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_UID,
+    inputs_secret_prefix,
+    state_secret_name,
+)
+from controller.core.basics.redact import Redactor
+from controller.core.jobs.history import History
+from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
+from controller.core.jobs.sensitive import job_redactor
+from controller.core.spec.policy import OPEN, RunnerPolicy
+
+Json = dict[str, Any]
+
+
+def _empty() -> Mapping[Any, Json]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Read-only: its containers are tuples and read-only mappings (`build` and
+    `Caches.snapshot` make them so), and nothing writes into the objects, which may be
+    the caches' own. A pass that needs another view makes a new snapshot (`with_`)."""
+
+    obj: Json
+    jobs: tuple[Json, ...] = ()
+    secrets: Mapping[str, Json] = field(default_factory=_empty)
+    configmaps: Mapping[str, Json] = field(default_factory=_empty)
+    leases: tuple[Json, ...] = ()
+    # Other CAPTF objects of the namespace by (kind, name): cluster, dependencies, members.
+    related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
+    # Jobs this controller created that its cache has not shown yet.
+    pending_jobs: frozenset[str] = frozenset()
+    max_concurrent_runs: int = 10
+    # The operator's runner policy; a snapshot read without one restricts nothing.
+    runner: RunnerPolicy = OPEN
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj.get("kind", ""))
+
+    @property
+    def name(self) -> str:
+        return name_of(self.obj)
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj.get("metadata", {}).get("namespace", ""))
+
+    @property
+    def spec(self) -> Json:
+        return self.obj.get("spec") or {}
+
+    @property
+    def status(self) -> Json:
+        return self.obj.get("status") or {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return annotations_of(self.obj)
+
+    @property
+    def state_secret(self) -> Json | None:
+        return self.secrets.get(state_secret_name(self.name))
+
+    def inputs_secrets(self) -> list[Json]:
+        prefix = inputs_secret_prefix(self.name)
+        return [s for n, s in sorted(self.secrets.items()) if n.startswith(prefix)]
+
+    def job_names(self) -> set[str]:
+        return {name_of(j) for j in self.jobs}
+
+    @cached_property
+    def history(self) -> History:
+        """The finished Jobs, classified: built once per snapshot, however many rules of
+        one pass read it (a new view, `with_`, is a new snapshot and builds its own)."""
+        return History(self.jobs, self.plan_readable, self.redactor)
+
+    def redactor(self, job: Json) -> Redactor:
+        """Removes the values of the Secrets a Job carried from the messages built from it."""
+        return job_redactor(job, self.secrets)
+
+    def plan_readable(self, job: Json) -> bool:
+        """A plan Job's plan Secret, named in its result, exists and has data."""
+        name = (result(job) or {}).get("planSecret")
+        secret = self.secrets.get(str(name)) if name else None
+        return secret is not None and bool(secret.get("data"))
+
+
+def owns(obj: Json, job: Json) -> bool:
+    """Whether a Job belongs to the object: in its namespace, and by uid label, else
+    name/kind labels, else owner reference, else its name (a Job of an earlier object of
+    the same name carries another uid)."""
+    meta = obj.get("metadata", {})
+    uid, name, kind = meta.get("uid"), meta.get("name"), obj.get("kind")
+    if job.get("metadata", {}).get("namespace", meta.get("namespace")) != meta.get("namespace"):
+        return False
+    job_labels = labels_of(job)
+    if uid and job_labels.get(LABEL_UID):
+        return bool(job_labels[LABEL_UID] == uid)
+    if job_labels.get(LABEL_NAME):
+        return job_labels[LABEL_NAME] == name and job_labels.get(LABEL_KIND, kind) == kind
+    refs = job.get("metadata", {}).get("ownerReferences") or []
+    for ref in refs:
+        if ref.get("kind") == kind and ref.get("name") == name:
+            return not uid or not ref.get("uid") or ref.get("uid") == uid
+    # Neither labels nor owners (a hand-made snapshot): the `<name>-<op>-<hash8>` name.
+    job_name = name_of(job)
+    return not refs and bool(name) and job_name.startswith(f"{name}-") and bool(op_of(job))
+
+
+def build(
+    obj: Json,
+    others: Iterable[Json],
+    *,
+    pending_jobs: frozenset[str] = frozenset(),
+    max_concurrent_runs: int = 10,
+    runner: RunnerPolicy = OPEN,
+) -> Snapshot:
+    """Sorts a flat list of API objects into a snapshot of `obj`."""
+    namespace = obj.get("metadata", {}).get("namespace")
+    jobs, leases = [], []
+    secrets: dict[str, Json] = {}
+    configmaps: dict[str, Json] = {}
+    related: dict[tuple[str, str], Json] = {}
+    for item in others:
+        kind = item.get("kind")
+        same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
+        if kind == "Job" and owns(obj, item):
+            jobs.append(item)
+        elif kind == "Secret" and same_ns:
+            secrets[name_of(item)] = item
+        elif kind == "ConfigMap" and same_ns:
+            configmaps[name_of(item)] = item
+        elif kind == "Lease":
+            leases.append(item)
+        elif kind in KINDS and same_ns and item is not obj:
+            related[(str(kind), name_of(item))] = item
+    return Snapshot(
+        obj=obj,
+        jobs=tuple(jobs),
+        secrets=MappingProxyType(secrets),
+        configmaps=MappingProxyType(configmaps),
+        leases=tuple(leases),
+        related=MappingProxyType(related),
+        pending_jobs=pending_jobs,
+        max_concurrent_runs=max_concurrent_runs,
+        runner=runner,
+    )

@@ -1,0 +1,328 @@
+"""DecideOp: the one decision for an object, from a snapshot and the time.
+
+Steps are checked in order and the first that applies wins; the order and the
+reason names are part of the API. Pure: no I/O, no clock, no randomness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from controller.core.basics.names import (
+    ANN_ACCOUNTED,
+    ANN_PLAN_JOB,
+    CLUSTER,
+    FINALIZER,
+    MUTABLE_KINDS,
+    SECRET_SIZE_LIMIT,
+    Op,
+    Reason,
+)
+from controller.core.basics.serials import requested_serial
+from controller.core.decide import gates, triggers
+from controller.core.decide.context import Context
+from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs import backoff
+from controller.core.jobs.history import Finished
+from controller.core.jobs.job import (
+    Outcome,
+    annotations_of,
+    created_at,
+    inputs_hash_of,
+    is_finished,
+    name_of,
+)
+from controller.core.spec.inputs import InputsMissing, render
+from controller.core.spec.policy import PolicyError, read_policy
+from controller.core.spec.ready import is_ready as _is_ready
+
+# Requeue intervals of the waits, in seconds (the table "What does not back off").
+INVALID_WAIT = 600.0  # a change to the object or its inputs wakes the reconcile sooner
+CACHE_WAIT = 5.0
+RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
+NOT_READY_WAIT = 30.0
+STATE_WAIT = 60.0
+APPROVAL_WAIT = 600.0  # the approve annotation wakes the reconcile sooner
+SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
+
+Step = Callable[[Context], Decision | None]
+
+
+def decide(snap: Snapshot, now: datetime) -> Decision:
+    ctx = context_of(snap, now)
+    if isinstance(ctx, Requeue):
+        return ctx
+    for step in STEPS:
+        decision = step(ctx)
+        if decision is not None:
+            return suspended(ctx, decision)
+    return idle(ctx)
+
+
+def suspended(ctx: Context, decision: Decision) -> Decision:
+    """spec.suspend holds every new Job; what it holds stays visible as the op and its
+    trigger. Waits and idles pass: they start nothing."""
+    if not (ctx.policy.suspend and isinstance(decision, Run)):
+        return decision
+    message = f"spec.suspend is true; {decision.op} ({decision.reason}) would run next"
+    return Requeue(Reason.SUSPENDED, SUSPEND_WAIT, op=decision.op, message=message)
+
+
+def context_of(snap: Snapshot, now: datetime) -> Context | Requeue:
+    """What every step reads, or the wait when the policy or the inputs cannot be read."""
+    try:
+        policy = read_policy(snap.spec, snap.runner)
+    except PolicyError as err:
+        return Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
+    try:
+        inputs = render(snap.spec, snap.configmaps, snap.secrets)
+    except InputsMissing as err:
+        return Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
+    if inputs.too_large():
+        message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
+        return Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
+    return Context(snap=snap, now=now, policy=policy, inputs=inputs)
+
+
+def cache_behind(ctx: Context) -> Decision | None:
+    """A Job this controller created is not in the cache yet: deciding now could create it twice."""
+    seen = ctx.snap.job_names()
+    missing = sorted(ctx.snap.pending_jobs - seen)
+    active = ctx.snap.status.get("activeJob")
+    if active and active not in seen and active != triggers.interrupted_apply(ctx):
+        missing.append(active)
+    if not missing:
+        return None
+    message = f"Job {missing[0]} is not in the cache yet"
+    return Requeue(Reason.JOB_CACHE_BEHIND, CACHE_WAIT, message=message)
+
+
+def running(ctx: Context) -> Decision | None:
+    busy = sorted(name_of(j) for j in ctx.snap.jobs if not is_finished(j))
+    if not busy:
+        return None
+    return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {busy[0]} is running")
+
+
+def deleting(ctx: Context) -> Decision | None:
+    meta = ctx.snap.obj.get("metadata", {})
+    if not meta.get("deletionTimestamp"):
+        return None
+    if FINALIZER not in (meta.get("finalizers") or []):
+        return Idle(None, Reason.DELETING, "deleting; nothing left to destroy")
+    if ctx.policy.orphan:
+        return Idle(None, Reason.ORPHANED, "deletionPolicy Orphan: infrastructure and state kept")
+    last = ctx.history.newest(Op.DESTROY)
+    if last is not None and last.outcome == Outcome.SUCCESS:
+        return Idle(None, Reason.DESTROYED, f"destroyed by Job {last.name}")
+    return run(ctx, Op.DESTROY, Reason.DELETING)
+
+
+def restore(ctx: Context) -> Decision | None:
+    """A restore runs once per requested serial: a failed one is not retried for that serial.
+
+    status.lastRestoredSerial is the record of the attempt. A restore Job of the wanted
+    serial that bookkeeping has not accounted yet also counts as the attempt (the status
+    lags it); an accounted one does not, so that removing the annotation, waiting for the
+    status to clear and setting the same serial again retries, as documented."""
+    wanted = requested_serial(ctx.snap.annotations)
+    done = ctx.snap.status.get("lastRestoredSerial")
+    if wanted is None or done == wanted:
+        return None
+    if any(_unaccounted_restore(j, wanted) for j in ctx.snap.jobs):
+        return None
+    return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=str(wanted))
+
+
+def _unaccounted_restore(job: dict[str, object], serial: int) -> bool:
+    notes = annotations_of(job)
+    return requested_serial(notes) == serial and notes.get(ANN_ACCOUNTED) != "true"
+
+
+def not_ready(ctx: Context) -> Decision | None:
+    snap = ctx.snap
+    cred = (snap.spec.get("credentialsRef") or {}).get("name")
+    if cred and cred not in snap.secrets:
+        message = f"credentials Secret {cred} not found"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, message=message)
+    for dep in snap.spec.get("dependsOn") or []:
+        kind, name = str(dep.get("kind", "")), str(dep.get("name", ""))
+        if not _is_ready(snap.related.get((kind, name))):
+            message = f"dependency {kind}/{name} is missing or not Ready"
+            return Requeue(Reason.DEPENDENCIES_NOT_READY, NOT_READY_WAIT, message=message)
+    if snap.kind != CLUSTER:
+        cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
+        if not _is_ready(snap.related.get((CLUSTER, cluster))):
+            message = f"cluster {cluster} is missing or not Ready"
+            return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)
+    return None
+
+
+def state(ctx: Context) -> Decision | None:
+    problem = ctx.state_serial_problem()
+    if problem:
+        return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
+    serial = ctx.snap.status.get("stateSerial") or 0
+    if ctx.snap.state_secret is None and isinstance(serial, int) and serial > 0:
+        message = f"state Secret {ctx.snap.name}-state is gone but serial {serial} was applied"
+        return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
+    return None
+
+
+def approval(ctx: Context) -> Decision | None:
+    waiting_on = awaiting_approval(ctx)
+    if waiting_on is None:
+        return None
+    message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
+    return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
+
+
+def awaiting_approval(ctx: Context) -> str | None:
+    """The Job `captf.io/approve` must name: a blocked or plan-changed apply, or (Manual)
+    an unused plan; None when nothing waits. `captf approve` reads the same function.
+
+    Each wait holds on its own until the annotation names its Job: approving an apply
+    does not approve a plan made after it."""
+    waits: list[str] = []
+    last = ctx.history.newest(Op.APPLY)
+    if last is not None and not _wait_moved_on(ctx, last):
+        if last.outcome == Outcome.BLOCKED:
+            waits.append(last.name)
+        elif last.outcome == Outcome.PLAN_CHANGED:
+            made_for = inputs_hash_of(last.job)
+            if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
+                waits.append(last.name)
+    if ctx.policy.manual and (plan := ctx.open_plan()) is not None:
+        waits.append(plan.name)
+    return next((name for name in waits if name != ctx.approved), None)
+
+
+def _wait_moved_on(ctx: Context, apply_job: Finished) -> bool:
+    """In Manual mode, a plan created after the apply finished: that happens only once the
+    apply's wait has ended (approved, or new inputs), so the wait has moved on to that
+    plan. Not in Auto mode, where an apply is not preceded by a plan: a plan there was
+    made before a switch from Manual, and says nothing about this apply's approval."""
+    return ctx.policy.manual and any(
+        (created := created_at(plan.job)) is not None and created >= apply_job.at
+        for plan in ctx.history.of(Op.PLAN)
+    )
+
+
+def apply(ctx: Context) -> Decision | None:
+    due = triggers.apply_due(ctx)
+    if due is None:
+        return None
+    guarded = _guarded(ctx)
+    if not ctx.policy.manual:
+        return run(ctx, Op.APPLY, due.trigger, guarded=guarded, remediation=due.drift_remediation)
+    plan_job = _approved_plan(ctx)
+    if plan_job is None:
+        return run(ctx, Op.PLAN, due.trigger, remediation=due.drift_remediation)
+    return run(
+        ctx,
+        Op.APPLY,
+        due.trigger,
+        guarded=guarded,
+        remediation=due.drift_remediation,
+        plan_job=plan_job,
+    )
+
+
+def _guarded(ctx: Context) -> bool:
+    """The guard applies unless destruction is allowed or the blocked apply was approved."""
+    return not ctx.policy.allow_destructive and _approved_block(ctx) is None
+
+
+def _approved_block(ctx: Context) -> Finished | None:
+    """The newest apply, when it was blocked, `captf.io/approve` names it, and it ran with
+    the current inputs: approving a blocked apply approves the destruction its plan showed
+    for those inputs, not for inputs changed since."""
+    last = ctx.history.newest(Op.APPLY)
+    if last is None or last.outcome != Outcome.BLOCKED or ctx.approved != last.name:
+        return None
+    made_for = inputs_hash_of(last.job)
+    return last if made_for is None or made_for == ctx.inputs.hash else None
+
+
+def _approved_plan(ctx: Context) -> str | None:
+    """The plan an apply carries out in Manual mode: the plan of an approved blocked apply
+    (approving it approves that plan's destruction), or an approved open plan."""
+    block = _approved_block(ctx)
+    if block is not None:
+        carried_out = annotations_of(block.job).get(ANN_PLAN_JOB) or _plan_before(ctx, block)
+        if carried_out:
+            return carried_out
+    plan = ctx.open_plan()
+    return plan.name if plan is not None and ctx.approved == plan.name else None
+
+
+def _plan_before(ctx: Context, apply_job: Finished) -> str | None:
+    """The plan an apply that does not name one carried out: the newest successful plan
+    that had finished when the apply was created (in Manual mode every apply follows
+    its plan, one Job at a time)."""
+    started = created_at(apply_job.job) or apply_job.at
+    for plan in ctx.history.of(Op.PLAN):
+        if plan.outcome == Outcome.SUCCESS and plan.at <= started:
+            return plan.name
+    return None
+
+
+def scheduled_checks(ctx: Context) -> Decision | None:
+    for op, trigger in ((Op.DRIFT, Reason.DRIFT_CHECK_DUE), (Op.REFRESH, Reason.REFRESH_DUE)):
+        due = triggers.scheduled(ctx, op)
+        if due is not None and due <= ctx.now:
+            return run(ctx, op, trigger)
+    return None
+
+
+def idle(ctx: Context) -> Idle:
+    times = [t for op in (Op.DRIFT, Op.REFRESH) if (t := triggers.scheduled(ctx, op))]
+    if not times:
+        return Idle(None, message="nothing scheduled")
+    soonest = min(times)
+    return Idle(max((soonest - ctx.now).total_seconds(), 0.0), message="next scheduled check")
+
+
+def run(
+    ctx: Context,
+    op: str,
+    trigger: str,
+    *,
+    guarded: bool = False,
+    remediation: bool = False,
+    plan_job: str | None = None,
+    restore_serial: str | None = None,
+) -> Decision:
+    """Run the op unless its backoff, a change window or a lease holds it back."""
+    if op != Op.RESTORE:
+        held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
+        if held is not None:
+            return held
+    held = gates.check_leases(ctx)
+    if held is not None:
+        return held
+    return Run(
+        op=op,
+        reason=trigger,
+        retry=backoff.retry_number(ctx.history, op),
+        guarded=guarded and op == Op.APPLY,
+        drift_remediation=remediation and op == Op.APPLY,
+        plan_job=plan_job,
+        restore_serial=restore_serial,
+    )
+
+
+STEPS: tuple[Step, ...] = (
+    cache_behind,
+    running,
+    deleting,
+    restore,
+    not_ready,
+    state,
+    approval,
+    apply,
+    scheduled_checks,
+)
+
+__all__ = ["MUTABLE_KINDS", "decide"]

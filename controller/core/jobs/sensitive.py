@@ -1,0 +1,170 @@
+"""Which values a Job must never let out: what the runner and the controller redact.
+
+They are the values of the Job's credentials Secret, the variables that came from
+`variablesFrom` Secrets (named on the Job in CAPTF_SECRET_VARIABLES, values in its
+durable inputs), and the variables the module itself declares `sensitive = true`.
+Both sides compute the set from the same Job and Secrets, so the controller's second
+pass removes exactly what the runner's first one should have."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from controller.core.basics.redact import Redactor, redactor
+
+Json = dict[str, Any]
+SECRET_VARIABLES_ENV = "CAPTF_SECRET_VARIABLES"
+CREDENTIALS_ENV = "CAPTF_CREDENTIALS_SECRET"
+MODULE_PREFIX = "module."
+VARIABLES_KEY = "variables.json"
+
+# `variable "name" {` in HCL; the block's body is found by brace matching.
+_VARIABLE = re.compile(r'(?m)^\s*variable\s+"([^"]+)"\s*\{')
+_SENSITIVE = re.compile(r"(?m)^\s*sensitive\s*=\s*true\b")
+_COMMENT = re.compile(r"(#|//)[^\n]*|/\*.*?\*/", re.S)
+
+
+def secret_data(secret: Json | None) -> dict[str, str]:
+    """A Secret's values as text; undecodable values are skipped (no text leaks them)."""
+    out: dict[str, str] = {}
+    for key, raw in ((secret or {}).get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(raw, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError, TypeError, ValueError):
+            continue
+    for key, text in ((secret or {}).get("stringData") or {}).items():
+        out[key] = str(text)
+    return out
+
+
+def sensitive_variables(module: Mapping[str, str]) -> set[str]:
+    """Names of the variables a module declares sensitive, in `.tf` and `.tf.json` files."""
+    names: set[str] = set()
+    for file, text in module.items():
+        if file.endswith(".tf.json"):
+            names |= _json_sensitive(text)
+        elif file.endswith(".tf"):
+            names |= _hcl_sensitive(text)
+    return names
+
+
+def _hcl_sensitive(text: str) -> set[str]:
+    text = _COMMENT.sub("", text)
+    names = set()
+    for match in _VARIABLE.finditer(text):
+        body = _block(text, match.end())
+        # Only the block's own attributes: a nested validation block says nothing of it.
+        if _SENSITIVE.search(_top_level(body)):
+            names.add(match.group(1))
+    return names
+
+
+def _block(text: str, start: int) -> str:
+    """The body of the block whose `{` ends just before `start`."""
+    depth = 1
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start:i]
+    return text[start:]
+
+
+def _top_level(body: str) -> str:
+    """`body` without its nested blocks."""
+    out, depth = [], 0
+    for char in body:
+        depth += char == "{"
+        if depth == 0:
+            out.append(char)
+        depth -= char == "}" and depth > 0
+    return "".join(out)
+
+
+def _json_sensitive(text: str) -> set[str]:
+    try:
+        variables = (orjson.loads(text) or {}).get("variable") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return set()
+    if not isinstance(variables, dict):
+        return set()
+    return {name for name, decl in variables.items() if (decl or {}).get("sensitive") is True}
+
+
+def leaves(value: object) -> Iterator[str]:
+    """The text of every scalar in a variable's value (a map of tokens hides each token)."""
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from leaves(item)
+    elif isinstance(value, str):
+        yield value
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
+
+
+def values(
+    inputs: Mapping[str, str], secret_variables: Iterable[str], credentials: Json | None
+) -> set[str]:
+    """The secret values of one Job: its credentials Secret's values, and the values of
+    the variables from Secrets or declared sensitive, read from its rendered inputs
+    (`module.<file>` and `variables.json`, as text)."""
+    found = set(secret_data(credentials).values())
+    module = {k[len(MODULE_PREFIX) :]: v for k, v in inputs.items() if k.startswith(MODULE_PREFIX)}
+    try:
+        variables = orjson.loads(inputs.get(VARIABLES_KEY) or "{}")
+    except orjson.JSONDecodeError:
+        variables = {}
+    if not isinstance(variables, dict):
+        variables = {}
+    for name in set(secret_variables) | sensitive_variables(module):
+        found.update(leaves(variables.get(name)))
+    return found
+
+
+def secret_variable_names(spec: Json, secrets: Mapping[str, Json]) -> list[str]:
+    """Names of the variables an object takes from `variablesFrom` Secrets, sorted: a key
+    for a keyed entry, every key of the Secret otherwise (as inputs.render reads them)."""
+    names: set[str] = set()
+    for entry in spec.get("variablesFrom") or []:
+        ref = (entry or {}).get("secretRef") or {}
+        if ref.get("key"):
+            names.add(str(ref["key"]))
+        else:
+            names.update((secrets.get(ref.get("name", "")) or {}).get("data") or {})
+    return sorted(names)
+
+
+def _env(job: Json) -> tuple[dict[str, str], list[str]]:
+    """The runner container's literal env and the Secrets it takes env from."""
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    env: dict[str, str] = {}
+    from_secrets: list[str] = []
+    for container in pod.get("containers") or []:
+        for item in container.get("env") or []:
+            if "value" in item:
+                env[str(item.get("name"))] = str(item["value"])
+        for source in container.get("envFrom") or []:
+            name = (source.get("secretRef") or {}).get("name")
+            if name:
+                from_secrets.append(str(name))
+    return env, from_secrets
+
+
+def job_redactor(job: Json, secrets: Mapping[str, Json]) -> Redactor:
+    """The Redactor for the messages of a Job, from the Secrets it carried (those in
+    `secrets` by name; one not there adds nothing)."""
+    env, from_secrets = _env(job)
+    inputs = secret_data(secrets.get(env.get("CAPTF_INPUTS_SECRET", "")))
+    names = [n for n in env.get(SECRET_VARIABLES_ENV, "").split(",") if n]
+    found: set[str] = set()
+    for name in from_secrets:
+        found |= values({}, [], secrets.get(name))
+    return redactor(found | values(inputs, names, None))

@@ -1,0 +1,130 @@
+"""Accounting a finished Job, as data: its Event, its metric sample, the Leases it frees
+and the interrupted-apply records its success ends. io carries it out
+(controller/io/accountant.py), the `captf.io/accounted` mark last. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.basics.names import ANN_INTERRUPTED_APPLY, CLUSTER, Op
+from controller.core.basics.serials import requested_serial
+from controller.core.decide import triggers
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs import bookkeeping
+from controller.core.jobs.history import Finished, History
+from controller.core.jobs.job import Outcome, annotations_of, name_of
+from controller.core.leases import family
+from controller.core.leases.family import holder_of
+from controller.core.leases.writes import LeaseWrite, Role
+from controller.core.plan.successes import success_event
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """A core/v1 Event about the object; its deterministic name makes it once-only."""
+
+    name: str
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One observation of the attempts histogram (and of the failures counter)."""
+
+    uid: str
+    kind: str
+    op: str
+    outcome: str
+    attempt: int
+    failure: str | None = None  # the Event reason of a counted failure
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """One finished Job accounted: its Event, its sample, its Leases freed, the
+    interrupted-apply records its success clears, then the mark on the Job."""
+
+    job: str
+    uid: str
+    event: Event | None
+    sample: Sample
+    releases: tuple[LeaseWrite, ...]
+    clear_records: tuple[str, ...]  # inputs Secrets whose record to remove
+
+
+def restored_serial(finished: list[Finished]) -> int | None:
+    """The serial of the newest restore Job among `finished`: the restore was attempted."""
+    restores = [r for r in finished if r.op == Op.RESTORE]
+    if not restores:
+        return None
+    return requested_serial(annotations_of(max(restores, key=lambda r: r.at).job))
+
+
+def accounting_of(snap: Snapshot, history: History, record: Finished) -> Accounting:
+    verdict = record.verdict
+    uid = str(record.job.get("metadata", {}).get("uid") or "")
+    said = (verdict.event, verdict.message) if verdict.event else success_event(record)
+    event = None
+    if said is not None:
+        normal = record.outcome in (Outcome.SUCCESS, Outcome.INTERRUPTED)
+        name = bookkeeping.event_name(record.name, uid, said[0])
+        event = Event(name, "Normal" if normal else "Warning", said[0], said[1])
+    failed = record.outcome == Outcome.FAILURE
+    sample = Sample(
+        uid=uid,
+        kind=snap.kind,
+        op=record.op,
+        outcome=record.outcome.value,
+        attempt=bookkeeping.attempt_number(history, record),
+        failure=(verdict.event or "JobFailed") if failed else None,
+    )
+    clear: tuple[str, ...] = ()
+    if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
+        clear = _records_cleared_by(snap, record)
+    return Accounting(record.name, uid, event, sample, releases_of(snap, record.name), clear)
+
+
+def _records_cleared_by(snap: Snapshot, applied: Finished) -> tuple[str, ...]:
+    """Interrupted-apply records that a successful apply started after them ends."""
+    return tuple(
+        name_of(secret)
+        for secret in snap.inputs_secrets()
+        if annotations_of(secret).get(ANN_INTERRUPTED_APPLY)
+        and triggers.started_after_record(applied.job, annotations_of(secret)) is not False
+    )
+
+
+def releases_of(snap: Snapshot, job: str) -> tuple[LeaseWrite, ...]:
+    """Every Lease that may name the Job. The family's operation Lease comes first, and
+    always: a member's entry is written moments before its Job is created and the cache
+    may not show it yet, and a stale entry would keep the cluster waiting. A member's
+    entry goes before its own Lease: freeing that wakes the waiting cluster, which should
+    then find the entry gone."""
+    cluster = snap.name if snap.kind == CLUSTER else cluster_of(snap.obj)
+    names = [(snap.namespace, family.lease_name(cluster))] if cluster else []
+    for lease in snap.leases:
+        meta = lease["metadata"]
+        same_ns = meta.get("namespace") == snap.namespace
+        if holder_of(lease) == job or (same_ns and job in family.member_jobs(lease)):
+            names.append((str(meta.get("namespace", "")), str(meta["name"])))
+    unique = list(dict.fromkeys(names))
+    return tuple(LeaseWrite(ns, name, job, Role.RELEASE) for ns, name in unique)
+
+
+def released(lease: Json, writes: list[LeaseWrite]) -> Json:
+    """The cached Lease as the releases of this pass leave it: the decision sees a slot
+    freed by an accounting as free, and a Job started in the same pass takes it."""
+    meta = lease["metadata"]
+    for write in writes:
+        if (write.namespace, write.name) == (meta.get("namespace"), meta["name"]):
+            lease = family.release(lease, write.job) or lease
+    return lease
+
+
+def cluster_of(obj: Json) -> str:
+    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")

@@ -1,0 +1,226 @@
+"""The Jobs and durable inputs Secrets the controller creates, built as plain dicts.
+
+Job names are deterministic: `<name>-<op>-<hash8>` with hash8 taken from
+(uid, op, attempt sequence). The same decision made twice, before the cache
+shows the first Job, names the same Job, and the API server refuses the second
+create: no Job is ever created twice."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from controller.core.basics.names import (
+    ANN_DRIFT_REMEDIATION,
+    ANN_GUARDED,
+    ANN_INPUTS_HASH,
+    ANN_INTERRUPTED_APPLY,
+    ANN_PLAN_JOB,
+    ANN_RESTORE_SERIAL,
+    ANN_RETRY,
+    ANN_SEQ,
+    JOB_NAME_LIMIT,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_OP,
+    LABEL_UID,
+    MANAGED_BY,
+    Op,
+    state_secret_name,
+)
+from controller.core.decide.decision import Run
+from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs.job import annotations_of, op_of, seq_of
+from controller.core.jobs.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
+from controller.core.spec.inputs import Inputs
+from controller.core.spec.policy import Policy
+
+Json = dict[str, Any]
+
+
+def job_name(name: str, uid: str, op: str, seq: int) -> str:
+    """`<name>-<op>-<hash8>`, the name cut as needed to fit JOB_NAME_LIMIT, as the CronJob
+    controller cuts its Jobs' names. The hash covers the uid, so two objects whose names
+    share the kept part still name different Jobs."""
+    digest = hashlib.sha256(f"{uid}/{op}/{seq}".encode()).hexdigest()[:8]
+    suffix = f"-{op}-{digest}"
+    # A cut must not leave `-` or `.` before the suffix: `a.-apply` is no DNS name.
+    kept = name[: JOB_NAME_LIMIT - len(suffix)].rstrip("-.")
+    return f"{kept}{suffix}"
+
+
+def next_job(snap: Snapshot, op: str) -> tuple[str, int]:
+    """The name and attempt sequence of the op's next Job: past every Job there is, and past
+    an apply recorded as deleted while it ran (its name is not reused). The one place the
+    next name is computed: the launch, and the Leases it may find held in that name."""
+    uid = str(snap.obj.get("metadata", {}).get("uid", ""))
+    gone = {annotations_of(s).get(ANN_INTERRUPTED_APPLY) or "" for s in snap.inputs_secrets()}
+    seq = fresh_seq(snap.name, uid, snap.jobs, op, gone - {""})
+    return job_name(snap.name, uid, op, seq), seq
+
+
+def next_seq(jobs: Iterable[Json], op: str) -> int:
+    """One more than the highest attempt sequence among the object's Jobs of that op."""
+    seqs = [seq_of(j) for j in jobs if op_of(j) == op]
+    return max(seqs, default=0) + 1
+
+
+def fresh_seq(name: str, uid: str, jobs: Iterable[Json], op: str, gone: Collection[str]) -> int:
+    """next_seq, skipping any sequence whose Job name is in `gone` (Jobs known to have been
+    deleted while they ran). A deleted Job lowers the highest sequence left, and its
+    successor must not take its name: the record that names the deleted Job would then
+    name the new one, and its Events (named after the Job) would be refused as duplicates.
+    `gone` comes from durable records, so a replayed decision still names the same Job."""
+    seq = next_seq(jobs, op)
+    while job_name(name, uid, op, seq) in gone:
+        seq += 1
+    return seq
+
+
+def inputs_secret_name(name: str, inputs: Inputs) -> str:
+    return f"{name}-inputs-{inputs.hash8}"
+
+
+def plan_secret_name(plan_job: str) -> str:
+    """A plan Job writes its plan to a Secret of its own name (Job names are unique)."""
+    return plan_job
+
+
+def owner_reference(obj: Json, *, controller: bool = True) -> Json:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def object_labels(obj: Json) -> dict[str, str]:
+    meta = obj["metadata"]
+    return {LABEL_KIND: obj["kind"], LABEL_NAME: meta["name"], LABEL_UID: meta["uid"]}
+
+
+def inputs_secret(obj: Json, inputs: Inputs) -> Json:
+    """The immutable durable inputs Secret; its name carries the inputs hash."""
+    meta = obj["metadata"]
+    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": inputs_secret_name(meta["name"], inputs),
+            "namespace": meta["namespace"],
+            "labels": object_labels(obj) | MANAGED_BY,
+            "annotations": {ANN_INPUTS_HASH: inputs.hash},
+            "ownerReferences": [owner_reference(obj, controller=False)],
+        },
+        "type": "Opaque",
+        "immutable": True,
+        "data": data,
+    }
+
+
+def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, name: str) -> Json:
+    meta = obj["metadata"]
+    notes = {ANN_RETRY: str(run.retry), ANN_SEQ: str(seq), ANN_INPUTS_HASH: inputs.hash}
+    if run.drift_remediation:
+        notes[ANN_DRIFT_REMEDIATION] = "true"
+    if run.guarded:
+        notes[ANN_GUARDED] = "true"
+    if run.restore_serial:
+        notes[ANN_RESTORE_SERIAL] = run.restore_serial
+    if run.plan_job:
+        notes[ANN_PLAN_JOB] = run.plan_job
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": object_labels(obj) | {LABEL_OP: run.op},
+            "annotations": notes,
+            "ownerReferences": [owner_reference(obj)],
+        },
+        "spec": _job_spec(obj, run, inputs=inputs, policy=policy, name=name),
+    }
+
+
+def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str) -> Json:
+    pod: Json = {
+        "restartPolicy": "Never",
+        "containers": [_container(obj, run, inputs=inputs, name=name)],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if policy.service_account:
+        pod["serviceAccountName"] = policy.service_account
+    return {
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": policy.active_deadline,
+        # An evicted or preempted runner fails its Job with reason PodFailurePolicy,
+        # recognisable even when the runner died before writing a result.
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                }
+            ]
+        },
+        "template": {"metadata": {"labels": object_labels(obj) | {LABEL_OP: run.op}}, "spec": pod},
+    }
+
+
+def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    env = {
+        "CAPTF_OP": run.op,
+        "CAPTF_NAMESPACE": meta["namespace"],
+        "CAPTF_JOB_NAME": name,
+        "CAPTF_OBJECT_NAME": meta["name"],
+        "CAPTF_OBJECT_KIND": obj["kind"],
+        "CAPTF_INPUTS_SECRET": inputs_secret_name(meta["name"], inputs),
+        "CAPTF_INPUTS_HASH": inputs.hash,
+        "CAPTF_STATE_SECRET": state_secret_name(meta["name"]),
+        "CAPTF_GUARDED": "true" if run.guarded else "false",
+        "CAPTF_WORK_DIR": "/tmp",
+    }
+    if run.op == Op.PLAN:
+        env["CAPTF_PLAN_SECRET"] = plan_secret_name(name)
+    if run.op == Op.APPLY and run.plan_job:
+        env["CAPTF_APPROVED_PLAN_SECRET"] = plan_secret_name(run.plan_job)
+    if run.op == Op.RESTORE and run.restore_serial:
+        env["CAPTF_RESTORE_SERIAL"] = run.restore_serial
+    outputs = spec.get("outputs") or {}
+    if run.op == Op.APPLY and outputs.get("secretName"):
+        # The runner writes the outputs Secret after a successful apply, owned by the object.
+        env["CAPTF_OUTPUTS_SECRET"] = str(outputs["secretName"])
+        env["CAPTF_OBJECT_UID"] = str(meta.get("uid", ""))
+        if outputs.get("names") is not None:
+            env["CAPTF_OUTPUTS_NAMES"] = ",".join(str(n) for n in outputs["names"])
+    cred = (spec.get("credentialsRef") or {}).get("name")
+    # Names only: the runner reads the values itself, to redact them from what it writes.
+    if cred:
+        env[CREDENTIALS_ENV] = cred
+    if inputs.secret_names:
+        env[SECRET_VARIABLES_ENV] = ",".join(sorted(inputs.secret_names))
+    container: Json = {
+        "name": "runner",
+        "image": (spec.get("jobs") or {}).get("image", ""),
+        "args": ["runner"],
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if cred:
+        container["envFrom"] = [{"secretRef": {"name": cred}}]
+    return container

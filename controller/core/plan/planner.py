@@ -1,0 +1,365 @@
+"""One pass over one object, as data: everything a reconcile does, decided at once.
+
+`plan(snap, now, facts)` reads the snapshot (the caches), the facts io looked up
+live, and the time, and returns the Plan: the finished Jobs to account (each with
+its Event, its metric sample and the Leases it frees), the Job that disappeared
+while it ran, the Jobs to prune, the Job to create (with its inputs Secret and its
+Leases), the status, the retry-capped label, the finalizer, the Events, and when to
+come back. `decide` is its decision part: the plan decides on the snapshot as its
+bookkeeping leaves it. Pure: io carries the plan out, in the order
+controller/io/reconciler.py writes down."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from controller.core.basics.names import (
+    ANN_ACCOUNTED,
+    ANN_APPROVE,
+    ANN_INTERRUPTED_APPLY,
+    ANN_INTERRUPTED_APPLY_AT,
+    ANN_INTERRUPTED_APPLY_SEQ,
+    ANN_RESTORE_SERIAL,
+    FINALIZER,
+    LABEL_RETRY_CAPPED,
+    MUTABLE_KINDS,
+    Op,
+    Reason,
+)
+from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
+from controller.core.basics.timefmt import format_time
+from controller.core.decide import approvals
+from controller.core.decide.context import Context, policy_and_inputs
+from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.snapshot import Snapshot
+from controller.core.decide.steps import decide
+from controller.core.jobs import bookkeeping
+from controller.core.jobs.history import Finished
+from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
+from controller.core.leases.writes import LeaseWrite
+from controller.core.plan import status
+from controller.core.plan.accounting import (
+    Accounting,
+    Event,
+    accounting_of,
+    released,
+    releases_of,
+    restored_serial,
+)
+from controller.core.plan.jobspec import inputs_secret, inputs_secret_name, next_job
+from controller.core.plan.launching import Launch, Launching, Refusal, launch_of, still_refused
+from controller.core.spec.inputs import Inputs
+from controller.core.spec.policy import Policy
+
+Json = dict[str, Any]
+
+# The object may go: destroyed, or orphaned by its deletionPolicy.
+_LET_GO = frozenset({Reason.DESTROYED, Reason.ORPHANED})
+# After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
+RUNNING_RECHECK = 60.0
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What io learnt beyond its caches before planning."""
+
+    # status.activeJob's Job is NotFound, and the live object still names it (live reads).
+    active_gone: bool = False
+    # Jobs this process deleted itself (pruned): their disappearance is no interruption.
+    deleted_by_us: frozenset[str] = frozenset()
+    slot_namespace: str = "default"  # where the run-slot Leases live
+    # The object's current streak of Jobs the API server refused (this process's memory).
+    refusal: Refusal | None = None
+
+
+@dataclass(frozen=True)
+class Record:
+    """An interrupted-apply record: annotations on the durable inputs Secret, created with
+    them (`create`) when the cache does not show it."""
+
+    namespace: str
+    secret: str
+    notes: dict[str, str]
+    create: Json | None
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The active Job disappeared while it ran: record it, when the rules ask for it, and
+    free its Leases."""
+
+    job: str
+    record: Record | None
+    releases: tuple[LeaseWrite, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    decision: Decision
+    add_finalizer: bool = False
+    restore_tried: Json | None = None  # a status patch written before the accounting
+    accounts: tuple[Accounting, ...] = ()
+    gone: Gone | None = None
+    prune: tuple[str, ...] = ()
+    launch: Launch | None = None
+    status: Json | None = None  # a merge patch of status; None: unchanged
+    labels: Json | None = None  # a merge patch of metadata.labels; None: unchanged
+    events: tuple[Event, ...] = ()
+    remove_finalizer: bool = False
+    requeue: float | None = None  # seconds; None: done until something changes
+    # The snapshot as bookkeeping leaves it: what the decision read.
+    books: Snapshot | None = field(default=None, compare=False)
+
+
+def live_check_needed(snap: Snapshot) -> str | None:
+    """The Job io must look up live before planning: status.activeJob names a Job the cache
+    does not show and this process is not creating. Only live reads tell a cache that is
+    behind from a Job that is gone (the Job NotFound, and the live status still naming it)."""
+    active = snap.status.get("activeJob")
+    if not active or active in snap.job_names() or active in snap.pending_jobs:
+        return None
+    return str(active)
+
+
+def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
+    facts = facts or Facts()
+    policy, inputs = policy_and_inputs(snap)
+    history = snap.history
+    todo = bookkeeping.unaccounted(history)
+    accounts = tuple(accounting_of(snap, history, r) for r in todo)
+    gone = _gone(snap, inputs, facts, now)
+    books = _books(snap, todo, gone)
+    freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
+    books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
+    decision = decide(books, now)
+    if isinstance(decision, Run):
+        decision = still_refused(books, decision, facts.refusal, now) or decision
+    launch = None
+    if isinstance(decision, Run) and policy is not None and inputs is not None:
+        started = launch_of(books, decision, Launching(policy, inputs, facts.slot_namespace, now))
+        if isinstance(started, Requeue):
+            decision = started  # the cached Leases say wait
+        else:
+            launch = started
+            books = _with_status(books, books.status | {"activeJob": started.name})
+    ctx = Context(books, now, policy, inputs) if policy and inputs else None
+    desired = status.desired(books, decision, ctx, now)
+    restore_tried = _restore_tried(snap, todo)
+    stored = snap.status | (restore_tried or {})
+    meta = snap.obj.get("metadata", {})
+    deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
+    return Plan(
+        decision=decision,
+        add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
+        restore_tried=restore_tried,
+        accounts=accounts,
+        gone=gone,
+        prune=_prune(snap, books, policy),
+        launch=launch,
+        status=None if deleted else status.merge_patch(stored, desired),
+        labels=_capped_label(books, policy),
+        events=(
+            _restore_event(books, snap.status)
+            + _capped_event(books, policy, now)
+            + _approval_event(books, ctx)
+        ),
+        remove_finalizer=isinstance(decision, Idle) and decision.reason in _LET_GO,
+        requeue=requeue_of(decision),
+        books=books,
+    )
+
+
+def requeue_of(decision: Decision) -> float | None:
+    match decision:
+        case Run():
+            return RUNNING_RECHECK
+        case Requeue(after=after):
+            return max(after, 0.0)
+        case Idle(after=after):
+            return None if after is None or decision.reason in _LET_GO else max(after, 0)
+
+
+def _finalizers(snap: Snapshot) -> list[str]:
+    return list(snap.obj.get("metadata", {}).get("finalizers") or [])
+
+
+def _with_status(snap: Snapshot, new: Json) -> Snapshot:
+    return replace(snap, obj=snap.obj | {"status": new})
+
+
+def _books(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:
+    """The snapshot as this pass's bookkeeping leaves it: the Jobs accounted, a Job that
+    disappeared recorded, and status.activeJob naming the Job that runs. Copies: the
+    caches' objects are never written."""
+    marked = {r.name for r in todo}
+    jobs = tuple(_accounted(j) if name_of(j) in marked else j for j in snap.jobs)
+    secrets = dict(snap.secrets)
+    if gone is not None and gone.record is not None:
+        record = gone.record
+        base = secrets.get(record.secret) or record.create or {"metadata": {}}
+        notes = annotations_of(base) | record.notes
+        secrets[record.secret] = base | {"metadata": base["metadata"] | {"annotations": notes}}
+    new = dict(snap.status)
+    finished = {name_of(j) for j in snap.jobs if is_finished(j)}
+    # A finished Job is no longer active: just accounted, or accounted by a pass whose
+    # status write failed afterwards. A Job that disappeared is not active either.
+    if new.get("activeJob") in finished or gone is not None:
+        new.pop("activeJob", None)
+    _note_restore(new, snap, todo)
+    if not new.get("activeJob"):
+        # Created by a pass that stopped before its status write: adopt it, so that its
+        # disappearance is noticed too.
+        running = sorted(name_of(j) for j in snap.jobs if not is_finished(j))
+        if running:
+            new["activeJob"] = running[0]
+    return replace(
+        snap, obj=snap.obj | {"status": new}, jobs=jobs, secrets=MappingProxyType(secrets)
+    )
+
+
+def _accounted(job: Json) -> Json:
+    meta = job.get("metadata", {})
+    notes = annotations_of(job) | {ANN_ACCOUNTED: "true"}
+    return job | {"metadata": meta | {"annotations": notes}}
+
+
+def _note_restore(new: Json, snap: Snapshot, todo: list[Finished]) -> None:
+    """lastRestoredSerial: set when a restore for the requested serial was attempted,
+    cleared when the restore annotation is removed."""
+    if requested_serial(snap.annotations) is None:
+        new.pop("lastRestoredSerial", None)
+        return
+    tried = restored_serial(todo)
+    if tried is not None:
+        new["lastRestoredSerial"] = tried
+
+
+def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
+    """status.lastRestoredSerial, written before the restore Job is accounted: once it is
+    accounted, the status is the only record that the serial was tried, and were the
+    status write lost after the accounting, the restore would run again."""
+    tried = restored_serial(todo)
+    if requested_serial(snap.annotations) is None or tried is None:
+        return None
+    if snap.status.get("lastRestoredSerial") == tried:
+        return None
+    return {"lastRestoredSerial": tried}
+
+
+def _gone(snap: Snapshot, inputs: Inputs | None, facts: Facts, now: datetime) -> Gone | None:
+    if not facts.active_gone:
+        return None
+    job = str(snap.status.get("activeJob") or "")
+    if not job:
+        return None
+    record = _interrupted_record(snap, inputs, job, facts, now)
+    return Gone(job, record, releases_of(snap, job))
+
+
+def _interrupted_record(
+    snap: Snapshot, inputs: Inputs | None, job: str, facts: Facts, now: datetime
+) -> Record | None:
+    """The record, when the rules ask for one: an apply of a
+    cluster or pool that this controller did not delete itself. None also when an earlier
+    pass recorded it: rewriting it would move the record past a successor that pass may
+    already have started."""
+    if job in facts.deleted_by_us or snap.kind not in MUTABLE_KINDS or inputs is None:
+        return None
+    if op_of({"metadata": {"name": job}}) != Op.APPLY:
+        return None
+    name = inputs_secret_name(snap.name, inputs)
+    cached = snap.secrets.get(name)
+    if annotations_of(cached or {}).get(ANN_INTERRUPTED_APPLY) == job:
+        return None
+    notes = {
+        ANN_INTERRUPTED_APPLY: job,
+        ANN_INTERRUPTED_APPLY_AT: format_time(now),
+        ANN_INTERRUPTED_APPLY_SEQ: str(next_job(snap, Op.APPLY)[1]),
+    }
+    create = None
+    if cached is None:
+        new = inputs_secret(snap.obj, inputs)
+        notes_on_new = annotations_of(new) | notes
+        create = new | {"metadata": new["metadata"] | {"annotations": notes_on_new}}
+    return Record(snap.namespace, name, notes, create)
+
+
+def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str, ...]:
+    """Accounted Jobs past the limits. The active Job (before and after this pass) and the
+    Job the approve annotation names always stay."""
+    if policy is None:
+        return ()
+    keep = frozenset(
+        filter(
+            None,
+            [
+                snap.status.get("activeJob"),
+                books.status.get("activeJob"),
+                snap.annotations.get(ANN_APPROVE),
+            ],
+        )
+    )
+    history = books.history
+    doomed = bookkeeping.prune(
+        history,
+        failed_limit=policy.failed_limit,
+        successful_limit=policy.successful_limit,
+        keep=keep,
+    )
+    return tuple(doomed)
+
+
+def _capped_label(snap: Snapshot, policy: Policy | None) -> Json | None:
+    """The `captf.io/retry-capped=<op>` label while an op's failures are at the limit."""
+    if policy is None:
+        return None
+    capped = bookkeeping.capped(snap.history, policy.failed_limit)
+    current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
+    wanted = capped.op if capped else None
+    return None if current == wanted else {LABEL_RETRY_CAPPED: wanted}
+
+
+def _capped_event(snap: Snapshot, policy: Policy | None, now: datetime) -> tuple[Event, ...]:
+    """One RetryCapped Warning per streak, named after the Job that reached the cap."""
+    if policy is None:
+        return ()
+    history = snap.history
+    capped = bookkeeping.capped(history, policy.failed_limit)
+    current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
+    if capped is None or current == capped.op:
+        return ()
+    message = (
+        f"{capped.op} failed {len(history.failures(capped.op))} times in a row; "
+        f"retrying every 10m until it succeeds"
+    )
+    return (Event(f"{capped.reached_by}.retrycapped", "Warning", "RetryCapped", message),)
+
+
+def _restore_event(snap: Snapshot, stored: Json) -> tuple[Event, ...]:
+    """One Warning for a restore annotation that names no serial, before the status write
+    that shows it: once written, later passes see it there and stay quiet. The Event's name
+    is fixed by the object and the text, so a retried pass, or another replica, cannot
+    record it twice."""
+    warning = status.restore_warning(stored, snap)
+    if warning is None:
+        return ()
+    text = f"{snap.obj['metadata'].get('uid', '')}/{snap.annotations[ANN_RESTORE_SERIAL]}"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    name = f"{snap.name[:200]}.restoreserial.{digest}"
+    return (Event(name, "Warning", RESTORE_SERIAL_INVALID, warning),)
+
+
+def _approval_event(snap: Snapshot, ctx: Context | None) -> tuple[Event, ...]:
+    """One Warning per distinct mistake in captf.io/approve (the Event name is derived from
+    it, so every later pass finds it already recorded)."""
+    if ctx is None or not snap.annotations.get(ANN_APPROVE):
+        return ()
+    why = approvals.ignored_approval(ctx)
+    if why is None:
+        return ()
+    name = f"{snap.name}.{approvals.REASON.lower()}-{approvals.event_suffix(why)}"
+    return (Event(name, "Warning", approvals.REASON, why),)

@@ -1,0 +1,119 @@
+"""Durable inputs: the rendered module and variables one Job runs with.
+
+The inputs hash is the lowercase hex SHA-256 of the canonical JSON of
+`{"module": <ConfigMap data>, "variables": <merged variables>}`: keys sorted at
+every level, no whitespace, UTF-8 with non-ASCII characters as themselves."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.basics.names import SECRET_SIZE_LIMIT
+
+Json = dict[str, Any]
+
+
+class InputsMissing(LookupError):
+    """The module ConfigMap, a variablesFrom Secret, or one of its keys is absent."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    module: dict[str, str]
+    variables: Json
+    # Variables whose values came from variablesFrom Secrets: redacted from messages.
+    # Not part of the hash: which Secret held a value does not change what runs.
+    secret_names: frozenset[str] = frozenset()
+
+    @property
+    def hash(self) -> str:
+        return inputs_hash(self.module, self.variables)
+
+    @property
+    def hash8(self) -> str:
+        return self.hash[:8]
+
+    def secret_data(self) -> dict[str, bytes]:
+        """The durable inputs Secret's data: `module.<file>` per file, and `variables.json`."""
+        data = {f"module.{name}": text.encode() for name, text in self.module.items()}
+        data["variables.json"] = canonical_json(self.variables)
+        return data
+
+    def size(self) -> int:
+        """Bytes of Secret data, as the API server counts them against its limit."""
+        return sum(len(value) for value in self.secret_data().values())
+
+    def too_large(self) -> bool:
+        return self.size() > SECRET_SIZE_LIMIT
+
+
+def canonical_json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def inputs_hash(module: Mapping[str, str], variables: Mapping[str, Any]) -> str:
+    document = {"module": dict(module), "variables": dict(variables)}
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def decode_secret_value(secret: Json, key: str) -> str:
+    """A Secret data value as text; raises InputsMissing when absent or not UTF-8 base64."""
+    data = secret.get("data") or {}
+    if key not in data:
+        name = secret.get("metadata", {}).get("name", "?")
+        raise InputsMissing(f"Secret {name} has no key {key!r}")
+    try:
+        return base64.b64decode(data[key], validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, TypeError):
+        name = secret.get("metadata", {}).get("name", "?")
+        raise InputsMissing(f"Secret {name} key {key!r} is not UTF-8 text") from None
+
+
+def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Json]) -> Inputs:
+    """Renders the inputs of an object's spec from the ConfigMaps and Secrets by name.
+
+    Variables are spec.variables overlaid, in order, by each variablesFrom entry:
+    with `key`, one variable of that name; without, every key of the Secret or
+    ConfigMap. Only variables from Secrets are secret (redacted from messages)."""
+    cm_name = ((spec.get("module") or {}).get("configMapRef") or {}).get("name")
+    configmap = configmaps.get(cm_name) if cm_name else None
+    if configmap is None:
+        raise InputsMissing(f"module ConfigMap {cm_name or '(unnamed)'} not found")
+    module = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+    variables: Json = dict(spec.get("variables") or {})
+    secret_names: set[str] = set()
+    for entry in spec.get("variablesFrom") or []:
+        if entry.get("configMapRef"):
+            variables |= _from_configmap(entry["configMapRef"], configmaps)
+            continue
+        ref = entry.get("secretRef") or {}
+        secret = secrets.get(ref.get("name", ""))
+        if secret is None:
+            raise InputsMissing(f"variables Secret {ref.get('name') or '(unnamed)'} not found")
+        keys = [ref["key"]] if ref.get("key") else sorted((secret.get("data") or {}).keys())
+        for key in keys:
+            variables[key] = decode_secret_value(secret, key)
+            secret_names.add(key)
+    return Inputs(module=module, variables=variables, secret_names=frozenset(secret_names))
+
+
+def _from_configmap(ref: Json, configmaps: Mapping[str, Json]) -> dict[str, str]:
+    """The variables of one configMapRef entry: its `key`, or every key of the ConfigMap.
+    A key the ConfigMap lacks is missing input, as for a Secret."""
+    name = str(ref.get("name") or "")
+    configmap = configmaps.get(name) if name else None
+    if configmap is None:
+        raise InputsMissing(f"variables ConfigMap {name or '(unnamed)'} not found")
+    data = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+    if not ref.get("key"):
+        return dict(sorted(data.items()))
+    key = str(ref["key"])
+    if key not in data:
+        raise InputsMissing(f"variables ConfigMap {name} has no key {key}")
+    return {key: data[key]}

@@ -1,0 +1,83 @@
+"""A shard's labels on what its objects make (`captf run --watch-label-selector`).
+
+A shard watches the CAPTF objects its selector matches. For its Job and Secret
+informers to take the same selector, the Jobs and the Secrets CAPTF writes for an
+object carry the object's labels of the selector's keys: the inputs Secret and the
+Job from the controller, the state, plan and outputs Secrets from the runner (told
+them in CAPTF_SHARD_LABELS). Another shard's Jobs and Secrets are then never listed,
+held or woken on."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the runner reads this module's labels and need not load the planner
+    from controller.core.plan.launching import Launch
+
+Json = dict[str, Any]
+SHARD_LABELS_ENV = "CAPTF_SHARD_LABELS"
+# A requirement's key: what stands before its operator (=, ==, !=, in, notin), or the
+# whole of an exists (`key`) or does-not-exist (`!key`) requirement.
+_KEY = re.compile(r"\s*!?\s*([A-Za-z0-9][A-Za-z0-9._/-]*)")
+
+
+def selector_keys(selector: str | None) -> tuple[str, ...]:
+    """The label keys a label selector names, in order, each once."""
+    keys: list[str] = []
+    depth, start = 0, 0
+    text = selector or ""
+    for at, char in enumerate(f"{text},"):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            found = _KEY.match(text[start:at])
+            if found:
+                keys.append(found.group(1))
+            start = at + 1
+    return tuple(dict.fromkeys(keys))
+
+
+def shard_labels(obj: Json, keys: tuple[str, ...]) -> dict[str, str]:
+    """The object's labels of those keys (a key it lacks is left out)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return {key: str(labels[key]) for key in keys if key in labels}
+
+
+def format_labels(labels: Mapping[str, str]) -> str:
+    """`k=v,k2=v2`: label keys and values hold neither `,` nor `=`."""
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def parse_labels(text: str | None) -> dict[str, str]:
+    pairs = (part.split("=", 1) for part in (text or "").split(",") if "=" in part)
+    return {k.strip(): v.strip() for k, v in pairs if k.strip()}
+
+
+def labelled_launch(start: Launch, labels: Mapping[str, str]) -> Launch:
+    """The launch with `labels` on its Job (and pod), its inputs Secret, and in the
+    runner's environment."""
+    if not labels:
+        return start
+    job = _with_labels(start.job, labels)
+    spec = job["spec"]
+    template = spec["template"]
+    pod = template["spec"]
+    entry = {"name": SHARD_LABELS_ENV, "value": format_labels(labels)}
+    containers = [c | {"env": [*(c.get("env") or []), entry]} for c in pod["containers"]]
+    template = _with_labels(template, labels) | {"spec": pod | {"containers": containers}}
+    job = job | {"spec": spec | {"template": template}}
+    secret = start.inputs_secret
+    return replace(
+        start, job=job, inputs_secret=None if secret is None else _with_labels(secret, labels)
+    )
+
+
+def labelled_secret(body: Json | None, labels: Mapping[str, str]) -> Json | None:
+    return None if body is None or not labels else _with_labels(body, labels)
+
+
+def _with_labels(body: Json, labels: Mapping[str, str]) -> Json:
+    meta = body.get("metadata") or {}
+    return body | {"metadata": meta | {"labels": {**labels, **(meta.get("labels") or {})}}}

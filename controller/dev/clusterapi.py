@@ -1,0 +1,309 @@
+"""Cluster API's core manager beside the local API server, run as Cluster API's own envtest
+runs it:
+
+    with ApiServer() as server:
+        async with ClusterApi(server) as capi:
+            ...  # Clusters, MachineDeployments ... reconciled and admitted by the real manager
+
+The manager and what it needs on the server come from hack/capi/build.sh, which builds it
+from Go modules and copies its CRDs and webhook configurations out of the module cache.
+
+- CRDs: each serves only its storage version, v1beta2; the older ones (v1beta1, and
+  v1alpha1 of the ipam and runtime groups) get `served: false`. Cluster API's CRDs carry
+  no `spec.conversion` (its install adds a conversion webhook through cert-manager), and
+  without one the API server "converts" by relabelling apiVersion, which is wrong for
+  v1beta1. With one version served nothing is ever converted.
+- Webhooks: the mutating and validating configurations, named `capi-...` as Cluster API's
+  kustomization names them, each `service` clientConfig replaced by
+  `url: https://127.0.0.1:<port><path>` and a caBundle: a self-signed certificate for
+  127.0.0.1, made per start, that the manager serves from `--webhook-cert-dir`. The
+  manager's /readyz waits for its webhook server, so it needs the certificate in any case.
+  Leaving the block deletes both configurations: with `failurePolicy: Fail` they would
+  reject every later write of a Cluster API object on a server that outlives the manager.
+  The CRDs stay.
+- The manager runs as the server's admin (its kubeconfig), with leader election off, the
+  MachinePool and ClusterTopology feature gates on, health and plain-HTTP diagnostics
+  (metrics) on loopback ports, and the webhook on a port free on every interface: it binds
+  all of them and has no flag to bind fewer. Ready means /readyz answers on the health port.
+  Its log is `<server workdir>/capi/manager.log`."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import ipaddress
+import os
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from controller.dev.install import Api, free_port
+from runtime.envtest import RequestFailed, process
+from runtime.envtest.client import Client
+from runtime.lifecycle import RunsInContext
+
+Json = dict[str, Any]
+
+DIR_ENV = "CAPTF_CAPI_DIR"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "capi" / "build.sh"
+FEATURE_GATES = "MachinePool=true,ClusterTopology=true"
+STARTUP_TIMEOUT_SECONDS = 90.0
+_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+_PLURALS = {
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+}
+# Server-side apply with force, as runtime.envtest.crds applies CRDs: a restart replaces our fields.
+_APPLY = {"fieldManager": "captf-clusterapi", "force": "true"}
+_POLL_SECONDS = 0.1
+
+
+class ClusterApiMissing(Exception):
+    pass
+
+
+class StartupFailed(Exception):
+    pass
+
+
+class Server(Api, Protocol):
+    """What this needs of runtime.envtest.ApiServer."""
+
+    @property
+    def kubeconfig(self) -> Path: ...
+
+    @property
+    def workdir(self) -> Path: ...
+
+    def install_crds(self, directory: Path, timeout: float = 60.0) -> list[str]: ...
+
+
+def capi_dir(*, build: bool = True) -> Path:
+    """The build directory ($CAPTF_CAPI_DIR, else hack/capi/build.sh's); without `build`,
+    only an existing build is accepted. Raises ClusterApiMissing saying what is missing."""
+    explicit = os.environ.get(DIR_ENV)
+    directory = Path(explicit) if explicit else _from_script(build)
+    for name in ("manager", "webhook/manifests.yaml", "crds"):
+        if not (directory / name).exists():
+            source = f"${DIR_ENV}" if explicit else str(BUILD_SCRIPT)
+            raise ClusterApiMissing(f"{name} not found in {directory} (from {source})")
+    return directory
+
+
+def _from_script(build: bool) -> Path:
+    args = [str(BUILD_SCRIPT)] if build else [str(BUILD_SCRIPT), "--check"]
+    done = subprocess.run(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=None if build else subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        why = (done.stderr or "").strip() if not build else f"exit status {done.returncode}"
+        raise ClusterApiMissing(f"{BUILD_SCRIPT}: {why}")
+    return Path(lines[-1])
+
+
+def served_storage_only(crd: Json) -> Json:
+    """`crd` with every version but the storage one unserved (see the module docstring)."""
+    fitted = copy.deepcopy(crd)
+    for version in fitted["spec"]["versions"]:
+        version["served"] = bool(version["storage"])
+    return fitted
+
+
+def webhook_configurations(manifests: str, port: int, ca_bundle: bytes) -> list[Json]:
+    """The configurations of webhook/manifests.yaml, named `capi-<name>`, calling
+    https://127.0.0.1:<port> (trusting `ca_bundle`, PEM) instead of a Service."""
+    configurations = []
+    for doc in yaml.safe_load_all(manifests):
+        if not isinstance(doc, dict) or doc.get("kind") not in _PLURALS:
+            continue
+        fitted = copy.deepcopy(doc)
+        fitted["metadata"]["name"] = f"capi-{doc['metadata']['name']}"
+        for hook in fitted["webhooks"]:
+            path = hook["clientConfig"]["service"].get("path", "/")
+            hook["clientConfig"] = {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": base64.b64encode(ca_bundle).decode(),
+            }
+        configurations.append(fitted)
+    return configurations
+
+
+def manager_argv(
+    binary: Path, *, kubeconfig: Path, cert_dir: Path, webhook: int, health: int, diagnostics: int
+) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--webhook-cert-dir={cert_dir}",
+        f"--webhook-port={webhook}",
+        f"--health-addr=127.0.0.1:{health}",
+        f"--diagnostics-address=127.0.0.1:{diagnostics}",
+        "--insecure-diagnostics",
+        # One instance, throwaway data: a leader Lease only delays the start.
+        "--leader-elect=false",
+        f"--feature-gates={FEATURE_GATES}",
+    ]
+
+
+def write_serving_cert(directory: Path) -> bytes:
+    """A self-signed certificate for 127.0.0.1 (tls.crt, tls.key in `directory`); returns
+    its PEM, which is also the webhooks' caBundle. Go's verifier accepts a root as a leaf."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "capi-webhook")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(pem)
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    (directory / "tls.key").chmod(0o600)
+    return pem
+
+
+class ClusterApi(RunsInContext):
+    """The core manager on `server`, from `bin_dir` (default: `capi_dir()`, which builds it
+    if need be). Nothing starts before `async with`."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        bin_dir: Path | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+    ) -> None:
+        self._server = server
+        self._bin_dir = bin_dir
+        self._startup_timeout = startup_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        #: The CRDs installed, by name.
+        self.crds: list[str] = []
+        #: Seconds from starting the manager to its /readyz answering.
+        self.startup_seconds = 0.0
+        self.metrics_url = ""
+
+    @property
+    def workdir(self) -> Path:
+        return self._server.workdir / "capi"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "manager.log"
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RuntimeError("ClusterApi is not running: use it as an async context manager")
+        return self._proc.pid
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[ClusterApi]:
+        """Install, start and wait for /readyz; on leaving, stop the manager (SIGTERM, then
+        SIGKILL after a grace period) and delete the webhook configurations."""
+        bin_dir = self._bin_dir
+        if bin_dir is None:
+            bin_dir = await anyio.to_thread.run_sync(capi_dir)
+        webhook, (health, diagnostics) = free_port(), process.free_ports(2)
+        configurations = await anyio.to_thread.run_sync(self._install, bin_dir, webhook)
+        try:
+            argv = manager_argv(
+                bin_dir / "manager",
+                kubeconfig=self._server.kubeconfig,
+                cert_dir=self.workdir / "serving-certs",
+                webhook=webhook,
+                health=health,
+                diagnostics=diagnostics,
+            )
+            # Spawned on this thread, not a worker: the child dies with its spawning thread.
+            self._proc = process.spawn(argv, self.log)
+            try:
+                await self._wait_ready(self._proc, health)
+                self.metrics_url = f"http://127.0.0.1:{diagnostics}/metrics"
+                yield self
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(process.stop, self._proc)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._uninstall, configurations)
+
+    def _install(self, bin_dir: Path, port: int) -> list[Json]:
+        """CRDs (Established), serving certificate, webhook configurations (blocking)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        crds = self.workdir / "crds"
+        crds.mkdir(exist_ok=True)
+        for source in sorted((bin_dir / "crds").glob("*.yaml")):
+            fitted = [served_storage_only(doc) for doc in yaml.safe_load_all(source.read_text())]
+            (crds / source.name).write_text(yaml.safe_dump_all(fitted))
+        self.crds = self._server.install_crds(crds)
+        ca_bundle = write_serving_cert(self.workdir / "serving-certs")
+        manifests = (bin_dir / "webhook" / "manifests.yaml").read_text()
+        configurations = webhook_configurations(manifests, port, ca_bundle)
+        for obj in configurations:
+            self._server.request(
+                "PATCH", _path(obj), obj, "application/apply-patch+yaml", params=_APPLY
+            )
+        return configurations
+
+    def _uninstall(self, configurations: list[Json]) -> None:
+        for obj in configurations:
+            try:
+                self._server.request("DELETE", _path(obj))
+            except RequestFailed as error:
+                if error.status != 404:
+                    raise
+
+    async def _wait_ready(self, proc: subprocess.Popen[bytes], health: int) -> None:
+        probe = Client(f"http://127.0.0.1:{health}", None)
+        started = time.monotonic()
+        deadline = started + self._startup_timeout
+        while not await anyio.to_thread.run_sync(probe.ok, "/readyz"):
+            if proc.poll() is not None:
+                raise StartupFailed(self._failure(f"exited with status {proc.returncode}"))
+            if time.monotonic() > deadline:
+                raise StartupFailed(self._failure(f"not ready after {self._startup_timeout:.0f}s"))
+            await anyio.sleep(_POLL_SECONDS)
+        self.startup_seconds = time.monotonic() - started
+
+    def _failure(self, what: str) -> str:
+        return f"Cluster API manager {what}; log: {self.log}\n{process.log_tail(self.log)}"
+
+
+def _path(obj: Json) -> str:
+    return f"{_ADMISSION}/{_PLURALS[obj['kind']]}/{obj['metadata']['name']}"
