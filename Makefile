@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm chart apiserver run decide-examples bench bench-watch chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi chart apiserver run decide-examples bench bench-watch chaos clean
 
 all: test
 
@@ -44,6 +44,11 @@ tofu:
 # helm, built from its Go module (cached), lints and renders charts/captf in the tests.
 helm:
 	hack/helm/build.sh
+
+# Cluster API's core manager, kubeadm bootstrap manager and clusterctl from their Go module, with
+# the CRDs and webhook manifests the manager needs beside them (cached).
+capi:
+	hack/capi/build.sh
 
 # charts/captf is generated from manifests/; run after changing a manifest.
 chart: $(STAMP)
