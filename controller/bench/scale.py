@@ -48,7 +48,8 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.decision import Run
-from controller.core.plan.jobspec import build_job, job_name
+from controller.core.jobs.naming import job_name
+from controller.core.plan.jobspec import build_job
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
 from controller.io.caches import job_fields

@@ -46,11 +46,12 @@ from typing import Any
 from controller.core.basics.names import FINALIZER
 from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.snapshot import Snapshot
+from controller.core.plan.labelling import labelled_launch, labelled_secret
 from controller.core.plan.launching import Launch, Refusal, refusal_after, refusal_event
 from controller.core.plan.pending import pending_of
 from controller.core.plan.planner import Facts, Plan, live_check_needed, plan
 from controller.core.spec.policy import RunnerPolicy
-from controller.core.spec.sharding import labelled_launch, labelled_secret, shard_labels
+from controller.core.spec.sharding import shard_labels
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api

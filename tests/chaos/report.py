@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.jobs.job import Outcome, classify, result
-from controller.core.plan.successes import (
+from controller.core.plan.accounting import (
     APPLIED,
     DESTROYED,
     DRIFT_DETECTED,
@@ -100,7 +100,7 @@ def _describe(job: JobRecord) -> str:
 
 def expected_events(job: JobRecord) -> int:
     """How many Events bookkeeping owes a finished Job: one for a failure with a reason,
-    one for a success that changed or found something (controller/core/plan/successes.py)."""
+    one for a success that changed or found something (controller/core/plan/accounting.py)."""
     if job.ended not in ("Complete", "Failed"):
         return 0
     verdict = classify(job.last)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from controller.core.jobs.bookkeeping import event_name
-from controller.core.plan.accounting import Sample
+from controller.core.plan.accounting import Sample, event_name
 from controller.io.accountant import JobMetrics
 
 

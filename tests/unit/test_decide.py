@@ -615,7 +615,7 @@ def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:
 def test_a_lease_held_for_the_job_this_decision_would_create_is_ours() -> None:
     """A crash between taking the Leases and creating the Job leaves them held in the name
     of the Job the same decision creates again: they must not make the object wait."""
-    from controller.core.plan.jobspec import job_name
+    from controller.core.jobs.naming import job_name
 
     planned = job_name("c1", "uid-c1", "apply", 1)
     slots = [lease(f"captf-run-slot-{i}", holder=f"other-{i}") for i in range(9)]

@@ -19,10 +19,10 @@ from controller.core.basics.names import (
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, to_json
 from controller.core.decide.steps import decide
-from controller.core.jobs import bookkeeping
 from controller.core.jobs.backoff import delay
 from controller.core.jobs.history import History
-from controller.core.plan.jobspec import job_name
+from controller.core.jobs.naming import job_name
+from controller.core.plan import accounting
 from tests.builders import (
     NOW,
     ago,
@@ -475,5 +475,5 @@ def test_the_attempt_number_counts_a_failure_in_the_same_second_before_it() -> N
     first = _named(job("apply", 1, "failed", finished=at, created=ago(seconds=40)), 1)
     second = _named(job("apply", 2, "failed", finished=at, created=ago(seconds=30)), 2)
     history = History([first, second], lambda _job: True)
-    numbers = {r.name: bookkeeping.attempt_number(history, r) for r in history}
+    numbers = {r.name: accounting.attempt_number(history, r) for r in history}
     assert numbers == {first["metadata"]["name"]: 1, second["metadata"]["name"]: 2}

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from controller.core.basics.names import JOB_NAME_LIMIT, MIN_INTERVAL, Op
 from controller.core.jobs.job import op_of
-from controller.core.plan.jobspec import job_name
+from controller.core.jobs.naming import job_name
 from controller.core.spec.policy import read_policy
 
 # What the CRDs accept as an object name (a DNS subdomain), up to their length limit.

@@ -6,7 +6,7 @@ import pytest
 
 from controller.core.basics.names import ANN_DRIFT_REMEDIATION
 from controller.core.jobs.history import History
-from controller.core.plan.successes import success_event
+from controller.core.plan.accounting import success_event
 from tests.builders import job
 
 

@@ -12,10 +12,8 @@ from controller.core.basics.names import (
     GATED_OPS,
     LABEL_CLUSTER,
     LABEL_SCOPE,
-    RUN_SLOT_PREFIX,
     SCOPE_CLUSTER,
     SCOPE_MEMBER,
-    SCOPE_RUN_SLOT,
     Op,
     Reason,
     backoff_reason,
@@ -29,7 +27,7 @@ from controller.core.jobs import backoff
 from controller.core.jobs.job import labels_of, name_of
 from controller.core.leases import family
 from controller.core.leases.family import holder_of as _holder
-from controller.core.plan.jobspec import next_job
+from controller.core.leases.slots import is_run_slot
 from controller.core.spec.windows import next_opening, open_window
 
 Json = dict[str, Any]
@@ -86,12 +84,6 @@ def _held_by_other(lease: Json, own_jobs: set[str]) -> bool:
     return bool(holder) and holder not in own_jobs
 
 
-def _is_run_slot(lease: Json) -> bool:
-    return labels_of(lease).get(LABEL_SCOPE) == SCOPE_RUN_SLOT or name_of(lease).startswith(
-        RUN_SLOT_PREFIX
-    )
-
-
 def check_leases(ctx: Context) -> Requeue | None:
     """A free run slot, and no operation of the cluster (for its pools and machines) or of
     its members (for a cluster). An operation shows as its held operation Lease, as a
@@ -100,7 +92,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     launcher's compare-and-swap on the cluster's Lease is what excludes for certain."""
     snap, own = ctx.snap, _own_job_names(ctx.snap)
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
-    slots = [lease for lease in held if _is_run_slot(lease)]
+    slots = [lease for lease in held if is_run_slot(lease)]
     if len(slots) >= snap.max_concurrent_runs:
         message = f"all {snap.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
@@ -152,7 +144,7 @@ def _own_job_names(snap: Snapshot) -> set[str]:
     """The object's Jobs, and the Jobs it would create next. Leases are taken before the
     Job is created, so after a crash in between, a Lease held in the name of the Job the
     same decision will create again is this object's own, not another's."""
-    planned = {next_job(snap, op)[0] for op in Op}
+    planned = {snap.next_job(op)[0] for op in Op}
     return snap.job_names() | planned
 
 

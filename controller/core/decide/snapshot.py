@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from controller.core.basics.names import (
+    ANN_INTERRUPTED_APPLY,
     KINDS,
     LABEL_KIND,
     LABEL_NAME,
@@ -22,6 +23,7 @@ from controller.core.basics.names import (
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
+from controller.core.jobs.naming import fresh_seq, job_name
 from controller.core.jobs.sensitive import job_redactor
 from controller.core.spec.policy import OPEN, RunnerPolicy
 
@@ -36,7 +38,7 @@ def _empty() -> Mapping[Any, Json]:
 class Snapshot:
     """Read-only: its containers are tuples and read-only mappings (`build` and
     `Caches.snapshot` make them so), and nothing writes into the objects, which may be
-    the caches' own. A pass that needs another view makes a new snapshot (`with_`)."""
+    the caches' own. A pass that needs another view makes a new snapshot (`dataclasses.replace`)."""
 
     obj: Json
     jobs: tuple[Json, ...] = ()
@@ -95,6 +97,16 @@ class Snapshot:
     def redactor(self, job: Json) -> Redactor:
         """Removes the values of the Secrets a Job carried from the messages built from it."""
         return job_redactor(job, self.secrets)
+
+    def next_job(self, op: str) -> tuple[str, int]:
+        """The name and attempt sequence of the op's next Job: past every Job there is, and
+        past an apply recorded as deleted while it ran (its name is not reused). The one
+        place the next name is computed: the launch, and the Leases it may find held in
+        that name."""
+        uid = str(self.obj.get("metadata", {}).get("uid", ""))
+        gone = {annotations_of(s).get(ANN_INTERRUPTED_APPLY) or "" for s in self.inputs_secrets()}
+        seq = fresh_seq(self.name, uid, self.jobs, op, gone - {""})
+        return job_name(self.name, uid, op, seq), seq
 
     def plan_readable(self, job: Json) -> bool:
         """A plan Job's plan Secret, named in its result, exists and has data."""

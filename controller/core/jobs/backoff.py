@@ -6,9 +6,10 @@ Job finished. Pruning keeps at most L failures, so n >= L means "at least L"."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from controller.core.basics.names import BACKOFF_BASE, BACKOFF_CAP
+from controller.core.basics.names import BACKOFF_BASE, BACKOFF_CAP, Op
 from controller.core.jobs.history import History
 
 
@@ -41,6 +42,22 @@ def retry_number(history: History, op: str) -> int:
     return 1 + len(history.failures(op))
 
 
-def is_capped(history: History, op: str, limit: int) -> bool:
-    """The op's failures have reached the limit: its delay is at the cap (the "tail")."""
-    return len(history.failures(op)) >= effective_limit(limit)
+# The order in which a capped op names the object's retry-capped label.
+_OP_ORDER = (Op.APPLY, Op.DESTROY, Op.PLAN, Op.DRIFT, Op.REFRESH)
+
+
+@dataclass(frozen=True)
+class Capped:
+    op: str
+    reached_by: str  # the Job whose failure brought the streak to the limit: names the streak
+
+
+def capped(history: History, failed_limit: int) -> Capped | None:
+    """The first op (in a fixed order) whose failure streak has reached the limit."""
+    limit = effective_limit(failed_limit)
+    for op in _OP_ORDER:
+        streak = history.failures(op)
+        if len(streak) >= limit:
+            # streak is newest first; the limit-th oldest failure reached the cap.
+            return Capped(op=op, reached_by=streak[len(streak) - limit].name)
+    return None

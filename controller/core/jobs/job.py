@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from controller.core.basics.names import (
+    ANN_ACCOUNTED,
     ANN_DRIFT_REMEDIATION,
     ANN_INPUTS_HASH,
     ANN_RESULT,
@@ -38,8 +39,6 @@ class Outcome(StrEnum):
 
 # Outcomes that count toward no backoff and no retry number.
 FREE_OUTCOMES = frozenset({Outcome.INTERRUPTED, Outcome.BLOCKED, Outcome.PLAN_CHANGED})
-
-_RUNNER_OUTCOMES = frozenset(o.value for o in Outcome)
 
 
 @dataclass(frozen=True)
@@ -205,3 +204,8 @@ def _classify_failed(job: Json, reason: object, reported: object, message: str) 
         return Classified(Outcome.PLAN_CHANGED, None, text)
     why = message or ("no result" if reported is None else f"outcome {reported!r}")
     return Classified(Outcome.FAILURE, "JobFailed", f"Job {name} failed: {why}")
+
+
+def is_accounted(job: Json) -> bool:
+    """Whether the Job carries the accounted mark: the one record that it was counted."""
+    return annotations_of(job).get(ANN_ACCOUNTED) == "true"

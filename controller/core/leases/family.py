@@ -36,8 +36,6 @@ from controller.core.basics.timefmt import TimeFormatError, format_micro, parse_
 from controller.core.jobs.job import annotations_of
 
 Json = dict[str, Any]
-# Conflicts in a row on one Lease before the writer gives up and its reconcile is retried.
-CAS_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.basics.names import ANN_INTERRUPTED_APPLY, CLUSTER, Op
-from controller.core.basics.serials import requested_serial
+from controller.core.basics.names import ANN_APPROVE, ANN_INTERRUPTED_APPLY, ANN_RETRY, CLUSTER, Op
+from controller.core.basics.serials import requested_serial, serial_of
 from controller.core.decide import triggers
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs import bookkeeping
 from controller.core.jobs.history import Finished, History
-from controller.core.jobs.job import Outcome, annotations_of, name_of
+from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name_of, result
 from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
-from controller.core.plan.successes import success_event
 
 Json = dict[str, Any]
 
@@ -72,7 +70,7 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
     event = None
     if said is not None:
         normal = record.outcome in (Outcome.SUCCESS, Outcome.INTERRUPTED)
-        name = bookkeeping.event_name(record.name, uid, said[0])
+        name = event_name(record.name, uid, said[0])
         event = Event(name, "Normal" if normal else "Warning", said[0], said[1])
     failed = record.outcome == Outcome.FAILURE
     sample = Sample(
@@ -80,7 +78,7 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
         kind=snap.kind,
         op=record.op,
         outcome=record.outcome.value,
-        attempt=bookkeeping.attempt_number(history, record),
+        attempt=attempt_number(history, record),
         failure=(verdict.event or "JobFailed") if failed else None,
     )
     clear: tuple[str, ...] = ()
@@ -128,3 +126,65 @@ def released(lease: Json, writes: list[LeaseWrite]) -> Json:
 
 def cluster_of(obj: Json) -> str:
     return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
+
+
+def unaccounted(history: History) -> list[Finished]:
+    """Finished Jobs not yet accounted, oldest first (Events read in order)."""
+    return [r for r in reversed(list(history)) if not is_accounted(r.job)]
+
+
+def attempt_number(history: History, record: Finished) -> int:
+    """The Job's retry number: 1 + the op's counted failures before it since the last success.
+
+    The number stamped on the Job at creation wins: it was computed from the
+    Jobs of that moment, before pruning could remove any."""
+    stamped = serial_of(annotations_of(record.job).get(ANN_RETRY))
+    if stamped:
+        return stamped
+    earlier = 0
+    records = history.of(record.op)  # newest first: the ones after it came before it
+    before = records[records.index(record) + 1 :] if record in records else records
+    for other in before:
+        if other.at > record.at:
+            continue
+        if other.outcome == Outcome.SUCCESS:
+            break
+        earlier += other.outcome == Outcome.FAILURE
+    return 1 + earlier
+
+
+def event_name(job: str, uid: str, reason: str) -> str:
+    """One Event per Job incarnation: a Job deleted and created again under the same name
+    (an operator forgot a failure, so the attempt repeats) is a new object with a new uid,
+    and gets its own Event."""
+    return f"{job}.{uid}.{reason.lower()}" if uid else f"{job}.{reason.lower()}"
+
+
+# Failures carry their Event in their classification (controller/core/jobs/job.py);
+# successes are named here by op. A refresh, and a drift check that found no drift,
+# change nothing a person waits for and get none.
+APPLIED = "Applied"
+DRIFT_DETECTED = "DriftDetected"
+DRIFT_REMEDIATED = "DriftRemediated"
+DESTROYED = "Destroyed"
+RESTORED = "Restored"
+PLAN_READY = "PlanReady"
+
+
+def success_event(record: Finished) -> tuple[str, str] | None:
+    """(reason, message) of a successful Job's Event, or None for no Event."""
+    if record.outcome != Outcome.SUCCESS:
+        return None
+    said = record.verdict.message
+    match record.op:
+        case Op.APPLY:
+            return (DRIFT_REMEDIATED if record.remediation else APPLIED), said
+        case Op.DRIFT if (result(record.job) or {}).get("drift"):
+            return DRIFT_DETECTED, said
+        case Op.DESTROY:
+            return DESTROYED, said
+        case Op.RESTORE:
+            return RESTORED, said
+        case Op.PLAN:
+            return PLAN_READY, f"{said}; annotate {ANN_APPROVE}={record.name} to apply it"
+    return None

@@ -8,20 +8,16 @@ create: no Job is ever created twice."""
 from __future__ import annotations
 
 import base64
-import hashlib
-from collections.abc import Collection, Iterable
 from typing import Any
 
 from controller.core.basics.names import (
     ANN_DRIFT_REMEDIATION,
     ANN_GUARDED,
     ANN_INPUTS_HASH,
-    ANN_INTERRUPTED_APPLY,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
     ANN_SEQ,
-    JOB_NAME_LIMIT,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_OP,
@@ -31,52 +27,11 @@ from controller.core.basics.names import (
     state_secret_name,
 )
 from controller.core.decide.decision import Run
-from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import annotations_of, op_of, seq_of
 from controller.core.jobs.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
-
-
-def job_name(name: str, uid: str, op: str, seq: int) -> str:
-    """`<name>-<op>-<hash8>`, the name cut as needed to fit JOB_NAME_LIMIT, as the CronJob
-    controller cuts its Jobs' names. The hash covers the uid, so two objects whose names
-    share the kept part still name different Jobs."""
-    digest = hashlib.sha256(f"{uid}/{op}/{seq}".encode()).hexdigest()[:8]
-    suffix = f"-{op}-{digest}"
-    # A cut must not leave `-` or `.` before the suffix: `a.-apply` is no DNS name.
-    kept = name[: JOB_NAME_LIMIT - len(suffix)].rstrip("-.")
-    return f"{kept}{suffix}"
-
-
-def next_job(snap: Snapshot, op: str) -> tuple[str, int]:
-    """The name and attempt sequence of the op's next Job: past every Job there is, and past
-    an apply recorded as deleted while it ran (its name is not reused). The one place the
-    next name is computed: the launch, and the Leases it may find held in that name."""
-    uid = str(snap.obj.get("metadata", {}).get("uid", ""))
-    gone = {annotations_of(s).get(ANN_INTERRUPTED_APPLY) or "" for s in snap.inputs_secrets()}
-    seq = fresh_seq(snap.name, uid, snap.jobs, op, gone - {""})
-    return job_name(snap.name, uid, op, seq), seq
-
-
-def next_seq(jobs: Iterable[Json], op: str) -> int:
-    """One more than the highest attempt sequence among the object's Jobs of that op."""
-    seqs = [seq_of(j) for j in jobs if op_of(j) == op]
-    return max(seqs, default=0) + 1
-
-
-def fresh_seq(name: str, uid: str, jobs: Iterable[Json], op: str, gone: Collection[str]) -> int:
-    """next_seq, skipping any sequence whose Job name is in `gone` (Jobs known to have been
-    deleted while they ran). A deleted Job lowers the highest sequence left, and its
-    successor must not take its name: the record that names the deleted Job would then
-    name the new one, and its Events (named after the Job) would be refused as duplicates.
-    `gone` comes from durable records, so a replayed decision still names the same Job."""
-    seq = next_seq(jobs, op)
-    while job_name(name, uid, op, seq) in gone:
-        seq += 1
-    return seq
 
 
 def inputs_secret_name(name: str, inputs: Inputs) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.basics.names import CLUSTER, RUN_SLOT_PREFIX, Reason, op_lease_name
+from controller.core.basics.names import CLUSTER, Reason, op_lease_name
 from controller.core.decide.context import policy_and_inputs
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.gates import LEASE_WAIT
@@ -16,10 +16,11 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
-from controller.core.leases.family import Busy, holder_of
+from controller.core.leases.family import Busy
+from controller.core.leases.slots import free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Event, cluster_of
-from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name, next_job
+from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
 
@@ -82,7 +83,7 @@ def still_refused(
 ) -> Requeue | None:
     """The refusal wait, while it lasts and the same Job would be tried again: a pass woken
     by anything else (its own status write) must not ask again before then."""
-    if refusal is None or now >= refusal.until or refusal.job != next_job(snap, run.op)[0]:
+    if refusal is None or now >= refusal.until or refusal.job != snap.next_job(run.op)[0]:
         return None
     wait = (refusal.until - now).total_seconds()
     return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=refusal.message)
@@ -91,7 +92,7 @@ def still_refused(
 def launch_of(snap: Snapshot, run: Run, how: Launching) -> Launch | Requeue:
     """The Job the decision runs, with its inputs Secret and its Leases; or the wait the
     cached Leases impose (the live ones are checked again when io takes them)."""
-    name, seq = next_job(snap, run.op)
+    name, seq = snap.next_job(run.op)
     claims = _claims(snap, name, how.slot_namespace)
     if not claims or claims[0].role != Role.RUN_SLOT:
         message = f"all {snap.max_concurrent_runs} run slots are held"
@@ -110,7 +111,13 @@ def launch_of(snap: Snapshot, run: Run, how: Launching) -> Launch | Requeue:
 def _claims(snap: Snapshot, job: str, slot_namespace: str) -> tuple[LeaseWrite, ...]:
     """A run slot, the family's operation Lease, and a member's own operation Lease."""
     own = frozenset(snap.job_names())
-    slot = _free_slot(snap, job, slot_namespace)
+    slot = free_slot(
+        snap.leases,
+        job=job,
+        own_jobs=snap.job_names(),
+        namespace=slot_namespace,
+        count=snap.max_concurrent_runs,
+    )
     if slot is None:
         return ()
     claims = [
@@ -129,27 +136,6 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str) -> tuple[LeaseWrite, 
         lease = op_lease_name(snap.kind, snap.name)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_OWN, cluster, own))
     return tuple(claims)
-
-
-def _free_slot(snap: Snapshot, job: str, namespace: str) -> str | None:
-    """The run slot already held for `job`, else the first one free (or held by one of the
-    object's own Jobs, finished and awaiting release); None when all are held."""
-    slots = {
-        name_of(lease): lease
-        for lease in snap.leases
-        if lease["metadata"].get("namespace") == namespace
-        and name_of(lease).startswith(RUN_SLOT_PREFIX)
-    }
-    for name, lease in sorted(slots.items()):
-        if holder_of(lease) == job:
-            return name
-    own = snap.job_names()
-    for i in range(snap.max_concurrent_runs):
-        name = f"{RUN_SLOT_PREFIX}{i}"
-        holder = holder_of(slots.get(name))
-        if not holder or holder in own:
-            return name
-    return None
 
 
 def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:

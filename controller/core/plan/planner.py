@@ -37,11 +37,11 @@ from controller.core.decide.context import Context, policy_and_inputs
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.snapshot import Snapshot
 from controller.core.decide.steps import decide
-from controller.core.jobs import bookkeeping
+from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
 from controller.core.leases.writes import LeaseWrite
-from controller.core.plan import status
+from controller.core.plan import accounting, status
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -50,7 +50,7 @@ from controller.core.plan.accounting import (
     releases_of,
     restored_serial,
 )
-from controller.core.plan.jobspec import inputs_secret, inputs_secret_name, next_job
+from controller.core.plan.jobspec import inputs_secret, inputs_secret_name
 from controller.core.plan.launching import Launch, Launching, Refusal, launch_of, still_refused
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
@@ -129,7 +129,7 @@ def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
     facts = facts or Facts()
     policy, inputs = policy_and_inputs(snap)
     history = snap.history
-    todo = bookkeeping.unaccounted(history)
+    todo = accounting.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
     gone = _gone(snap, inputs, facts, now)
     books = _books(snap, todo, gone)
@@ -278,7 +278,7 @@ def _interrupted_record(
     notes = {
         ANN_INTERRUPTED_APPLY: job,
         ANN_INTERRUPTED_APPLY_AT: format_time(now),
-        ANN_INTERRUPTED_APPLY_SEQ: str(next_job(snap, Op.APPLY)[1]),
+        ANN_INTERRUPTED_APPLY_SEQ: str(snap.next_job(Op.APPLY)[1]),
     }
     create = None
     if cached is None:
@@ -304,7 +304,7 @@ def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str,
         )
     )
     history = books.history
-    doomed = bookkeeping.prune(
+    doomed = retention.prune(
         history,
         failed_limit=policy.failed_limit,
         successful_limit=policy.successful_limit,
@@ -317,7 +317,7 @@ def _capped_label(snap: Snapshot, policy: Policy | None) -> Json | None:
     """The `captf.io/retry-capped=<op>` label while an op's failures are at the limit."""
     if policy is None:
         return None
-    capped = bookkeeping.capped(snap.history, policy.failed_limit)
+    capped = backoff.capped(snap.history, policy.failed_limit)
     current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
     wanted = capped.op if capped else None
     return None if current == wanted else {LABEL_RETRY_CAPPED: wanted}
@@ -328,7 +328,7 @@ def _capped_event(snap: Snapshot, policy: Policy | None, now: datetime) -> tuple
     if policy is None:
         return ()
     history = snap.history
-    capped = bookkeeping.capped(history, policy.failed_limit)
+    capped = backoff.capped(history, policy.failed_limit)
     current = (snap.obj.get("metadata", {}).get("labels") or {}).get(LABEL_RETRY_CAPPED)
     if capped is None or current == capped.op:
         return ()

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # the runner reads this module's labels and need not load the planner
-    from controller.core.plan.launching import Launch
+from typing import Any
 
 Json = dict[str, Any]
 SHARD_LABELS_ENV = "CAPTF_SHARD_LABELS"
@@ -53,31 +49,3 @@ def format_labels(labels: Mapping[str, str]) -> str:
 def parse_labels(text: str | None) -> dict[str, str]:
     pairs = (part.split("=", 1) for part in (text or "").split(",") if "=" in part)
     return {k.strip(): v.strip() for k, v in pairs if k.strip()}
-
-
-def labelled_launch(start: Launch, labels: Mapping[str, str]) -> Launch:
-    """The launch with `labels` on its Job (and pod), its inputs Secret, and in the
-    runner's environment."""
-    if not labels:
-        return start
-    job = _with_labels(start.job, labels)
-    spec = job["spec"]
-    template = spec["template"]
-    pod = template["spec"]
-    entry = {"name": SHARD_LABELS_ENV, "value": format_labels(labels)}
-    containers = [c | {"env": [*(c.get("env") or []), entry]} for c in pod["containers"]]
-    template = _with_labels(template, labels) | {"spec": pod | {"containers": containers}}
-    job = job | {"spec": spec | {"template": template}}
-    secret = start.inputs_secret
-    return replace(
-        start, job=job, inputs_secret=None if secret is None else _with_labels(secret, labels)
-    )
-
-
-def labelled_secret(body: Json | None, labels: Mapping[str, str]) -> Json | None:
-    return None if body is None or not labels else _with_labels(body, labels)
-
-
-def _with_labels(body: Json, labels: Mapping[str, str]) -> Json:
-    meta = body.get("metadata") or {}
-    return body | {"metadata": meta | {"labels": {**labels, **(meta.get("labels") or {})}}}
