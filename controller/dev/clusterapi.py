@@ -33,6 +33,7 @@ import base64
 import copy
 import datetime as dt
 import ipaddress
+import json
 import os
 import subprocess
 import time
@@ -67,14 +68,16 @@ _PLURALS = {
 # Server-side apply with force, as runtime.envtest.crds applies CRDs: a restart replaces our fields.
 _APPLY = {"fieldManager": "captf-clusterapi", "force": "true"}
 _POLL_SECONDS = 0.1
+# libyaml's loader when PyYAML has it: the pure-Python one needs 1.3 s for the CRDs.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ClusterApiMissing(Exception):
-    pass
+    """No build of the manager, and building was not asked for (or failed)."""
 
 
 class StartupFailed(Exception):
-    pass
+    """The manager exited or did not get ready; the message ends with its log's tail."""
 
 
 class Server(Api, Protocol):
@@ -102,6 +105,8 @@ def capi_dir(*, build: bool = True) -> Path:
 
 
 def _from_script(build: bool) -> Path:
+    if not BUILD_SCRIPT.is_file():
+        raise ClusterApiMissing(f"no ${DIR_ENV} and no build script at {BUILD_SCRIPT}")
     args = [str(BUILD_SCRIPT)] if build else [str(BUILD_SCRIPT), "--check"]
     done = subprocess.run(
         args,
@@ -147,6 +152,7 @@ def webhook_configurations(manifests: str, port: int, ca_bundle: bytes) -> list[
 def manager_argv(
     binary: Path, *, kubeconfig: Path, cert_dir: Path, webhook: int, health: int, diagnostics: int
 ) -> list[str]:
+    """The manager's command line; `webhook`, `health`, `diagnostics` are its ports."""
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
@@ -216,6 +222,7 @@ class ClusterApi(RunsInContext):
         self.crds: list[str] = []
         #: Seconds from starting the manager to its /readyz answering.
         self.startup_seconds = 0.0
+        #: Its Prometheus metrics, plain HTTP (--insecure-diagnostics).
         self.metrics_url = ""
 
     @property
@@ -240,8 +247,11 @@ class ClusterApi(RunsInContext):
         if bin_dir is None:
             bin_dir = await anyio.to_thread.run_sync(capi_dir)
         webhook, (health, diagnostics) = free_port(), process.free_ports(2)
-        configurations = await anyio.to_thread.run_sync(self._install, bin_dir, webhook)
+        ca_bundle = await anyio.to_thread.run_sync(self._install_crds, bin_dir)
+        manifests = (bin_dir / "webhook" / "manifests.yaml").read_text()
+        configurations = webhook_configurations(manifests, webhook, ca_bundle)
         try:
+            await anyio.to_thread.run_sync(self._apply, configurations)
             argv = manager_argv(
                 bin_dir / "manager",
                 kubeconfig=self._server.kubeconfig,
@@ -263,23 +273,23 @@ class ClusterApi(RunsInContext):
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._uninstall, configurations)
 
-    def _install(self, bin_dir: Path, port: int) -> list[Json]:
-        """CRDs (Established), serving certificate, webhook configurations (blocking)."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
+    def _install_crds(self, bin_dir: Path) -> bytes:
+        """CRDs, until Established, and the serving certificate, whose PEM it returns."""
         crds = self.workdir / "crds"
-        crds.mkdir(exist_ok=True)
+        crds.mkdir(parents=True, exist_ok=True)
         for source in sorted((bin_dir / "crds").glob("*.yaml")):
-            fitted = [served_storage_only(doc) for doc in yaml.safe_load_all(source.read_text())]
-            (crds / source.name).write_text(yaml.safe_dump_all(fitted))
+            docs = yaml.load_all(source.read_text(), Loader=_LOADER)
+            # Written as JSON (which is YAML): dumping 1 MB of YAML in Python takes a second.
+            fitted = [json.dumps(served_storage_only(doc)) for doc in docs]
+            (crds / source.name).write_text("\n---\n".join(fitted))
         self.crds = self._server.install_crds(crds)
-        ca_bundle = write_serving_cert(self.workdir / "serving-certs")
-        manifests = (bin_dir / "webhook" / "manifests.yaml").read_text()
-        configurations = webhook_configurations(manifests, port, ca_bundle)
+        return write_serving_cert(self.workdir / "serving-certs")
+
+    def _apply(self, configurations: list[Json]) -> None:
         for obj in configurations:
             self._server.request(
                 "PATCH", _path(obj), obj, "application/apply-patch+yaml", params=_APPLY
             )
-        return configurations
 
     def _uninstall(self, configurations: list[Json]) -> None:
         for obj in configurations:
