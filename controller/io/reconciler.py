@@ -27,7 +27,7 @@ state left, plans the rest; every step is idempotent):
                          the `accounted` mark, the one durable record. A crash before the
                          mark replays the Job's steps; after it, the Job is done.
   4. a vanished Job      The interrupted-apply record, then its Leases. The status still
-                         names the Job until step 7, so a crash here finds it gone again,
+                         names the Job until step 8, so a crash here finds it gone again,
                          and the record (already there) is not rewritten.
   5. pruning             Only accounted Jobs, so pruning never loses an accounting.
   6. launch              Inputs Secret, Leases, then the Job: no Job runs without its
