@@ -19,8 +19,8 @@ import orjson
 from controller.cli.snapshot_file import SnapshotError, load
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
+from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.steps import decide
-from controller.core.spec.policy import runner_policy
 
 EXIT_BAD_INPUT = 2
 
@@ -34,31 +34,32 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.file and args.now is not None:
         return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
+    settings = settings_of(args)  # as `captf run` builds its own from the same flags
     if args.live:
-        return _decide_one(args, args.live, lambda: _read_live(args), prefix="")
+        return _decide_one(args, settings, args.live, lambda: _read_live(args), prefix="")
     files: list[str] = args.file
     if files.count("-") > 1:
         return _bad_input("standard input (-) can be read only once")
     several = len(files) > 1
     statuses = [
-        _decide_one(args, path, partial(load, path), prefix=f"{path}: " * several) for path in files
+        _decide_one(args, settings, path, partial(load, path), prefix=f"{path}: " * several)
+        for path in files
     ]
     return max(statuses)
 
 
 def _decide_one(
-    args: argparse.Namespace, source: str, read: Callable[[], Objects], *, prefix: str
+    args: argparse.Namespace,
+    settings: Settings,
+    source: str,
+    read: Callable[[], Objects],
+    *,
+    prefix: str,
 ) -> int:
     """Decides on what `read()` returns and prints the line; the exit status."""
     try:
         now, objects = read()
-        snap = snapshot.build(
-            objects[0],
-            objects[1:],
-            max_concurrent_runs=args.max_concurrent_runs,
-            runner=runner_policy(args),
-        )
-        decision = decide(snap, now)
+        decision = decide(snapshot.build(objects[0], objects[1:]), now, settings)
     except SnapshotError as err:  # a file's error names the file
         return _bad_input(str(err))
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as err:

@@ -509,9 +509,7 @@ class Caches:
         if configmaps:
             await self.configmap_data.load(ns, [Wanted(name) for name in configmaps])
 
-    def snapshot(
-        self, obj: Json, *, pending_jobs: frozenset[str], max_concurrent_runs: int
-    ) -> Snapshot:
+    def snapshot(self, obj: Json) -> Snapshot:
         """Everything `decide` reads about `obj`, each part from an index or a key: the
         cost does not grow with the number of objects, Jobs or Secrets around it."""
         meta = obj["metadata"]
@@ -536,8 +534,6 @@ class Caches:
             ),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(self._related(obj)),
-            pending_jobs=pending_jobs,
-            max_concurrent_runs=max_concurrent_runs,
         )
 
     def _plan_secrets(self, obj: Json) -> list[str]:

@@ -8,12 +8,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from controller.core.spec.policy import (
-    DEFAULT_IMAGES,
-    DEFAULT_SERVICE_ACCOUNTS,
-    RunnerPolicy,
-    runner_policy,
-)
+from controller.core.decide.settings import Settings, settings_of
+from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 
 
 @dataclass(frozen=True)
@@ -50,8 +46,12 @@ class ControllerConfig:
             return "--max-concurrent-runs, --workers and --time-scale must be positive"
         return None
 
-    def runner_policy(self) -> RunnerPolicy:
-        return runner_policy(self)
+    def settings(self, slot_namespace: str) -> Settings:
+        """What the plan reads of these flags (as `captf decide` builds it from its own);
+        `slot_namespace`: the controller's namespace, once resolved."""
+        return settings_of(
+            self, slot_namespace=slot_namespace, watch_label_selector=self.watch_label_selector
+        )
 
 
 DEFAULTS = ControllerConfig()

@@ -18,7 +18,8 @@ verdict taken from the cache at the sweep's start would free the slot under it.
 From the holder's check to the release being written, the reconciler starts no
 launch of that Job name (`Launches.begin_freeing`), and the janitor frees nothing
 a launch in flight holds: the Job's absence stays true until the release lands.
-(Only the leader launches, in this event loop.)"""
+(Only the leader launches, in this event loop.) The process memory
+(controller/io/memory.py) is what answers."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ Json = dict[str, Any]
 
 
 class Launches(Protocol):
-    """What the janitor needs of the reconciler (controller.io.reconciler.Reconciler)."""
+    """What the janitor needs of the process memory (controller.io.memory.Memory): the
+    Jobs being created here, and a mark that keeps their launch from starting while it
+    frees a Lease held in their name."""
 
     def creating(self) -> set[str]: ...
 

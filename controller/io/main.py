@@ -27,13 +27,12 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
-from controller.core.spec.sharding import selector_keys
 from controller.io import capped
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, parse_key, wire_handlers
 from controller.io.config import ControllerConfig
 from controller.io.janitor import sweep_forever
-from controller.io.reconciler import Reconciler, Slots
+from controller.io.reconciler import Reconciler
 from controller.io.writes import NotingWrites
 from runtime import logs
 from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
@@ -260,9 +259,7 @@ async def _control(parts: _Parts) -> None:
         caches=caches,
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),
-        slots=Slots(namespace=parts.namespace, count=args.max_concurrent_runs),
-        runner=args.runner_policy(),
-        shard_keys=selector_keys(args.watch_label_selector),
+        settings=args.settings(slot_namespace=parts.namespace),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     controller = Controller(
@@ -292,7 +289,7 @@ async def _control(parts: _Parts) -> None:
                 sweep_forever,
                 parts.transport,
                 caches,
-                reconciler,
+                reconciler.memory,
                 clock,
                 args.namespace,
                 name="lease janitor",

@@ -1,9 +1,19 @@
-"""The CAPTF reconciler: observe, plan once, carry the plan out in one ordered block.
+"""The CAPTF reconciler: observe, facts, plan, carry out.
 
 One reconcile of one object, level-based: it is told only the key and reads
-everything else. It fills a snapshot from the caches (plus the live reads a
-missing active Job needs), asks the core for the plan (controller/core/plan/planner.py),
-and performs the plan's writes in the order below. No rule lives here.
+everything else, in four steps:
+
+  observe    the Snapshot from the caches: what the cluster shows.
+  facts      this process's memory (controller/io/memory.py) and the live reads a
+             missing active Job needs.
+  plan       the core's Plan (controller/core/plan/planner.py) from the Snapshot, the
+             Facts and the operator's Settings: every write of the pass, as data.
+  carry out  the plan's writes, in the order below. The only rule consulted on the
+             way is the live-read check before a Lease write (controller/io/leases.py).
+
+No rule lives here: what a refused create or a Lease found held leads to is the
+plan's (a refusal is remembered, and the next pass plans its wait and its Warning;
+a Lease held waits the Launch's `if_busy`).
 
 The order, and what a crash between two steps leaves (the next pass, from the
 state left, plans the rest; every step is idempotent):
@@ -17,7 +27,7 @@ state left, plans the rest; every step is idempotent):
                          the `accounted` mark, the one durable record. A crash before the
                          mark replays the Job's steps; after it, the Job is done.
   4. a vanished Job      The interrupted-apply record, then its Leases. The status still
-                         names the Job until step 7, so a crash here finds it gone again,
+                         names the Job until step 8, so a crash here finds it gone again,
                          and the record (already there) is not rewritten.
   5. pruning             Only accounted Jobs, so pruning never loses an accounting.
   6. launch              Inputs Secret, Leases, then the Job: no Job runs without its
@@ -39,25 +49,22 @@ retries the reconcile through the rate limiter: a conflict is a retry, not an er
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from controller.core.basics.names import FINALIZER
-from controller.core.decide.gates import LEASE_WAIT
+from controller.core.decide.facts import Facts
+from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.plan.labelling import labelled_launch, labelled_secret
-from controller.core.plan.launching import Launch, Refusal, refusal_after, refusal_event
-from controller.core.plan.pending import pending_of
-from controller.core.plan.planner import Facts, Plan, live_check_needed, plan
-from controller.core.spec.policy import RunnerPolicy
-from controller.core.spec.sharding import shard_labels
+from controller.core.plan.planner import Plan, live_check_needed, plan
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
-from controller.io.caches import Caches, key_of, parse_key
+from controller.io.caches import Caches, parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
+from controller.io.memory import BeingFreed, Memory
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -67,62 +74,69 @@ Json = dict[str, Any]
 CONFLICT = Result(requeue=True)
 
 
-class BeingFreed(Exception):
-    """The janitor is freeing Leases held in the name of the Job about to be launched."""
-
-
-@dataclass(frozen=True)
-class Slots:
-    namespace: str  # where the run-slot Leases live: the controller's namespace
-    count: int  # --max-concurrent-runs
-
-
 @dataclass
 class Reconciler:
     client: Api
     caches: Caches
     clock: Clock
     metrics: JobMetrics
-    slots: Slots
-    runner: RunnerPolicy = field(default_factory=RunnerPolicy)  # the operator's, from flags
-    # The keys of --watch-label-selector: an object's labels of these keys go onto its
-    # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
-    shard_keys: tuple[str, ...] = ()
-    # Job name -> (the owner's uid, when created on the monotonic clock).
-    _pending: dict[str, tuple[str, float]] = field(default_factory=dict)
-    _deleted: set[str] = field(default_factory=set)  # Jobs this controller deleted itself
-    # Launches in flight, and holders the janitor is freeing: never the same name at once.
-    _launching: set[str] = field(default_factory=set)
-    _freeing: set[str] = field(default_factory=set)
-    # Object key -> its current streak of refused Jobs.
-    _refusals: dict[str, Refusal] = field(default_factory=dict)
+    settings: Settings = field(default_factory=Settings)  # the operator's, built once
+    memory: Memory = field(init=False)  # this process's, shared with the janitor
+
+    def __post_init__(self) -> None:
+        self.memory = Memory(self.clock)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
-            self._refusals.pop(key, None)
+            self.memory.forget(key)
             return DONE
-        snap = await self._snapshot(obj)
-        facts = await self._facts(snap)
+        snap = await self._observe(obj)
+        facts = await self._facts(key, snap)
         now = self.clock.now()
-        todo = plan(snap, now, facts)
+        todo = plan(snap, now, settings=self.settings, facts=facts)
+        return await self._carry_out(key, snap, todo, now)
+
+    async def _observe(self, obj: Json) -> Snapshot:
+        await self.caches.load_contents(obj)
+        return self.caches.snapshot(obj)
+
+    async def _facts(self, key: str, snap: Snapshot) -> Facts:
+        """What the plan needs beyond the caches: the memory, and the live reads behind a
+        missing active Job."""
+        pending = self.memory.pending_for(snap.obj["metadata"]["uid"], snap.job_names())
+        missing = live_check_needed(snap, pending)
+        gone = missing is not None and await interrupted.confirmed_gone(self.client, snap, missing)
+        return Facts(
+            pending_jobs=pending,
+            active_gone=gone,
+            deleted_by_us=self.memory.deleted,
+            refusal=self.memory.refusal(key),
+        )
+
+    async def _carry_out(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> Result:
+        """The plan's writes, and what the queue does next: the plan's requeue, or what
+        stopped the writes."""
         try:
-            await self._carry_out(snap, todo, now)
+            await self._write(key, snap, todo, now)
         except LeaseBusy:
-            return requeue_after(LEASE_WAIT)
+            assert todo.launch is not None  # only a launch's claims find a Lease held
+            return requeue_after(todo.launch.if_busy)
         except BeingFreed:
+            # Once the janitor is done, the claims read what it left: a rate-limited
+            # requeue, as after a conflict.
             return CONFLICT
         except Refused as refused:
-            await self._refused(snap, refused, now)
-            return requeue_after(0.0)  # the next pass shows the wait in the status
+            self._remember(key, snap, refused, now)
+            return requeue_after(0.0)  # the next pass plans the wait and the Warning
         except ApiError as err:
             if err.status == 409:
                 return CONFLICT
             raise
         return DONE if todo.requeue is None else requeue_after(todo.requeue)
 
-    async def _carry_out(self, snap: Snapshot, todo: Plan, now: datetime) -> None:
+    async def _write(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> None:
         """The plan's writes, in the order of the module's docstring."""
         obj = snap.obj
         if todo.add_finalizer:
@@ -136,16 +150,17 @@ class Reconciler:
         for job in todo.prune:
             # No precondition: only finished, accounted Jobs are pruned, and nothing
             # changes them any more.
-            self._deleted.add(job)
+            self.memory.deleting(job)
             await api.delete_job(self.client, snap.namespace, job)
         if todo.launch is not None:
-            labels = shard_labels(obj, self.shard_keys)
-            await self._launch(labelled_launch(todo.launch, labels), now)
-            self._refusals.pop(_key(obj), None)
-            self._pending[todo.launch.name] = (obj["metadata"]["uid"], self.clock.monotonic())
+            with self.memory.launching(todo.launch.name):
+                await launch(self.client, todo.launch, now)
+            self.memory.launched(key, todo.launch.name, owner=obj["metadata"]["uid"])
             _log_start(snap, todo)
         for event in todo.events:
             await accountant.emit(self.client, obj, event, now)
+        if todo.announces_refusal:
+            self.memory.announced(key)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.labels is not None:
@@ -160,9 +175,7 @@ class Reconciler:
         gone = todo.gone
         assert gone is not None
         if gone.record is not None:
-            labels = shard_labels(obj, self.shard_keys)
-            create = labelled_secret(gone.record.create, labels) or gone.record.create
-            await interrupted.record(self.client, replace(gone.record, create=create))
+            await interrupted.record(self.client, gone.record)
         # A Job that never finishes is never accounted: free its Leases here.
         for write in gone.releases:
             await carry_out(self.client, write, now)
@@ -174,70 +187,12 @@ class Reconciler:
             extra={"fields": {"job": gone.job}},
         )
 
-    async def _refused(self, snap: Snapshot, refused: Refused, now: datetime) -> None:
-        """Remembers the streak of refused Jobs (the next pass plans its wait) and says so
-        once per streak."""
-        key = _key(snap.obj)
-        streak = refusal_after(
-            snap, self._refusals.get(key), refused.job, refused.error.message, now
-        )
-        self._refusals[key] = streak
-        event = refusal_event(streak)
-        if event is not None:
-            await accountant.emit(self.client, snap.obj, event, now)
+    def _remember(self, key: str, snap: Snapshot, refused: Refused, now: datetime) -> None:
+        """The refusal, for the next pass's plan; said in the log once per streak."""
+        streak = self.memory.refused(key, refused.job, refused.error.message, now)
+        if streak.count == 1:
             fields = {"job": refused.job}
             log.warning("%s/%s: %s", snap.kind, snap.name, streak.message, extra={"fields": fields})
-
-    async def _launch(self, start: Launch, now: datetime) -> None:
-        if start.name in self._freeing:
-            # The janitor is freeing a Lease held in this Job's name: once it is done, the
-            # claims read what it left (a rate-limited requeue, as after a conflict).
-            raise BeingFreed(start.name)
-        self._launching.add(start.name)
-        try:
-            await launch(self.client, start, now)
-        finally:
-            self._launching.discard(start.name)
-
-    def creating(self) -> set[str]:
-        """Jobs this process is creating, or created and the cache may not show yet."""
-        return set(self._pending) | self._launching
-
-    def begin_freeing(self, job: str) -> bool:
-        """Whether the janitor may free a Lease held by `job`: not while it is being created
-        here; until `end_freeing`, no launch of `job` starts. (One event loop: the check and
-        the mark are one step.)"""
-        if job in self.creating():
-            return False
-        self._freeing.add(job)
-        return True
-
-    def end_freeing(self, job: str) -> None:
-        self._freeing.discard(job)
-
-    async def _snapshot(self, obj: Json) -> Snapshot:
-        await self.caches.load_contents(obj)
-        uid = obj["metadata"]["uid"]
-        seen = {j["metadata"]["name"] for j in self.caches.jobs_of(uid)}
-        self._pending, mine = pending_of(self._pending, uid, seen, self.clock.monotonic())
-        snap = self.caches.snapshot(obj, pending_jobs=mine, max_concurrent_runs=self.slots.count)
-        return replace(snap, runner=self.runner)
-
-    async def _facts(self, snap: Snapshot) -> Facts:
-        """What the plan needs beyond the caches: the live reads behind a missing active Job."""
-        missing = live_check_needed(snap)
-        gone = missing is not None and await interrupted.confirmed_gone(self.client, snap, missing)
-        return Facts(
-            active_gone=gone,
-            deleted_by_us=frozenset(self._deleted),
-            slot_namespace=self.slots.namespace,
-            refusal=self._refusals.get(_key(snap.obj)),
-        )
-
-
-def _key(obj: Json) -> str:
-    meta = obj["metadata"]
-    return key_of(obj["kind"], meta["namespace"], meta["name"])
 
 
 def _path(obj: Json) -> str:

@@ -21,11 +21,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
+from controller.core.decide.settings import Settings
 from controller.core.jobs.job import is_finished
 from controller.core.leases import family
+from controller.core.spec.policy import RunnerPolicy
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of
-from controller.io.reconciler import Reconciler, Slots
+from controller.io.reconciler import Reconciler
 from runtime.clock import LoopClock, SteppedClock
 from runtime.envtest import ApiServer
 from runtime.transport import open_transport
@@ -52,7 +54,9 @@ async def reconciler_on(
             caches=caches,
             clock=clock,
             metrics=JobMetrics(CollectorRegistry()),
-            slots=Slots(namespace=namespace, count=10),
+            settings=Settings(
+                max_concurrent_runs=10, slot_namespace=namespace, runner=RunnerPolicy()
+            ),
         )
         async with anyio.create_task_group() as tg:
             for informer in caches.informers():

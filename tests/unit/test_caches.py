@@ -384,13 +384,13 @@ async def test_secret_data_is_fetched_once_per_version(server: Server, caches: C
     await caches.load_contents(obj)
     await caches.load_contents(obj)
     assert server.gets[path] == 1
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["vars"]["data"] == {"k": "dg=="}
     server.objects[path] = secret("vars", 2) | {"data": {"k": "dzI="}}
     caches.secrets.store.upsert(secret("vars", 2))
     await caches.load_contents(obj)
     assert server.gets[path] == 2
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["vars"]["data"] == {"k": "dzI="}
 
 
@@ -403,7 +403,7 @@ async def test_a_plan_secret_is_held_as_its_keys_only(server: Server, caches: Ca
     caches.secrets.store.upsert(secret("p1"))
     server.objects["/api/v1/namespaces/ns/secrets/p1"] = secret("p1") | {"data": {"plan": "QUJD"}}
     await caches.load_contents(obj)
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["p1"]["data"] == {"plan": ""}
     assert snap.plan_readable(snap.jobs[0])
 
@@ -417,7 +417,7 @@ async def test_the_secrets_a_job_carried_are_read_for_redaction(
     path = "/api/v1/namespaces/ns/secrets/c-inputs-1"
     server.objects[path] = secret("c-inputs-1") | {"data": {"inputs.json": "e30="}}
     await caches.load_contents(obj)
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
 
 
@@ -436,7 +436,7 @@ async def test_a_secret_captf_wrote_is_read_from_its_cache_without_a_request(
     deliver(caches.own_secrets, "ADDED", own_secret_fields(own("c-state", {}, {"s": "QQ=="})))
     await caches.load_contents(obj)
     assert sum(server.gets.values()) == 0
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
     assert [s["metadata"]["name"] for s in snap.inputs_secrets()] == ["c-inputs-1"]
     assert snap.state_secret is not None
@@ -454,7 +454,7 @@ async def test_a_secret_captf_wrote_without_its_data_is_fetched_when_read(
     await caches.load_contents(obj)
     await caches.load_contents(obj)
     assert sum(server.gets.values()) == 1
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=1)
+    snap = caches.snapshot(obj)
     assert snap.secrets["c-state"]["data"] == {"s": "QQ=="}
 
 
@@ -537,7 +537,7 @@ def populated(bystanders: int) -> tuple[Caches, Json]:
 def test_a_snapshot_reads_the_same_objects_whatever_the_namespace_holds(bystanders: int) -> None:
     caches, obj = populated(bystanders)
     CountingStore.handed = 0
-    snap = caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=10)
+    snap = caches.snapshot(obj)
     assert CountingStore.handed <= 12  # independent of `bystanders`
     assert sorted(snap.secrets) == ["c-inputs-1", "c-state", "creds"]
     assert [s["metadata"]["name"] for s in snap.inputs_secrets()] == ["c-inputs-1"]

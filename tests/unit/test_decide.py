@@ -19,6 +19,7 @@ from controller.core.basics.names import (
 )
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
+from controller.core.decide.facts import Facts
 from controller.core.decide.steps import decide
 from tests.builders import (
     NOW,
@@ -587,10 +588,9 @@ def test_guard_applies_until_the_blocked_apply_is_approved() -> None:
 
 
 def test_pending_create_is_cache_behind() -> None:
-    snap = snapshot.build(
-        captf(spec=NEW_VARS), base_objects(), pending_jobs=frozenset({"c1-apply-x"})
-    )
-    assert to_json(decide(snap, NOW)) == _requeue("JobCacheBehind", 5.0)
+    snap = snapshot.build(captf(spec=NEW_VARS), base_objects())
+    pending = Facts(pending_jobs=frozenset({"c1-apply-x"}))
+    assert to_json(decide(snap, NOW, facts=pending)) == _requeue("JobCacheBehind", 5.0)
 
 
 def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:

@@ -18,7 +18,7 @@ from controller.core.basics.names import ANN_HOLDER_NAMESPACE
 from controller.core.leases.stale import STALE_AFTER
 from controller.core.plan.launching import Launch
 from controller.io import api, janitor
-from controller.io.reconciler import BeingFreed, Reconciler
+from controller.io.memory import BeingFreed, Memory
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
 from tests.builders import NOW, lease
@@ -76,19 +76,19 @@ async def test_a_slot_is_freed_only_when_its_job_is_confirmed_gone(
     client = LiveApi(objects)
     # The cache shows neither the Job nor anything but the slot: it nominates the slot.
     caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
-    reconciler = _reconciler(client)
+    memory = Memory(SteppedClock(NOW))
     # The sweep's start sees no create; the create begins while it frees other Leases.
     started = [False]
-    creating = reconciler.creating
+    creating = memory.creating
 
     def creating_now() -> set[str]:
         if being_created and started[0]:
-            reconciler._launching.add(JOB)
+            memory._launching.add(JOB)
         started[0] = True
         return creating()
 
-    reconciler.creating = creating_now  # type: ignore[method-assign]
-    done = await janitor.sweep(client, caches, reconciler, SteppedClock(NOW), None)
+    memory.creating = creating_now  # type: ignore[method-assign]
+    done = await janitor.sweep(client, caches, memory, SteppedClock(NOW), None)
     assert done == (["captf-run-slot-0"] if freed else [])
     assert bool(client.writes) == freed
 
@@ -105,23 +105,17 @@ async def test_no_launch_of_the_holder_starts_while_its_lease_is_being_freed() -
                 job={"metadata": {"name": JOB, "namespace": JOB_NS}}, inputs_secret=None, claims=()
             )
             try:
-                await reconciler._launch(start, NOW)
+                with memory.launching(start.name):
+                    raise AssertionError("launched while its Lease was being freed")
             except BeingFreed as err:
                 refused.append(str(err))
 
     client = LiveApi(
         {api.lease_path(SLOT_NS, "captf-run-slot-0"): copy.deepcopy(slot)}, launch_meanwhile
     )
-    reconciler = _reconciler(client)
+    memory = Memory(SteppedClock(NOW))
     caches: Any = SimpleNamespace(all_leases=lambda: [slot], job=lambda *_: None)
-    done = await janitor.sweep(client, caches, reconciler, SteppedClock(NOW), None)
+    done = await janitor.sweep(client, caches, memory, SteppedClock(NOW), None)
     assert done == ["captf-run-slot-0"]
     assert refused == [JOB]  # refused; the reconcile is requeued as after a conflict
     assert (api.job_path(JOB_NS, JOB)) not in client.objects
-
-
-def _reconciler(client: LiveApi) -> Reconciler:
-    unused: Any = None  # the janitor's side reads none of them
-    return Reconciler(
-        client=client, caches=unused, clock=SteppedClock(NOW), metrics=unused, slots=unused
-    )

@@ -28,11 +28,13 @@ from controller.core.basics.names import (
     POOL,
 )
 from controller.core.basics.timefmt import format_time
+from controller.core.decide.settings import Settings
 from controller.core.jobs.job import annotations_of, is_finished
+from controller.core.spec.policy import RunnerPolicy
 from controller.io import api
 from controller.io.accountant import JobMetrics
 from controller.io.caches import Caches, key_of
-from controller.io.reconciler import Reconciler, Slots
+from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
 from tests.builders import NOW, NS, captf, module_configmap, secret
@@ -81,7 +83,7 @@ class Process:
             caches=caches,
             clock=clock,
             metrics=JobMetrics(registry),
-            slots=Slots(namespace=NS, count=2),
+            settings=Settings(max_concurrent_runs=2, slot_namespace=NS, runner=RunnerPolicy()),
         )
         return cls(fake, clock, registry, caches, reconciler)
 

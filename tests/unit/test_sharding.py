@@ -9,8 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.core.basics.names import MANAGED_BY
-from controller.core.plan.labelling import labelled_launch, labelled_secret
-from controller.core.plan.launching import Launch
+from controller.core.plan.launching import Launch, labelled_launch, labelled_secret
 from controller.core.spec.sharding import (
     SHARD_LABELS_ENV,
     format_labels,

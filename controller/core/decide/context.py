@@ -1,29 +1,54 @@
-"""What every step of DecideOp reads: the snapshot, the time, and what is derived once from them."""
+"""What every step of DecideOp reads: the snapshot, the time, the settings, the facts, and
+the object's policy and inputs, read once per pass.
+
+`read_spec` is the one reader of the policy and the inputs: the decision, the plan
+and its launch all take them from the Reading it returns, so one pass cannot see
+two versions of them or handle their errors two ways."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from controller.core.basics.names import ANN_APPROVE, ANN_INPUTS_HASH, ANN_PLAN_JOB, ANN_SERIAL, Op
+from controller.core.basics.names import (
+    ANN_APPROVE,
+    ANN_INPUTS_HASH,
+    ANN_PLAN_JOB,
+    ANN_SERIAL,
+    SECRET_SIZE_LIMIT,
+    Op,
+    Reason,
+)
+from controller.core.decide.decision import Requeue
+from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, created_at, inputs_hash_of, op_of
 from controller.core.spec.inputs import Inputs, InputsMissing, render
-from controller.core.spec.policy import Policy, PolicyError, read_policy
+from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
 
 Json = dict[str, Any]
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+# The wait of an object whose policy or inputs cannot be used: a change to the object or
+# its inputs wakes the reconcile sooner.
+INVALID_WAIT = 600.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
     snap: Snapshot
     now: datetime
     policy: Policy
     inputs: Inputs
+    settings: Settings = field(default_factory=Settings)
+    facts: Facts = NO_FACTS
+
+    def on(self, snap: Snapshot) -> Context:
+        """The same context over another view of the object (the plan's bookkeeping)."""
+        return replace(self, snap=snap)
 
     @property
     def history(self) -> History:
@@ -80,14 +105,52 @@ class Context:
         return None
 
 
-def policy_and_inputs(snap: Snapshot) -> tuple[Policy | None, Inputs | None]:
-    """The policy and the rendered inputs, each None when it cannot be read."""
+@dataclass(frozen=True)
+class Reading:
+    """The object's policy and rendered inputs, each None when it cannot be read, and the
+    wait that stops a decision when either is unusable (the first problem found)."""
+
+    policy: Policy | None
+    inputs: Inputs | None
+    wait: Requeue | None
+
+    def context(
+        self, snap: Snapshot, now: datetime, settings: Settings, facts: Facts
+    ) -> Context | None:
+        """The decision context, when both were read (inputs too large included: the
+        status still reports on them)."""
+        if self.policy is None or self.inputs is None:
+            return None
+        return Context(snap, now, self.policy, self.inputs, settings, facts)
+
+
+def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
+    """Reads the policy (under the operator's runner policy) and renders the inputs."""
+    wait = None
     try:
-        policy: Policy | None = read_policy(snap.spec, snap.runner)
-    except PolicyError:
+        policy: Policy | None = read_policy(snap.spec, runner)
+    except PolicyError as err:
         policy = None
+        wait = Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
     try:
         inputs: Inputs | None = render(snap.spec, snap.configmaps, snap.secrets)
-    except InputsMissing:
+    except InputsMissing as err:
         inputs = None
-    return policy, inputs
+        wait = wait or Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
+    if wait is None and inputs is not None and inputs.too_large():
+        message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
+        wait = Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
+    return Reading(policy, inputs, wait)
+
+
+def context_of(
+    snap: Snapshot, now: datetime, settings: Settings | None = None, facts: Facts = NO_FACTS
+) -> Context | Requeue:
+    """What every step reads, or the wait when the policy or the inputs cannot be used."""
+    settings = settings or Settings()
+    reading = read_spec(snap, settings.runner)
+    if reading.wait is not None:
+        return reading.wait
+    ctx = reading.context(snap, now, settings, facts)
+    assert ctx is not None  # no wait: both were read
+    return ctx

@@ -93,8 +93,8 @@ def check_leases(ctx: Context) -> Requeue | None:
     snap, own = ctx.snap, _own_job_names(ctx.snap)
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if is_run_slot(lease)]
-    if len(slots) >= snap.max_concurrent_runs:
-        message = f"all {snap.max_concurrent_runs} run slots are held"
+    if len(slots) >= ctx.settings.max_concurrent_runs:
+        message = f"all {ctx.settings.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]

@@ -1,7 +1,9 @@
 """A snapshot: one CAPTF object and everything DecideOp reads about it.
 
 The controller fills it from its caches, `captf decide -f` from a file; the
-decision cannot tell the difference."""
+decision cannot tell the difference. It holds only what the cluster shows: the
+operator's flags are the Settings (controller/core/decide/settings.py), what this
+process remembers and reads live the Facts (controller/core/decide/facts.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,6 @@ from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
 from controller.core.jobs.naming import fresh_seq, job_name
 from controller.core.jobs.sensitive import job_redactor
-from controller.core.spec.policy import OPEN, RunnerPolicy
 
 Json = dict[str, Any]
 
@@ -47,11 +48,6 @@ class Snapshot:
     leases: tuple[Json, ...] = ()
     # Other CAPTF objects of the namespace by (kind, name): cluster, dependencies, members.
     related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
-    # Jobs this controller created that its cache has not shown yet.
-    pending_jobs: frozenset[str] = frozenset()
-    max_concurrent_runs: int = 10
-    # The operator's runner policy; a snapshot read without one restricts nothing.
-    runner: RunnerPolicy = OPEN
 
     @property
     def kind(self) -> str:
@@ -137,14 +133,7 @@ def owns(obj: Json, job: Json) -> bool:
     return not refs and bool(name) and job_name.startswith(f"{name}-") and bool(op_of(job))
 
 
-def build(
-    obj: Json,
-    others: Iterable[Json],
-    *,
-    pending_jobs: frozenset[str] = frozenset(),
-    max_concurrent_runs: int = 10,
-    runner: RunnerPolicy = OPEN,
-) -> Snapshot:
+def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
     jobs, leases = [], []
@@ -171,7 +160,4 @@ def build(
         configmaps=MappingProxyType(configmaps),
         leases=tuple(leases),
         related=MappingProxyType(related),
-        pending_jobs=pending_jobs,
-        max_concurrent_runs=max_concurrent_runs,
-        runner=runner,
     )

@@ -14,14 +14,15 @@ from controller.core.basics.names import (
     CLUSTER,
     FINALIZER,
     MUTABLE_KINDS,
-    SECRET_SIZE_LIMIT,
     Op,
     Reason,
 )
 from controller.core.basics.serials import requested_serial
 from controller.core.decide import gates, triggers
-from controller.core.decide.context import Context
+from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished
@@ -33,12 +34,9 @@ from controller.core.jobs.job import (
     is_finished,
     name_of,
 )
-from controller.core.spec.inputs import InputsMissing, render
-from controller.core.spec.policy import PolicyError, read_policy
 from controller.core.spec.ready import is_ready as _is_ready
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").
-INVALID_WAIT = 600.0  # a change to the object or its inputs wakes the reconcile sooner
 CACHE_WAIT = 5.0
 RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
 NOT_READY_WAIT = 30.0
@@ -49,8 +47,16 @@ SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
 Step = Callable[[Context], Decision | None]
 
 
-def decide(snap: Snapshot, now: datetime) -> Decision:
-    ctx = context_of(snap, now)
+def decide(
+    snap: Snapshot, now: datetime, settings: Settings | None = None, facts: Facts = NO_FACTS
+) -> Decision:
+    """The decision of `captf decide` and of every test of DecideOp: nothing remembered,
+    nothing read live, unless `facts` says otherwise."""
+    return decide_in(context_of(snap, now, settings, facts))
+
+
+def decide_in(ctx: Context | Requeue) -> Decision:
+    """The decision in a context read once for the pass (the planner's), or its wait."""
     if isinstance(ctx, Requeue):
         return ctx
     for step in STEPS:
@@ -69,26 +75,10 @@ def suspended(ctx: Context, decision: Decision) -> Decision:
     return Requeue(Reason.SUSPENDED, SUSPEND_WAIT, op=decision.op, message=message)
 
 
-def context_of(snap: Snapshot, now: datetime) -> Context | Requeue:
-    """What every step reads, or the wait when the policy or the inputs cannot be read."""
-    try:
-        policy = read_policy(snap.spec, snap.runner)
-    except PolicyError as err:
-        return Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
-    try:
-        inputs = render(snap.spec, snap.configmaps, snap.secrets)
-    except InputsMissing as err:
-        return Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
-    if inputs.too_large():
-        message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
-        return Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
-    return Context(snap=snap, now=now, policy=policy, inputs=inputs)
-
-
 def cache_behind(ctx: Context) -> Decision | None:
     """A Job this controller created is not in the cache yet: deciding now could create it twice."""
     seen = ctx.snap.job_names()
-    missing = sorted(ctx.snap.pending_jobs - seen)
+    missing = sorted(ctx.facts.pending_jobs - seen)
     active = ctx.snap.status.get("activeJob")
     if active and active not in seen and active != triggers.interrupted_apply(ctx):
         missing.append(active)
@@ -325,4 +315,4 @@ STEPS: tuple[Step, ...] = (
     scheduled_checks,
 )
 
-__all__ = ["MUTABLE_KINDS", "decide"]
+__all__ = ["MUTABLE_KINDS", "context_of", "decide"]

@@ -1,16 +1,19 @@
-"""Starting a Job, as data: its name, its inputs Secret and the Leases it takes first;
-and the wait after the API server refused one. io carries it out
+"""Starting a Job, as data: its name, its inputs Secret and the Leases it takes first,
+labelled for the shard, and the wait should a Lease turn out held; and the wait and
+the Warning after the API server refused one. io carries it out
 (controller/io/launcher.py). Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from controller.core.basics.names import CLUSTER, Reason, op_lease_name
-from controller.core.decide.context import policy_and_inputs
+from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue, Run
+from controller.core.decide.facts import Refusal
 from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
@@ -21,42 +24,10 @@ from controller.core.leases.slots import free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Event, cluster_of
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
-from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
+from controller.core.spec.sharding import SHARD_LABELS_ENV, format_labels, shard_labels
 
 Json = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """The API server refused the object's Job `job` `count` times in a row: no new attempt
-    before `until`. The streak is the Job's name: it stays the same until a Job of the
-    object is created."""
-
-    job: str
-    count: int
-    until: datetime
-    message: str
-
-
-def refusal_after(
-    snap: Snapshot, last: Refusal | None, job: str, why: str, now: datetime
-) -> Refusal:
-    """The streak once the API server refused the object's `job` (`why`): backed off like
-    a failed Job, under the object's failure limit."""
-    count = last.count + 1 if last is not None and last.job == job else 1
-    policy, _ = policy_and_inputs(snap)
-    wait = backoff.delay(count, policy.failed_limit if policy is not None else 0)
-    message = f"the API server refused Job {job}: {why}"
-    return Refusal(job, count, now + timedelta(seconds=wait), message)
-
-
-def refusal_event(refusal: Refusal) -> Event | None:
-    """One Warning per streak, named after the refused Job: a restarted controller does
-    not announce the same streak again."""
-    if refusal.count != 1:
-        return None
-    return Event(f"{refusal.job}.jobrefused", "Warning", Reason.JOB_REFUSED, refusal.message)
 
 
 @dataclass(frozen=True)
@@ -64,59 +35,70 @@ class Launch:
     job: Json
     inputs_secret: Json | None  # created first when the cache does not show it
     claims: tuple[LeaseWrite, ...]  # taken in this order, before the Job
+    # Seconds to wait when a claim's live read finds the Lease held after all (the
+    # cache showed it free): the same wait as when the cache shows it held.
+    if_busy: float = LEASE_WAIT
 
     @property
     def name(self) -> str:
         return name_of(self.job)
 
 
-@dataclass(frozen=True)
-class Launching:
-    policy: Policy
-    inputs: Inputs
-    slot_namespace: str
-    now: datetime
+def refusal_wait(refusal: Refusal, policy: Policy, now: datetime) -> float:
+    """Seconds left of the refusal's backoff: like a failed Job's, under the object's
+    failure limit, from the last refusal."""
+    until = refusal.at + timedelta(seconds=backoff.delay(refusal.count, policy.failed_limit))
+    return (until - now).total_seconds()
 
 
-def still_refused(
-    snap: Snapshot, run: Run, refusal: Refusal | None, now: datetime
-) -> Requeue | None:
+def still_refused(ctx: Context, run: Run) -> Requeue | None:
     """The refusal wait, while it lasts and the same Job would be tried again: a pass woken
     by anything else (its own status write) must not ask again before then."""
-    if refusal is None or now >= refusal.until or refusal.job != snap.next_job(run.op)[0]:
+    refusal = ctx.facts.refusal
+    if refusal is None or refusal.job != ctx.snap.next_job(run.op)[0]:
         return None
-    wait = (refusal.until - now).total_seconds()
+    wait = refusal_wait(refusal, ctx.policy, ctx.now)
+    if wait <= 0:
+        return None
     return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=refusal.message)
 
 
-def launch_of(snap: Snapshot, run: Run, how: Launching) -> Launch | Requeue:
-    """The Job the decision runs, with its inputs Secret and its Leases; or the wait the
-    cached Leases impose (the live ones are checked again when io takes them)."""
+def refusal_event(refusal: Refusal | None) -> tuple[Event, ...]:
+    """One Warning per streak, until recorded, named after the refused Job: a restarted
+    controller does not announce the same streak again."""
+    if refusal is None or refusal.announced:
+        return ()
+    name = f"{refusal.job}.jobrefused"
+    return (Event(name, "Warning", Reason.JOB_REFUSED, refusal.message),)
+
+
+def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
+    """The Job the decision runs, with its inputs Secret and its Leases, labelled for the
+    shard; or the wait the cached Leases impose (the live ones are checked again when io
+    takes them)."""
+    snap, settings = ctx.snap, ctx.settings
     name, seq = snap.next_job(run.op)
-    claims = _claims(snap, name, how.slot_namespace)
+    claims = _claims(snap, name, settings.slot_namespace, settings.max_concurrent_runs)
     if not claims or claims[0].role != Role.RUN_SLOT:
-        message = f"all {snap.max_concurrent_runs} run slots are held"
+        message = f"all {settings.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
     for claim in claims:
-        change = change_of(claim, _cached(snap, claim), how.now)
+        change = change_of(claim, _cached(snap, claim), ctx.now)
         if isinstance(change, Busy):
             return Requeue(change.reason, LEASE_WAIT, message=change.message)
     secret = None
-    if inputs_secret_name(snap.name, how.inputs) not in snap.secrets:
-        secret = inputs_secret(snap.obj, how.inputs)
-    job = build_job(snap.obj, run, inputs=how.inputs, policy=how.policy, seq=seq, name=name)
-    return Launch(job, secret, claims)
+    if inputs_secret_name(snap.name, ctx.inputs) not in snap.secrets:
+        secret = inputs_secret(snap.obj, ctx.inputs)
+    job = build_job(snap.obj, run, inputs=ctx.inputs, policy=ctx.policy, seq=seq, name=name)
+    labels = shard_labels(snap.obj, settings.shard_keys)
+    return labelled_launch(Launch(job, secret, claims), labels)
 
 
-def _claims(snap: Snapshot, job: str, slot_namespace: str) -> tuple[LeaseWrite, ...]:
+def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[LeaseWrite, ...]:
     """A run slot, the family's operation Lease, and a member's own operation Lease."""
     own = frozenset(snap.job_names())
     slot = free_slot(
-        snap.leases,
-        job=job,
-        own_jobs=snap.job_names(),
-        namespace=slot_namespace,
-        count=snap.max_concurrent_runs,
+        snap.leases, job=job, own_jobs=snap.job_names(), namespace=slot_namespace, count=slots
     )
     if slot is None:
         return ()
@@ -148,3 +130,33 @@ def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:
         ),
         None,
     )
+
+
+# A shard's labels go on what a launch writes: the Job, its pod, its inputs Secret, and the
+# runner's environment (the runner labels its own Secrets with them).
+def labelled_launch(start: Launch, labels: Mapping[str, str]) -> Launch:
+    """The launch with `labels` on its Job (and pod), its inputs Secret, and in the
+    runner's environment."""
+    if not labels:
+        return start
+    job = _with_labels(start.job, labels)
+    spec = job["spec"]
+    template = spec["template"]
+    pod = template["spec"]
+    entry = {"name": SHARD_LABELS_ENV, "value": format_labels(labels)}
+    containers = [c | {"env": [*(c.get("env") or []), entry]} for c in pod["containers"]]
+    template = _with_labels(template, labels) | {"spec": pod | {"containers": containers}}
+    job = job | {"spec": spec | {"template": template}}
+    secret = start.inputs_secret
+    return replace(
+        start, job=job, inputs_secret=None if secret is None else _with_labels(secret, labels)
+    )
+
+
+def labelled_secret(body: Json | None, labels: Mapping[str, str]) -> Json | None:
+    return None if body is None or not labels else _with_labels(body, labels)
+
+
+def _with_labels(body: Json, labels: Mapping[str, str]) -> Json:
+    meta = body.get("metadata") or {}
+    return body | {"metadata": meta | {"labels": {**labels, **(meta.get("labels") or {})}}}

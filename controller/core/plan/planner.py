@@ -1,11 +1,14 @@
 """One pass over one object, as data: everything a reconcile does, decided at once.
 
-`plan(snap, now, facts)` reads the snapshot (the caches), the facts io looked up
-live, and the time, and returns the Plan: the finished Jobs to account (each with
-its Event, its metric sample and the Leases it frees), the Job that disappeared
-while it ran, the Jobs to prune, the Job to create (with its inputs Secret and its
-Leases), the status, the retry-capped label, the finalizer, the Events, and when to
-come back. `decide` is its decision part: the plan decides on the snapshot as its
+`plan(snap, now, settings=, facts=)` reads its three inputs (the Snapshot: what the
+cluster shows; the Settings: the operator's flags; the Facts: this process's memory
+and live reads) and the time, and returns the Plan: the finished Jobs to account
+(each with its Event, its metric sample and the Leases it frees), the Job that
+disappeared while it ran, the Jobs to prune, the Job to create (with its inputs
+Secret and its Leases, labelled for the shard), the status, the retry-capped label,
+the finalizer, the Events (a refused create's Warning among them), and when to come
+back. The policy and inputs are read once (`read_spec`) into the one decision context
+of the pass; `decide_in` is its decision part, on the snapshot as the pass's
 bookkeeping leaves it. Pure: io carries the plan out, in the order
 controller/io/reconciler.py writes down."""
 
@@ -33,10 +36,12 @@ from controller.core.basics.names import (
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
 from controller.core.basics.timefmt import format_time
 from controller.core.decide import approvals
-from controller.core.decide.context import Context, policy_and_inputs
+from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import decide
+from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
@@ -51,9 +56,16 @@ from controller.core.plan.accounting import (
     restored_serial,
 )
 from controller.core.plan.jobspec import inputs_secret, inputs_secret_name
-from controller.core.plan.launching import Launch, Launching, Refusal, launch_of, still_refused
+from controller.core.plan.launching import (
+    Launch,
+    labelled_secret,
+    launch_of,
+    refusal_event,
+    still_refused,
+)
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
+from controller.core.spec.sharding import shard_labels
 
 Json = dict[str, Any]
 
@@ -61,19 +73,6 @@ Json = dict[str, Any]
 _LET_GO = frozenset({Reason.DESTROYED, Reason.ORPHANED})
 # After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
 RUNNING_RECHECK = 60.0
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What io learnt beyond its caches before planning."""
-
-    # status.activeJob's Job is NotFound, and the live object still names it (live reads).
-    active_gone: bool = False
-    # Jobs this process deleted itself (pruned): their disappearance is no interruption.
-    deleted_by_us: frozenset[str] = frozenset()
-    slot_namespace: str = "default"  # where the run-slot Leases live
-    # The object's current streak of Jobs the API server refused (this process's memory).
-    refusal: Refusal | None = None
 
 
 @dataclass(frozen=True)
@@ -109,49 +108,54 @@ class Plan:
     status: Json | None = None  # a merge patch of status; None: unchanged
     labels: Json | None = None  # a merge patch of metadata.labels; None: unchanged
     events: tuple[Event, ...] = ()
+    # The events carry the Warning of the object's refusal streak: once they are recorded,
+    # the process remembers the streak as announced (one Warning per streak).
+    announces_refusal: bool = False
     remove_finalizer: bool = False
     requeue: float | None = None  # seconds; None: done until something changes
     # The snapshot as bookkeeping leaves it: what the decision read.
     books: Snapshot | None = field(default=None, compare=False)
 
 
-def live_check_needed(snap: Snapshot) -> str | None:
+def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
     """The Job io must look up live before planning: status.activeJob names a Job the cache
-    does not show and this process is not creating. Only live reads tell a cache that is
-    behind from a Job that is gone (the Job NotFound, and the live status still naming it)."""
+    does not show and this process is not creating (`pending`). Only live reads tell a
+    cache that is behind from a Job that is gone (the Job NotFound, and the live status
+    still naming it)."""
     active = snap.status.get("activeJob")
-    if not active or active in snap.job_names() or active in snap.pending_jobs:
+    if not active or active in snap.job_names() or active in pending:
         return None
     return str(active)
 
 
-def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
-    facts = facts or Facts()
-    policy, inputs = policy_and_inputs(snap)
+def plan(
+    snap: Snapshot,
+    now: datetime,
+    *,
+    settings: Settings | None = None,
+    facts: Facts = NO_FACTS,
+) -> Plan:
+    settings = settings or Settings()
+    reading = read_spec(snap, settings.runner)  # the pass's one read of policy and inputs
+    policy = reading.policy
     history = snap.history
     todo = accounting.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
-    gone = _gone(snap, inputs, facts, now)
+    gone = _gone(snap, reading.inputs, settings, facts, now)
     books = _books(snap, todo, gone)
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
-    decision = decide(books, now)
-    if isinstance(decision, Run):
-        decision = still_refused(books, decision, facts.refusal, now) or decision
-    launch = None
-    if isinstance(decision, Run) and policy is not None and inputs is not None:
-        started = launch_of(books, decision, Launching(policy, inputs, facts.slot_namespace, now))
-        if isinstance(started, Requeue):
-            decision = started  # the cached Leases say wait
-        else:
-            launch = started
-            books = _with_status(books, books.status | {"activeJob": started.name})
-    ctx = Context(books, now, policy, inputs) if policy and inputs else None
+    ctx = reading.context(books, now, settings, facts)
+    decision, launch = _decision(reading, ctx)
+    if launch is not None and ctx is not None:
+        books = _with_status(books, books.status | {"activeJob": launch.name})
+        ctx = ctx.on(books)
     desired = status.desired(books, decision, ctx, now)
     restore_tried = _restore_tried(snap, todo)
     stored = snap.status | (restore_tried or {})
     meta = snap.obj.get("metadata", {})
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
+    refused = refusal_event(facts.refusal)
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
@@ -163,14 +167,33 @@ def plan(snap: Snapshot, now: datetime, facts: Facts | None = None) -> Plan:
         status=None if deleted else status.merge_patch(stored, desired),
         labels=_capped_label(books, policy),
         events=(
-            _restore_event(books, snap.status)
+            refused
+            + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
             + _approval_event(books, ctx)
         ),
+        announces_refusal=bool(refused),
         remove_finalizer=isinstance(decision, Idle) and decision.reason in _LET_GO,
         requeue=requeue_of(decision),
         books=books,
     )
+
+
+def _decision(reading: Reading, ctx: Context | None) -> tuple[Decision, Launch | None]:
+    """DecideOp in the pass's context (or the wait of a policy or inputs unusable), once
+    the refusal wait and the cached Leases have had their say; and the Launch of a Run."""
+    if reading.wait is not None:
+        return reading.wait, None
+    assert ctx is not None  # no wait: both were read
+    decision = decide_in(ctx)
+    if isinstance(decision, Run):
+        decision = still_refused(ctx, decision) or decision
+    if not isinstance(decision, Run):
+        return decision, None
+    started = launch_of(ctx, decision)
+    if isinstance(started, Requeue):
+        return started, None  # the cached Leases say wait
+    return decision, started
 
 
 def requeue_of(decision: Decision) -> float | None:
@@ -250,18 +273,25 @@ def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
     return {"lastRestoredSerial": tried}
 
 
-def _gone(snap: Snapshot, inputs: Inputs | None, facts: Facts, now: datetime) -> Gone | None:
+def _gone(
+    snap: Snapshot, inputs: Inputs | None, settings: Settings, facts: Facts, now: datetime
+) -> Gone | None:
     if not facts.active_gone:
         return None
     job = str(snap.status.get("activeJob") or "")
     if not job:
         return None
-    record = _interrupted_record(snap, inputs, job, facts, now)
+    record = _interrupted_record(snap, inputs, job, settings, facts, now)
     return Gone(job, record, releases_of(snap, job))
 
 
 def _interrupted_record(
-    snap: Snapshot, inputs: Inputs | None, job: str, facts: Facts, now: datetime
+    snap: Snapshot,
+    inputs: Inputs | None,
+    job: str,
+    settings: Settings,
+    facts: Facts,
+    now: datetime,
 ) -> Record | None:
     """The record, when the rules ask for one: an apply of a
     cluster or pool that this controller did not delete itself. None also when an earlier
@@ -285,6 +315,8 @@ def _interrupted_record(
         new = inputs_secret(snap.obj, inputs)
         notes_on_new = annotations_of(new) | notes
         create = new | {"metadata": new["metadata"] | {"annotations": notes_on_new}}
+        labels = shard_labels(snap.obj, settings.shard_keys)
+        create = labelled_secret(create, labels) or create
     return Record(snap.namespace, name, notes, create)
 
 

@@ -1,0 +1,57 @@
+"""The operator's settings: the flags that shape every decision and plan of a process.
+
+One of the three inputs of a pass, beside the Snapshot (what the cluster shows) and
+the Facts (this process's memory and live reads). Settings never change while the
+process runs, and are built once, by `settings_of`, which `captf run` and
+`captf decide` both call: a decision printed by `captf decide` is the controller's
+under the same flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.core.spec.policy import OPEN, RunnerPolicy, runner_policy
+from controller.core.spec.sharding import selector_keys
+
+# Where the run-slot Leases live when nothing names the controller's namespace.
+DEFAULT_SLOT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class Settings:
+    max_concurrent_runs: int = 10  # --max-concurrent-runs: the run-slot Leases
+    slot_namespace: str = DEFAULT_SLOT_NAMESPACE  # where the run slots live
+    # --allowed-images, --allowed-service-accounts; without flags nothing is restricted.
+    runner: RunnerPolicy = OPEN
+    # The keys of --watch-label-selector: an object's labels of these keys go onto its
+    # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
+    shard_keys: tuple[str, ...] = ()
+
+
+class Flags(Protocol):
+    """The flags `captf run` and `captf decide` share (argparse attribute names)."""
+
+    @property
+    def max_concurrent_runs(self) -> int: ...
+
+    @property
+    def allowed_images(self) -> str: ...
+
+    @property
+    def allowed_service_accounts(self) -> str: ...
+
+
+def settings_of(
+    flags: Flags,
+    *,
+    slot_namespace: str = DEFAULT_SLOT_NAMESPACE,
+    watch_label_selector: str | None = None,
+) -> Settings:
+    """The settings from the shared flags, and from the two only `captf run` has."""
+    return Settings(
+        max_concurrent_runs=flags.max_concurrent_runs,
+        slot_namespace=slot_namespace,
+        runner=runner_policy(flags),
+        shard_keys=selector_keys(watch_label_selector),
+    )
