@@ -99,10 +99,6 @@ class ProcessNode(RunsInContext):
         self._tasks: TaskGroup | None = None
         self._setting: NodeSetting | None = None
 
-    def running_pods(self) -> list[str]:
-        """ "namespace/name" of every pod with a live run."""
-        return sorted(run.key for run in self._runs.values())
-
     @asynccontextmanager
     async def running(self) -> AsyncIterator[ProcessNode]:
         """Register, bind and run until the block exits; then stop every pod as a graceful
