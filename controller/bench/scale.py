@@ -40,6 +40,7 @@ from controller.core.basics.names import (
     ANN_RESULT,
     ANN_SERIAL,
     API_VERSION,
+    CLUSTER,
     FINALIZER,
     LABEL_KIND,
     LABEL_NAME,
@@ -52,16 +53,15 @@ from controller.core.jobs.naming import job_name
 from controller.core.plan.jobspec import build_job
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
+from controller.io.api import CONFIGMAPS, JOBS, NAMESPACES, OBJECTS, SECRETS, resource_path
 from controller.io.caches import job_fields
-from runtime.cache import Informer, Resource, Selection, label_index
+from runtime.cache import Informer, Selection, label_index
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
-CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
-JOBS = Resource("batch", "v1", "jobs")
-SECRETS = Resource("", "v1", "secrets")
+CLUSTERS = OBJECTS[CLUSTER]
 PER_NAMESPACE = 100
 JOBS_PER_OBJECT = 3
 CONCURRENCY = 32
@@ -88,7 +88,7 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
         server.install_crds(Path(args.crds))
         kubeconfig = str(server.kubeconfig)
         async with open_transport(kubeconfig) as transport:
-            await _create(transport, "/api/v1/namespaces", _namespace(CONTROLLER_NAMESPACE))
+            await _create(transport, resource_path(NAMESPACES), _namespace(CONTROLLER_NAMESPACE))
             async with Controller(kubeconfig) as empty:
                 await empty.ready()
                 await asyncio.sleep(2)
@@ -129,9 +129,9 @@ async def _fixtures(transport: Transport, objects: int, unrelated: int) -> None:
     configmap = {"metadata": {"name": "module"}, "data": MODULE}
     creds = {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}}
     for ns in namespaces:
-        await _create(transport, "/api/v1/namespaces", _namespace(ns))
-        await _create(transport, f"/api/v1/namespaces/{ns}/configmaps", configmap)
-        await _create(transport, f"/api/v1/namespaces/{ns}/secrets", creds)
+        await _create(transport, resource_path(NAMESPACES), _namespace(ns))
+        await _create(transport, resource_path(CONFIGMAPS, ns), configmap)
+        await _create(transport, resource_path(SECRETS, ns), creds)
     cm = {"module": {"data": MODULE}}
     inputs = render(_spec(), cm, {"creds": {"data": {"TOKEN": "dA=="}}})
     names = [(namespaces[i // PER_NAMESPACE], f"c{i:05}") for i in range(objects)]
@@ -140,7 +140,7 @@ async def _fixtures(transport: Transport, objects: int, unrelated: int) -> None:
     await _all(
         lambda i: _create(
             transport,
-            f"/api/v1/namespaces/{namespaces[i % len(namespaces)]}/secrets",
+            resource_path(SECRETS, namespaces[i % len(namespaces)]),
             {"metadata": {"name": f"unrelated-{i:05}"}, "stringData": {"blob": filler}},
         ),
         range(unrelated),
@@ -155,7 +155,7 @@ async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) ->
         "metadata": {"name": name, "finalizers": [FINALIZER]},
         "spec": _spec(),
     }
-    obj = await _create(transport, CLUSTERS.path(ns), body)
+    obj = await _create(transport, resource_path(CLUSTERS, ns), body)
     state = {
         "metadata": {
             "name": f"{name}-state",
@@ -164,7 +164,7 @@ async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) ->
         },
         "stringData": {"terraform.tfstate": "{}"},
     }
-    await _create(transport, SECRETS.path(ns), state)
+    await _create(transport, resource_path(SECRETS, ns), state)
     cm = {"module": {"data": MODULE}}
     inputs = render(obj["spec"], cm, {"creds": {"data": {"TOKEN": "dA=="}}})
     policy = read_policy(obj["spec"])
@@ -184,9 +184,9 @@ async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) ->
             ANN_RESULT: orjson.dumps(result).decode(),
             ANN_ACCOUNTED: "true",
         }
-        created = await _create(transport, JOBS.path(ns), job)
+        created = await _create(transport, resource_path(JOBS, ns), job)
         at = now - timedelta(minutes=10 * (JOBS_PER_OBJECT - seq) + 1)
-        path = f"{JOBS.path(ns)}/{created['metadata']['name']}/status"
+        path = resource_path(JOBS, ns, created["metadata"]["name"], sub="status")
         status = {"status": _complete(at)}
         await transport.request("PATCH", path, body=status, content_type=MERGE)
 
@@ -285,7 +285,7 @@ async def _floor(transport: Transport) -> float:
         params = {"labelSelector": LABEL_UID, "limit": "500"}
         kept: list[Any] = []
         while True:
-            page = await transport.request("GET", JOBS.path(), params=params)
+            page = await transport.request("GET", resource_path(JOBS), params=params)
             kept.extend(page.get("items") or ())
             token = (page.get("metadata") or {}).get("continue")
             if not token:
@@ -539,7 +539,7 @@ async def _changes(
         patch = {"spec": {"jobs": {"activeDeadlineSeconds": 3601 + n}}}
         try:
             answer = await transport.request(
-                "PATCH", f"{CLUSTERS.path(ns)}/{name}", body=patch, content_type=MERGE
+                "PATCH", resource_path(CLUSTERS, ns, name), body=patch, content_type=MERGE
             )
         except (ApiError, TimeoutError, aiohttp.ClientError) as error:
             # An API server too busy to take the change: counted, not answered.

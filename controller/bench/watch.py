@@ -33,12 +33,12 @@ from controller.core.basics.names import (
     LABEL_OP,
     LABEL_UID,
 )
-from runtime.cache import Resource, Store, Watched, label_index, list_all, owner_uid_index
+from controller.io.api import JOBS, NAMESPACES, resource_path
+from runtime.cache import Store, Watched, label_index, list_all, owner_uid_index
 from runtime.cache.watchstream import watch_once
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
-JOBS = Resource("batch", "v1", "jobs")
 ROUNDS = 3
 # Requests in flight while creating and patching: enough to keep the API server busy.
 CONCURRENCY = 32
@@ -151,12 +151,12 @@ def _job(index: int) -> dict[str, Any]:
 async def _ensure_jobs(transport: Transport, namespace: str, count: int) -> None:
     try:
         await transport.request(
-            "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}}
+            "POST", resource_path(NAMESPACES), body={"metadata": {"name": namespace}}
         )
     except ApiError as error:
         if error.status != 409:
             raise
-    path = JOBS.path(namespace)
+    path = resource_path(JOBS, namespace)
     existing = await list_all(
         transport, path, resource_version="", selectors={"labelSelector": f"{BENCH_LABEL}=watch"}
     )
@@ -170,7 +170,7 @@ async def _ensure_jobs(transport: Transport, namespace: str, count: int) -> None
 
 async def _burst(transport: Transport, namespace: str) -> tuple[str, str]:
     """Label-patch every bench Job once; the resourceVersions just before and just after."""
-    path = JOBS.path(namespace)
+    path = resource_path(JOBS, namespace)
     selectors = {"labelSelector": f"{BENCH_LABEL}=watch"}
     listed = await list_all(transport, path, resource_version="", selectors=selectors)
     stamp = str(time.time_ns())
@@ -214,7 +214,7 @@ async def _our_cache(transport: Transport, namespace: str, version: str) -> Stor
     store = Store({"by-uid": label_index(LABEL_UID), "by-owner": owner_uid_index})
     listed = await list_all(
         transport,
-        JOBS.path(namespace),
+        resource_path(JOBS, namespace),
         resource_version=version,
         # resourceVersionMatch rides along with the selectors; one page, as the peer lists.
         selectors={"resourceVersionMatch": "Exact"},
@@ -230,7 +230,7 @@ async def _ours(transport: Transport, namespace: str, version: str, count: int) 
     watch.mark()
     seen = 0
     events = watch_once(
-        transport, JOBS.path(namespace), params=_watch_params(version), silence=330.0
+        transport, resource_path(JOBS, namespace), params=_watch_params(version), silence=330.0
     )
     async for delta in events:
         store.reached(delta.resource_version)
@@ -262,9 +262,10 @@ async def _theirs(typed: TypedJobs, version: str, count: int) -> Timing:
 
 async def _transport_only(transport: Transport, namespace: str, version: str, count: int) -> float:
     """Seconds to receive the burst's lines without decoding them: the server's side of the cost."""
+    path = resource_path(JOBS, namespace)
     started = time.perf_counter()
     seen = 0
-    async with transport.stream(JOBS.path(namespace), params=_watch_params(version)) as lines:
+    async with transport.stream(path, params=_watch_params(version)) as lines:
         async for line in lines:
             seen += b'"MODIFIED"' in line[:20]
             if seen == count:

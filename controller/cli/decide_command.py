@@ -73,11 +73,12 @@ def _decide_one(
 
 def _read_live(args: argparse.Namespace) -> Objects:
     # The I/O stack, only when asked.
-    from controller.cli.live import live_snapshot
+    from controller.cli.live import Source, live_snapshot
     from runtime.errors import ConfigError
 
+    source = Source(kubeconfig=args.kubeconfig, namespace=args.namespace)
     try:
-        return live_snapshot(args)
+        return live_snapshot(args.live, now=args.now, source=source)
     except ConfigError as err:  # no kubeconfig, or one without a current context
         raise SnapshotError(f"no cluster to read from: {err}") from None
 

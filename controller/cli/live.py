@@ -1,84 +1,118 @@
-"""Reads a decide snapshot from the cluster: the same objects the controller's caches hold."""
+"""Reading the cluster from the command line, as the controller's caches hold it.
+
+One `Source` says where and on whose timeline: `captf get` lists collections through
+it; `captf decide --live`, `approve`, `plan show` and `restore` read one object's
+decide snapshot through it (`read_snapshot`)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from controller.cli.kinds import ALIASES
 from controller.cli.snapshot_file import SnapshotError
-from controller.core.basics.names import (
-    API_VERSION,
-    KINDS,
-    LABEL_SCOPE,
-    LABEL_UID,
-    PLURALS,
-    SCOPE_RUN_SLOT,
-)
+from controller.core.basics.names import KINDS, LABEL_SCOPE, LABEL_UID, SCOPE_RUN_SLOT
 from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.io import api
+from runtime.cache.resource import Resource
+from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
+from runtime.timeorigin import shared_origin
 from runtime.transport import Transport, open_transport
 
 Json = dict[str, Any]
 
 
-def _kind_of(text: str) -> tuple[str, str]:
-    kind, _, name = text.partition("/")
-    by_lower = {k.lower(): k for k in KINDS} | {p: k for k, p in PLURALS.items()}
-    by_lower |= {"tfc": KINDS[0], "tfmp": KINDS[1], "tfm": KINDS[2]}
-    if not name or kind.lower() not in by_lower:
-        raise SnapshotError(
-            f"--live wants KIND/NAME with KIND one of {', '.join(KINDS)}; got {text!r}"
-        )
-    return by_lower[kind.lower()], name
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """Where a command reads, and whose "now" it reads at."""
+
+    # None: $KUBECONFIG, ~/.kube/config, then the in-cluster config.
+    kubeconfig: str | None
+    # None: every namespace (`captf get -A`); one object's snapshot needs one.
+    namespace: str | None
+    # The controller's --time-scale: "now" is on its timeline, from the origin it
+    # records in `controller_namespace`. At 1.0, the wall clock, and nothing is read.
+    time_scale: float = 1.0
+    controller_namespace: str = "default"
+
+    async def now(self, t: Transport) -> datetime:
+        wall = wall_clock()
+        if self.time_scale == 1.0:
+            return wall
+        from controller.io.main import TIME_ORIGIN  # the run stack, only when scaled
+
+        origin = await shared_origin(t, self.controller_namespace, TIME_ORIGIN, wall)
+        return scaled_time(origin, wall, self.time_scale)
 
 
-def live_snapshot(args: argparse.Namespace) -> tuple[datetime, list[Json]]:
-    kind, name = _kind_of(args.live)
+async def listed(
+    t: Transport, resource: Resource, kind: str, namespace: str | None, **params: str
+) -> list[Json]:
+    """The items of a collection, each with its kind (list items carry none)."""
+    path = api.resource_path(resource, namespace)
+    listing = await t.request("GET", path, params=params or None)
+    api_version = listing.get("apiVersion", "v1")
+    return [{"apiVersion": api_version, "kind": kind} | item for item in listing.get("items", [])]
+
+
+def live_snapshot(ref: str, *, now: str | None, source: Source) -> tuple[datetime, list[Json]]:
+    """`captf decide --live KIND/NAME [--now TIME]`: the time and the snapshot's objects."""
+    kind, name = live_ref(ref)
     try:
-        now = parse_time(args.now) if args.now else datetime.now(UTC)
+        at = parse_time(now) if now else None
     except TimeFormatError as err:
         raise SnapshotError(f"--now: {err}") from None
+    return read_snapshot(kind, name, source=source, now=at)
+
+
+def read_snapshot(
+    kind: str, name: str, *, source: Source, now: datetime | None = None
+) -> tuple[datetime, list[Json]]:
+    """The objects a decide snapshot of kind/name holds, the object first, and the time
+    to decide at (`now`, else the source's). Not found or unreachable: SnapshotError."""
+    if source.namespace is None:
+        raise ValueError("one object's snapshot is read in one namespace")
     try:
-        objects = asyncio.run(_read(args.kubeconfig, kind, name, args.namespace))
+        return asyncio.run(_read(source, source.namespace, kind, name, now))
     except ApiError as err:
         raise SnapshotError(f"reading {kind}/{name}: {err}") from None
     except OSError as err:
         raise SnapshotError(f"cannot reach the API server: {err}") from None
-    return now, objects
 
 
-async def _items(t: Transport, path: str, kind: str, **params: str) -> list[Json]:
-    listing = await t.request("GET", path, params=params or None)
-    api_version = listing.get("apiVersion", "v1")
-    # List items carry no kind; the snapshot format wants it on every object.
-    return [{"apiVersion": api_version, "kind": kind} | item for item in listing.get("items", [])]
-
-
-async def _read(kubeconfig: str | None, kind: str, name: str, ns: str) -> list[Json]:
-    async with open_transport(kubeconfig) as t:
-        base = f"/apis/{API_VERSION}/namespaces/{ns}"
-        obj = await t.request("GET", f"{base}/{PLURALS[kind]}/{name}")
-        uid = obj["metadata"]["uid"]
-        jobs = await _items(
-            t, f"/apis/batch/v1/namespaces/{ns}/jobs", "Job", labelSelector=f"{LABEL_UID}={uid}"
+def live_ref(text: str) -> tuple[str, str]:
+    """(kind, name) of --live's KIND/NAME: any spelling `captf get` takes, any name."""
+    kind, _, name = text.partition("/")
+    if not name or kind.lower() not in ALIASES:
+        raise SnapshotError(
+            f"--live wants KIND/NAME with KIND one of {', '.join(KINDS)}; got {text!r}"
         )
-        secrets = await _items(t, f"/api/v1/namespaces/{ns}/secrets", "Secret")
-        configmaps = await _items(t, f"/api/v1/namespaces/{ns}/configmaps", "ConfigMap")
-        leases = await _items(t, f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", "Lease")
-        slots = await _items(
-            t,
-            "/apis/coordination.k8s.io/v1/leases",
-            "Lease",
-            labelSelector=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
+    return ALIASES[kind.lower()], name
+
+
+async def _read(
+    source: Source, ns: str, kind: str, name: str, now: datetime | None
+) -> tuple[datetime, list[Json]]:
+    async with open_transport(source.kubeconfig) as t:
+        at = now or await source.now(t)
+        obj = await t.request("GET", api.object_path(kind, ns, name))
+        uid = obj["metadata"]["uid"]
+        jobs = await listed(t, api.JOBS, "Job", ns, labelSelector=f"{LABEL_UID}={uid}")
+        secrets = await listed(t, api.SECRETS, "Secret", ns)
+        configmaps = await listed(t, api.CONFIGMAPS, "ConfigMap", ns)
+        leases = await listed(t, api.LEASES, "Lease", ns)
+        slots = await listed(
+            t, api.LEASES, "Lease", None, labelSelector=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}"
         )
         related: list[Json] = []
         for other in KINDS:
-            related += await _items(t, f"{base}/{PLURALS[other]}", other)
+            related += await listed(t, api.OBJECTS[other], other, ns)
         seen = {(x["metadata"].get("namespace"), x["metadata"]["name"]) for x in leases}
         slots = [
             s for s in slots if (s["metadata"].get("namespace"), s["metadata"]["name"]) not in seen
         ]
         others = [r for r in related if r["metadata"]["uid"] != uid]
-        return [obj, *jobs, *secrets, *leases, *slots, *configmaps, *others]
+        return at, [obj, *jobs, *secrets, *leases, *slots, *configmaps, *others]

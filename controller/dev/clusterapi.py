@@ -50,6 +50,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from controller.dev.install import Api, free_port
+from controller.io.api import resource_path
+from runtime.cache.resource import Resource
 from runtime.envtest import RequestFailed, process
 from runtime.envtest.client import Client
 from runtime.lifecycle import RunsInContext
@@ -60,10 +62,12 @@ DIR_ENV = "CAPTF_CAPI_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "capi" / "build.sh"
 FEATURE_GATES = "MachinePool=true,ClusterTopology=true"
 STARTUP_TIMEOUT_SECONDS = 90.0
-_ADMISSION = "/apis/admissionregistration.k8s.io/v1"
-_PLURALS = {
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+_WEBHOOK_CONFIGURATIONS = {
+    kind: Resource("admissionregistration.k8s.io", "v1", plural, namespaced=False)
+    for kind, plural in (
+        ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+        ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+    )
 }
 # Server-side apply with force, as runtime.envtest.crds applies CRDs: a restart replaces our fields.
 _APPLY = {"fieldManager": "captf-clusterapi", "force": "true"}
@@ -135,7 +139,7 @@ def webhook_configurations(manifests: str, port: int, ca_bundle: bytes) -> list[
     https://127.0.0.1:<port> (trusting `ca_bundle`, PEM) instead of a Service."""
     configurations = []
     for doc in yaml.safe_load_all(manifests):
-        if not isinstance(doc, dict) or doc.get("kind") not in _PLURALS:
+        if not isinstance(doc, dict) or doc.get("kind") not in _WEBHOOK_CONFIGURATIONS:
             continue
         fitted = copy.deepcopy(doc)
         fitted["metadata"]["name"] = f"capi-{doc['metadata']['name']}"
@@ -316,4 +320,4 @@ class ClusterApi(RunsInContext):
 
 
 def _path(obj: Json) -> str:
-    return f"{_ADMISSION}/{_PLURALS[obj['kind']]}/{obj['metadata']['name']}"
+    return resource_path(_WEBHOOK_CONFIGURATIONS[obj["kind"]], None, obj["metadata"]["name"])

@@ -19,15 +19,23 @@ from typing import Any
 import anyio
 import yaml
 
-from controller.core.basics.names import API_VERSION, KINDS, PLURALS
 from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
 from controller.dev.timeline import Timeline
+from controller.io.api import (
+    CONFIGMAPS,
+    OBJECTS,
+    PODS,
+    SECRETS,
+    SERVICE_ACCOUNTS,
+    resource_path,
+)
 from controller.io.main import TIME_ORIGIN
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from runtime.cache.resource import Resource
 from runtime.envtest import ApiServer
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
@@ -39,6 +47,15 @@ CRDS = MANIFESTS / "crds"
 RUNNER_RBAC = MANIFESTS / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
+# What the examples and the runner's RBAC hold, by kind.
+_EXAMPLE_RESOURCES = {
+    **OBJECTS,
+    "Secret": SECRETS,
+    "ConfigMap": CONFIGMAPS,
+    "ServiceAccount": SERVICE_ACCOUNTS,
+    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
+    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
+}
 Json = dict[str, Any]
 
 
@@ -101,7 +118,7 @@ async def _run_all(args: argparse.Namespace, tofu: Path) -> None:
 
 
 async def _reconcile_errors(transport: Transport) -> float:
-    path = f"/api/v1/namespaces/{CONTROLLER_NAMESPACE}/pods"
+    path = resource_path(PODS, CONTROLLER_NAMESPACE)
     pods = await transport.request("GET", path, params={"labelSelector": CONTROLLER_PODS})
     family = "controller_runtime_reconcile_errors"  # the parser drops `_total`
     return await anyio.to_thread.run_sync(scrape_sum, pods["items"], family)
@@ -119,10 +136,4 @@ def _documents(path: Path) -> list[Json]:
 
 
 def _collection(obj: Json) -> str:
-    kind = obj["kind"]
-    if kind in KINDS:
-        return f"/apis/{API_VERSION}/namespaces/{NAMESPACE}/{PLURALS[kind]}"
-    if kind in ("Role", "RoleBinding"):
-        return f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/{kind.lower()}s"
-    plural = {"Secret": "secrets", "ConfigMap": "configmaps", "ServiceAccount": "serviceaccounts"}
-    return f"/api/v1/namespaces/{NAMESPACE}/{plural[kind]}"
+    return resource_path(_EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE)

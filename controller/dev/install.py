@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from controller.dev.kustomize import CLUSTER_SCOPED
+from controller.io.api import resource_path
+from runtime.cache.resource import Resource
 from runtime.envtest import RequestFailed
 
 Json = dict[str, Any]
@@ -68,12 +70,10 @@ def free_port() -> int:
 
 def path_of(obj: Json, *, named: bool = False) -> str:
     """The collection of `obj` (or the object itself, with `named`)."""
-    version, kind = obj["apiVersion"], obj["kind"]
-    prefix = f"/api/{version}" if "/" not in version else f"/apis/{version}"
-    namespace = obj["metadata"].get("namespace")
-    scope = f"/namespaces/{namespace}" if namespace and kind not in CLUSTER_SCOPED else ""
-    path = f"{prefix}{scope}/{PLURALS[kind]}"
-    return f"{path}/{obj['metadata']['name']}" if named else path
+    group, _, version = obj["apiVersion"].rpartition("/")
+    kind, meta = obj["kind"], obj["metadata"]
+    resource = Resource(group, version, PLURALS[kind], namespaced=kind not in CLUSTER_SCOPED)
+    return resource_path(resource, meta.get("namespace") or None, meta["name"] if named else "")
 
 
 def apply(api: Api, objects: list[Json]) -> None:

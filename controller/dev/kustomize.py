@@ -63,10 +63,6 @@ def render(directory: Path) -> list[Json]:
     return objects
 
 
-def render_yaml(directory: Path) -> str:
-    return yaml.safe_dump_all(render(directory), sort_keys=False)
-
-
 def _resource(directory: Path, entry: str) -> list[Json]:
     path = directory / entry
     if path.is_dir():

@@ -15,6 +15,7 @@ import anyio
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.io.api import DEPLOYMENTS, LEASES, PODS
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import LoopClock
@@ -22,9 +23,6 @@ from runtime.clock import LoopClock
 Json = dict[str, Any]
 Say = Callable[[str, str], None]
 
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-PODS = Resource("", "v1", "pods")
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
 CONTROLLER_PODS = "app.kubernetes.io/name=captf,app.kubernetes.io/component=controller"
 
 

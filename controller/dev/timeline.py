@@ -20,12 +20,13 @@ from typing import Any, TextIO
 
 import anyio
 
-from controller.core.basics.names import ANN_RETRY, GROUP, KINDS, LABEL_UID, PLURALS, VERSION
+from controller.core.basics.names import ANN_RETRY, KINDS, LABEL_UID
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.jobs.job import classify, is_finished, op_of
 from controller.core.jobs.sensitive import job_redactor
 from controller.dev.replicas import Replicas
-from runtime.cache import Informer, Resource, Selection
+from controller.io.api import JOBS, OBJECTS, SECRETS
+from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
 
@@ -59,13 +60,10 @@ class Timeline:
         self._out = out
         self._waits: dict[str, tuple[str, datetime]] = {}  # object -> (reason, until)
         real = LoopClock()
-        self._objects = {
-            kind: Informer(transport, Resource(GROUP, VERSION, PLURALS[kind]), clock=real)
-            for kind in KINDS
-        }
+        self._objects = {kind: Informer(transport, OBJECTS[kind], clock=real) for kind in KINDS}
         self._jobs = Informer(
             transport,
-            Resource("batch", "v1", "jobs"),
+            JOBS,
             clock=real,
             selection=Selection(label_selector=LABEL_UID),
         )
@@ -73,7 +71,7 @@ class Timeline:
             informer.add_handler(self._on_object(kind))
         self._jobs.add_handler(self._on_job)
         # The Secrets a Job's messages are redacted with (the controller's second pass).
-        self._secrets = Informer(transport, Resource("", "v1", "secrets"), clock=real)
+        self._secrets = Informer(transport, SECRETS, clock=real)
         self._replicas = (
             Replicas(transport, namespace=deployment[0], name=deployment[1], say=self.say)
             if deployment

@@ -1,17 +1,22 @@
-"""The controller's writes to the API server, each one request with a clear contract.
+"""The controller's writes to the API server, each one request with a clear contract,
+and the paths of every resource controller/ reads or writes.
 
 Every write that can race carries a resourceVersion precondition (a 409 is
 transient: the work queue retries through its rate limiter); creates of
-deterministically named objects treat AlreadyExists as success."""
+deterministically named objects treat AlreadyExists as success.
+
+Paths are built here only, from the resources below: moving CAPTF's kinds to another
+API group is the change of GROUP and VERSION in core/basics/names.py."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from controller.core.basics.names import API_VERSION, PLURALS
+from controller.core.basics.names import GROUP, KINDS, PLURALS, VERSION
 from controller.core.plan.accounting import Event
 from runtime import events
+from runtime.cache.resource import Resource
 from runtime.errors import ApiError
 
 Json = dict[str, Any]
@@ -32,23 +37,52 @@ class Api(Protocol):
     ) -> dict[str, Any]: ...
 
 
-def object_path(kind: str, namespace: str, name: str) -> str:
-    return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURALS[kind]}/{name}"
+# The resources controller/ reads or writes, by the API group, version and plural that
+# locate them; the core group is "".
+OBJECTS: Final = {kind: Resource(GROUP, VERSION, PLURALS[kind]) for kind in KINDS}
+JOBS: Final = Resource("batch", "v1", "jobs")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+SECRETS: Final = Resource("", "v1", "secrets")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps")
+EVENTS: Final = Resource("", "v1", "events")
+PODS: Final = Resource("", "v1", "pods")
+SERVICE_ACCOUNTS: Final = Resource("", "v1", "serviceaccounts")
+NAMESPACES: Final = Resource("", "v1", "namespaces", namespaced=False)
+NODES: Final = Resource("", "v1", "nodes", namespaced=False)
+DEPLOYMENTS: Final = Resource("apps", "v1", "deployments")
 
 
-def job_path(namespace: str, name: str = "") -> str:
-    base = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-    return f"{base}/{name}" if name else base
+def resource_path(
+    resource: Resource, namespace: str | None = None, name: str = "", *, sub: str = ""
+) -> str:
+    """The collection in `namespace` (every namespace when None; none for a cluster-scoped
+    resource), the object `name` in it, or, with `sub`, that object's subresource."""
+    out = resource.path(namespace)
+    out = f"{out}/{name}" if name else out
+    return f"{out}/{sub}" if sub else out
 
 
-def secret_path(namespace: str, name: str = "") -> str:
-    base = f"/api/v1/namespaces/{namespace}/secrets"
-    return f"{base}/{name}" if name else base
+def object_path(kind: str, namespace: str | None, name: str = "") -> str:
+    """A CAPTF object (or, without `name`, its kind's collection)."""
+    return resource_path(OBJECTS[kind], namespace, name)
 
 
-def lease_path(namespace: str, name: str = "") -> str:
-    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-    return f"{base}/{name}" if name else base
+def status_path(obj: Json) -> str:
+    """The status subresource of the CAPTF object `obj`."""
+    meta = obj["metadata"]
+    return resource_path(OBJECTS[obj["kind"]], meta["namespace"], meta["name"], sub="status")
+
+
+def job_path(namespace: str | None, name: str = "") -> str:
+    return resource_path(JOBS, namespace, name)
+
+
+def secret_path(namespace: str | None, name: str = "") -> str:
+    return resource_path(SECRETS, namespace, name)
+
+
+def lease_path(namespace: str | None, name: str = "") -> str:
+    return resource_path(LEASES, namespace, name)
 
 
 async def create(api: Api, path: str, body: Json) -> Json | None:
@@ -84,9 +118,8 @@ async def patch_status(api: Api, obj: Json, patch: Json) -> Json:
     fails nor undoes it: the reconcile of one object runs on one worker at a time, and
     the status is the controller's alone. A resourceVersion precondition would only turn
     that lag into conflicts."""
-    meta = obj["metadata"]
-    path = object_path(obj["kind"], meta["namespace"], meta["name"]) + "/status"
-    return await api.request("PATCH", path, body={"status": patch}, content_type=MERGE)
+    body = {"status": patch}
+    return await api.request("PATCH", status_path(obj), body=body, content_type=MERGE)
 
 
 async def delete_job(api: Api, namespace: str, name: str) -> None:
@@ -124,5 +157,4 @@ def event_body(obj: Json, event: Event, now: datetime) -> Json:
 
 async def record_event(api: Api, body: Json) -> bool:
     """Creates the Event once; False when it already existed."""
-    path = f"/api/v1/namespaces/{body['metadata']['namespace']}/events"
-    return await create(api, path, body) is not None
+    return await create(api, resource_path(EVENTS, body["metadata"]["namespace"]), body) is not None

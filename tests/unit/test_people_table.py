@@ -9,9 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.cli.people import rows, table
-from controller.cli.people.kinds import KindError, kind_of, ref_of
 from controller.cli.people.plan_text import SENSITIVE, UNKNOWN, render_plan
-from controller.core.basics.names import ANN_RETRY, CLUSTER, POOL
+from controller.core.basics.names import ANN_RETRY, POOL
 from tests.builders import NOW, ago, captf, job, ts
 
 TOFU_ERROR = (
@@ -189,17 +188,6 @@ def test_json_row_keeps_the_whole_error_and_the_seconds_left() -> None:
     assert out["retryInSeconds"] == 90.0
     assert out["retryAt"] == "2026-06-01T12:01:30Z"
     assert "simulated cloud API error: throttled (attempt 2)" in out["lastError"]
-
-
-@pytest.mark.parametrize("text", ["tfc", "TerraformCluster", "terraformclusters", "TFC"])
-def test_kind_spellings(text: str) -> None:
-    assert kind_of(text) == CLUSTER
-
-
-@pytest.mark.parametrize("text", ["tfc", "pods/x", "tfc/a/b", "tfc/"])
-def test_bad_refs_are_refused(text: str) -> None:
-    with pytest.raises(KindError):
-        ref_of(text)
 
 
 PLAN = {

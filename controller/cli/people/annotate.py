@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from controller.cli.people.common import Refused
-from controller.core.basics.names import API_VERSION, PLURALS
+from controller.io import api
 from runtime.errors import ApiError
 from runtime.transport import open_transport
 
@@ -23,11 +23,11 @@ async def _patch(
     kubeconfig: str | None, obj: dict[str, Any], notes: dict[str, str]
 ) -> dict[str, Any]:
     meta = obj["metadata"]
-    path = f"/apis/{API_VERSION}/namespaces/{meta['namespace']}/{PLURALS[obj['kind']]}"
+    path = api.object_path(obj["kind"], meta["namespace"], meta["name"])
     body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": notes}}
     async with open_transport(kubeconfig) as t:
         try:
-            return await t.request("PATCH", f"{path}/{meta['name']}", body=body, content_type=MERGE)
+            return await t.request("PATCH", path, body=body, content_type=MERGE)
         except ApiError as err:
             if err.status != 409:
                 raise

@@ -6,7 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from controller.cli.people.kinds import KindError
+from controller.cli.kinds import KindError
+from controller.cli.live import Source
 from controller.cli.snapshot_file import SnapshotError
 from runtime.errors import ApiError, ConfigError
 
@@ -21,6 +22,11 @@ class Refused(Exception):
 def fail(command: str, message: str, status: int) -> int:
     print(f"captf {command}: {' '.join(message.split())}", file=sys.stderr)
     return status
+
+
+def source_of(args: argparse.Namespace) -> Source:
+    """Where a command for one object reads: its --kubeconfig and -n."""
+    return Source(kubeconfig=args.kubeconfig, namespace=args.namespace)
 
 
 Command = Callable[[argparse.Namespace], int]

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from controller.cli.people.common import Refused, run_command
+from controller.cli.people.common import Refused, run_command, source_of
 from controller.cli.people.plan_text import render_plan
 from controller.cli.people.waiting import Live, read_live, waiting_job
 from controller.core.basics.names import ANN_APPROVE, ANN_PLAN_JOB, Op
@@ -25,7 +25,7 @@ Json = dict[str, Any]
 
 
 def _show(args: argparse.Namespace) -> int:
-    live = read_live(args.ref, args)
+    live = read_live(args.ref, source=source_of(args))
     waiting = waiting_job(live)
     jobs = {name_of(j): j for j in live.snap.jobs}
     job = jobs.get(waiting)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from controller.cli.people.annotate import annotate
-from controller.cli.people.common import Refused, run_command
+from controller.cli.people.common import Refused, run_command, source_of
 from controller.cli.people.waiting import Live, read_live
 from controller.core.basics.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
 from controller.core.basics.serials import serial_of
@@ -31,7 +31,7 @@ def backups(live: Live) -> dict[int, str]:
 def _restore(args: argparse.Namespace) -> int:
     if args.serial < 0:
         raise Refused(f"--serial must not be negative, got {args.serial}")
-    live = read_live(args.ref, args)
+    live = read_live(args.ref, source=source_of(args))
     found = backups(live)
     if args.serial not in found:
         have = ", ".join(str(s) for s in sorted(found)) or "none"

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
 
+from controller.cli.kinds import ref_of
+from controller.cli.live import Source, read_snapshot
 from controller.cli.people.common import Refused
-from controller.cli.people.kinds import ref_of
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, to_json
 from controller.core.decide.snapshot import Snapshot
@@ -33,14 +33,10 @@ class Live:
         return f"{self.kind}/{self.name}"
 
 
-def read_live(ref: str, args: argparse.Namespace) -> Live:
-    from controller.cli.live import live_snapshot
-
+def read_live(ref: str, *, source: Source) -> Live:
+    """The object `ref` (KIND/NAME) names, read from `source` as `captf decide --live` reads it."""
     kind, name = ref_of(ref)
-    query = argparse.Namespace(
-        live=f"{kind}/{name}", now=None, kubeconfig=args.kubeconfig, namespace=args.namespace
-    )
-    now, objects = live_snapshot(query)
+    now, objects = read_snapshot(kind, name, source=source)
     return Live(kind, name, now, snapshot.build(objects[0], objects[1:]))
 
 

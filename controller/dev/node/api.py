@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from controller.io.api import CONFIGMAPS, PODS, SECRETS, SERVICE_ACCOUNTS, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
 
@@ -21,6 +22,8 @@ Json = dict[str, Any]
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
 # Long enough to ride out an API server restart; a write that still fails is given up.
 MAX_ATTEMPTS = 20
+# What `read` reads, by plural: what a pod's env and volumes refer to.
+_READABLE = {r.plural: r for r in (SECRETS, CONFIGMAPS)}
 
 
 class Requester(Protocol):
@@ -37,10 +40,6 @@ class Requester(Protocol):
     ) -> dict[str, Any]: ...
 
 
-def pod_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}"
-
-
 class NodeApi:
     def __init__(self, transport: Requester, clock: Clock) -> None:
         self._transport = transport
@@ -55,7 +54,7 @@ class NodeApi:
             "metadata": {"name": meta["name"], "uid": meta["uid"]},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        path = pod_path(meta["namespace"], meta["name"]) + "/binding"
+        path = resource_path(PODS, meta["namespace"], meta["name"], sub="binding")
         try:
             await self._transport.request("POST", path, body=body)
         except ApiError as exc:
@@ -70,7 +69,8 @@ class NodeApi:
         """PUT `build(pod)` as the pod's status; the resourceVersion read makes the write
         conditional, so a condition someone else added (DisruptionTarget) is re-read and
         kept, never overwritten. None when `build` declines or the pod (uid) is gone."""
-        path = pod_path(namespace, name)
+        path = resource_path(PODS, namespace, name)
+        status_path = resource_path(PODS, namespace, name, sub="status")
 
         async def attempt() -> Json | None:
             pod = await self._transport.request("GET", path)
@@ -80,17 +80,18 @@ class NodeApi:
             if status is None:
                 return None
             pod["status"] = status
-            return await self._transport.request("PUT", f"{path}/status", body=pod)
+            return await self._transport.request("PUT", status_path, body=pod)
 
         return await self._retrying(f"status of pod {namespace}/{name}", attempt)
 
     async def finish_delete(self, namespace: str, name: str, uid: str) -> None:
         """The kubelet's last word on a deleted pod: delete it now (grace 0), this uid only."""
         body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+        path = resource_path(PODS, namespace, name)
 
         async def attempt() -> Json | None:
             try:
-                return await self._transport.request("DELETE", pod_path(namespace, name), body=body)
+                return await self._transport.request("DELETE", path, body=body)
             except ApiError as exc:
                 # Another pod of that name: ours is gone already.
                 if exc.status == 409 and exc.reason == "Conflict" and "UID" in exc.message:
@@ -100,7 +101,7 @@ class NodeApi:
         await self._retrying(f"delete of pod {namespace}/{name}", attempt)
 
     async def read(self, kind: str, namespace: str, name: str) -> Json | None:
-        path = f"/api/v1/namespaces/{namespace}/{kind}/{name}"
+        path = resource_path(_READABLE[kind], namespace, name)
 
         async def attempt() -> Json | None:
             return await self._transport.request("GET", path)
@@ -110,7 +111,7 @@ class NodeApi:
     async def mint_token(self, pod: Json, audience: str | None, expiration_seconds: int) -> str:
         meta = pod["metadata"]
         account = pod.get("spec", {}).get("serviceAccountName") or "default"
-        path = f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token"
+        path = resource_path(SERVICE_ACCOUNTS, meta["namespace"], account, sub="token")
         body = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",

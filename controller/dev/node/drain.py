@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.dev.node.api import Requester, pod_path
+from controller.dev.node.api import Requester
+from controller.io.api import NODES, PODS, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError
 
@@ -31,7 +32,7 @@ async def cordon(transport: Requester, node: str, *, unschedulable: bool = True)
     """Mark the node (un)schedulable: a cordoned node binds no new pod."""
     await transport.request(
         "PATCH",
-        f"/api/v1/nodes/{node}",
+        resource_path(NODES, None, node),
         body={"spec": {"unschedulable": unschedulable or None}},
         content_type="application/merge-patch+json",
     )
@@ -63,7 +64,7 @@ async def _pods(
     params = {"fieldSelector": f"spec.nodeName={node}"}
     if label_selector:
         params["labelSelector"] = label_selector
-    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    path = resource_path(PODS, namespace or None)
     listed = await transport.request("GET", path, params=params)
     return [
         pod
@@ -81,7 +82,7 @@ async def _evict(transport: Requester, pod: Json, clock: Clock, timeout: float) 
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
         "deleteOptions": {"preconditions": {"uid": meta["uid"]}},
     }
-    path = pod_path(meta["namespace"], meta["name"]) + "/eviction"
+    path = resource_path(PODS, meta["namespace"], meta["name"], sub="eviction")
     waited = 0.0
     while True:
         try:

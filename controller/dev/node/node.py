@@ -39,7 +39,8 @@ from controller.dev.node.podstatus import ContainerView, PodView, Terminated, po
 from controller.dev.node.process import spawn
 from controller.dev.node.registration import Registration
 from controller.dev.node.volumes import pod_root
-from runtime.cache import Informer, Resource, Selection
+from controller.io.api import PODS
+from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
 from runtime.lifecycle import RunsInContext
@@ -48,7 +49,6 @@ logger = logging.getLogger("controller.dev.node")
 
 Json = dict[str, Any]
 
-PODS = Resource("", "v1", "pods")
 DEFAULT_NAME = "local"
 HOST_IP = "127.0.0.1"
 # Passed from the node's environment to every process: what a local interpreter needs
@@ -98,10 +98,6 @@ class ProcessNode(RunsInContext):
         self._next_ip = 0
         self._tasks: TaskGroup | None = None
         self._setting: NodeSetting | None = None
-
-    def running_pods(self) -> list[str]:
-        """ "namespace/name" of every pod with a live run."""
-        return sorted(run.key for run in self._runs.values())
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[ProcessNode]:

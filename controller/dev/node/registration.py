@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.core.basics.timefmt import format_time
 from controller.dev.node.api import Requester
+from controller.io.api import LEASES, NODES, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
 
@@ -25,6 +26,8 @@ Json = dict[str, Any]
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0
 STATUS_SECONDS = 60.0
+# Where node heartbeats live, as the kubelet keeps them.
+NODE_LEASES = "kube-node-lease"
 NODE_VERSION = "v1.35.4-captf-process-node"
 
 
@@ -99,7 +102,7 @@ def lease_object(name: str, now: datetime) -> Json:
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
-        "metadata": {"name": name, "namespace": "kube-node-lease"},
+        "metadata": {"name": name, "namespace": NODE_LEASES},
         "spec": {
             "holderIdentity": name,
             "leaseDurationSeconds": LEASE_SECONDS,
@@ -116,15 +119,15 @@ class Registration:
         self._name = name
         self._host_ip = host_ip
         self._clock = clock
-        self._node_path = f"/api/v1/nodes/{name}"
-        self._lease_path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
+        self._node_path = resource_path(NODES, None, name)
+        self._lease_path = resource_path(LEASES, NODE_LEASES, name)
         #: The Node's spec.unschedulable as last read (a drain cordons it).
         self.unschedulable = False
 
     async def register(self) -> None:
         try:
             await self._transport.request(
-                "POST", "/api/v1/nodes", body=node_object(self._name, self._host_ip)
+                "POST", resource_path(NODES), body=node_object(self._name, self._host_ip)
             )
         except ApiError as exc:
             if exc.status != 409:
@@ -162,7 +165,7 @@ class Registration:
         # same object (taints), and our fields are ours alone.
         written = await self._transport.request(
             "PATCH",
-            f"{self._node_path}/status",
+            resource_path(NODES, None, self._name, sub="status"),
             body={"status": status},
             content_type="application/merge-patch+json",
         )
@@ -175,8 +178,7 @@ class Registration:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            path = self._lease_path.rsplit("/", 1)[0]
-            await self._transport.request("POST", path, body=lease)
+            await self._transport.request("POST", resource_path(LEASES, NODE_LEASES), body=lease)
             return
         current["spec"] = {**current.get("spec", {}), **lease["spec"]}
         await self._transport.request("PUT", self._lease_path, body=current)
