@@ -4,7 +4,7 @@ A shard watches the CAPTF objects its selector matches. For its Job and Secret
 informers to take the same selector, the Jobs and the Secrets CAPTF writes for an
 object carry the object's labels of the selector's keys: the inputs Secret and the
 Job from the controller, the state, plan and outputs Secrets from the runner (told
-them in CAPTF_SHARD_LABELS). Another shard's Jobs and Secrets are then never listed,
+them in RunnerVar.SHARD_LABELS). Another shard's Jobs and Secrets are then never listed,
 held or woken on."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from controller.core.basics.runner_vars import RunnerVar
+
 if TYPE_CHECKING:  # the runner reads this module's labels and need not load the planner
     from controller.core.plan.launching import Launch
 
 Json = dict[str, Any]
-SHARD_LABELS_ENV = "CAPTF_SHARD_LABELS"
 # A requirement's key: what stands before its operator (=, ==, !=, in, notin), or the
 # whole of an exists (`key`) or does-not-exist (`!key`) requirement.
 _KEY = re.compile(r"\s*!?\s*([A-Za-z0-9][A-Za-z0-9._/-]*)")
@@ -64,7 +65,7 @@ def labelled_launch(start: Launch, labels: Mapping[str, str]) -> Launch:
     spec = job["spec"]
     template = spec["template"]
     pod = template["spec"]
-    entry = {"name": SHARD_LABELS_ENV, "value": format_labels(labels)}
+    entry = {"name": RunnerVar.SHARD_LABELS.value, "value": format_labels(labels)}
     containers = [c | {"env": [*(c.get("env") or []), entry]} for c in pod["containers"]]
     template = _with_labels(template, labels) | {"spec": pod | {"containers": containers}}
     job = job | {"spec": spec | {"template": template}}
