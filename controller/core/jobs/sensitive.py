@@ -18,6 +18,7 @@ import orjson
 
 from controller.core.basics.redact import Redactor, redactor
 from controller.core.jobs.job_env import job_env
+from controller.core.spec.refs import SECRET, variable_sources
 
 Json = dict[str, Any]
 MODULE_PREFIX = "module."
@@ -132,12 +133,13 @@ def secret_variable_names(spec: Json, secrets: Mapping[str, Json]) -> list[str]:
     """Names of the variables an object takes from `variablesFrom` Secrets, sorted: a key
     for a keyed entry, every key of the Secret otherwise (as inputs.render reads them)."""
     names: set[str] = set()
-    for entry in spec.get("variablesFrom") or []:
-        ref = (entry or {}).get("secretRef") or {}
-        if ref.get("key"):
-            names.add(str(ref["key"]))
+    for source in variable_sources(spec):
+        if source.kind != SECRET:
+            continue
+        if source.key:
+            names.add(source.key)
         else:
-            names.update((secrets.get(ref.get("name", "")) or {}).get("data") or {})
+            names.update((secrets.get(source.name) or {}).get("data") or {})
     return sorted(names)
 
 

@@ -18,6 +18,7 @@ from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
 from controller.core.plan.successes import success_event
+from controller.core.spec.refs import cluster_of
 
 Json = dict[str, Any]
 
@@ -124,7 +125,3 @@ def released(lease: Json, writes: list[LeaseWrite]) -> Json:
         if (write.namespace, write.name) == (meta.get("namespace"), meta["name"]):
             lease = family.release(lease, write.job) or lease
     return lease
-
-
-def cluster_of(obj: Json) -> str:
-    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")

@@ -36,6 +36,7 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, op_of, seq_of
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
+from controller.core.spec.refs import credentials_of, spec_of
 
 Json = dict[str, Any]
 
@@ -177,7 +178,7 @@ def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str)
 
 
 def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
-    meta, spec = obj["metadata"], obj.get("spec") or {}
+    meta, spec = obj["metadata"], spec_of(obj)
     env = {
         RunnerVar.OP: run.op,
         RunnerVar.NAMESPACE: meta["namespace"],
@@ -203,7 +204,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env[RunnerVar.OBJECT_UID] = str(meta.get("uid", ""))
         if outputs.get("names") is not None:
             env[RunnerVar.OUTPUTS_NAMES] = ",".join(str(n) for n in outputs["names"])
-    cred = (spec.get("credentialsRef") or {}).get("name")
+    cred = credentials_of(spec)
     # Names only: the runner reads the values itself, to redact them from what it writes.
     if cred:
         env[RunnerVar.CREDENTIALS_SECRET] = cred

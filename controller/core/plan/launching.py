@@ -18,10 +18,11 @@ from controller.core.jobs.job import name_of
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of
 from controller.core.leases.writes import LeaseWrite, Role, change_of
-from controller.core.plan.accounting import Event, cluster_of
+from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name, next_job
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
+from controller.core.spec.refs import cluster_of
 
 Json = dict[str, Any]
 
