@@ -51,7 +51,7 @@ from controller.core.decide.decision import Run
 from controller.core.plan.jobspec import build_job, job_name
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
-from controller.io.caches import job_fields
+from controller.io.trimming import job_fields
 from runtime.cache import Informer, Resource, Selection, label_index
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer

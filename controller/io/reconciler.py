@@ -54,7 +54,8 @@ from controller.core.spec.sharding import labelled_launch, labelled_secret, shar
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
-from controller.io.caches import Caches, key_of, parse_key
+from controller.io.caches import Caches
+from controller.io.keys import key_of, parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from runtime.clock import Clock

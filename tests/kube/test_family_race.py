@@ -24,7 +24,8 @@ from controller.core.basics.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_
 from controller.core.jobs.job import is_finished
 from controller.core.leases import family
 from controller.io.accountant import JobMetrics
-from controller.io.caches import Caches, key_of
+from controller.io.caches import Caches
+from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler, Slots
 from runtime.clock import LoopClock, SteppedClock
 from runtime.envtest import ApiServer
