@@ -8,7 +8,7 @@ every lookup a pass makes from an index or a key."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import MappingProxyType
@@ -238,7 +238,8 @@ class Caches:
         ]
 
     def jobs_of(self, uid: str) -> list[Json]:
-        """An object's Jobs, as its decision reads them."""
+        """An object's Jobs, as its decision reads them. Taken once per pass and handed to
+        `load_contents` and `snapshot`: on a scaled clock each call copies every Job."""
         return [self._job_view(j) for j in self.jobs.store.by_index(BY_UID, uid)]
 
     def job(self, namespace: str, name: str) -> Json | None:
@@ -249,10 +250,10 @@ class Caches:
         typed = with_kind(job, "batch/v1", "Job")
         return typed if self._job_clock is None else on_clock(typed, self._job_clock)
 
-    async def load_contents(self, obj: Json) -> None:
-        """Fetches the data `obj`'s decision reads that changed since it was last fetched."""
+    async def load_contents(self, obj: Json, jobs: Sequence[Json]) -> None:
+        """Fetches the data `obj`'s decision reads that changed since it was last fetched;
+        `jobs`: the object's, from `jobs_of`."""
         ns, spec = obj["metadata"]["namespace"], spec_of(obj)
-        jobs = self.jobs_of(obj["metadata"]["uid"])
         # Values: to render the inputs, and to redact them from the Jobs' messages.
         carried = {name for job in jobs for name in job_env(job).carried_secrets}
         wanted = [Wanted(name) for name in {*secrets_read(spec), *carried}]
@@ -265,15 +266,16 @@ class Caches:
     def snapshot(
         self,
         obj: Json,
+        jobs: Sequence[Json],
         *,
         pending_jobs: frozenset[str],
         max_concurrent_runs: int,
     ) -> Snapshot:
         """Everything `decide` reads about `obj`, each part from an index or a key: the
-        cost does not grow with the number of objects, Jobs or Secrets around it."""
+        cost does not grow with the number of objects, Jobs or Secrets around it. `jobs`:
+        the object's, from `jobs_of`."""
         meta, spec = obj["metadata"], spec_of(obj)
         ns, name = meta["namespace"], meta["name"]
-        jobs = self.jobs_of(meta["uid"])
         secret_names = [state_secret_name(name), *secrets_read(spec), *_plan_secrets(jobs)]
         secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
         prefix = inputs_secret_prefix(name)

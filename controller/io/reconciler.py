@@ -216,11 +216,14 @@ class Reconciler:
         self._freeing.discard(job)
 
     async def _snapshot(self, obj: Json) -> Snapshot:
-        await self.caches.load_contents(obj)
         uid = obj["metadata"]["uid"]
-        seen = {j["metadata"]["name"] for j in self.caches.jobs_of(uid)}
+        jobs = self.caches.jobs_of(uid)
+        await self.caches.load_contents(obj, jobs)
+        seen = {j["metadata"]["name"] for j in jobs}
         self._pending, mine = pending_of(self._pending, uid, seen, self.clock.monotonic())
-        snap = self.caches.snapshot(obj, pending_jobs=mine, max_concurrent_runs=self.slots.count)
+        snap = self.caches.snapshot(
+            obj, jobs, pending_jobs=mine, max_concurrent_runs=self.slots.count
+        )
         return replace(snap, runner=self.runner)
 
     async def _facts(self, snap: Snapshot) -> Facts:

@@ -93,12 +93,15 @@ def carrying(owner: Json, inputs_secret: str) -> Json:
 
 async def load(caches: Caches, obj: Json) -> None:
     """The contents `obj`'s pass loads, as the reconciler loads them."""
-    await caches.load_contents(obj)
+    await caches.load_contents(obj, caches.jobs_of(obj["metadata"]["uid"]))
 
 
 def snapshot(caches: Caches, obj: Json, max_concurrent_runs: int = 1) -> Snapshot:
     """`obj`'s snapshot, as the reconciler takes it (with no Job pending)."""
-    return caches.snapshot(obj, pending_jobs=frozenset(), max_concurrent_runs=max_concurrent_runs)
+    jobs = caches.jobs_of(obj["metadata"]["uid"])
+    return caches.snapshot(
+        obj, jobs, pending_jobs=frozenset(), max_concurrent_runs=max_concurrent_runs
+    )
 
 
 def deliver(informer: Informer, kind: str, obj: Json) -> None:

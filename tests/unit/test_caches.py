@@ -97,6 +97,20 @@ async def test_the_secrets_a_job_carried_are_read_for_redaction(
     assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
 
 
+async def test_a_pass_reads_the_job_list_it_took_once(server: Server, caches: Caches) -> None:
+    """The contents loaded and the snapshot both come from the Jobs handed to them, not
+    from another look at the cache (a Job the cache no longer shows included)."""
+    obj = captf(CLUSTER, "c")
+    jobs = [job_fields(carrying(obj, "c-inputs-1"))]
+    caches.secrets.store.upsert(secret("c-inputs-1"))
+    path = "/api/v1/namespaces/ns/secrets/c-inputs-1"
+    server.objects[path] = secret("c-inputs-1") | {"data": {"inputs.json": "e30="}}
+    await caches.load_contents(obj, jobs)
+    snap = caches.snapshot(obj, jobs, pending_jobs=frozenset(), max_concurrent_runs=1)
+    assert snap.jobs == tuple(jobs)
+    assert snap.secrets["c-inputs-1"]["data"] == {"inputs.json": "e30="}
+
+
 async def test_a_secret_captf_wrote_is_read_from_its_cache_without_a_request(
     server: Server, caches: Caches
 ) -> None:
