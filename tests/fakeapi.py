@@ -27,7 +27,8 @@ from controller.core.basics.names import (
     MANAGER,
     PLURALS,
 )
-from controller.io.caches import Caches, own_secret_fields
+from controller.io.caches import Caches
+from controller.io.trimming import own_secret_fields
 from runtime.cache import Informer
 from runtime.errors import ApiError
 

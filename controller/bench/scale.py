@@ -54,7 +54,7 @@ from controller.core.plan.jobspec import build_job
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
 from controller.io.api import CONFIGMAPS, JOBS, NAMESPACES, OBJECTS, SECRETS, resource_path
-from controller.io.caches import job_fields
+from controller.io.trimming import job_fields
 from runtime.cache import Informer, Selection, label_index
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer

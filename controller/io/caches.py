@@ -2,32 +2,26 @@
 
 Everything DecideOp sees comes from here, so a decision made from the caches
 and one made by `captf decide` from a file differ only in where the objects
-came from."""
+came from. What each informer watches, keeps of an object and files it under is
+one row of the table below; `Caches` builds the informers from it and answers
+every lookup a pass makes from an index or a key."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from controller.core.basics.names import (
-    ANN_ACCOUNTED,
-    ANN_INPUTS_HASH,
     API_VERSION,
     CLUSTER,
-    FINALIZER,
     GROUP,
     KINDS,
-    LABEL_BACKUP_OF,
-    LABEL_KIND,
     LABEL_MANAGED_BY,
-    LABEL_NAME,
-    LABEL_OUTPUTS_OF,
-    LABEL_PLAN_OF,
-    LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
     LABEL_UID,
-    LEASE_WAITS,
     MANAGER,
     PLURALS,
     SCOPE_RUN_SLOT,
@@ -37,267 +31,125 @@ from controller.core.basics.names import (
 )
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import result
-from controller.core.leases.family import holder_of, member_jobs
-from controller.core.spec.ready import ready_of
-from controller.io.contents import Contents, Reader, Wanted
+from controller.core.jobs.job_env import job_env
+from controller.core.spec.refs import (
+    CONFIGMAP,
+    SECRET,
+    cluster_of,
+    configmaps_read,
+    dependencies,
+    secrets_read,
+    spec_of,
+)
+from controller.io.contents import Contents, Wanted
+from controller.io.indexes import (
+    BY_CLUSTER,
+    BY_INPUTS_OF,
+    BY_NAMESPACE,
+    BY_SCOPE,
+    BY_UID,
+    JOB_INDEXES,
+    LEASE_INDEXES,
+    OBJECT_INDEXES,
+    SECRET_INDEXES,
+)
 from controller.io.jobtimes import ToClock, on_clock
-from runtime.cache import Informer, Resource, Selection, interned, label_index
+from controller.io.trimming import Transform, job_fields, metadata_fields, own_secret_fields
+from runtime.cache import IndexFunc, Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
 
 Json = dict[str, Any]
-BY_NAMESPACE = "namespace"
-BY_UID = "uid"
-BY_SCOPE = "scope"
-# Objects by what they point at, "namespace/..." each: the reverse lookups a change needs.
-BY_REF = "ref"  # "ns/Secret/name", "ns/ConfigMap/name": referenced or owned
-BY_CLUSTER = "cluster"  # "ns/cluster": a pool or machine, by its clusterRef
-BY_DEPENDENCY = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
-BY_WAITING = "waiting"  # "lease": objects whose status says they wait for a Lease
-BY_INPUTS_OF = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
-WAITING_FOR_LEASE = "lease"
-INPUTS_INFIX = "-inputs-"
-
-SECRET = "Secret"
-CONFIGMAP = "ConfigMap"
 
 
-def _namespace_index(obj: Obj) -> Iterable[str]:
-    ns = obj.get("metadata", {}).get("namespace")
-    return [ns] if ns else []
+@dataclass(frozen=True, kw_only=True)
+class InformerSpec:
+    """One informer: what it lists and watches, what it keeps of each object, and the
+    indexes it files them under."""
+
+    resource: Resource
+    labels: str | None = None  # its label selector
+    # Narrowed further by a shard's selector (`--watch-label-selector`): the CAPTF objects,
+    # and what CAPTF makes for them, which carry the object's labels of the selector's keys
+    # (controller/core/spec/sharding.py). The user's Secrets and ConfigMaps do not.
+    sharded: bool = False
+    metadata_only: bool = False  # PartialObjectMetadata: the data is fetched on demand
+    transform: Transform | None = None  # trimming.py
+    indexes: Mapping[str, IndexFunc] = field(default_factory=dict)  # indexes.py
+
+    def informer(
+        self,
+        transport: ListWatchTransport,
+        *,
+        clock: Clock,
+        namespace: str | None,
+        shard: str | None,
+    ) -> Informer:
+        narrowed = [self.labels, shard if self.sharded else None]
+        selection = Selection(
+            namespace=namespace,
+            label_selector=",".join(s for s in narrowed if s) or None,
+            metadata_only=self.metadata_only,
+        )
+        return Informer(
+            transport,
+            self.resource,
+            clock=clock,
+            selection=selection,
+            indexers=self.indexes,
+            transform=self.transform,
+        )
 
 
-def _spec(obj: Obj) -> Json:
-    return obj.get("spec") or {}
-
-
-def _ref_name(value: object) -> str:
-    return str((value if isinstance(value, dict) else {}).get("name") or "")
-
-
-def referenced_secrets(obj: Obj) -> list[str]:
-    """The user's Secrets an object's spec names: credentials, then variablesFrom."""
-    spec = _spec(obj)
-    names = [_ref_name(spec.get("credentialsRef"))]
-    names += [_ref_name(entry.get("secretRef")) for entry in spec.get("variablesFrom") or []]
-    return [name for name in names if name]
-
-
-def module_configmap(obj: Obj) -> str:
-    return _ref_name((_spec(obj).get("module") or {}).get("configMapRef"))
-
-
-def referenced_configmaps(obj: Obj) -> list[str]:
-    """The ConfigMaps an object's spec names: the module, then variablesFrom."""
-    spec = _spec(obj)
-    names = [module_configmap(obj)]
-    names += [_ref_name(entry.get("configMapRef")) for entry in spec.get("variablesFrom") or []]
-    return list(dict.fromkeys(name for name in names if name))
-
-
-def _ref_index(obj: Obj) -> Iterable[str]:
-    meta = obj["metadata"]
-    ns = meta.get("namespace", "")
-    secrets = [*referenced_secrets(obj), state_secret_name(meta["name"])]
-    refs = [f"{ns}/{SECRET}/{name}" for name in secrets]
-    return refs + [f"{ns}/{CONFIGMAP}/{name}" for name in referenced_configmaps(obj)]
-
-
-def _cluster_index(obj: Obj) -> Iterable[str]:
-    cluster = _ref_name(_spec(obj).get("clusterRef"))
-    return [f"{obj['metadata'].get('namespace', '')}/{cluster}"] if cluster else []
-
-
-def _dependency_index(obj: Obj) -> Iterable[str]:
-    ns = obj["metadata"].get("namespace", "")
-    deps = _spec(obj).get("dependsOn") or []
-    return [f"{ns}/{dep.get('kind', '')}/{dep.get('name', '')}" for dep in deps]
-
-
-def _waiting_index(obj: Obj) -> Iterable[str]:
-    reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
-    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
-
-
-def _inputs_of_index(secret: Obj) -> Iterable[str]:
-    meta = secret["metadata"]
-    name = str(meta.get("name", ""))
-    if INPUTS_INFIX not in name:
-        return []
-    return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
-
-
-# What the controller reads of a Job (controller/core/jobs/job.py, history.py, sensitive.py,
-# io/accountant.py, io/interrupted.py, io/janitor.py): its identity, its labels (but
-# the four the Job controller adds, which name the Job itself) and annotations, owners,
-# its status's times and counts, and of its conditions the terminal ones (Complete,
-# Failed); of its pod template, only three of the runner's variables (the inputs hash,
-# and only when the annotation does not record it; the inputs Secret and the secret
-# variables a message is redacted with) and the Secrets it takes its environment from.
-# The rest of the template, by far the largest part, is dropped as the Job is decoded.
-# Strings that many Jobs repeat are interned and equal times within one Job shared
-# (a finished Job's completionTime is its terminal condition's time): with the store's
-# interning this brings a cached Job under 4 KiB (captf bench scale: bytes_per_cached_job).
-JOB_METADATA = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-)
-JOB_CONTROLLER_LABELS = frozenset(
-    {
-        "batch.kubernetes.io/controller-uid",
-        "batch.kubernetes.io/job-name",
-        "controller-uid",
-        "job-name",
-    }
-)
-# Of an owner reference, what finds the owner (blockOwnerDeletion is the garbage
-# collector's alone).
-OWNER_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
-INPUTS_SECRET_ENV = "CAPTF_INPUTS_SECRET"
-INPUTS_HASH_ENV = "CAPTF_INPUTS_HASH"
-RUNNER_ENV_READ = frozenset({INPUTS_HASH_ENV, INPUTS_SECRET_ENV, "CAPTF_SECRET_VARIABLES"})
-TERMINAL_CONDITIONS = frozenset({"Complete", "Failed"})
-
-
-def job_fields(job: Obj) -> Obj:
-    """A Job as cached: only the fields listed above."""
-    meta = job.get("metadata") or {}
-    kept_meta = {k: meta[k] for k in JOB_METADATA if k in meta}
-    owners = kept_meta.get("ownerReferences")
-    if owners:
-        kept_meta["ownerReferences"] = [
-            {k: ref[k] for k in OWNER_REFERENCE if k in ref}
-            for ref in owners
-            if isinstance(ref, dict)
-        ]
-    labels = kept_meta.get("labels")
-    if labels:
-        kept_meta["labels"] = {k: v for k, v in labels.items() if k not in JOB_CONTROLLER_LABELS}
-    kept: Obj = {
-        "apiVersion": interned(job.get("apiVersion", "batch/v1")),
-        "kind": interned(job.get("kind", "Job")),
-        "metadata": kept_meta,
-    }
-    if "status" in job:
-        kept["status"] = _job_status(job["status"])
-    recorded = bool((kept_meta.get("annotations") or {}).get(ANN_INPUTS_HASH))
-    containers = _runner_env(
-        job, RUNNER_ENV_READ - {INPUTS_HASH_ENV} if recorded else RUNNER_ENV_READ
+OBJECTS: Final = {
+    kind: InformerSpec(
+        resource=Resource(GROUP, VERSION, PLURALS[kind]), sharded=True, indexes=OBJECT_INDEXES
     )
-    if containers:
-        kept["spec"] = {"template": {"spec": {"containers": containers}}}
-    return kept
-
-
-JOB_STATUS = ("startTime", "completionTime", "active", "succeeded", "failed")
-JOB_CONDITION_WORDS = ("type", "status", "reason")
-
-
-def _job_status(status: Json) -> Json:
-    """Times, counts and the terminal conditions (without their messages, which nothing
-    reads)."""
-    kept = {k: status[k] for k in JOB_STATUS if k in status}
-    conditions = [
-        _condition(c, kept.get("completionTime"))
-        for c in status.get("conditions") or []
-        if isinstance(c, dict) and c.get("type") in TERMINAL_CONDITIONS
-    ]
-    if conditions:
-        kept["conditions"] = conditions
-    return kept
-
-
-def _condition(cond: Json, completed: object) -> Json:
-    """Its words interned; its time, when it equals completionTime, the same string."""
-    kept = {k: interned(cond[k]) for k in JOB_CONDITION_WORDS if k in cond}
-    if "lastTransitionTime" in cond:
-        when = cond["lastTransitionTime"]
-        kept["lastTransitionTime"] = completed if when == completed else when
-    return kept
-
-
-def _containers(job: Obj) -> list[Json]:
-    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    found: list[Json] = pod.get("containers") or []
-    return found
-
-
-def _runner_env(job: Obj, read: frozenset[str]) -> list[Json]:
-    kept: list[Json] = []
-    for container in _containers(job):
-        env = [
-            {"name": interned(e["name"]), "value": interned(e["value"])}
-            for e in container.get("env") or []
-            if e.get("name") in read and "value" in e
-        ]
-        sources = [
-            {"secretRef": {"name": interned(s["secretRef"]["name"])}}
-            for s in container.get("envFrom") or []
-            if (s.get("secretRef") or {}).get("name")
-        ]
-        if env or sources:
-            kept.append({"env": env, "envFrom": sources})
-    return kept
-
-
-def job_secrets(job: Obj) -> list[str]:
-    """The Secrets whose values a Job carried: its inputs Secret and its envFrom Secrets."""
-    names: list[str] = []
-    for container in _containers(job):
-        for e in container.get("env") or []:
-            if e.get("name") == INPUTS_SECRET_ENV and e.get("value"):
-                names.append(str(e["value"]))
-        for source in container.get("envFrom") or []:
-            name = (source.get("secretRef") or {}).get("name")
-            if name:
-                names.append(str(name))
-    return names
-
-
-# What the controller reads of a Secret's or a ConfigMap's metadata: its identity, its
-# version (data is fetched again when it moves), labels (whose is it) and annotations
-# (a state's serial and inputs hash, an inputs Secret's interrupted-apply record).
-DATA_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
-
-
-def _as(api_version: str, kind: str) -> Callable[[Obj], Obj]:
-    """PartialObjectMetadata as cached: the metadata read, under its real kind."""
-
-    def transform(obj: Obj) -> Obj:
-        meta = obj["metadata"]
-        kept = {k: meta[k] for k in DATA_METADATA if k in meta}
-        return {"apiVersion": api_version, "kind": kind, "metadata": kept}
-
-    return transform
-
-
-def own_secret_fields(secret: Obj) -> Obj:
-    """A Secret CAPTF wrote, as cached: the metadata read and the data decisions read.
-
-    A durable inputs Secret keeps its values (the inputs, and what a Job's messages are
-    redacted with), an outputs Secret too (other objects take variables from it); a
-    plan Secret keeps its keys (a decision asks only whether it has any; the plan itself
-    can be near a megabyte); a state, its backups and rescues keep none (decisions read
-    their annotations; their data is fetched if an object reads it after all)."""
-    kept = _as("v1", SECRET)(secret)
-    name = str(kept["metadata"].get("name", ""))
-    labels = kept["metadata"].get("labels") or {}
-    data = secret.get("data") or {}
-    if LABEL_PLAN_OF in labels:
-        kept["data"] = dict.fromkeys(data, "")
-    elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
-        kept["data"] = data
-    return kept
+    for kind in KINDS
+}
+# Only CAPTF's Jobs: they all carry the uid label.
+JOBS: Final = InformerSpec(
+    resource=Resource("batch", "v1", "jobs"),
+    labels=LABEL_UID,
+    sharded=True,
+    transform=job_fields,
+    indexes=JOB_INDEXES,
+)
+# The user's Secrets (and Secrets CAPTF wrote before it labelled them), as metadata:
+# `Caches.secret_data` holds the data of the ones objects read.
+SECRETS: Final = InformerSpec(
+    resource=Resource("", "v1", "secrets"),
+    labels=f"!{LABEL_MANAGED_BY}",
+    metadata_only=True,
+    transform=metadata_fields("v1", SECRET),
+    indexes=SECRET_INDEXES,
+)
+# The Secrets CAPTF wrote, with the data decisions read: reading them costs no request.
+OWN_SECRETS: Final = InformerSpec(
+    resource=Resource("", "v1", "secrets"),
+    labels=f"{LABEL_MANAGED_BY}={MANAGER}",
+    sharded=True,
+    transform=own_secret_fields,
+    indexes=SECRET_INDEXES,
+)
+CONFIGMAPS: Final = InformerSpec(
+    resource=Resource("", "v1", "configmaps"),
+    metadata_only=True,
+    transform=metadata_fields("v1", CONFIGMAP),
+)
+# Run slots and operation Leases carry the scope label; the leader Lease does not.
+LEASES: Final = InformerSpec(
+    resource=Resource("coordination.k8s.io", "v1", "leases"),
+    labels=LABEL_SCOPE,
+    indexes=LEASE_INDEXES,
+)
+# The run slots alone, watched in the controller's namespace when it watches another.
+SLOT_LEASES: Final = InformerSpec(
+    resource=LEASES.resource,
+    labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
+    indexes=LEASE_INDEXES,
+)
 
 
 def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
@@ -307,27 +159,13 @@ def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
     return {"apiVersion": api_version, "kind": kind} | obj
 
 
-def key_of(kind: str, namespace: str, name: str) -> str:
-    """A work-queue key: `Kind/namespace/name` (three kinds share one queue)."""
-    return f"{kind}/{namespace}/{name}"
-
-
-def parse_key(key: str) -> tuple[str, str, str]:
-    kind, namespace, name = key.split("/", 2)
-    return kind, namespace, name
-
-
 class Caches:
-    """One informer per resource read, and every lookup a snapshot needs as an index.
+    """One informer per row of the table, and every lookup a snapshot needs as an index.
 
-    `label_selector` (sharding) narrows the CAPTF objects to one shard, and with them
-    the Jobs and the Secrets CAPTF wrote, which carry their object's labels of the
-    selector's keys (controller/core/spec/sharding.py). The user's Secrets and ConfigMaps do
-    not carry them and are not narrowed.
-    The Secrets CAPTF wrote (labelled captf.io/managed-by) are cached with the data
-    decisions read, so reading them costs no request; the user's Secrets and ConfigMaps
-    (and Secrets written before the label) are cached as metadata, and `contents` holds
-    the data of the ones objects read, fetched again when their version moves."""
+    `label_selector` (sharding) narrows the sharded rows to one shard. The Secrets CAPTF
+    wrote are cached with the data decisions read; the user's Secrets and ConfigMaps are
+    cached as metadata, and `secret_data` and `configmap_data` hold the data of the ones
+    objects read, fetched again when their version moves."""
 
     def __init__(
         self,
@@ -335,7 +173,6 @@ class Caches:
         *,
         clock: Clock,
         namespace: str | None,
-        reader: Reader | None = None,
         label_selector: str | None = None,
         job_clock: ToClock | None = None,
         slot_namespace: str | None = None,
@@ -344,105 +181,27 @@ class Caches:
         (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
         where the run slots live; watched for them when `namespace` is another."""
         self._job_clock = job_clock
-
-        def informer(
-            group: str,
-            version: str,
-            plural: str,
-            *,
-            labels: str | None = None,
-            metadata_only: bool = False,
-            transform: Callable[[Obj], Obj] | None = None,
-            within: str | None = namespace,
-            **indexers: Any,
-        ) -> Informer:
-            selection = Selection(
-                namespace=within, label_selector=labels, metadata_only=metadata_only
-            )
-            resource = Resource(group, version, plural)
-            return Informer(
-                transport,
-                resource,
-                clock=clock,
-                selection=selection,
-                indexers=indexers,
-                transform=transform,
-            )
-
-        self.objects = {
-            kind: informer(
-                GROUP,
-                VERSION,
-                PLURALS[kind],
-                labels=label_selector,
-                namespace=_namespace_index,
-                ref=_ref_index,
-                cluster=_cluster_index,
-                dependency=_dependency_index,
-                waiting=_waiting_index,
-            )
-            for kind in KINDS
-        }
-
-        def narrowed(labels: str) -> str:
-            return labels if not label_selector else f"{labels},{label_selector}"
-
-        # Only CAPTF's Jobs: they all carry the uid label.
-        self.jobs = informer(
-            "batch",
-            "v1",
-            "jobs",
-            labels=narrowed(LABEL_UID),
-            transform=job_fields,
-            uid=label_index(LABEL_UID),
+        informer = partial(
+            InformerSpec.informer,
+            transport=transport,
+            clock=clock,
+            namespace=namespace,
+            shard=label_selector,
         )
-        self.secrets = informer(
-            "",
-            "v1",
-            "secrets",
-            labels=f"!{LABEL_MANAGED_BY}",
-            metadata_only=True,
-            transform=_as("v1", SECRET),
-            inputs_of=_inputs_of_index,
-        )
-        self.own_secrets = informer(
-            "",
-            "v1",
-            "secrets",
-            labels=narrowed(f"{LABEL_MANAGED_BY}={MANAGER}"),
-            transform=own_secret_fields,
-            inputs_of=_inputs_of_index,
-        )
-        self.configmaps = informer(
-            "", "v1", "configmaps", metadata_only=True, transform=_as("v1", CONFIGMAP)
-        )
-        # Run slots and operation Leases carry the scope label; the leader Lease does not.
-        self.leases = informer(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            labels=LABEL_SCOPE,
-            namespace=_namespace_index,
-            scope=label_index(LABEL_SCOPE),
-        )
+        self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
+        self.jobs = informer(JOBS)
+        self.secrets = informer(SECRETS)
+        self.own_secrets = informer(OWN_SECRETS)
+        self.configmaps = informer(CONFIGMAPS)
+        self.leases = informer(LEASES)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
-        self.slot_leases: Informer | None = None
-        if namespace is not None and slot_namespace not in (None, namespace):
-            self.slot_leases = informer(
-                "coordination.k8s.io",
-                "v1",
-                "leases",
-                labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
-                within=slot_namespace,
-                namespace=_namespace_index,
-                scope=label_index(LABEL_SCOPE),
-            )
-        source = reader if reader is not None else transport
+        apart = namespace is not None and slot_namespace not in (None, namespace)
+        self.slot_leases = informer(SLOT_LEASES, namespace=slot_namespace) if apart else None
         self.secret_data = Contents(
-            source, self.secrets.resource, self.secrets.store, whole=self.own_secrets.store
+            transport, SECRETS.resource, self.secrets.store, whole=self.own_secrets.store
         )
-        self.configmap_data = Contents(source, self.configmaps.resource, self.configmaps.store)
+        self.configmap_data = Contents(transport, CONFIGMAPS.resource, self.configmaps.store)
 
     def informers(self) -> list[Informer]:
         return [
@@ -471,13 +230,6 @@ class Caches:
         found = self.objects[kind].store.get(f"{namespace}/{name}")
         return None if found is None else with_kind(found, API_VERSION, kind)
 
-    def objects_in(self, namespace: str) -> list[Json]:
-        return [
-            with_kind(o, API_VERSION, kind)
-            for kind, inf in self.objects.items()
-            for o in inf.store.by_index(BY_NAMESPACE, namespace)
-        ]
-
     def objects_by(self, index: str, value: str) -> list[Json]:
         return [
             with_kind(o, API_VERSION, kind)
@@ -486,6 +238,8 @@ class Caches:
         ]
 
     def jobs_of(self, uid: str) -> list[Json]:
+        """An object's Jobs, as its decision reads them. Taken once per pass and handed to
+        `load_contents` and `snapshot`: on a scaled clock each call copies every Job."""
         return [self._job_view(j) for j in self.jobs.store.by_index(BY_UID, uid)]
 
     def job(self, namespace: str, name: str) -> Json | None:
@@ -496,28 +250,27 @@ class Caches:
         typed = with_kind(job, "batch/v1", "Job")
         return typed if self._job_clock is None else on_clock(typed, self._job_clock)
 
-    async def load_contents(self, obj: Json) -> None:
-        """Fetches the data `obj`'s decision reads that changed since it was last fetched."""
-        ns = obj["metadata"]["namespace"]
-        jobs = self.jobs_of(obj["metadata"]["uid"])
+    async def load_contents(self, obj: Json, jobs: Sequence[Json]) -> None:
+        """Fetches the data `obj`'s decision reads that changed since it was last fetched;
+        `jobs`: the object's, from `jobs_of`."""
+        ns, spec = obj["metadata"]["namespace"], spec_of(obj)
         # Values: to render the inputs, and to redact them from the Jobs' messages.
-        carried = {name for job in jobs for name in job_secrets(job)}
-        wanted = [Wanted(name) for name in {*referenced_secrets(obj), *carried}]
-        wanted += [Wanted(name, keys_only=True) for name in self._plan_secrets(obj)]
+        carried = {name for job in jobs for name in job_env(job).carried_secrets}
+        wanted = [Wanted(name) for name in {*secrets_read(spec), *carried}]
+        wanted += [Wanted(name, keys_only=True) for name in _plan_secrets(jobs)]
         await self.secret_data.load(ns, wanted)
-        configmaps = referenced_configmaps(obj)
+        configmaps = configmaps_read(spec)
         if configmaps:
             await self.configmap_data.load(ns, [Wanted(name) for name in configmaps])
 
-    def snapshot(self, obj: Json) -> Snapshot:
+    def snapshot(self, obj: Json, jobs: Sequence[Json]) -> Snapshot:
         """Everything `decide` reads about `obj`, each part from an index or a key: the
-        cost does not grow with the number of objects, Jobs or Secrets around it."""
-        meta = obj["metadata"]
+        cost does not grow with the number of objects, Jobs or Secrets around it. `jobs`:
+        the object's, from `jobs_of`."""
+        meta, spec = obj["metadata"], spec_of(obj)
         ns, name = meta["namespace"], meta["name"]
-        jobs = self.jobs_of(meta["uid"])
-        secret_names = [state_secret_name(name), *referenced_secrets(obj)]
-        secret_names += self._plan_secrets(obj)
-        secret_names += [secret for job in jobs for secret in job_secrets(job)]
+        secret_names = [state_secret_name(name), *secrets_read(spec), *_plan_secrets(jobs)]
+        secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
         prefix = inputs_secret_prefix(name)
         secret_names += [
             s["metadata"]["name"]
@@ -525,33 +278,15 @@ class Caches:
             for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
             if s["metadata"]["name"].startswith(prefix)
         ]
+        configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
         return Snapshot(
             obj=obj,
             jobs=tuple(jobs),
-            secrets=MappingProxyType(self._with_data(self.secret_data, ns, secret_names)),
-            configmaps=MappingProxyType(
-                self._with_data(self.configmap_data, ns, referenced_configmaps(obj))
-            ),
+            secrets=MappingProxyType(_with_data(self.secret_data, ns, secret_names)),
+            configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(self._related(obj)),
         )
-
-    def _plan_secrets(self, obj: Json) -> list[str]:
-        names = (
-            str((result(job) or {}).get("planSecret") or "")
-            for job in self.jobs_of(obj["metadata"]["uid"])
-        )
-        return [name for name in names if name]
-
-    def _with_data(self, contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:
-        found: dict[str, Json] = {}
-        for name in names:
-            meta = contents.metadata_of(f"{ns}/{name}")
-            if meta is None:
-                continue
-            data = contents.data(ns, name)
-            found[name] = meta if data is None else meta | {"data": data}
-        return found
 
     def _leases(self, ns: str) -> list[Json]:
         slots = [
@@ -566,11 +301,7 @@ class Caches:
         """The cluster, the dependencies and (for a cluster) the members, by (kind, name)."""
         meta = obj["metadata"]
         ns, uid = meta["namespace"], meta.get("uid")
-        spec = _spec(obj)
-        wanted = [(CLUSTER, _ref_name(spec.get("clusterRef")))]
-        wanted += [
-            (str(d.get("kind", "")), str(d.get("name", ""))) for d in spec.get("dependsOn") or []
-        ]
+        wanted = [(CLUSTER, cluster_of(obj)), *dependencies(spec_of(obj))]
         related: dict[tuple[str, str], Json] = {}
         for kind, name in wanted:
             other = self.object(kind, ns, name) if kind in self.objects and name else None
@@ -583,134 +314,19 @@ class Caches:
         return related
 
 
-def owner_key(job: Obj) -> str | None:
-    """The object a CAPTF Job belongs to, from its labels."""
-    labels = job.get("metadata", {}).get("labels") or {}
-    kind, name = labels.get(LABEL_KIND), labels.get(LABEL_NAME)
-    ns = job.get("metadata", {}).get("namespace")
-    if kind not in KINDS or not name or not ns:
-        return None
-    return key_of(kind, ns, name)
+def _plan_secrets(jobs: Iterable[Json]) -> list[str]:
+    """The plan Secrets the Jobs' results name: a decision asks only whether they have keys."""
+    names = (str((result(job) or {}).get("planSecret") or "") for job in jobs)
+    return [name for name in names if name]
 
 
-def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
-    """Which changes wake which objects. Handlers only enqueue keys: they run in the watch
-    loop. Every fan-out goes through an index: a change wakes the objects it concerns, not
-    its namespace."""
-
-    def wake(objects: Iterable[Json]) -> None:
-        for other in objects:
-            other_meta = other["metadata"]
-            enqueue(key_of(other["kind"], other_meta["namespace"], other_meta["name"]))
-
-    def on_object(kind: str) -> Callable[[Obj | None, Obj | None], None]:
-        def handler(old: Obj | None, new: Obj | None) -> None:
-            obj = new or old
-            assert obj is not None
-            meta = obj["metadata"]
-            ns, name = meta["namespace"], meta["name"]
-            if not only_own_object_writes(old, new):
-                enqueue(key_of(kind, ns, name))
-            if _ready_changed(old, new) or _active_job(old) != _active_job(new):
-                # Dependants and members wait on this object's Ready condition; a cluster
-                # and its members wait while the other runs a Job (status.activeJob).
-                wake(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
-                if kind == CLUSTER:
-                    wake(caches.objects_by(BY_CLUSTER, f"{ns}/{name}"))
-                else:
-                    cluster = caches.object(CLUSTER, ns, _ref_name(_spec(obj).get("clusterRef")))
-                    wake([cluster] if cluster is not None else [])
-
-        return handler
-
-    for kind, inf in caches.objects.items():
-        inf.add_handler(on_object(kind))
-
-    def on_job(old: Obj | None, new: Obj | None) -> None:
-        if only_own_job_writes(old, new):
-            return
-        key = owner_key(new or old or {})
-        if key is not None:
-            enqueue(key)
-
-    caches.jobs.add_handler(on_job)
-
-    def on_data(kind: str, contents: Contents) -> Callable[[Obj | None, Obj | None], None]:
-        def handler(old: Obj | None, new: Obj | None) -> None:
-            obj = new or old
-            assert obj is not None
-            meta = obj["metadata"]
-            ns, name = meta.get("namespace", ""), meta["name"]
-            if new is None:
-                contents.forget(f"{ns}/{name}")
-            # Objects that read it (module, variables, credentials, their state)...
-            wake(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
-            # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
-            labels = meta.get("labels") or {}
-            owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
-            if owner:
-                owner_kind = labels.get(LABEL_KIND)
-                kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
-                found = [caches.object(k, ns, owner) for k in kinds]
-                wake(o for o in found if o is not None)
-
-        return handler
-
-    caches.secrets.add_handler(on_data(SECRET, caches.secret_data))
-    caches.own_secrets.add_handler(on_data(SECRET, caches.secret_data))
-    caches.configmaps.add_handler(on_data(CONFIGMAP, caches.configmap_data))
-
-    def on_lease(old: Obj | None, new: Obj | None) -> None:
-        gone = set(member_jobs(old)) - set(member_jobs(new))
-        if (holder_of(old) and not holder_of(new)) or gone:
-            # A slot or an operation came free (a holder, or a member's entry on its
-            # cluster's operation Lease): wake whoever waits for a Lease.
-            wake(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
-
-    for leases in caches.lease_caches():
-        leases.add_handler(on_lease)
-
-
-def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
-    """Whether an update changed nothing but what the controller itself writes on a CAPTF
-    object: status, its finalizer, the retry-capped label. Such an event must not wake the
-    object again (the pass that wrote it already decided with it); any other change
-    (spec, labels and annotations that are not ours, deletion, foreign finalizers) does."""
-    if old is None or new is None:
-        return False
-    return _own_writes_aside(old) == _own_writes_aside(new)
-
-
-def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
-    meta = obj["metadata"]
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_RETRY_CAPPED}
-    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
-    return (
-        obj.get("spec"),
-        meta.get("uid"),
-        meta.get("deletionTimestamp"),
-        meta.get("annotations") or {},
-        labels,
-        finalizers,
-    )
-
-
-def only_own_job_writes(old: Obj | None, new: Obj | None) -> bool:
-    """Whether a Job update only set the controller's accounting annotation."""
-    if old is None or new is None:
-        return False
-    return _accounting_aside(old) == _accounting_aside(new)
-
-
-def _accounting_aside(job: Obj) -> tuple[object, ...]:
-    meta = job["metadata"]
-    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANN_ACCOUNTED}
-    return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
-
-
-def _active_job(obj: Obj | None) -> str:
-    return str(((obj or {}).get("status") or {}).get("activeJob") or "")
-
-
-def _ready_changed(old: Obj | None, new: Obj | None) -> bool:
-    return ready_of(old) != ready_of(new)
+def _with_data(contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:
+    """The named Secrets or ConfigMaps that exist, each with the data held for it."""
+    found: dict[str, Json] = {}
+    for name in names:
+        meta = contents.metadata_of(f"{ns}/{name}")
+        if meta is None:
+            continue
+        data = contents.data(ns, name)
+        found[name] = meta if data is None else meta | {"data": data}
+    return found

@@ -90,6 +90,12 @@ class Contents:
     def forget(self, key: str) -> None:
         self._held.pop(key, None)
 
+    def forget_deleted(self, old: Json | None, new: Json | None) -> None:
+        """An informer handler: what is held of an object goes when the object does."""
+        if old is not None and new is None:
+            meta = old["metadata"]
+            self.forget(f"{meta.get('namespace', '')}/{meta['name']}")
+
     def __len__(self) -> int:
         return len(self._held)
 

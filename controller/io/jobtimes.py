@@ -14,7 +14,6 @@ may end up to K seconds of controller time late (one real second)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,16 +27,22 @@ _STAMP = timedelta(seconds=1)
 
 
 def on_clock(job: Json, to_clock: ToClock) -> Json:
-    """A copy of `job` with its creation, start, completion and condition times moved."""
-    moved = copy.deepcopy(job)
-    meta = moved.get("metadata") or {}
-    _move(meta, "creationTimestamp", to_clock)
-    status = moved.get("status") or {}
-    _move(status, "startTime", to_clock)
-    _move(status, "completionTime", to_clock)
-    for cond in status.get("conditions") or []:
-        _move(cond, "lastTransitionTime", to_clock)
-        _move(cond, "lastProbeTime", to_clock)
+    """A copy of `job` with its creation, start, completion and condition times moved.
+    Only the parts holding a moved time are copied; the rest is shared with the cached
+    Job, which no reader mutates (at scale 1 readers get the cached Job itself)."""
+    moved = dict(job)
+    if "metadata" in job:
+        moved["metadata"] = meta = dict(job["metadata"])
+        _move(meta, "creationTimestamp", to_clock)
+    if job.get("status"):
+        moved["status"] = status = dict(job["status"])
+        _move(status, "startTime", to_clock)
+        _move(status, "completionTime", to_clock)
+        if status.get("conditions"):
+            status["conditions"] = [dict(cond) for cond in status["conditions"]]
+        for cond in status.get("conditions") or []:
+            _move(cond, "lastTransitionTime", to_clock)
+            _move(cond, "lastProbeTime", to_clock)
     return moved
 
 

@@ -29,9 +29,11 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controller.io import capped
 from controller.io.accountant import JobMetrics
-from controller.io.caches import Caches, parse_key, wire_handlers
+from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
+from controller.io.handlers import wire_handlers
 from controller.io.janitor import sweep_forever
+from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
 from controller.io.writes import NotingWrites
 from runtime import logs

@@ -61,7 +61,8 @@ from controller.core.plan.planner import Plan, live_check_needed, plan
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
-from controller.io.caches import Caches, parse_key
+from controller.io.caches import Caches
+from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
@@ -99,8 +100,11 @@ class Reconciler:
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> Snapshot:
-        await self.caches.load_contents(obj)
-        return self.caches.snapshot(obj)
+        # One Job list for the pass: the Secrets loaded are those of the Jobs the snapshot
+        # shows (a Job that appears meanwhile wakes the object again).
+        jobs = self.caches.jobs_of(obj["metadata"]["uid"])
+        await self.caches.load_contents(obj, jobs)
+        return self.caches.snapshot(obj, jobs)
 
     async def _facts(self, key: str, snap: Snapshot) -> Facts:
         """What the plan needs beyond the caches: the memory, and the live reads behind a

@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from controller.core.basics.runner_vars import RunnerVar
+
 DIR_ENV = "CAPTF_TOFU_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "tofu" / "build.sh"
 
@@ -34,8 +36,8 @@ def tofu_dir(*, build: bool = True) -> Path:
 def runner_environ(directory: Path) -> dict[str, str]:
     """The runner's variables that point it at this build."""
     return {
-        "CAPTF_TOFU": str(directory / "tofu"),
-        "CAPTF_TOFU_CLI_CONFIG": str(directory / "tofurc"),
+        RunnerVar.TOFU.value: str(directory / "tofu"),
+        RunnerVar.TOFU_CLI_CONFIG.value: str(directory / "tofurc"),
     }
 
 

@@ -1,7 +1,7 @@
 """The runner's instructions: the environment the controller's Job builder sets.
 
-This is the contract between the controller and any runner image; every name
-here is part of it."""
+This is the contract between the controller and any runner image; the names are
+controller/core/basics/runner_vars.py's."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.basics.names import MANAGED_BY, Op
-from controller.core.jobs.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
-from controller.core.spec.sharding import SHARD_LABELS_ENV, parse_labels
+from controller.core.basics.runner_vars import RunnerVar
+from controller.core.spec.sharding import parse_labels
 
 
 class EnvError(ValueError):
@@ -41,7 +41,7 @@ class RunnerEnv:
     outputs_secret: str | None = None
     outputs_names: tuple[str, ...] | None = None
     object_uid: str | None = None
-    # The object's shard labels (CAPTF_SHARD_LABELS), put on every Secret written.
+    # The object's shard labels (RunnerVar.SHARD_LABELS), put on every Secret written.
     shard_labels: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -50,59 +50,58 @@ class RunnerEnv:
         return {**self.shard_labels, **MANAGED_BY}
 
 
-def _required(env: Mapping[str, str], key: str) -> str:
+def _required(env: Mapping[str, str], key: RunnerVar) -> str:
     value = env.get(key, "")
     if not value:
         raise EnvError(f"{key} is not set")
     return value
 
 
-def _optional(env: Mapping[str, str], key: str) -> str | None:
+def _optional(env: Mapping[str, str], key: RunnerVar) -> str | None:
     return env.get(key) or None
 
 
 def from_environ(env: Mapping[str, str]) -> RunnerEnv:
     """Parses and checks the environment; raises EnvError naming the first problem."""
-    raw_op = _required(env, "CAPTF_OP")
+    var = RunnerVar
+    raw_op = _required(env, var.OP)
     try:
         op = Op(raw_op)
     except ValueError:
-        raise EnvError(f"CAPTF_OP={raw_op!r} is not one of {[o.value for o in Op]}") from None
+        raise EnvError(f"{var.OP}={raw_op!r} is not one of {[o.value for o in Op]}") from None
     restore_serial = None
     if op is Op.RESTORE:
-        raw = _required(env, "CAPTF_RESTORE_SERIAL")
+        raw = _required(env, var.RESTORE_SERIAL)
         if not raw.isdigit():
-            raise EnvError(f"CAPTF_RESTORE_SERIAL={raw!r} is not a non-negative integer")
+            raise EnvError(f"{var.RESTORE_SERIAL}={raw!r} is not a non-negative integer")
         restore_serial = int(raw)
-    plan_secret = _required(env, "CAPTF_PLAN_SECRET") if op is Op.PLAN else None
+    plan_secret = _required(env, var.PLAN_SECRET) if op is Op.PLAN else None
     return RunnerEnv(
         op=op,
-        namespace=_required(env, "CAPTF_NAMESPACE"),
-        job_name=_required(env, "CAPTF_JOB_NAME"),
-        object_name=_required(env, "CAPTF_OBJECT_NAME"),
-        object_kind=_required(env, "CAPTF_OBJECT_KIND"),
+        namespace=_required(env, var.NAMESPACE),
+        job_name=_required(env, var.JOB_NAME),
+        object_name=_required(env, var.OBJECT_NAME),
+        object_kind=_required(env, var.OBJECT_KIND),
         # A restore runs no module, so it needs no inputs.
-        inputs_secret="" if op is Op.RESTORE else _required(env, "CAPTF_INPUTS_SECRET"),
-        inputs_hash="" if op is Op.RESTORE else _required(env, "CAPTF_INPUTS_HASH"),
-        state_secret=_required(env, "CAPTF_STATE_SECRET"),
-        guarded=env.get("CAPTF_GUARDED", "").lower() == "true",
+        inputs_secret="" if op is Op.RESTORE else _required(env, var.INPUTS_SECRET),
+        inputs_hash="" if op is Op.RESTORE else _required(env, var.INPUTS_HASH),
+        state_secret=_required(env, var.STATE_SECRET),
+        guarded=env.get(var.GUARDED, "").lower() == "true",
         plan_secret=plan_secret,
-        approved_plan_secret=_optional(env, "CAPTF_APPROVED_PLAN_SECRET")
-        if op is Op.APPLY
-        else None,
+        approved_plan_secret=_optional(env, var.APPROVED_PLAN_SECRET) if op is Op.APPLY else None,
         restore_serial=restore_serial,
-        tofu=env.get("CAPTF_TOFU") or "tofu",
-        tofu_cli_config=_optional(env, "CAPTF_TOFU_CLI_CONFIG"),
-        work_dir=_optional(env, "CAPTF_WORK_DIR"),
-        credentials_secret=_optional(env, CREDENTIALS_ENV),
-        secret_variables=tuple(n for n in env.get(SECRET_VARIABLES_ENV, "").split(",") if n),
-        outputs_secret=_optional(env, "CAPTF_OUTPUTS_SECRET") if op is Op.APPLY else None,
-        outputs_names=_names(env.get("CAPTF_OUTPUTS_NAMES")),
-        object_uid=_optional(env, "CAPTF_OBJECT_UID"),
-        shard_labels=parse_labels(env.get(SHARD_LABELS_ENV)),
+        tofu=env.get(var.TOFU) or "tofu",
+        tofu_cli_config=_optional(env, var.TOFU_CLI_CONFIG),
+        work_dir=_optional(env, var.WORK_DIR),
+        credentials_secret=_optional(env, var.CREDENTIALS_SECRET),
+        secret_variables=tuple(n for n in env.get(var.SECRET_VARIABLES, "").split(",") if n),
+        outputs_secret=_optional(env, var.OUTPUTS_SECRET) if op is Op.APPLY else None,
+        outputs_names=_names(env.get(var.OUTPUTS_NAMES)),
+        object_uid=_optional(env, var.OBJECT_UID),
+        shard_labels=parse_labels(env.get(var.SHARD_LABELS)),
     )
 
 
 def _names(raw: str | None) -> tuple[str, ...] | None:
-    """CAPTF_OUTPUTS_NAMES: absent means every output; set (even empty) lists them."""
+    """RunnerVar.OUTPUTS_NAMES: absent means every output; set (even empty) lists them."""
     return None if raw is None else tuple(n for n in raw.split(",") if n)

@@ -26,7 +26,8 @@ from controller.core.jobs.job import is_finished
 from controller.core.leases import family
 from controller.core.spec.policy import RunnerPolicy
 from controller.io.accountant import JobMetrics
-from controller.io.caches import Caches, key_of
+from controller.io.caches import Caches
+from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import LoopClock, SteppedClock
 from runtime.envtest import ApiServer

@@ -33,7 +33,8 @@ from controller.core.jobs.job import annotations_of, is_finished
 from controller.core.spec.policy import RunnerPolicy
 from controller.io import api
 from controller.io.accountant import JobMetrics
-from controller.io.caches import Caches, key_of
+from controller.io.caches import Caches
+from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError

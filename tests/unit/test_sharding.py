@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.core.basics.names import MANAGED_BY
+from controller.core.basics.runner_vars import RunnerVar
 from controller.core.plan.launching import Launch, labelled_launch, labelled_secret
 from controller.core.spec.sharding import (
-    SHARD_LABELS_ENV,
     format_labels,
     parse_labels,
     selector_keys,
@@ -76,7 +76,7 @@ def test_a_launch_carries_the_shard_labels_on_its_job_pod_secret_and_runner() ->
     template = after.job["spec"]["template"]
     assert template["metadata"]["labels"] == {"captf.io/name": "c", "shard": "a"}
     env = template["spec"]["containers"][0]["env"]
-    assert env[-1] == {"name": SHARD_LABELS_ENV, "value": "shard=a"}
+    assert env[-1] == {"name": RunnerVar.SHARD_LABELS, "value": "shard=a"}
     assert after.inputs_secret is not None
     assert after.inputs_secret["metadata"]["labels"] == {"captf.io/name": "c", "shard": "a"}
     # The plan's own objects are not changed in place.
@@ -104,5 +104,5 @@ def test_the_runner_labels_what_it_writes_with_the_shard_labels() -> None:
         "CAPTF_STATE_SECRET": "c-state",
     }
     assert from_environ(env).written_labels == MANAGED_BY
-    sharded = from_environ(env | {SHARD_LABELS_ENV: "shard=a"})
+    sharded = from_environ(env | {RunnerVar.SHARD_LABELS: "shard=a"})
     assert sharded.written_labels == {"shard": "a"} | MANAGED_BY

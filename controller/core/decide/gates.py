@@ -28,6 +28,7 @@ from controller.core.jobs.job import labels_of, name_of
 from controller.core.leases import family
 from controller.core.leases.family import holder_of as _holder
 from controller.core.leases.slots import is_run_slot
+from controller.core.spec.refs import cluster_of
 from controller.core.spec.windows import next_opening, open_window
 
 Json = dict[str, Any]
@@ -99,7 +100,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:
-        cluster = _cluster_of(snap.obj)
+        cluster = cluster_of(snap.obj)
         leased = any(_is_cluster_lease(lease, cluster) for lease in held)
         if leased or _runs_a_job(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is running an operation"
@@ -108,7 +109,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     members = {
         op_lease_name(kind, name): f"{kind}/{name}"
         for (kind, name), other in snap.related.items()
-        if kind != CLUSTER and _cluster_of(other) == snap.name
+        if kind != CLUSTER and cluster_of(other) == snap.name
     }
     busy = {
         members.get(name_of(lease), name_of(lease))
@@ -118,7 +119,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     busy |= {
         f"{kind}/{name}"
         for (kind, name), other in snap.related.items()
-        if kind != CLUSTER and _cluster_of(other) == snap.name and _runs_a_job(other)
+        if kind != CLUSTER and cluster_of(other) == snap.name and _runs_a_job(other)
     }
     # The members' Jobs recorded on the cluster's own operation Lease (the exclusion the
     # launcher writes), named by Job where no member Lease above names it already.
@@ -150,10 +151,6 @@ def _own_job_names(snap: Snapshot) -> set[str]:
 
 def _namespace_of(obj: Json, default: str) -> str:
     return str(obj.get("metadata", {}).get("namespace") or default)
-
-
-def _cluster_of(obj: Json) -> str:
-    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
 
 
 def _runs_a_job(obj: Json | None) -> bool:

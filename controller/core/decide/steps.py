@@ -35,6 +35,7 @@ from controller.core.jobs.job import (
     name_of,
 )
 from controller.core.spec.ready import is_ready as _is_ready
+from controller.core.spec.refs import cluster_of, credentials_of, dependencies
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").
 CACHE_WAIT = 5.0
@@ -132,17 +133,16 @@ def _unaccounted_restore(job: dict[str, object], serial: int) -> bool:
 
 def not_ready(ctx: Context) -> Decision | None:
     snap = ctx.snap
-    cred = (snap.spec.get("credentialsRef") or {}).get("name")
+    cred = credentials_of(snap.spec)
     if cred and cred not in snap.secrets:
         message = f"credentials Secret {cred} not found"
         return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, message=message)
-    for dep in snap.spec.get("dependsOn") or []:
-        kind, name = str(dep.get("kind", "")), str(dep.get("name", ""))
-        if not _is_ready(snap.related.get((kind, name))):
-            message = f"dependency {kind}/{name} is missing or not Ready"
+    for dep in dependencies(snap.spec):
+        if not _is_ready(snap.related.get(dep)):
+            message = f"dependency {dep.kind}/{dep.name} is missing or not Ready"
             return Requeue(Reason.DEPENDENCIES_NOT_READY, NOT_READY_WAIT, message=message)
     if snap.kind != CLUSTER:
-        cluster = str((snap.spec.get("clusterRef") or {}).get("name", ""))
+        cluster = cluster_of(snap.obj)
         if not _is_ready(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is missing or not Ready"
             return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)

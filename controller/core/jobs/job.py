@@ -22,8 +22,10 @@ from controller.core.basics.names import (
     LABEL_OP,
     Op,
 )
+from controller.core.basics.runner_vars import RunnerVar
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import parse_time
+from controller.core.jobs.job_env import job_env
 
 Json = dict[str, Any]
 LONG_AGO = datetime.min.replace(tzinfo=UTC)
@@ -133,17 +135,10 @@ def result(job: Json) -> Json | None:
 
 
 def inputs_hash_of(job: Json) -> str | None:
-    """The inputs hash a Job ran with: its annotation, else its runner's CAPTF_INPUTS_HASH
-    environment variable; None when the Job records neither."""
+    """The inputs hash a Job ran with: its annotation, else its runner's
+    RunnerVar.INPUTS_HASH; None when the Job records neither."""
     recorded = annotations_of(job).get(ANN_INPUTS_HASH)
-    if recorded:
-        return recorded
-    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for container in pod.get("containers") or []:
-        for env in container.get("env") or []:
-            if env.get("name") == "CAPTF_INPUTS_HASH" and env.get("value"):
-                return str(env["value"])
-    return None
+    return recorded or job_env(job).get(RunnerVar.INPUTS_HASH) or None
 
 
 def is_drift_remediation(job: Json) -> bool:

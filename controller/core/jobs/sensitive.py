@@ -1,7 +1,7 @@
 """Which values a Job must never let out: what the runner and the controller redact.
 
 They are the values of the Job's credentials Secret, the variables that came from
-`variablesFrom` Secrets (named on the Job in CAPTF_SECRET_VARIABLES, values in its
+`variablesFrom` Secrets (named on the Job in RunnerVar.SECRET_VARIABLES, values in its
 durable inputs), and the variables the module itself declares `sensitive = true`.
 Both sides compute the set from the same Job and Secrets, so the controller's second
 pass removes exactly what the runner's first one should have."""
@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 
 from controller.core.basics.redact import Redactor, redactor
+from controller.core.jobs.job_env import job_env
+from controller.core.spec.refs import SECRET, variable_sources
 
 Json = dict[str, Any]
-SECRET_VARIABLES_ENV = "CAPTF_SECRET_VARIABLES"
-CREDENTIALS_ENV = "CAPTF_CREDENTIALS_SECRET"
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"
 
@@ -133,38 +133,22 @@ def secret_variable_names(spec: Json, secrets: Mapping[str, Json]) -> list[str]:
     """Names of the variables an object takes from `variablesFrom` Secrets, sorted: a key
     for a keyed entry, every key of the Secret otherwise (as inputs.render reads them)."""
     names: set[str] = set()
-    for entry in spec.get("variablesFrom") or []:
-        ref = (entry or {}).get("secretRef") or {}
-        if ref.get("key"):
-            names.add(str(ref["key"]))
+    for source in variable_sources(spec):
+        if source.kind != SECRET:
+            continue
+        if source.key:
+            names.add(source.key)
         else:
-            names.update((secrets.get(ref.get("name", "")) or {}).get("data") or {})
+            names.update((secrets.get(source.name) or {}).get("data") or {})
     return sorted(names)
-
-
-def _env(job: Json) -> tuple[dict[str, str], list[str]]:
-    """The runner container's literal env and the Secrets it takes env from."""
-    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    env: dict[str, str] = {}
-    from_secrets: list[str] = []
-    for container in pod.get("containers") or []:
-        for item in container.get("env") or []:
-            if "value" in item:
-                env[str(item.get("name"))] = str(item["value"])
-        for source in container.get("envFrom") or []:
-            name = (source.get("secretRef") or {}).get("name")
-            if name:
-                from_secrets.append(str(name))
-    return env, from_secrets
 
 
 def job_redactor(job: Json, secrets: Mapping[str, Json]) -> Redactor:
     """The Redactor for the messages of a Job, from the Secrets it carried (those in
     `secrets` by name; one not there adds nothing)."""
-    env, from_secrets = _env(job)
-    inputs = secret_data(secrets.get(env.get("CAPTF_INPUTS_SECRET", "")))
-    names = [n for n in env.get(SECRET_VARIABLES_ENV, "").split(",") if n]
+    env = job_env(job)
+    inputs = secret_data(secrets.get(env.inputs_secret))
     found: set[str] = set()
-    for name in from_secrets:
+    for name in env.from_secrets:
         found |= values({}, [], secrets.get(name))
-    return redactor(found | values(inputs, names, None))
+    return redactor(found | values(inputs, env.secret_variables, None))

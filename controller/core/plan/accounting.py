@@ -16,6 +16,7 @@ from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name
 from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
+from controller.core.spec.refs import cluster_of
 
 Json = dict[str, Any]
 
@@ -122,10 +123,6 @@ def released(lease: Json, writes: list[LeaseWrite]) -> Json:
         if (write.namespace, write.name) == (meta.get("namespace"), meta["name"]):
             lease = family.release(lease, write.job) or lease
     return lease
-
-
-def cluster_of(obj: Json) -> str:
-    return str(((obj.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
 
 
 def unaccounted(history: History) -> list[Finished]:

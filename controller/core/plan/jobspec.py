@@ -26,10 +26,11 @@ from controller.core.basics.names import (
     Op,
     state_secret_name,
 )
+from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
-from controller.core.jobs.sensitive import CREDENTIALS_ENV, SECRET_VARIABLES_ENV
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
+from controller.core.spec.refs import credentials_of, spec_of
 
 Json = dict[str, Any]
 
@@ -132,43 +133,43 @@ def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str)
 
 
 def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
-    meta, spec = obj["metadata"], obj.get("spec") or {}
+    meta, spec = obj["metadata"], spec_of(obj)
     env = {
-        "CAPTF_OP": run.op,
-        "CAPTF_NAMESPACE": meta["namespace"],
-        "CAPTF_JOB_NAME": name,
-        "CAPTF_OBJECT_NAME": meta["name"],
-        "CAPTF_OBJECT_KIND": obj["kind"],
-        "CAPTF_INPUTS_SECRET": inputs_secret_name(meta["name"], inputs),
-        "CAPTF_INPUTS_HASH": inputs.hash,
-        "CAPTF_STATE_SECRET": state_secret_name(meta["name"]),
-        "CAPTF_GUARDED": "true" if run.guarded else "false",
-        "CAPTF_WORK_DIR": "/tmp",
+        RunnerVar.OP: run.op,
+        RunnerVar.NAMESPACE: meta["namespace"],
+        RunnerVar.JOB_NAME: name,
+        RunnerVar.OBJECT_NAME: meta["name"],
+        RunnerVar.OBJECT_KIND: obj["kind"],
+        RunnerVar.INPUTS_SECRET: inputs_secret_name(meta["name"], inputs),
+        RunnerVar.INPUTS_HASH: inputs.hash,
+        RunnerVar.STATE_SECRET: state_secret_name(meta["name"]),
+        RunnerVar.GUARDED: "true" if run.guarded else "false",
+        RunnerVar.WORK_DIR: "/tmp",
     }
     if run.op == Op.PLAN:
-        env["CAPTF_PLAN_SECRET"] = plan_secret_name(name)
+        env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:
-        env["CAPTF_APPROVED_PLAN_SECRET"] = plan_secret_name(run.plan_job)
+        env[RunnerVar.APPROVED_PLAN_SECRET] = plan_secret_name(run.plan_job)
     if run.op == Op.RESTORE and run.restore_serial:
-        env["CAPTF_RESTORE_SERIAL"] = run.restore_serial
+        env[RunnerVar.RESTORE_SERIAL] = run.restore_serial
     outputs = spec.get("outputs") or {}
     if run.op == Op.APPLY and outputs.get("secretName"):
         # The runner writes the outputs Secret after a successful apply, owned by the object.
-        env["CAPTF_OUTPUTS_SECRET"] = str(outputs["secretName"])
-        env["CAPTF_OBJECT_UID"] = str(meta.get("uid", ""))
+        env[RunnerVar.OUTPUTS_SECRET] = str(outputs["secretName"])
+        env[RunnerVar.OBJECT_UID] = str(meta.get("uid", ""))
         if outputs.get("names") is not None:
-            env["CAPTF_OUTPUTS_NAMES"] = ",".join(str(n) for n in outputs["names"])
-    cred = (spec.get("credentialsRef") or {}).get("name")
+            env[RunnerVar.OUTPUTS_NAMES] = ",".join(str(n) for n in outputs["names"])
+    cred = credentials_of(spec)
     # Names only: the runner reads the values itself, to redact them from what it writes.
     if cred:
-        env[CREDENTIALS_ENV] = cred
+        env[RunnerVar.CREDENTIALS_SECRET] = cred
     if inputs.secret_names:
-        env[SECRET_VARIABLES_ENV] = ",".join(sorted(inputs.secret_names))
+        env[RunnerVar.SECRET_VARIABLES] = ",".join(sorted(inputs.secret_names))
     container: Json = {
         "name": "runner",
         "image": (spec.get("jobs") or {}).get("image", ""),
         "args": ["runner"],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [{"name": k.value, "value": v} for k, v in env.items()],
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {
             "allowPrivilegeEscalation": False,

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.core.basics.names import CLUSTER, Reason, op_lease_name
+from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Refusal
@@ -22,10 +23,11 @@ from controller.core.leases import family
 from controller.core.leases.family import Busy
 from controller.core.leases.slots import free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
-from controller.core.plan.accounting import Event, cluster_of
+from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
 from controller.core.spec.policy import Policy
-from controller.core.spec.sharding import SHARD_LABELS_ENV, format_labels, shard_labels
+from controller.core.spec.refs import cluster_of
+from controller.core.spec.sharding import format_labels, shard_labels
 
 Json = dict[str, Any]
 
@@ -143,7 +145,7 @@ def labelled_launch(start: Launch, labels: Mapping[str, str]) -> Launch:
     spec = job["spec"]
     template = spec["template"]
     pod = template["spec"]
-    entry = {"name": SHARD_LABELS_ENV, "value": format_labels(labels)}
+    entry = {"name": RunnerVar.SHARD_LABELS.value, "value": format_labels(labels)}
     containers = [c | {"env": [*(c.get("env") or []), entry]} for c in pod["containers"]]
     template = _with_labels(template, labels) | {"spec": pod | {"containers": containers}}
     job = job | {"spec": spec | {"template": template}}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.basics.names import SECRET_SIZE_LIMIT
+from controller.core.spec.refs import CONFIGMAP, VariableSource, module_configmap, variable_sources
 
 Json = dict[str, Any]
 
@@ -81,39 +82,37 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
     Variables are spec.variables overlaid, in order, by each variablesFrom entry:
     with `key`, one variable of that name; without, every key of the Secret or
     ConfigMap. Only variables from Secrets are secret (redacted from messages)."""
-    cm_name = ((spec.get("module") or {}).get("configMapRef") or {}).get("name")
+    cm_name = module_configmap(spec)
     configmap = configmaps.get(cm_name) if cm_name else None
     if configmap is None:
         raise InputsMissing(f"module ConfigMap {cm_name or '(unnamed)'} not found")
     module = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
     variables: Json = dict(spec.get("variables") or {})
     secret_names: set[str] = set()
-    for entry in spec.get("variablesFrom") or []:
-        if entry.get("configMapRef"):
-            variables |= _from_configmap(entry["configMapRef"], configmaps)
+    for source in variable_sources(spec):
+        if source.kind == CONFIGMAP:
+            variables |= _from_configmap(source, configmaps)
             continue
-        ref = entry.get("secretRef") or {}
-        secret = secrets.get(ref.get("name", ""))
+        secret = secrets.get(source.name)
         if secret is None:
-            raise InputsMissing(f"variables Secret {ref.get('name') or '(unnamed)'} not found")
-        keys = [ref["key"]] if ref.get("key") else sorted((secret.get("data") or {}).keys())
+            raise InputsMissing(f"variables Secret {source.name or '(unnamed)'} not found")
+        keys = [source.key] if source.key else sorted((secret.get("data") or {}).keys())
         for key in keys:
             variables[key] = decode_secret_value(secret, key)
             secret_names.add(key)
     return Inputs(module=module, variables=variables, secret_names=frozenset(secret_names))
 
 
-def _from_configmap(ref: Json, configmaps: Mapping[str, Json]) -> dict[str, str]:
+def _from_configmap(source: VariableSource, configmaps: Mapping[str, Json]) -> dict[str, str]:
     """The variables of one configMapRef entry: its `key`, or every key of the ConfigMap.
     A key the ConfigMap lacks is missing input, as for a Secret."""
-    name = str(ref.get("name") or "")
+    name, key = source.name, source.key
     configmap = configmaps.get(name) if name else None
     if configmap is None:
         raise InputsMissing(f"variables ConfigMap {name or '(unnamed)'} not found")
     data = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
-    if not ref.get("key"):
+    if not key:
         return dict(sorted(data.items()))
-    key = str(ref["key"])
     if key not in data:
         raise InputsMissing(f"variables ConfigMap {name} has no key {key}")
     return {key: data[key]}

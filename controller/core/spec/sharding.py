@@ -4,7 +4,7 @@ A shard watches the CAPTF objects its selector matches. For its Job and Secret
 informers to take the same selector, the Jobs and the Secrets CAPTF writes for an
 object carry the object's labels of the selector's keys: the inputs Secret and the
 Job from the controller, the state, plan and outputs Secrets from the runner (told
-them in CAPTF_SHARD_LABELS). Another shard's Jobs and Secrets are then never listed,
+them in RunnerVar.SHARD_LABELS). Another shard's Jobs and Secrets are then never listed,
 held or woken on."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 Json = dict[str, Any]
-SHARD_LABELS_ENV = "CAPTF_SHARD_LABELS"
 # A requirement's key: what stands before its operator (=, ==, !=, in, notin), or the
 # whole of an exists (`key`) or does-not-exist (`!key`) requirement.
 _KEY = re.compile(r"\s*!?\s*([A-Za-z0-9][A-Za-z0-9._/-]*)")

@@ -1,0 +1,119 @@
+"""Who wakes whom: each watched change mapped to the keys of the objects to reconcile
+(controller-runtime's event handlers; which events count is predicates.py's).
+
+  a CAPTF object       itself, unless only the controller's own writes changed; and when
+                       what others wait on changed, its dependants and its members (a
+                       cluster) or its cluster (a pool or machine)
+  a Job                its object, unless only the accounting mark changed
+  a Secret, ConfigMap  the objects that read it, and the object CAPTF wrote it for
+  a Lease              once freed, every object waiting for a Lease
+
+A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
+an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import Any
+
+from controller.core.basics.names import CLUSTER, KINDS, LABEL_KIND, LABEL_NAME, LABEL_PLAN_OF
+from controller.core.spec.refs import CONFIGMAP, SECRET, cluster_of
+from controller.io.caches import Caches
+from controller.io.indexes import BY_CLUSTER, BY_DEPENDENCY, BY_REF, BY_WAITING, WAITING_FOR_LEASE
+from controller.io.keys import key_for, key_of
+from controller.io.predicates import (
+    lease_freed,
+    only_own_job_writes,
+    only_own_object_writes,
+    seen_by_others,
+)
+from runtime.cache import Informer
+from runtime.cache.resource import Obj
+
+Json = dict[str, Any]
+# An informer's event, (old, new), mapped to the keys it wakes.
+Wakes = Callable[[Obj | None, Obj | None], Iterable[str]]
+
+
+def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
+    """Registers every handler; before the informers run, or the first adds are missed."""
+    for kind, informer in caches.objects.items():
+        _add(informer, partial(object_wakes, caches, kind), enqueue)
+    _add(caches.jobs, job_wakes, enqueue)
+    for informer in (caches.secrets, caches.own_secrets):
+        informer.add_handler(caches.secret_data.forget_deleted)
+        _add(informer, partial(data_wakes, caches, SECRET), enqueue)
+    caches.configmaps.add_handler(caches.configmap_data.forget_deleted)
+    _add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP), enqueue)
+    for leases in caches.lease_caches():
+        _add(leases, partial(lease_wakes, caches), enqueue)
+
+
+def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
+    def handler(old: Obj | None, new: Obj | None) -> None:
+        for key in wakes(old, new):
+            enqueue(key)
+
+    informer.add_handler(handler)
+
+
+def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    obj = new or old
+    assert obj is not None
+    meta = obj["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    keys = [] if only_own_object_writes(old, new) else [key_of(kind, ns, name)]
+    if seen_by_others(old, new):
+        keys += _keys(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
+        if kind == CLUSTER:
+            keys += _keys(caches.objects_by(BY_CLUSTER, f"{ns}/{name}"))
+        else:
+            cluster = caches.object(CLUSTER, ns, cluster_of(obj))
+            keys += _keys([cluster] if cluster is not None else [])
+    return keys
+
+
+def job_wakes(old: Obj | None, new: Obj | None) -> list[str]:
+    if only_own_job_writes(old, new):
+        return []
+    key = owner_key(new or old or {})
+    return [] if key is None else [key]
+
+
+def owner_key(job: Obj) -> str | None:
+    """The object a CAPTF Job belongs to, from its labels."""
+    labels = job.get("metadata", {}).get("labels") or {}
+    kind, name = labels.get(LABEL_KIND), labels.get(LABEL_NAME)
+    ns = job.get("metadata", {}).get("namespace")
+    if kind not in KINDS or not name or not ns:
+        return None
+    return key_of(kind, ns, name)
+
+
+def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    obj = new or old
+    assert obj is not None
+    meta = obj["metadata"]
+    ns, name = meta.get("namespace", ""), meta["name"]
+    # Objects that read it (module, variables, credentials, their state)...
+    keys = _keys(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
+    # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
+    labels = meta.get("labels") or {}
+    owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
+    if owner:
+        owner_kind = labels.get(LABEL_KIND)
+        kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
+        found = [caches.object(k, ns, owner) for k in kinds]
+        keys += _keys(o for o in found if o is not None)
+    return keys
+
+
+def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    if not lease_freed(old, new):
+        return []
+    return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
+
+
+def _keys(objects: Iterable[Json]) -> list[str]:
+    return [key_for(obj) for obj in objects]

@@ -1,0 +1,86 @@
+"""What each cached object is filed under: the reverse lookups a snapshot and a wake need.
+
+Every value is "namespace/...": an index never spans namespaces, so an object in one
+namespace is never found by a lookup made for another. A snapshot or a wake reads a
+handful of index entries, whatever else the namespace holds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from controller.core.basics.names import LABEL_SCOPE, LABEL_UID, LEASE_WAITS, state_secret_name
+from controller.core.spec.refs import (
+    CONFIGMAP,
+    SECRET,
+    cluster_of,
+    configmaps_read,
+    dependencies,
+    secrets_read,
+    spec_of,
+)
+from controller.io.trimming import INPUTS_INFIX
+from runtime.cache import IndexFunc, label_index
+from runtime.cache.resource import Obj
+
+BY_NAMESPACE: Final = "namespace"
+BY_UID: Final = "uid"  # a Job, by its object's uid label
+BY_SCOPE: Final = "scope"  # a Lease, by its scope label: run slots, operations
+BY_REF: Final = "ref"  # "ns/Secret/name", "ns/ConfigMap/name": read or owned
+BY_CLUSTER: Final = "cluster"  # "ns/cluster": a pool or machine, by its cluster
+BY_DEPENDENCY: Final = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
+BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for a Lease
+BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
+WAITING_FOR_LEASE: Final = "lease"
+
+
+def namespace_index(obj: Obj) -> Iterable[str]:
+    ns = obj.get("metadata", {}).get("namespace")
+    return [ns] if ns else []
+
+
+def ref_index(obj: Obj) -> Iterable[str]:
+    """The Secrets and ConfigMaps a CAPTF object reads, and its state Secret."""
+    meta = obj["metadata"]
+    ns, spec = meta.get("namespace", ""), spec_of(obj)
+    secrets = [*secrets_read(spec), state_secret_name(meta["name"])]
+    refs = [f"{ns}/{SECRET}/{name}" for name in secrets]
+    return refs + [f"{ns}/{CONFIGMAP}/{name}" for name in configmaps_read(spec)]
+
+
+def cluster_index(obj: Obj) -> Iterable[str]:
+    cluster = cluster_of(obj)
+    return [f"{obj['metadata'].get('namespace', '')}/{cluster}"] if cluster else []
+
+
+def dependency_index(obj: Obj) -> Iterable[str]:
+    ns = obj["metadata"].get("namespace", "")
+    return [f"{ns}/{dep.kind}/{dep.name}" for dep in dependencies(spec_of(obj))]
+
+
+def waiting_index(obj: Obj) -> Iterable[str]:
+    reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
+    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
+
+
+def inputs_of_index(secret: Obj) -> Iterable[str]:
+    meta = secret["metadata"]
+    name = str(meta.get("name", ""))
+    if INPUTS_INFIX not in name:
+        return []
+    return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
+
+
+OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
+    BY_NAMESPACE: namespace_index,
+    BY_REF: ref_index,
+    BY_CLUSTER: cluster_index,
+    BY_DEPENDENCY: dependency_index,
+    BY_WAITING: waiting_index,
+}
+JOB_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
+SECRET_INDEXES: Final[dict[str, IndexFunc]] = {BY_INPUTS_OF: inputs_of_index}
+LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
+    BY_NAMESPACE: namespace_index,
+    BY_SCOPE: label_index(LABEL_SCOPE),
+}

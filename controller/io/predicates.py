@@ -1,0 +1,68 @@
+"""Which watch events are worth a wake: controller-runtime's predicates.
+
+Each takes an informer's event as (old, new), (None, new) for an add and (old, None)
+for a delete, and answers from the two versions alone. Most of them tell the
+controller's own writes apart from anyone else's: the pass that wrote a change already
+decided with it, so its echo from the watch must not wake the object again."""
+
+from __future__ import annotations
+
+from controller.core.basics.names import ANN_ACCOUNTED, FINALIZER, LABEL_RETRY_CAPPED
+from controller.core.leases.family import holder_of, member_jobs
+from controller.core.spec.ready import ready_of
+from runtime.cache.resource import Obj
+
+
+def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
+    """Whether an update changed nothing but what the controller itself writes on a CAPTF
+    object: status, its finalizer, the retry-capped label. Such an event must not wake the
+    object again (the pass that wrote it already decided with it); any other change
+    (spec, labels and annotations that are not ours, deletion, foreign finalizers) does."""
+    if old is None or new is None:
+        return False
+    return _own_writes_aside(old) == _own_writes_aside(new)
+
+
+def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
+    meta = obj["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_RETRY_CAPPED}
+    finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    return (
+        obj.get("spec"),
+        meta.get("uid"),
+        meta.get("deletionTimestamp"),
+        meta.get("annotations") or {},
+        labels,
+        finalizers,
+    )
+
+
+def only_own_job_writes(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a Job update only set the controller's accounting annotation."""
+    if old is None or new is None:
+        return False
+    return _accounting_aside(old) == _accounting_aside(new)
+
+
+def _accounting_aside(job: Obj) -> tuple[object, ...]:
+    meta = job["metadata"]
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANN_ACCOUNTED}
+    return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
+
+
+def seen_by_others(old: Obj | None, new: Obj | None) -> bool:
+    """Whether what other objects wait on changed: its Ready condition (dependants and
+    members wait for it), or whether it runs a Job (a cluster and its members never run
+    one at the same time)."""
+    return ready_of(old) != ready_of(new) or _active_job(old) != _active_job(new)
+
+
+def lease_freed(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a run slot or an operation came free: a holder left, or a member's entry
+    on its cluster's operation Lease went."""
+    gone = set(member_jobs(old)) - set(member_jobs(new))
+    return bool(holder_of(old) and not holder_of(new)) or bool(gone)
+
+
+def _active_job(obj: Obj | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("activeJob") or "")

@@ -1,0 +1,173 @@
+"""What the caches keep of a Job, a Secret or a ConfigMap: the informers' transforms.
+
+Each transform runs as an object is decoded, before it is stored: what it drops never
+sits in memory. Each keeps exactly what some rule reads, and says which."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller.core.basics.names import (
+    ANN_INPUTS_HASH,
+    LABEL_BACKUP_OF,
+    LABEL_OUTPUTS_OF,
+    LABEL_PLAN_OF,
+)
+from controller.core.basics.runner_vars import RunnerVar
+from controller.core.jobs.job_env import READ, containers
+from controller.core.spec.refs import SECRET
+from runtime.cache import interned
+from runtime.cache.resource import Obj
+
+Json = dict[str, Any]
+Transform = Callable[[Obj], Obj]
+# A durable inputs Secret is `<name>-inputs-<hash8>` (controller/core/plan/jobspec.py).
+INPUTS_INFIX = "-inputs-"
+
+# What the controller reads of a Job (controller/core/jobs/job.py, history.py, sensitive.py,
+# job_env.py, io/accountant.py, io/interrupted.py, io/janitor.py): its identity, its labels
+# (but the four the Job controller adds, which name the Job itself) and annotations,
+# owners, its status's times and counts, and of its conditions the terminal ones
+# (Complete, Failed); of its pod template, only three of the runner's variables (the
+# inputs hash, and only when the annotation does not record it; the inputs Secret and
+# the secret variables a message is redacted with) and the Secrets it takes its
+# environment from. The rest of the template, by far the largest part, is dropped as the
+# Job is decoded. Strings that many Jobs repeat are interned and equal times within one
+# Job shared (a finished Job's completionTime is its terminal condition's time): with the
+# store's interning this brings a cached Job under 4 KiB (captf bench scale:
+# bytes_per_cached_job).
+JOB_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+)
+JOB_CONTROLLER_LABELS = frozenset(
+    {
+        "batch.kubernetes.io/controller-uid",
+        "batch.kubernetes.io/job-name",
+        "controller-uid",
+        "job-name",
+    }
+)
+# Of an owner reference, what finds the owner (blockOwnerDeletion is the garbage
+# collector's alone).
+OWNER_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
+JOB_STATUS = ("startTime", "completionTime", "active", "succeeded", "failed")
+JOB_CONDITION_WORDS = ("type", "status", "reason")
+TERMINAL_CONDITIONS = frozenset({"Complete", "Failed"})
+
+
+def job_fields(job: Obj) -> Obj:
+    """A Job as cached: only the fields listed above."""
+    meta = job.get("metadata") or {}
+    kept_meta = {k: meta[k] for k in JOB_METADATA if k in meta}
+    owners = kept_meta.get("ownerReferences")
+    if owners:
+        kept_meta["ownerReferences"] = [
+            {k: ref[k] for k in OWNER_REFERENCE if k in ref}
+            for ref in owners
+            if isinstance(ref, dict)
+        ]
+    labels = kept_meta.get("labels")
+    if labels:
+        kept_meta["labels"] = {k: v for k, v in labels.items() if k not in JOB_CONTROLLER_LABELS}
+    kept: Obj = {
+        "apiVersion": interned(job.get("apiVersion", "batch/v1")),
+        "kind": interned(job.get("kind", "Job")),
+        "metadata": kept_meta,
+    }
+    if "status" in job:
+        kept["status"] = _job_status(job["status"])
+    recorded = bool((kept_meta.get("annotations") or {}).get(ANN_INPUTS_HASH))
+    kept_env = _runner_env(job, READ - {RunnerVar.INPUTS_HASH} if recorded else READ)
+    if kept_env:
+        kept["spec"] = {"template": {"spec": {"containers": kept_env}}}
+    return kept
+
+
+def _job_status(status: Json) -> Json:
+    """Times, counts and the terminal conditions (without their messages, which nothing
+    reads)."""
+    kept = {k: status[k] for k in JOB_STATUS if k in status}
+    conditions = [
+        _condition(c, kept.get("completionTime"))
+        for c in status.get("conditions") or []
+        if isinstance(c, dict) and c.get("type") in TERMINAL_CONDITIONS
+    ]
+    if conditions:
+        kept["conditions"] = conditions
+    return kept
+
+
+def _condition(cond: Json, completed: object) -> Json:
+    """Its words interned; its time, when it equals completionTime, the same string."""
+    kept = {k: interned(cond[k]) for k in JOB_CONDITION_WORDS if k in cond}
+    if "lastTransitionTime" in cond:
+        when = cond["lastTransitionTime"]
+        kept["lastTransitionTime"] = completed if when == completed else when
+    return kept
+
+
+def _runner_env(job: Obj, read: frozenset[RunnerVar]) -> list[Json]:
+    """Per container, the literal variables of `read` and the envFrom Secrets; a container
+    with neither is left out."""
+    kept: list[Json] = []
+    for container in containers(job):
+        env = [
+            {"name": interned(e["name"]), "value": interned(e["value"])}
+            for e in container.get("env") or []
+            if e.get("name") in read and "value" in e
+        ]
+        sources = [
+            {"secretRef": {"name": interned(s["secretRef"]["name"])}}
+            for s in container.get("envFrom") or []
+            if (s.get("secretRef") or {}).get("name")
+        ]
+        if env or sources:
+            kept.append({"env": env, "envFrom": sources})
+    return kept
+
+
+# What the controller reads of a Secret's or a ConfigMap's metadata: its identity, its
+# version (data is fetched again when it moves), labels (whose is it) and annotations
+# (a state's serial and inputs hash, an inputs Secret's interrupted-apply record).
+DATA_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
+
+
+def metadata_fields(api_version: str, kind: str) -> Transform:
+    """PartialObjectMetadata as cached: the metadata read, under its real kind."""
+
+    def transform(obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        kept = {k: meta[k] for k in DATA_METADATA if k in meta}
+        return {"apiVersion": api_version, "kind": kind, "metadata": kept}
+
+    return transform
+
+
+def own_secret_fields(secret: Obj) -> Obj:
+    """A Secret CAPTF wrote, as cached: the metadata read and the data decisions read.
+
+    A durable inputs Secret keeps its values (the inputs, and what a Job's messages are
+    redacted with), an outputs Secret too (other objects take variables from it); a
+    plan Secret keeps its keys (a decision asks only whether it has any; the plan itself
+    can be near a megabyte); a state, its backups and rescues keep none (decisions read
+    their annotations; their data is fetched if an object reads it after all)."""
+    kept = metadata_fields("v1", SECRET)(secret)
+    name = str(kept["metadata"].get("name", ""))
+    labels = kept["metadata"].get("labels") or {}
+    data = secret.get("data") or {}
+    if LABEL_PLAN_OF in labels:
+        kept["data"] = dict.fromkeys(data, "")
+    elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
+        kept["data"] = data
+    return kept
