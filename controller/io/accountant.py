@@ -18,13 +18,13 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from controller.core import Accounting, Event, Sample
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
 )
-from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError

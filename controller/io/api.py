@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Final, Protocol
 
+from controller.core import Event
 from controller.core.basics.names import GROUP, KINDS, PLURALS, VERSION
-from controller.core.plan.accounting import Event
 from runtime import events
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError

@@ -14,6 +14,18 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, Final
 
+from controller.core import (
+    CONFIGMAP,
+    SECRET,
+    Snapshot,
+    cluster_of,
+    configmaps_read,
+    dependencies,
+    job_env,
+    result,
+    secrets_read,
+    spec_of,
+)
 from controller.core.basics.names import (
     API_VERSION,
     CLUSTER,
@@ -28,18 +40,6 @@ from controller.core.basics.names import (
     VERSION,
     inputs_secret_prefix,
     state_secret_name,
-)
-from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import result
-from controller.core.jobs.job_env import job_env
-from controller.core.spec.refs import (
-    CONFIGMAP,
-    SECRET,
-    cluster_of,
-    configmaps_read,
-    dependencies,
-    secrets_read,
-    spec_of,
 )
 from controller.io.contents import Contents, Wanted
 from controller.io.indexes import (

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from controller.core.decide.settings import Settings, settings_of
-from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
+from controller.core import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS, Settings, settings_of
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+from controller.core import CONFIGMAP, SECRET, cluster_of
 from controller.core.basics.names import CLUSTER, KINDS, LABEL_KIND, LABEL_NAME, LABEL_PLAN_OF
-from controller.core.spec.refs import CONFIGMAP, SECRET, cluster_of
 from controller.io.caches import Caches
 from controller.io.indexes import BY_CLUSTER, BY_DEPENDENCY, BY_REF, BY_WAITING, WAITING_FOR_LEASE
 from controller.io.keys import key_for, key_of

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from controller.core.basics.names import LABEL_SCOPE, LABEL_UID, LEASE_WAITS, state_secret_name
-from controller.core.spec.refs import (
+from controller.core import (
     CONFIGMAP,
     SECRET,
     cluster_of,
@@ -19,6 +18,7 @@ from controller.core.spec.refs import (
     secrets_read,
     spec_of,
 )
+from controller.core.basics.names import LABEL_SCOPE, LABEL_UID, LEASE_WAITS, state_secret_name
 from controller.io.trimming import INPUTS_INFIX
 from runtime.cache import IndexFunc, label_index
 from runtime.cache.resource import Obj

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core.decide.snapshot import Snapshot
-from controller.core.plan.planner import Record
+from controller.core import Record, Snapshot
 from controller.io import api
 from controller.io.api import Api
 

@@ -28,9 +28,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
-from controller.core.leases import family
-from controller.core.leases.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
-from controller.core.leases.writes import LeaseWrite, Role
+from controller.core import (
+    STALE_AFTER,
+    LeaseWrite,
+    Role,
+    family,
+    holder_namespace,
+    needs_entry,
+    stale_leases,
+)
 from controller.io import api, leases
 from controller.io.api import Api
 from controller.io.caches import Caches

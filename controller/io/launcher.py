@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from controller.core.leases.writes import LeaseWrite
-from controller.core.plan.launching import Launch
+from controller.core import Launch, LeaseWrite
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError

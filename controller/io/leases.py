@@ -13,8 +13,7 @@ import contextlib
 from datetime import datetime
 from typing import Any
 
-from controller.core.leases.family import Busy
-from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
+from controller.core import LEASE_API, Busy, LeaseWrite, Role, change_of
 from controller.io import api
 from controller.io.api import Api
 

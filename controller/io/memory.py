@@ -33,8 +33,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Generic, TypeVar
 
+from controller.core import Refusal
 from controller.core.basics.names import BACKOFF_CAP
-from controller.core.decide.facts import Refusal
 from runtime.clock import Clock
 
 K = TypeVar("K")

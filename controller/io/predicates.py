@@ -7,9 +7,8 @@ decided with it, so its echo from the watch must not wake the object again."""
 
 from __future__ import annotations
 
+from controller.core import holder_of, member_jobs, ready_of
 from controller.core.basics.names import ANN_ACCOUNTED, FINALIZER, LABEL_RETRY_CAPPED
-from controller.core.leases.family import holder_of, member_jobs
-from controller.core.spec.ready import ready_of
 from runtime.cache.resource import Obj
 
 

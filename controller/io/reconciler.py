@@ -53,11 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
 from controller.core.basics.names import FINALIZER
-from controller.core.decide.facts import Facts
-from controller.core.decide.settings import Settings
-from controller.core.decide.snapshot import Snapshot
-from controller.core.plan.planner import Plan, live_check_needed, plan
 from controller.io import accountant, api, interrupted
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
@@ -96,7 +93,7 @@ class Reconciler:
         snap = await self._observe(obj)
         facts = await self._facts(key, snap)
         now = self.clock.now()
-        todo = plan(snap, now, settings=self.settings, facts=facts)
+        todo = plan_pass(snap, now, settings=self.settings, facts=facts)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> Snapshot:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.core import RUNNER_VARS_READ as READ
+from controller.core import SECRET, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     LABEL_BACKUP_OF,
@@ -15,8 +17,6 @@ from controller.core.basics.names import (
     LABEL_PLAN_OF,
 )
 from controller.core.basics.runner_vars import RunnerVar
-from controller.core.jobs.job_env import READ, containers
-from controller.core.spec.refs import SECRET
 from runtime.cache import interned
 from runtime.cache.resource import Obj
 

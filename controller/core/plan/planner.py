@@ -23,18 +23,12 @@ from typing import Any
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_APPROVE,
-    ANN_INTERRUPTED_APPLY,
-    ANN_INTERRUPTED_APPLY_AT,
-    ANN_INTERRUPTED_APPLY_SEQ,
     ANN_RESTORE_SERIAL,
     FINALIZER,
     LABEL_RETRY_CAPPED,
-    MUTABLE_KINDS,
-    Op,
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
-from controller.core.basics.timefmt import format_time
 from controller.core.decide import approvals
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
@@ -44,28 +38,23 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
-from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
-from controller.core.leases.writes import LeaseWrite
+from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.plan import accounting, status
 from controller.core.plan.accounting import (
     Accounting,
     Event,
     accounting_of,
     released,
-    releases_of,
     restored_serial,
 )
-from controller.core.plan.jobspec import inputs_secret, inputs_secret_name
+from controller.core.plan.interrupted import Gone, gone_of
 from controller.core.plan.launching import (
     Launch,
-    labelled_secret,
     launch_of,
     refusal_event,
     still_refused,
 )
-from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
-from controller.core.spec.sharding import shard_labels
 
 Json = dict[str, Any]
 
@@ -73,27 +62,6 @@ Json = dict[str, Any]
 _LET_GO = frozenset({Reason.DESTROYED, Reason.ORPHANED})
 # After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
 RUNNING_RECHECK = 60.0
-
-
-@dataclass(frozen=True)
-class Record:
-    """An interrupted-apply record: annotations on the durable inputs Secret, created with
-    them (`create`) when the cache does not show it."""
-
-    namespace: str
-    secret: str
-    notes: dict[str, str]
-    create: Json | None
-
-
-@dataclass(frozen=True)
-class Gone:
-    """The active Job disappeared while it ran: record it, when the rules ask for it, and
-    free its Leases."""
-
-    job: str
-    record: Record | None
-    releases: tuple[LeaseWrite, ...]
 
 
 @dataclass(frozen=True)
@@ -141,7 +109,7 @@ def plan(
     history = snap.history
     todo = accounting.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
-    gone = _gone(snap, reading.inputs, settings, facts, now)
+    gone = gone_of(snap, reading.inputs, settings, facts, now)
     books = _books(snap, todo, gone)
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
@@ -271,53 +239,6 @@ def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
     if snap.status.get("lastRestoredSerial") == tried:
         return None
     return {"lastRestoredSerial": tried}
-
-
-def _gone(
-    snap: Snapshot, inputs: Inputs | None, settings: Settings, facts: Facts, now: datetime
-) -> Gone | None:
-    if not facts.active_gone:
-        return None
-    job = str(snap.status.get("activeJob") or "")
-    if not job:
-        return None
-    record = _interrupted_record(snap, inputs, job, settings, facts, now)
-    return Gone(job, record, releases_of(snap, job))
-
-
-def _interrupted_record(
-    snap: Snapshot,
-    inputs: Inputs | None,
-    job: str,
-    settings: Settings,
-    facts: Facts,
-    now: datetime,
-) -> Record | None:
-    """The record, when the rules ask for one: an apply of a
-    cluster or pool that this controller did not delete itself. None also when an earlier
-    pass recorded it: rewriting it would move the record past a successor that pass may
-    already have started."""
-    if job in facts.deleted_by_us or snap.kind not in MUTABLE_KINDS or inputs is None:
-        return None
-    if op_of({"metadata": {"name": job}}) != Op.APPLY:
-        return None
-    name = inputs_secret_name(snap.name, inputs)
-    cached = snap.secrets.get(name)
-    if annotations_of(cached or {}).get(ANN_INTERRUPTED_APPLY) == job:
-        return None
-    notes = {
-        ANN_INTERRUPTED_APPLY: job,
-        ANN_INTERRUPTED_APPLY_AT: format_time(now),
-        ANN_INTERRUPTED_APPLY_SEQ: str(snap.next_job(Op.APPLY)[1]),
-    }
-    create = None
-    if cached is None:
-        new = inputs_secret(snap.obj, inputs)
-        notes_on_new = annotations_of(new) | notes
-        create = new | {"metadata": new["metadata"] | {"annotations": notes_on_new}}
-        labels = shard_labels(snap.obj, settings.shard_keys)
-        create = labelled_secret(create, labels) or create
-    return Record(snap.namespace, name, notes, create)
 
 
 def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str, ...]:
