@@ -2,16 +2,22 @@
 
 The null semantics of the contract:
 - absent (the module does not declare it): Missing, a hard error until the module
-  changes;
+  changes. The state cannot show it: Terraform and OpenTofu keep no null root output
+  in the state (nor print one in `tofu output -json`), so in a state an absent output
+  is a null one. An undeclared output shows instead as the plan failing on the root's
+  re-export of it; `missing_outputs` reads that failure;
 - of the wrong shape: Invalid, naming the output and why; nothing is written;
 - null where a value is still to come: Pending, keep waiting (provider_id, health, and
   the pool's membership); null where the contract gives it a meaning: that meaning
   (no endpoint, no failure domains, exports {}, not interruptible, no group id).
 
-Decoding is total: any JSON value of any output gives one of the four results."""
+Decoding is total: any JSON value of any output gives Valid, Pending or Invalid, and a
+state that holds none of the outputs (no apply yet, or not a contract root) is Pending,
+never provisioned."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -107,14 +113,25 @@ def values_of(output_json: Mapping[str, Any]) -> dict[str, Any]:
     return {name: entry.get("value") for name, entry in output_json.items()}
 
 
+# How OpenTofu reports a root output whose module does not declare it.
+_UNDECLARED = re.compile(r'does not have an attribute named "([A-Za-z_][A-Za-z0-9_-]*)"')
+
+
+def missing_outputs(role: Role, error_text: str) -> Missing | None:
+    """The contract outputs a failed plan or apply says the role module lacks, or None
+    when its failure is about something else."""
+    named = set(_UNDECLARED.findall(error_text))
+    missing = tuple(name for name in contract_of(role).outputs if name in named)
+    return Missing(missing) if missing else None
+
+
 def decode(
     role: Role, values: Mapping[str, Any], *, requested_failure_domain: str | None = None
 ) -> Decoded:
-    """The outputs of a role's root. `requested_failure_domain` is the machine's
-    failure_domain input: the output must equal it when it is set."""
-    missing = tuple(name for name in contract_of(role).outputs if name not in values)
-    if missing:
-        return Missing(missing)
+    """The outputs of a role's root, from a state or `tofu output -json` (an absent
+    output is a null one). `requested_failure_domain` is the machine's failure_domain
+    input: the output must equal it when it is set."""
+    values = {name: values.get(name) for name in contract_of(role).outputs}
     try:
         if role is Role.CLUSTER:
             return _cluster(values)

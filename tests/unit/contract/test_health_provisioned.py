@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from controller.core.contract.health import health_condition
-from controller.core.contract.outputs import decode
+from controller.core.contract.outputs import decode, missing_outputs
 from controller.core.contract.provisioned import provisioned
-from controller.core.contract.roles import Role
+from controller.core.contract.roles import Role, contract_of
 from controller.core.contract.shapes import Health
 from tests.unit.contract.test_outputs import GOOD, with_
 
@@ -66,6 +66,7 @@ def _health(state: str) -> dict[str, Any]:
         ({"health": _health("unknown")}, True, True),
         ({"health": None}, True, False),
         ({"health": {"state": "bogus"}}, True, False),
+        ({"provider_id": None, "health": None}, True, False),
     ],
 )
 def test_the_provisioned_rule(
@@ -93,6 +94,10 @@ def test_what_each_role_needs_besides(role: Role, changes: dict[str, Any], expec
 
 @pytest.mark.parametrize("role", list(Role))
 def test_provisioned_is_latched(role: Role) -> None:
-    for decoded in (decode(role, {}), decode(role, with_(role, health=_health("pending")))):
+    missing = missing_outputs(
+        role, f'does not have an attribute named "{contract_of(role).outputs[0]}"'
+    )
+    assert missing is not None
+    for decoded in (missing, decode(role, with_(role, health=_health("pending")))):
         assert provisioned(role, decoded, applied=False, was_provisioned=True) is True
     assert provisioned(role, decode(role, GOOD[role]), applied=True, was_provisioned=True)
