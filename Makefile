@@ -54,7 +54,7 @@ capi:
 chart: $(STAMP)
 	$(BIN)/captf dev chart
 
-test: check kube tofu helm
+test: check kube tofu helm capi
 	$(BIN)/pytest
 
 # Fast loop while editing: only the tests that need no API server.
