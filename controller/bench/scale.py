@@ -41,10 +41,12 @@ from controller.core.basics.names import (
     ANN_SERIAL,
     API_VERSION,
     FINALIZER,
+    GROUP,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_UID,
     MANAGED_BY,
+    VERSION,
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.decision import Run
@@ -59,7 +61,7 @@ from runtime.envtest import ApiServer
 from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
-CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
+CLUSTERS = Resource(GROUP, VERSION, "terraformclusters")
 JOBS = Resource("batch", "v1", "jobs")
 SECRETS = Resource("", "v1", "secrets")
 PER_NAMESPACE = 100

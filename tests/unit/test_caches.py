@@ -80,7 +80,7 @@ def meta(name: str, rv: int = 1, **extra: Any) -> Json:
 
 def captf(kind: str, name: str, rv: int = 1, *, spec: Json | None = None, **extra: Any) -> Json:
     return {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": kind,
         "metadata": meta(name, rv, **extra),
         "spec": spec or {},
@@ -258,7 +258,7 @@ def test_a_cached_job_drops_what_no_rule_reads() -> None:
     }
     meta["ownerReferences"] = [
         {
-            "apiVersion": "captf.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
             "kind": CLUSTER,
             "name": "c",
             "uid": owner["metadata"]["uid"],
