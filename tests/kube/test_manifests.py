@@ -171,6 +171,19 @@ def test_three_kinds_share_one_spec_schema() -> None:
     assert cluster == machine
 
 
+def test_templates_carry_their_kinds_spec_schema() -> None:
+    """A <Kind>Template's spec.template.spec is its kind's spec schema, copied whole."""
+    for kind, plural in KINDS.items():
+        [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
+        [template] = load(MANIFESTS / "crds" / f"{GROUP}_{kind.lower()}templates.yaml")
+        assert template["spec"]["names"]["kind"] == f"{kind}Template"
+        [version], [template_version] = crd["spec"]["versions"], template["spec"]["versions"]
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        outer = template_version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert outer["properties"]["template"]["properties"]["spec"] == spec, kind
+        assert template["metadata"]["labels"] == crd["metadata"]["labels"]
+
+
 # -- examples and defaults -----------------------------------------------------
 
 
@@ -860,7 +873,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 3
+        + ["CustomResourceDefinition"] * 6  # three kinds, three templates
         + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]

@@ -151,6 +151,21 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("CustomResourceDefinition", "terraformclusters.infrastructure.cluster.x-k8s.io", None),
         ("CustomResourceDefinition", "terraformmachinepools.infrastructure.cluster.x-k8s.io", None),
         ("CustomResourceDefinition", "terraformmachines.infrastructure.cluster.x-k8s.io", None),
+        (
+            "CustomResourceDefinition",
+            "terraformclustertemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
+        (
+            "CustomResourceDefinition",
+            "terraformmachinepooltemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
+        (
+            "CustomResourceDefinition",
+            "terraformmachinetemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
         ("ServiceAccount", "captf-controller", "captf-system"),
         ("ClusterRole", "captf-controller", None),
         ("ClusterRoleBinding", "captf-controller", None),
