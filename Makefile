@@ -50,9 +50,11 @@ helm:
 capi:
 	hack/capi/build.sh
 
-# charts/captf is generated from manifests/; run after changing a manifest.
+# charts/captf and the clusterctl repository (clusterctl/infrastructure-terraform/<version>/)
+# are generated from manifests/; run after changing a manifest.
 chart: $(STAMP)
 	$(BIN)/captf dev chart
+	$(BIN)/python -m controller.dev.clusterctl
 
 test: check kube tofu helm capi
 	$(BIN)/pytest

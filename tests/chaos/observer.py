@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from controller.core.basics.names import GROUP, VERSION
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta
@@ -32,9 +33,9 @@ JOBS = Resource("batch", "v1", "jobs")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 EVENTS = Resource("", "v1", "events")
 CAPTF = {
-    "TerraformCluster": Resource("captf.io", "v1alpha1", "terraformclusters"),
-    "TerraformMachinePool": Resource("captf.io", "v1alpha1", "terraformmachinepools"),
-    "TerraformMachine": Resource("captf.io", "v1alpha1", "terraformmachines"),
+    "TerraformCluster": Resource(GROUP, VERSION, "terraformclusters"),
+    "TerraformMachinePool": Resource(GROUP, VERSION, "terraformmachinepools"),
+    "TerraformMachine": Resource(GROUP, VERSION, "terraformmachines"),
 }
 LEADER_LEASE = "captf-controller"
 MEMBER_JOBS = "captf.io/member-jobs"

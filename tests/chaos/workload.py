@@ -19,7 +19,7 @@ from runtime.transport import Transport
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
-API = "/apis/captf.io/v1alpha1"
+API = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
 PLURAL = {
     "TerraformCluster": "terraformclusters",
     "TerraformMachinePool": "terraformmachinepools",
@@ -118,7 +118,7 @@ class Workload:
         if m.kind == "TerraformMachine":
             spec["poolRef"] = {"name": f"{m.family}-pool"}
         return {
-            "apiVersion": "captf.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
             "kind": m.kind,
             "metadata": {"name": m.name},
             "spec": spec,

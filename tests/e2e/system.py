@@ -20,7 +20,7 @@ import anyio
 import orjson
 import yaml
 
-from controller.core.basics.names import ANN_RESULT
+from controller.core.basics.names import ANN_RESULT, GROUP, VERSION
 from controller.core.basics.timefmt import parse_time
 from controller.dev.node import ProcessNode, default_images
 from controller.io.jobtimes import ToClock, on_clock
@@ -41,7 +41,7 @@ SCALE = 60.0
 WAIT = 90.0
 RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
 RUNNER_ACCOUNT = "captf-runner"
-CLUSTERS = Resource("captf.io", "v1alpha1", "terraformclusters")
+CLUSTERS = Resource(GROUP, VERSION, "terraformclusters")
 JOBS = Resource("batch", "v1", "jobs")
 
 

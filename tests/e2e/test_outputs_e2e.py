@@ -59,7 +59,7 @@ async def _pool(system: System) -> None:
         {"metadata": {"name": "workers-module"}, "data": {"main.tf": POOL_MODULE}},
     )
     body = {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": "workers"},
         "spec": {

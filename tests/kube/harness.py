@@ -51,7 +51,7 @@ class Kube:
         return await asyncio.to_thread(self.server.request, method, path, body, ctype)
 
     def captf_path(self, plural: str, name: str = "") -> str:
-        base = f"/apis/captf.io/v1alpha1/namespaces/{self.ns}/{plural}"
+        base = f"/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{self.ns}/{plural}"
         return f"{base}/{name}" if name else base
 
     async def cluster(self, name: str = "c1") -> Json:
@@ -108,7 +108,7 @@ class Kube:
                 {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}},
             )
         body = {
-            "apiVersion": "captf.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
             "kind": "TerraformCluster",
             "metadata": {"name": name},
             "spec": {

@@ -30,12 +30,13 @@ pytestmark = pytest.mark.kube
 Json = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "objects"
 APPLY_PATCH = "application/apply-patch+yaml"
+_OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}"
 PATHS = {
     "Secret": "/api/v1/namespaces/{ns}/secrets",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
-    "TerraformCluster": "/apis/captf.io/v1alpha1/namespaces/{ns}/terraformclusters",
-    "TerraformMachinePool": "/apis/captf.io/v1alpha1/namespaces/{ns}/terraformmachinepools",
-    "TerraformMachine": "/apis/captf.io/v1alpha1/namespaces/{ns}/terraformmachines",
+    "TerraformCluster": f"{_OBJECTS}/terraformclusters",
+    "TerraformMachinePool": f"{_OBJECTS}/terraformmachinepools",
+    "TerraformMachine": f"{_OBJECTS}/terraformmachines",
 }
 
 

@@ -143,7 +143,7 @@ async def _create_pool(kube: Kube) -> None:
         {"metadata": {"name": "p1-module"}, "data": MODULE},
     )
     body = {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": "p1"},
         "spec": {

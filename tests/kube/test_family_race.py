@@ -72,7 +72,7 @@ async def reconciler_on(
 
 async def _create_pool(kube: Kube, name: str) -> None:
     body = {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": POOL,
         "metadata": {"name": name},
         "spec": {

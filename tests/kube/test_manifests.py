@@ -27,7 +27,8 @@ from runtime.envtest.client import admin_ssl_context
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 EXAMPLES = ROOT / "examples" / "objects"
-CAPTF = "/apis/captf.io/v1alpha1"
+GROUP = "infrastructure.cluster.x-k8s.io"
+CAPTF = f"/apis/{GROUP}/v1alpha1"
 KINDS = {
     "TerraformCluster": "terraformclusters",
     "TerraformMachinePool": "terraformmachinepools",
@@ -107,7 +108,7 @@ def minimal(kind: str, name: str = "obj") -> Obj:
     if kind != "TerraformCluster":
         spec["clusterRef"] = {"name": "cluster"}
     return {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": kind,
         "metadata": {"name": name},
         "spec": spec,
@@ -125,7 +126,7 @@ def minimal(kind: str, name: str = "obj") -> Obj:
 def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, short: str) -> None:
     plural = KINDS[kind]
     crd = apiserver.request(
-        "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.captf.io"
+        "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{GROUP}"
     )
     conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conditions["Established"] == "True"
@@ -133,7 +134,13 @@ def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, shor
     names = crd["status"]["acceptedNames"]
     assert (names["kind"], names["plural"]) == (kind, plural)
     assert names["shortNames"] == [short]
-    assert names["categories"] == ["captf"]
+    assert names["categories"] == ["cluster-api", "captf"]
+    # Cluster API reads the contract version a CRD serves from this label; clusterctl
+    # finds the provider's objects by the other.
+    assert crd["metadata"]["labels"] == {
+        "cluster.x-k8s.io/v1beta2": "v1alpha1",
+        "cluster.x-k8s.io/provider": "infrastructure-terraform",
+    }
     assert crd["spec"]["scope"] == "Namespaced"
     [version] = crd["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
@@ -145,7 +152,7 @@ def test_three_kinds_share_one_spec_schema() -> None:
     machine's immutability rules; everything else is written three times and must agree."""
     specs = {}
     for kind, plural in KINDS.items():
-        [crd] = load(MANIFESTS / "crds" / f"captf.io_{plural}.yaml")
+        [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
         version = crd["spec"]["versions"][0]
         schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
         spec = schema["properties"]["spec"]
@@ -162,6 +169,19 @@ def test_three_kinds_share_one_spec_schema() -> None:
     cluster, pool, machine = specs.values()
     assert cluster == pool
     assert cluster == machine
+
+
+def test_templates_carry_their_kinds_spec_schema() -> None:
+    """A <Kind>Template's spec.template.spec is its kind's spec schema, copied whole."""
+    for kind, plural in KINDS.items():
+        [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
+        [template] = load(MANIFESTS / "crds" / f"{GROUP}_{kind.lower()}templates.yaml")
+        assert template["spec"]["names"]["kind"] == f"{kind}Template"
+        [version], [template_version] = crd["spec"]["versions"], template["spec"]["versions"]
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        outer = template_version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert outer["properties"]["template"]["properties"]["spec"] == spec, kind
+        assert template["metadata"]["labels"] == crd["metadata"]["labels"]
 
 
 # -- examples and defaults -----------------------------------------------------
@@ -570,12 +590,12 @@ def test_printer_columns_show_what_the_object_waits_for(
 # What tests/kube/test_rbac_audit.py measured the controller to use.
 CONTROLLER_PERMISSIONS = (
     {
-        ("captf.io", plural, verb)
+        (GROUP, plural, verb)
         for plural in KINDS.values()
         for verb in ("get", "list", "watch", "patch")
     }
-    | {("captf.io", f"{plural}/status", "patch") for plural in KINDS.values()}
-    | {("captf.io", f"{plural}/finalizers", "update") for plural in KINDS.values()}
+    | {(GROUP, f"{plural}/status", "patch") for plural in KINDS.values()}
+    | {(GROUP, f"{plural}/finalizers", "update") for plural in KINDS.values()}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
@@ -656,15 +676,15 @@ def applied_rbac(apiserver: ApiServer, namespace: str, rbac_docs: list[Obj]) -> 
 NOT_GRANTED = [
     ("", "secrets", "update"),
     ("", "secrets", "delete"),
-    ("captf.io", "terraformclusters", "update"),
+    (GROUP, "terraformclusters", "update"),
     ("coordination.k8s.io", "leases", "delete"),
     ("", "configmaps", "create"),
     ("", "configmaps", "update"),
     ("", "pods", "list"),
     ("batch", "jobs", "update"),
     ("batch", "jobs/status", "patch"),
-    ("captf.io", "terraformclusters", "create"),
-    ("captf.io", "terraformmachines", "delete"),
+    (GROUP, "terraformclusters", "create"),
+    (GROUP, "terraformmachines", "delete"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
     ("rbac.authorization.k8s.io", "roles", "create"),
 ]
@@ -704,7 +724,7 @@ def test_runner_role_lets_the_runner_report_and_write_state(
         ("", "secrets", "watch"),
         ("", "configmaps", "get"),
         ("", "pods", "get"),
-        ("captf.io", "terraformclusters", "get"),
+        (GROUP, "terraformclusters", "get"),
     ]
     assert [g for g in granted if not allowed(*g)] == []
     assert [g for g in denied if allowed(*g)] == []
@@ -853,7 +873,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 3
+        + ["CustomResourceDefinition"] * 6  # three kinds, three templates
         + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]

@@ -17,6 +17,7 @@ import orjson
 import pytest
 import yaml
 
+from controller.core.basics.names import GROUP
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.envtest.process import free_ports
@@ -39,7 +40,7 @@ CLUSTERS = "terraformclusters"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 # Checked by admission (OwnerReferencesPermissionEnforcement, when a cluster enables it)
 # as a permission, never sent as a request: no audit entry can show it used.
-NOT_REQUESTS = {("captf.io", "<captf kind>/finalizers", "update")}
+NOT_REQUESTS = {(GROUP, "<captf kind>/finalizers", "update")}
 
 
 def _docs(namespace: str) -> list[Json]:
@@ -264,7 +265,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     assert unused == set(), f"granted but never used: {sorted(unused)}"
 
 
-def _allowed(kube: Kube, user: str, verb: str, resource: str, group: str = "captf.io") -> bool:
+def _allowed(kube: Kube, user: str, verb: str, resource: str, group: str = GROUP) -> bool:
     review = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",

@@ -48,9 +48,20 @@ async def test_a_scaled_source_reads_the_controllers_timeline() -> None:
 
 async def test_listed_items_carry_their_kind() -> None:
     path = api.object_path(CLUSTER, None)
-    t = Answers({path: {"apiVersion": "captf.io/v1alpha1", "items": [{"metadata": {"name": "a"}}]}})
+    t = Answers(
+        {
+            path: {
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                "items": [{"metadata": {"name": "a"}}],
+            }
+        }
+    )
     [item] = await listed(t, api.OBJECTS[CLUSTER], CLUSTER, None, labelSelector="x")  # type: ignore[arg-type]
-    assert item == {"apiVersion": "captf.io/v1alpha1", "kind": CLUSTER, "metadata": {"name": "a"}}
+    assert item == {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": CLUSTER,
+        "metadata": {"name": "a"},
+    }
     assert t.asked == [(path, {"labelSelector": "x"})]
 
 

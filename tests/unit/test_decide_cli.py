@@ -472,7 +472,7 @@ def test_dash_reads_the_snapshot_from_standard_input(tmp_path: Path) -> None:
 LOOSE = """\
 now: 2026-06-01T12:00:00Z
 objects:
-- apiVersion: captf.io/v1alpha1
+- apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
   kind: TerraformCluster
   metadata:
     name: c1

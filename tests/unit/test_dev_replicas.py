@@ -133,7 +133,7 @@ def test_the_install_on_the_process_node_binds_the_pod_ip_on_the_chosen_port() -
         ("Namespace", "/api/v1/namespaces/captf-system"),
         (
             "CustomResourceDefinition",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/terraformclusters.captf.io",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/terraformclusters.infrastructure.cluster.x-k8s.io",
         ),
         ("ClusterRole", "/apis/rbac.authorization.k8s.io/v1/clusterroles/captf-controller"),
         ("ServiceAccount", "/api/v1/namespaces/captf-system/serviceaccounts/captf-controller"),

@@ -148,9 +148,24 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
     placed = [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objects]
     assert placed == [
         ("Namespace", "captf-system", None),
-        ("CustomResourceDefinition", "terraformclusters.captf.io", None),
-        ("CustomResourceDefinition", "terraformmachinepools.captf.io", None),
-        ("CustomResourceDefinition", "terraformmachines.captf.io", None),
+        ("CustomResourceDefinition", "terraformclusters.infrastructure.cluster.x-k8s.io", None),
+        ("CustomResourceDefinition", "terraformmachinepools.infrastructure.cluster.x-k8s.io", None),
+        ("CustomResourceDefinition", "terraformmachines.infrastructure.cluster.x-k8s.io", None),
+        (
+            "CustomResourceDefinition",
+            "terraformclustertemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
+        (
+            "CustomResourceDefinition",
+            "terraformmachinepooltemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
+        (
+            "CustomResourceDefinition",
+            "terraformmachinetemplates.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
         ("ServiceAccount", "captf-controller", "captf-system"),
         ("ClusterRole", "captf-controller", None),
         ("ClusterRoleBinding", "captf-controller", None),

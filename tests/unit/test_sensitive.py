@@ -73,7 +73,7 @@ def test_the_controller_rebuilds_the_runners_set_from_the_job() -> None:
         "jobs": {"image": "runner:1"},
     }
     obj = {
-        "apiVersion": "captf.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-GROUP: Final = "captf.io"
+GROUP: Final = "infrastructure.cluster.x-k8s.io"
 VERSION: Final = "v1alpha1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 
