@@ -54,7 +54,7 @@ capi:
 # are generated from manifests/; run after changing a manifest.
 chart: $(STAMP)
 	$(BIN)/captf dev chart
-	$(BIN)/python -m controller.dev.clusterctl
+	$(BIN)/captf dev clusterctl
 
 test: check kube tofu helm capi
 	$(BIN)/pytest

@@ -205,6 +205,12 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     c.add_argument("--root", default=".", help="the repository's root")
     c.set_defaults(func=_handler("controller.dev.chart"))
+    k = dsub.add_parser(
+        "clusterctl", help="generate the clusterctl provider repository from manifests/"
+    )
+    k.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    k.add_argument("--root", default=".", help="the repository's root")
+    k.set_defaults(func=_handler("controller.dev.clusterctl"))
     r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
     r.set_defaults(func=_handler("controller.dev.demo"))

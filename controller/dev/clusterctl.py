@@ -191,14 +191,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"clusterctl repository: {err}", file=sys.stderr)
         return 2
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.dev.clusterctl")
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
-    parser.add_argument("--root", default=".", help="the repository's root")
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
