@@ -130,6 +130,10 @@ class Reason(StrEnum):
     JOB_REFUSED = "JobRefused"
     INPUTS_TOO_LARGE = "InputsTooLarge"
     DURABLE_INPUTS_MISSING = "DurableInputsMissing"
+    # Module contract: a user variable the contract reserves; a bootstrap Secret
+    # without its `value`. Bad input: nothing runs until it changes.
+    VARIABLES_REFUSED = "VariablesRefused"
+    BOOTSTRAP_DATA_INVALID = "BootstrapDataInvalid"
     JOB_CACHE_BEHIND = "JobCacheBehind"
     JOB_RUNNING = "JobRunning"
     CREDENTIALS_NOT_READY = "CredentialsNotReady"
