@@ -38,6 +38,7 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     MANAGED_BY,
+    STATE_OUTPUTS_KEY,
 )
 from controller.core.contract.outputs import values_of
 from controller.core.contract.roles import UnknownKind, contract_for_kind
@@ -45,7 +46,7 @@ from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
 
 STATE_KEY = "terraform.tfstate"
-OUTPUTS_KEY = "outputs.json"
+OUTPUTS_KEY = STATE_OUTPUTS_KEY
 # When a backup was written: backups are pruned oldest first by this, not by
 # serial, so a fresh lineage (serials from 1 again) does not lose its backups.
 # Enough to step back over a few bad applies; each is up to 1 MiB of etcd.

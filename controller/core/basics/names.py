@@ -196,6 +196,12 @@ LEASE_WAITS: Final = frozenset(
 )
 
 
+# The state Secret's key of the root's contract outputs ({name: value} JSON), written by
+# the runner with the state; the controller caches it up to the limit, none above it.
+STATE_OUTPUTS_KEY: Final = "outputs.json"
+STATE_OUTPUTS_LIMIT: Final = 64 * 1024
+
+
 def state_secret_name(name: str) -> str:
     return f"{name}-state"
 

@@ -22,11 +22,17 @@ import base64
 import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import orjson
 
-from controller.core.basics.names import ANN_INPUTS_HASH, Reason, state_secret_name
+from controller.core.basics.names import (
+    ANN_INPUTS_HASH,
+    STATE_OUTPUTS_KEY,
+    Reason,
+    state_secret_name,
+)
 from controller.core.contract import inputs as contract
 from controller.core.contract import variables
 from controller.core.contract.outputs import Pending, Valid, decode
@@ -37,9 +43,9 @@ from controller.core.jobs.job import annotations_of, created_at
 from controller.core.spec.inputs import CONTRACT_KEY, VARIABLES_KEY, Inputs, Json
 from controller.core.spec.refs import ObjectRef, infrastructure_cluster_of
 
-# The key of a state Secret that holds the root's contract outputs, as JSON
-# {name: value}; written by the runner in the same write as the state.
-OUTPUTS_KEY = "outputs.json"
+# The state Secret's key of the root's contract outputs; the cache keeps it "" when it
+# was too large to keep (controller/io/trimming.py).
+OUTPUTS_KEY = STATE_OUTPUTS_KEY
 CAPI_GROUP = "cluster.x-k8s.io"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 
@@ -125,12 +131,20 @@ def with_contract(inputs: Inputs, role: Role, assembled: Json) -> Inputs:
     )
 
 
-def state_outputs(secret: Json | None) -> Json | None:
+class TooLarge(Enum):
+    """outputs.json was above the cache's limit: kept as "", its values unknown."""
+
+    TOO_LARGE = "too large"
+
+
+def state_outputs(secret: Json | None) -> Json | TooLarge | None:
     """The contract outputs a state Secret holds ({name: value}); None when it holds
     none (no contract apply yet, or a state written before the key existed)."""
     raw = ((secret or {}).get("data") or {}).get(OUTPUTS_KEY)
     if raw is None:
         return None
+    if raw == "":
+        return TooLarge.TOO_LARGE
     parsed = _json(raw)
     return parsed if isinstance(parsed, dict) else None
 
@@ -139,7 +153,7 @@ def cluster_outputs(snap: Snapshot, cluster: Json) -> Json:
     """The cluster module's outputs, from its TerraformCluster's state: {} before any."""
     name = infrastructure_cluster_of(cluster)
     found = state_outputs(snap.secrets.get(state_secret_name(name))) if name else None
-    return found or {}
+    return found if isinstance(found, dict) else {}
 
 
 def previous(snap: Snapshot) -> Json | None:
