@@ -36,6 +36,7 @@ from controller.core.spec.refs import (
     cluster_of,
     configmaps_read,
     dependencies,
+    infrastructure_cluster_of,
     secrets_read,
     spec_of,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "family",
     "holder_namespace",
     "holder_of",
+    "infrastructure_cluster_of",
     "job_env",
     "live_check_needed",
     "member_jobs",

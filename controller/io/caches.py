@@ -21,6 +21,7 @@ from controller.core import (
     cluster_of,
     configmaps_read,
     dependencies,
+    infrastructure_cluster_of,
     job_env,
     result,
     secrets_read,
@@ -278,6 +279,8 @@ class Caches:
             for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
             if s["metadata"]["name"].startswith(prefix)
         ]
+        related = self._related(obj)
+        secret_names += _cluster_state(obj, related)  # a member's inputs: the cluster's exports
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
         return Snapshot(
             obj=obj,
@@ -285,7 +288,7 @@ class Caches:
             secrets=MappingProxyType(_with_data(self.secret_data, ns, secret_names)),
             configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
-            related=MappingProxyType(self._related(obj)),
+            related=MappingProxyType(related),
         )
 
     def _leases(self, ns: str) -> list[Json]:
@@ -312,6 +315,17 @@ class Caches:
                 if member["metadata"].get("uid") != uid:
                     related[(member["kind"], member["metadata"]["name"])] = member
         return related
+
+
+def _cluster_state(obj: Json, related: Mapping[Any, Json]) -> list[str]:
+    """A member's TerraformCluster's state Secret (its outputs.json holds the exports the
+    member's module receives): the one its Cluster names as infrastructure."""
+    if obj.get("kind") == CLUSTER:
+        return []
+    clusters = (
+        infrastructure_cluster_of(o) for o in related.values() if o.get("kind") == "Cluster"
+    )
+    return [state_secret_name(name) for name in clusters if name]
 
 
 def _plan_secrets(jobs: Iterable[Json]) -> list[str]:

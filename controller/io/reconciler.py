@@ -38,10 +38,17 @@ state left, plans the rest; every step is idempotent):
   7. Events              Before the status that shows what they announce: a pass that
                          finds the status written finds the Event recorded (each is
                          named for what it announces, so a replay is refused).
-  8. status              One merge patch, after the Job exists: the status names only
+  8. spec write-back     The contract's spec fields (the endpoint, providerID,
+                         providerIDList; the endpoint-source annotation), one merge
+                         patch over the version read, before the status that says
+                         provisioned: Cluster API never sees provisioned without the
+                         id. A crash before it writes nothing (the next pass plans it
+                         again from the state); after it, the next pass finds the
+                         fields written and plans none; a 409 retries the key.
+  9. status              One merge patch, after the Job exists: the status names only
                          Jobs that exist.
-  9. label               The retry-capped label, after its RetryCapped Event.
- 10. finalizer removed   Last: the object goes once nothing is left to do.
+ 10. label               The retry-capped label, after its RetryCapped Event.
+ 11. finalizer removed   Last: the object goes once nothing is left to do.
 
 A 409 (a Lease or the object changed meanwhile, a create raced) stops the block and
 retries the reconcile through the rate limiter: a conflict is a retry, not an error."""
@@ -162,6 +169,14 @@ class Reconciler:
             await accountant.emit(self.client, obj, event, now)
         if todo.announces_refusal:
             self.memory.announced(key)
+        if todo.spec_patch is not None:
+            # Over the version read: a field written once must not overwrite one a user
+            # set since the cache's copy.
+            version = obj["metadata"]["resourceVersion"]
+            updated = await api.merge_patch(
+                self.client, _path(obj), todo.spec_patch, version=version
+            )
+            obj = _typed(obj, updated)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.labels is not None:

@@ -15,6 +15,8 @@ from controller.core.basics.names import (
     LABEL_BACKUP_OF,
     LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
+    STATE_OUTPUTS_KEY,
+    STATE_OUTPUTS_LIMIT,
 )
 from controller.core.basics.runner_vars import RunnerVar
 from runtime.cache import interned
@@ -160,8 +162,10 @@ def own_secret_fields(secret: Obj) -> Obj:
     A durable inputs Secret keeps its values (the inputs, and what a Job's messages are
     redacted with), an outputs Secret too (other objects take variables from it); a
     plan Secret keeps its keys (a decision asks only whether it has any; the plan itself
-    can be near a megabyte); a state, its backups and rescues keep none (decisions read
-    their annotations; their data is fetched if an object reads it after all)."""
+    can be near a megabyte); a state keeps its contract outputs (`outputs.json`: the
+    object's write-back and its members' inputs read them) up to STATE_OUTPUTS_LIMIT,
+    and above it the key with no value (so the decision can say "too large"), never the
+    state itself; backups and rescues keep none (decisions read their annotations)."""
     kept = metadata_fields("v1", SECRET)(secret)
     name = str(kept["metadata"].get("name", ""))
     labels = kept["metadata"].get("labels") or {}
@@ -170,4 +174,9 @@ def own_secret_fields(secret: Obj) -> Obj:
         kept["data"] = dict.fromkeys(data, "")
     elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
         kept["data"] = data
+    elif STATE_OUTPUTS_KEY in data and LABEL_BACKUP_OF not in labels:
+        raw = str(data[STATE_OUTPUTS_KEY])
+        # base64: 3 bytes per 4 characters, less the padding.
+        small = len(raw) * 3 // 4 - (len(raw) - len(raw.rstrip("="))) <= STATE_OUTPUTS_LIMIT
+        kept["data"] = {STATE_OUTPUTS_KEY: raw if small else ""}
     return kept

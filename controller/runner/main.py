@@ -26,6 +26,7 @@ from controller.runner.kube import Kube, TransportKube
 from controller.runner.ops import Tofu, execute
 from controller.runner.result import RunnerResult
 from controller.runner.tofu import TofuRunner
+from controller.runner.workdir import root_dir
 from runtime.transport import open_transport
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -58,12 +59,13 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
         await report(kube, env.job_name, result, Redactor(frozenset()))
         return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
-    tofu = TofuRunner(env.tofu, str(work_dir), cli_config=env.tofu_cli_config, redactor=redactor)
+    root = root_dir(work_dir)  # tofu runs here; a generated root's module is its sibling
+    tofu = TofuRunner(env.tofu, str(root), cli_config=env.tofu_cli_config, redactor=redactor)
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, tofu.terminate)
     try:
-        result = await run_op(env, kube, tofu, work_dir)
+        result = await run_op(env, kube, tofu, root)
         await report(kube, env.job_name, result, redactor)
     finally:
         for sig in _SIGNALS:

@@ -7,7 +7,7 @@ the result is decided, because tofu may have changed real infrastructure."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -20,6 +20,8 @@ from controller.core.basics.names import (
     SECRET_SIZE_LIMIT,
     Op,
 )
+from controller.core.contract import outputs as outputs_contract
+from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.core.jobs.job import Outcome
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
@@ -71,7 +73,20 @@ def _tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None)
         saved = "" if serial is None else f"; state saved at serial {serial}"
         message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
         return RunnerResult(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
-    return _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", serial=serial)
+    failed = _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", serial=serial)
+    missing = _missing_outputs(ctx, ex.stderr)
+    return failed if missing is None else replace(failed, missing_outputs=missing)
+
+
+def _missing_outputs(ctx: OpContext, stderr: str) -> tuple[str, ...] | None:
+    """The contract outputs a failed plan says the role module lacks: the root re-exports
+    each, and OpenTofu names the one the module does not declare."""
+    try:
+        role = contract_for_kind(ctx.env.object_kind).role
+    except UnknownKind:
+        return None
+    missing = outputs_contract.missing_outputs(role, stderr)
+    return None if missing is None else missing.names
 
 
 async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> RunnerResult:
@@ -114,7 +129,7 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
         text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
         raise Stop(_failed(text))
     try:
-        render(ctx.work_dir, inputs)
+        render(ctx.work_dir, inputs, kind=env.object_kind, secret_variables=env.secret_variables)
         old = await ctx.store.load()
     except (RenderError, StateError) as exc:
         raise Stop(_failed(str(exc))) from None

@@ -12,6 +12,8 @@ from controller.core.jobs.job import Outcome
 # an operator reads the message in `kubectl describe`, so the tail of tofu's
 # error is enough.
 MESSAGE_LIMIT = 2048
+# The error kinds a result may carry beside its outcome.
+OUTPUTS_MISSING = "outputs-missing"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +24,9 @@ class RunnerResult:
     plan_secret: str | None = None
     drift: bool | None = None
     outputs: tuple[str, ...] | None = None  # names written to the outputs Secret, never values
+    # The contract outputs a failed plan found the module lacks: the error kind
+    # `outputs-missing`, which the controller shows as OutputsValid=False/OutputsMissing.
+    missing_outputs: tuple[str, ...] | None = None
 
     def to_json(self) -> str:
         """The annotation value: only the keys that apply to this op."""
@@ -34,6 +39,8 @@ class RunnerResult:
             body["drift"] = self.drift
         if self.outputs is not None:
             body["outputs"] = list(self.outputs)
+        if self.missing_outputs is not None:
+            body["error"] = {"kind": OUTPUTS_MISSING, "outputs": list(self.missing_outputs)}
         return orjson.dumps(body).decode()
 
     @property

@@ -12,6 +12,10 @@ Invariants:
   backup's name always means one state.
 - Every write carries the resourceVersion read at load: a concurrent writer makes
   it fail (`StateConflict`) instead of being overwritten silently.
+- `outputs.json` (for an object of a contract role) is the contract outputs of the
+  state's root, `{name: value}`, written in the same write as the state: it is exactly
+  the state's, for every op that writes state (a restore included), and it travels
+  with the Secret (`clusterctl move`). The controller reads it, never the state.
 
 State and backups carry no owner reference on purpose: they are the only record
 of real infrastructure and must outlive the object, its Jobs and mistakes."""
@@ -34,11 +38,15 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     MANAGED_BY,
+    STATE_OUTPUTS_KEY,
 )
+from controller.core.contract.outputs import values_of
+from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
 
 STATE_KEY = "terraform.tfstate"
+OUTPUTS_KEY = STATE_OUTPUTS_KEY
 # When a backup was written: backups are pruned oldest first by this, not by
 # serial, so a fresh lineage (serials from 1 again) does not lose its backups.
 # Enough to step back over a few bad applies; each is up to 1 MiB of etcd.
@@ -59,6 +67,25 @@ class StoredState:
     serial: int
     inputs_hash: str | None
     secret: Json  # as read: its resourceVersion guards the next write
+    outputs: bytes | None = None  # the stored outputs.json
+
+
+def contract_outputs(data: bytes, kind: str) -> bytes | None:
+    """outputs.json for a state: the role's contract outputs among its root outputs, as
+    canonical JSON (an output absent from the state is a null one, and left out). None
+    for a kind outside the contract. Only the contract's names: the controller keeps this
+    key in memory, and a module's other outputs are none of its business."""
+    try:
+        names = contract_for_kind(kind).outputs
+    except UnknownKind:
+        return None
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return None
+    found = values_of((document.get("outputs") if isinstance(document, dict) else None) or {})
+    chosen = {name: found[name] for name in names if name in found}
+    return json.dumps(chosen, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def serial_of(data: bytes) -> int:
@@ -102,6 +129,7 @@ class StateStore:
         self._name = secret_name
         self._object_labels = {**labels, LABEL_NAME: object_name, LABEL_KIND: object_kind}
         self._object_name = object_name
+        self._object_kind = object_kind
         self._keep = keep
 
     def backup_name(self, serial: int) -> str:
@@ -117,7 +145,8 @@ class StateStore:
         if data is None:
             raise StateError(f"Secret {name} has no {STATE_KEY} key")
         annotations = _meta(secret, "annotations")
-        return StoredState(data, serial_of(data), annotations.get(ANN_INPUTS_HASH), secret)
+        hashed = annotations.get(ANN_INPUTS_HASH)
+        return StoredState(data, serial_of(data), hashed, secret, _decode(secret, OUTPUTS_KEY))
 
     async def save(self, old: StoredState | None, data: bytes, inputs_hash: str | None) -> int:
         """Writes `data` as the state (backing up `old` first); returns its serial.
@@ -125,7 +154,9 @@ class StateStore:
         `inputs_hash` is the annotation to leave: the new inputs after a
         successful apply, else the old one. Writes nothing if nothing changed."""
         serial = serial_of(data)
-        if old is not None and old.data == data and old.inputs_hash == inputs_hash:
+        outputs = contract_outputs(data, self._object_kind)
+        unchanged = old is not None and (old.data, old.inputs_hash) == (data, inputs_hash)
+        if old is not None and unchanged and old.outputs == outputs:
             return old.serial
         if old is not None and old.data != data:
             await self._backup(old)
@@ -137,7 +168,10 @@ class StateStore:
             annotations[ANN_INPUTS_HASH] = inputs_hash
         metadata: Json = {"name": self._name, "labels": labels, "annotations": annotations}
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-        body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
+        stored = {STATE_KEY: base64.b64encode(data).decode()}
+        if outputs is not None:
+            stored[OUTPUTS_KEY] = base64.b64encode(outputs).decode()
+        body["data"] = stored
         try:
             if old is None:
                 await self._kube.create_secret(body)

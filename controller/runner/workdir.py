@@ -1,14 +1,29 @@
-"""Rendering the durable inputs Secret into a work directory tofu can run in."""
+"""Rendering the durable inputs Secret into a work directory tofu can run in.
+
+Layout: tofu runs in `<work>/root/`, which also holds the local-backend override and
+the state file. With contract inputs (`contract.json`), root/ is the generated root
+(controller/core/contract/root.py) and the object's module files go, unchanged, into
+the sibling `<work>/module/`, which the root calls as `../module`. Without them (an
+object outside Cluster API) the module files are the root themselves, in root/."""
 
 from __future__ import annotations
 
 import base64
+import binascii
+from collections.abc import Iterable
 from pathlib import Path
 
+import orjson
+
+from controller.core.contract.roles import UnknownKind, contract_for_kind
+from controller.core.contract.root import MODULE_DIR, ROOT_DIR, InputsMismatch
+from controller.core.contract.root import render as root_of
+from controller.core.contract.variables import VariablesRefused
 from controller.runner.kube import Json
 
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"
+CONTRACT_KEY = "contract.json"
 TFVARS_FILE = "terraform.tfvars.json"
 # The runner keeps state in its Secret, so tofu must use the local backend in
 # the work directory whatever the module declares; an override file replaces
@@ -20,6 +35,13 @@ _RESERVED = frozenset({TFVARS_FILE, BACKEND_OVERRIDE_FILE, "terraform.tfstate", 
 
 class RenderError(ValueError):
     """The inputs Secret cannot be rendered: the message says why."""
+
+
+def root_dir(work: Path) -> Path:
+    """The directory tofu runs in, made inside a fresh work directory."""
+    root = work / ROOT_DIR
+    root.mkdir(exist_ok=True)
+    return root
 
 
 def module_files(inputs_secret: Json) -> dict[str, bytes]:
@@ -38,12 +60,44 @@ def module_files(inputs_secret: Json) -> dict[str, bytes]:
     return files
 
 
-def render(work_dir: Path, inputs_secret: Json) -> None:
-    """Writes the module files, the variables as terraform.tfvars.json, and the
-    backend override into `work_dir`."""
-    for name, content in module_files(inputs_secret).items():
-        (work_dir / name).write_bytes(content)
-    raw = (inputs_secret.get("data") or {}).get(VARIABLES_KEY)
+def render(
+    root: Path, inputs_secret: Json, *, kind: str = "", secret_variables: Iterable[str] = ()
+) -> None:
+    """Writes the inputs into `root` (where tofu runs) and, with contract inputs, the
+    module into its sibling module/; then the backend override into `root`.
+
+    `kind` is the object's (its role's root is rendered); `secret_variables` are the user
+    variables from Secrets, which the generated root declares sensitive."""
+    files = module_files(inputs_secret)
+    data = inputs_secret.get("data") or {}
+    raw = data.get(VARIABLES_KEY)
     variables = base64.b64decode(raw) if raw is not None else b"{}"
-    (work_dir / TFVARS_FILE).write_bytes(variables)
-    (work_dir / BACKEND_OVERRIDE_FILE).write_text(BACKEND_OVERRIDE)
+    if CONTRACT_KEY not in data:
+        for name, content in files.items():
+            (root / name).write_bytes(content)
+        (root / TFVARS_FILE).write_bytes(variables)
+    else:
+        module = root.parent / MODULE_DIR
+        module.mkdir(exist_ok=True)
+        for name, content in files.items():
+            (module / name).write_bytes(content)
+        generated = _root(data[CONTRACT_KEY], variables, kind, frozenset(secret_variables))
+        for name, text in generated.items():
+            (root / name).write_text(text)
+    (root / BACKEND_OVERRIDE_FILE).write_text(BACKEND_OVERRIDE)
+
+
+def _root(
+    raw: str, variables: bytes, kind: str, secret_variables: frozenset[str]
+) -> dict[str, str]:
+    try:
+        role = contract_for_kind(kind).role
+        inputs = orjson.loads(base64.b64decode(raw, validate=True))
+        users = orjson.loads(variables)
+        return root_of(
+            role, inputs, user_variables=users, secret_variables=secret_variables
+        ).files()
+    except (UnknownKind, InputsMismatch, VariablesRefused) as exc:
+        raise RenderError(f"the generated root cannot be rendered: {exc}") from None
+    except (binascii.Error, orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+        raise RenderError(f"the inputs Secret's {CONTRACT_KEY} is not JSON: {exc}") from None

@@ -20,6 +20,8 @@ from controller.core.basics.names import (
     LABEL_PLAN_OF,
     LABEL_UID,
     MANAGED_BY,
+    STATE_OUTPUTS_KEY,
+    STATE_OUTPUTS_LIMIT,
 )
 from controller.core.decide.snapshot import owns
 from controller.core.jobs import job as job_rules
@@ -169,3 +171,14 @@ def test_what_is_cached_of_a_secret_captf_wrote(
     cached = own_secret_fields(own(name, labels, {"k": "dg=="}))
     assert cached.get("data") == kept
     assert cached["metadata"]["labels"] == labels | MANAGED_BY
+
+
+@pytest.mark.parametrize(
+    ("size", "kept_value"),
+    [(100, True), (STATE_OUTPUTS_LIMIT, True), (STATE_OUTPUTS_LIMIT + 3, False)],
+)
+def test_a_state_keeps_its_contract_outputs_up_to_the_limit(size: int, kept_value: bool) -> None:
+    outputs = base64.b64encode(b"x" * size).decode()
+    data = {"terraform.tfstate": "c3RhdGU=", STATE_OUTPUTS_KEY: outputs}
+    cached = own_secret_fields(own("c-state", {LABEL_NAME: "c"}, data))
+    assert cached["data"] == {STATE_OUTPUTS_KEY: outputs if kept_value else ""}

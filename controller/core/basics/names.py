@@ -130,6 +130,10 @@ class Reason(StrEnum):
     JOB_REFUSED = "JobRefused"
     INPUTS_TOO_LARGE = "InputsTooLarge"
     DURABLE_INPUTS_MISSING = "DurableInputsMissing"
+    # Module contract: a user variable the contract reserves; a bootstrap Secret
+    # without its `value`. Bad input: nothing runs until it changes.
+    VARIABLES_REFUSED = "VariablesRefused"
+    BOOTSTRAP_DATA_INVALID = "BootstrapDataInvalid"
     JOB_CACHE_BEHIND = "JobCacheBehind"
     JOB_RUNNING = "JobRunning"
     CREDENTIALS_NOT_READY = "CredentialsNotReady"
@@ -190,6 +194,12 @@ LEASE_WAITS: Final = frozenset(
         Reason.WAITING_FOR_MACHINE_OPERATIONS,
     }
 )
+
+
+# The state Secret's key of the root's contract outputs ({name: value} JSON), written by
+# the runner with the state; the controller caches it up to the limit, none above it.
+STATE_OUTPUTS_KEY: Final = "outputs.json"
+STATE_OUTPUTS_LIMIT: Final = 64 * 1024
 
 
 def state_secret_name(name: str) -> str:

@@ -17,10 +17,13 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_PLAN_JOB,
     ANN_SERIAL,
+    MUTABLE_KINDS,
     SECRET_SIZE_LIMIT,
     Op,
     Reason,
 )
+from controller.core.decide import contract_inputs
+from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.settings import Settings
@@ -108,11 +111,17 @@ class Context:
 @dataclass(frozen=True)
 class Reading:
     """The object's policy and rendered inputs, each None when it cannot be read, and the
-    wait that stops a decision when either is unusable (the first problem found)."""
+    wait that stops a decision when either is unusable (the first problem found).
+
+    `contract_pending` says why an object of a contract role has no contract inputs yet
+    (its Cluster API objects are not all there): not a wait of its own, since the owner
+    waits of DecideOp say why and come first; the inputs are then the module and the
+    user variables alone."""
 
     policy: Policy | None
     inputs: Inputs | None
     wait: Requeue | None
+    contract_pending: str | None = None
 
     def context(
         self, snap: Snapshot, now: datetime, settings: Settings, facts: Facts
@@ -137,10 +146,36 @@ def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
     except InputsMissing as err:
         inputs = None
         wait = wait or Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
+    pending = None
+    if inputs is not None:
+        inputs, refused, pending = _with_contract(snap, inputs)
+        wait = wait or refused
     if wait is None and inputs is not None and inputs.too_large():
         message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
         wait = Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
-    return Reading(policy, inputs, wait)
+    return Reading(policy, inputs, wait, pending)
+
+
+def _with_contract(snap: Snapshot, inputs: Inputs) -> tuple[Inputs, Requeue | None, str | None]:
+    """The inputs with the object's contract inputs, the wait of a refused input, and why
+    there are none yet. An immutable machine, once applied, keeps the inputs it was
+    applied with (its drift and destroy see what it was created from); any object whose
+    Cluster API objects are gone (a deletion) falls back to them too."""
+    role = contract_inputs.role_of(snap.kind)
+    if role is None:
+        return inputs, None, None
+    applied = contract_inputs.applied_inputs(snap, inputs)
+    if applied is not None and snap.kind not in MUTABLE_KINDS:
+        return applied, None, None
+    assembled = contract_inputs.assemble(snap, inputs.variables)
+    match assembled:
+        case NotYet(message=message):
+            return (applied or inputs), None, None if applied else message
+        case Refused(reason=reason, message=message):
+            return inputs, Requeue(reason, INVALID_WAIT, message=message), None
+        case dict():
+            return contract_inputs.with_contract(inputs, role, assembled), None, None
+    return inputs, None, None
 
 
 def context_of(

@@ -17,12 +17,18 @@ from typing import Any
 import orjson
 
 from controller.core.basics.redact import Redactor, redactor
+from controller.core.contract.roles import CONTRACTS
 from controller.core.jobs.job_env import job_env
 from controller.core.spec.refs import SECRET, variable_sources
 
 Json = dict[str, Any]
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"
+CONTRACT_KEY = "contract.json"
+# The contract inputs the generated root declares sensitive (the bootstrap payload).
+SENSITIVE_INPUTS = frozenset(
+    spec.name for contract in CONTRACTS.values() for spec in contract.inputs if spec.sensitive
+)
 
 # `variable "name" {` in HCL; the block's body is found by brace matching.
 _VARIABLE = re.compile(r'(?m)^\s*variable\s+"([^"]+)"\s*\{')
@@ -114,8 +120,9 @@ def values(
     inputs: Mapping[str, str], secret_variables: Iterable[str], credentials: Json | None
 ) -> set[str]:
     """The secret values of one Job: its credentials Secret's values, and the values of
-    the variables from Secrets or declared sensitive, read from its rendered inputs
-    (`module.<file>` and `variables.json`, as text)."""
+    the variables from Secrets or declared sensitive, and the sensitive contract inputs,
+    read from its rendered inputs (`module.<file>`, `variables.json` and
+    `contract.json`, as text)."""
     found = set(secret_data(credentials).values())
     module = {k[len(MODULE_PREFIX) :]: v for k, v in inputs.items() if k.startswith(MODULE_PREFIX)}
     try:
@@ -126,7 +133,18 @@ def values(
         variables = {}
     for name in set(secret_variables) | sensitive_variables(module):
         found.update(leaves(variables.get(name)))
+    contract = _json_object(inputs.get(CONTRACT_KEY))
+    for name in SENSITIVE_INPUTS:
+        found.update(leaves(contract.get(name)))
     return found
+
+
+def _json_object(text: str | None) -> Json:
+    try:
+        value = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def secret_variable_names(spec: Json, secrets: Mapping[str, Json]) -> list[str]:

@@ -5,7 +5,8 @@ cluster shows; the Settings: the operator's flags; the Facts: this process's mem
 and live reads) and the time, and returns the Plan: the finished Jobs to account
 (each with its Event, its metric sample and the Leases it frees), the Job that
 disappeared while it ran, the Jobs to prune, the Job to create (with its inputs
-Secret and its Leases, labelled for the shard), the status, the retry-capped label,
+Secret and its Leases, labelled for the shard), the contract's spec write-back
+(a module's endpoint or provider ids), the status, the retry-capped label,
 the finalizer, the Events (a refused create's Warning among them), and when to come
 back. The policy and inputs are read once (`read_spec`) into the one decision context
 of the pass; `decide_in` is its decision part, on the snapshot as the pass's
@@ -39,7 +40,7 @@ from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
-from controller.core.plan import accounting, status
+from controller.core.plan import accounting, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -73,6 +74,9 @@ class Plan:
     gone: Gone | None = None
     prune: tuple[str, ...] = ()
     launch: Launch | None = None
+    # The contract's spec write-back (controller/core/plan/writeback.py): a merge patch of
+    # the object carrying only those fields; None: nothing to write.
+    spec_patch: Json | None = None
     status: Json | None = None  # a merge patch of status; None: unchanged
     labels: Json | None = None  # a merge patch of metadata.labels; None: unchanged
     events: tuple[Event, ...] = ()
@@ -118,7 +122,8 @@ def plan(
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
-    desired = status.desired(books, decision, ctx, now)
+    contract = writeback.write_back(ctx) if ctx is not None else None
+    desired = status.desired(books, decision, ctx, now, writeback=contract)
     restore_tried = _restore_tried(snap, todo)
     stored = snap.status | (restore_tried or {})
     meta = snap.obj.get("metadata", {})
@@ -132,6 +137,7 @@ def plan(
         gone=gone,
         prune=_prune(snap, books, policy),
         launch=launch,
+        spec_patch=None if deleted or contract is None else contract.spec,
         status=None if deleted else status.merge_patch(stored, desired),
         labels=_capped_label(books, policy),
         events=(

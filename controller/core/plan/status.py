@@ -17,6 +17,7 @@ from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import FREE_OUTCOMES, Outcome, annotations_of, result
+from controller.core.plan.writeback import WriteBack
 
 Json = dict[str, Any]
 
@@ -192,10 +193,18 @@ def merge_conditions(old: list[Json], new: list[Json], now: datetime) -> list[Js
     return merged
 
 
-def desired(snap: Snapshot, decision: Decision, ctx: Context | None, now: datetime) -> Json:
+def desired(
+    snap: Snapshot,
+    decision: Decision,
+    ctx: Context | None,
+    now: datetime,
+    *,
+    writeback: WriteBack | None = None,
+) -> Json:
     """The status the object should show after this pass. `snap.status` is the status as
     bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
-    the inputs cannot be read."""
+    the inputs cannot be read; `writeback` is the contract's part, for an object of a
+    contract role (its Ready replaces CAPTF's own)."""
     old = snap.status
     out = dict(old)
     out["observedGeneration"] = snap.obj.get("metadata", {}).get("generation", 0)
@@ -215,10 +224,26 @@ def desired(snap: Snapshot, decision: Decision, ctx: Context | None, now: dateti
         if serial is not None:
             out["stateSerial"] = serial
         new_conditions = conditions(ctx, decision)
+        if writeback is not None:
+            new_conditions = _with_contract(out, new_conditions, writeback)
     else:
         new_conditions = conditions_without_inputs(decision, snap)
     out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
     return out
+
+
+def _with_contract(out: Json, new_conditions: list[Json], writeback: WriteBack) -> list[Json]:
+    """The contract's status fields set in `out` (None removes one), and its conditions
+    in place of those of the same type."""
+    for key, value in writeback.status.items():
+        if isinstance(value, dict):
+            out[key] = dict(out.get(key) or {}) | value
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    types = {cond["type"] for cond in writeback.conditions}
+    return [c for c in new_conditions if c["type"] not in types] + list(writeback.conditions)
 
 
 def _set(out: Json, key: str, value: Json | None) -> None:

@@ -1,8 +1,13 @@
-"""Durable inputs: the rendered module and variables one Job runs with.
+"""Durable inputs: the rendered module, variables and contract inputs one Job runs with.
 
 The inputs hash is the lowercase hex SHA-256 of the canonical JSON of
 `{"module": <ConfigMap data>, "variables": <merged variables>}`: keys sorted at
-every level, no whitespace, UTF-8 with non-ASCII characters as themselves."""
+every level, no whitespace, UTF-8 with non-ASCII characters as themselves. An object
+that plays a role of the module contract (controller/core/contract) adds
+`"contract": <the hashed contract inputs>`: exactly what the module receives from the
+spec (no uid, no metadata), so a moved object hashes the same and re-applies nothing.
+Without contract inputs the document is the two-key one, so every hash recorded before
+the contract keeps its value."""
 
 from __future__ import annotations
 
@@ -19,6 +24,10 @@ from controller.core.spec.refs import CONFIGMAP, VariableSource, module_configma
 
 Json = dict[str, Any]
 
+# The durable inputs Secret's keys besides `module.<file>` (read back by the runner).
+VARIABLES_KEY = "variables.json"
+CONTRACT_KEY = "contract.json"
+
 
 class InputsMissing(LookupError):
     """The module ConfigMap, a variablesFrom Secret, or one of its keys is absent."""
@@ -31,19 +40,27 @@ class Inputs:
     # Variables whose values came from variablesFrom Secrets: redacted from messages.
     # Not part of the hash: which Secret held a value does not change what runs.
     secret_names: frozenset[str] = frozenset()
+    # The contract inputs as rendered into the root (`contract.json`), and the part of
+    # them the hash covers (contract.hashed_inputs: a pool's replicas leave it while
+    # autoscaling owns the count); both None for an object outside the contract.
+    contract: Json | None = None
+    contract_hashed: Json | None = None
 
     @property
     def hash(self) -> str:
-        return inputs_hash(self.module, self.variables)
+        return inputs_hash(self.module, self.variables, self.contract_hashed)
 
     @property
     def hash8(self) -> str:
         return self.hash[:8]
 
     def secret_data(self) -> dict[str, bytes]:
-        """The durable inputs Secret's data: `module.<file>` per file, and `variables.json`."""
+        """The durable inputs Secret's data: `module.<file>` per file, `variables.json`,
+        and `contract.json` when the object plays a contract role."""
         data = {f"module.{name}": text.encode() for name, text in self.module.items()}
-        data["variables.json"] = canonical_json(self.variables)
+        data[VARIABLES_KEY] = canonical_json(self.variables)
+        if self.contract is not None:
+            data[CONTRACT_KEY] = canonical_json(self.contract)
         return data
 
     def size(self) -> int:
@@ -58,8 +75,14 @@ def canonical_json(value: object) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def inputs_hash(module: Mapping[str, str], variables: Mapping[str, Any]) -> str:
-    document = {"module": dict(module), "variables": dict(variables)}
+def inputs_hash(
+    module: Mapping[str, str],
+    variables: Mapping[str, Any],
+    contract: Mapping[str, Any] | None = None,
+) -> str:
+    document: Json = {"module": dict(module), "variables": dict(variables)}
+    if contract is not None:
+        document["contract"] = dict(contract)
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 

@@ -1,0 +1,199 @@
+"""The contract inputs of an object, assembled from its snapshot, and the hash over them."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import orjson
+
+from controller.core.basics.names import CLUSTER, MACHINE, POOL, Reason
+from controller.core.decide.context import read_spec
+from controller.core.decide.contract_inputs import NotYet, Refused, assemble
+from controller.core.jobs.sensitive import values
+from controller.core.spec.inputs import Inputs, inputs_hash
+from controller.core.spec.policy import RunnerPolicy
+from tests import capi_builders as capi
+from tests.builders import MODULE, VARIABLES, base_objects, current_hash, module_configmap, secret
+
+Json = dict[str, Any]
+
+
+def _cluster_snap(**cluster: Any) -> Any:
+    owner = capi.cluster(**cluster)
+    obj = capi.owned(CLUSTER, "c1", owner=owner)
+    return capi.snap_of(obj, base_objects("c1", applied=False), [owner])
+
+
+def _machine_snap(*, bootstrap: Json | None = None, cluster_outputs: Json | None = None) -> Any:
+    owner_cluster, owner = capi.cluster(), capi.machine(control_plane=True)
+    obj = capi.owned(MACHINE, "tm1", owner=owner)
+    others = [module_configmap("tm1"), secret("creds", {"token": "t"})]
+    others.append(capi.bootstrap_secret() if bootstrap is None else bootstrap)
+    if cluster_outputs is not None:
+        others.append(capi.state_with_outputs("c1", cluster_outputs))
+    return capi.snap_of(obj, others, [owner_cluster, owner])
+
+
+def test_a_cluster_gets_the_cluster_inputs_of_its_owner() -> None:
+    endpoint = {"host": "10.0.0.1", "port": 6443}
+    snap = _cluster_snap(endpoint=endpoint, initialized=True, version="v1.31.0")
+    found = assemble(snap, {})
+    assert isinstance(found, dict)
+    assert found["captf_cluster"] == {"name": "cl", "namespace": "default"}
+    assert found["control_plane_endpoint"] == endpoint
+    assert found["control_plane_initialized"] is True
+    assert found["kubernetes_version"] == "v1.31.0"
+
+
+def test_control_plane_initialized_is_latched_by_the_last_durable_inputs() -> None:
+    snap = _cluster_snap(initialized=False)
+    reading = read_spec(snap, RunnerPolicy())
+    assert reading.inputs is not None
+    assert reading.inputs.contract is not None
+    latched = dict(reading.inputs.contract, control_plane_initialized=True)
+    durable = secret("c1-inputs-abcdef12", {"contract.json": orjson.dumps(latched).decode()})
+    snap = capi.snap_of(snap.obj, [*base_objects("c1", applied=False), durable], [capi.cluster()])
+    found = assemble(snap, {})
+    assert isinstance(found, dict)
+    assert found["control_plane_initialized"] is True
+
+
+def test_a_machine_gets_bootstrap_data_and_the_cluster_exports() -> None:
+    exports = {"vpc": "v-1"}
+    snap = _machine_snap(cluster_outputs={"exports": exports})
+    found = assemble(snap, {})
+    assert isinstance(found, dict)
+    assert found["machine_name"] == "m1"
+    assert base64.b64decode(found["bootstrap_data"]) == b"#cloud-config\n"
+    assert found["bootstrap_format"] == "cloud-config"
+    assert found["captf_cluster_outputs"] == exports
+    assert found["control_plane"] is True
+    assert found["kubernetes_version"] == "v1.31.0"
+
+
+def test_a_machine_before_its_cluster_state_has_empty_exports() -> None:
+    found = assemble(_machine_snap(), {})
+    assert isinstance(found, dict)
+    assert found["captf_cluster_outputs"] == {}
+
+
+def test_a_pool_gets_replicas_and_the_cluster_failure_domains() -> None:
+    owner_cluster, owner = capi.cluster(), capi.machine_pool(replicas=3)
+    obj = capi.owned(POOL, "tp1", owner=owner)
+    domains = [{"name": "a"}, {"name": "b"}]
+    others = [
+        module_configmap("tp1"),
+        capi.bootstrap_secret("p1-bootstrap"),
+        capi.state_with_outputs("c1", {"failure_domains": domains, "exports": None}),
+    ]
+    found = assemble(capi.snap_of(obj, others, [owner_cluster, owner]), {})
+    assert isinstance(found, dict)
+    assert found["replicas"] == 3
+    assert found["cluster_failure_domains"] == ["a", "b"]
+    assert found["machinepool_name"] == "p1"
+    assert found["captf_cluster_outputs"] == {}
+
+
+def test_without_its_owners_an_object_is_not_yet_an_error() -> None:
+    snap = capi.snap_of(capi.owned(CLUSTER, "c1", owner=capi.cluster()), base_objects(), [])
+    assert isinstance(assemble(snap, {}), NotYet)
+    reading = read_spec(snap, RunnerPolicy())
+    assert reading.wait is None
+    assert reading.contract_pending is not None
+    assert reading.inputs is not None
+    assert reading.inputs.contract is None
+
+
+def test_a_machine_without_bootstrap_data_yet_is_not_yet() -> None:
+    owner_cluster, owner = capi.cluster(), capi.machine(data_secret=None)
+    obj = capi.owned(MACHINE, "tm1", owner=owner)
+    snap = capi.snap_of(obj, [module_configmap("tm1")], [owner_cluster, owner])
+    assert isinstance(assemble(snap, {}), NotYet)
+
+
+def test_a_bootstrap_secret_without_value_is_refused() -> None:
+    snap = _machine_snap(bootstrap=capi.bootstrap_secret(value=None))
+    found = assemble(snap, {})
+    assert isinstance(found, Refused)
+    assert found.reason == Reason.BOOTSTRAP_DATA_INVALID
+    wait = read_spec(snap, RunnerPolicy()).wait
+    assert wait is not None
+    assert wait.reason == Reason.BOOTSTRAP_DATA_INVALID
+    assert "m1-bootstrap" in wait.message
+
+
+def test_a_reserved_user_variable_is_refused_before_anything_runs() -> None:
+    owner = capi.cluster()
+    obj = capi.owned(CLUSTER, "c1", owner=owner, spec={"variables": {"captf_x": 1, "size": 3}})
+    snap = capi.snap_of(obj, base_objects(), [owner])
+    wait = read_spec(snap, RunnerPolicy()).wait
+    assert wait is not None
+    assert wait.reason == Reason.VARIABLES_REFUSED
+    assert "captf_x" in wait.message
+    assert "size" not in wait.message
+
+
+def test_objects_outside_cluster_api_keep_their_hash() -> None:
+    """No contract inputs: the two-key document, so hashes recorded before stay."""
+    assert Inputs(MODULE, dict(VARIABLES)).hash == current_hash()
+    assert inputs_hash(MODULE, VARIABLES, None) == current_hash()
+
+
+def test_the_hash_covers_the_contract_inputs_but_no_uid() -> None:
+    snap = _cluster_snap()
+    inputs = read_spec(snap, RunnerPolicy()).inputs
+    assert inputs is not None
+    assert inputs.contract is not None
+    assert inputs.hash != current_hash()
+    assert inputs.hash == inputs_hash(MODULE, VARIABLES, inputs.contract)
+    moved = capi.owned(CLUSTER, "c1", owner=capi.cluster(), uid="uid-after-move")
+    moved_snap = capi.snap_of(moved, base_objects("c1", applied=False), [capi.cluster()])
+    assert read_spec(moved_snap, RunnerPolicy()).inputs == inputs
+
+
+def test_a_pool_under_autoscaling_hashes_without_replicas() -> None:
+    notes = {
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+    }
+    hashes = []
+    for replicas in (2, 4):
+        owner = capi.machine_pool(annotations=notes)
+        obj = capi.owned(POOL, "tp1", owner=owner, status={"replicas": replicas})
+        others = [module_configmap("tp1"), capi.bootstrap_secret("p1-bootstrap")]
+        inputs = read_spec(capi.snap_of(obj, others, [capi.cluster(), owner]), RunnerPolicy())
+        assert inputs.inputs is not None
+        assert inputs.inputs.contract is not None
+        assert inputs.inputs.contract["replicas"] == replicas
+        hashes.append(inputs.inputs.hash)
+    assert hashes[0] == hashes[1]
+
+
+def test_the_durable_secret_holds_contract_json_and_its_payload_is_redacted() -> None:
+    inputs = read_spec(_machine_snap(), RunnerPolicy()).inputs
+    assert inputs is not None
+    assert inputs.contract is not None
+    data = inputs.secret_data()
+    assert orjson.loads(data["contract.json"]) == inputs.contract
+    texts = {k: v.decode() for k, v in data.items()}
+    assert inputs.contract["bootstrap_data"] in values(texts, [], None)
+
+
+def test_a_machine_once_applied_keeps_the_inputs_it_was_applied_with() -> None:
+    snap = _machine_snap()
+    applied = read_spec(snap, RunnerPolicy()).inputs
+    assert applied is not None
+    assert applied.contract is not None
+    durable = secret(
+        f"tm1-inputs-{applied.hash8}",
+        {k: v.decode() for k, v in applied.secret_data().items()},
+        **{"captf.io/inputs-hash": applied.hash},
+    )
+    state = secret("tm1-state", {}, **{"captf.io/inputs-hash": applied.hash})
+    # The Machine and its bootstrap Secret are gone (a deletion): the inputs stay.
+    gone = capi.snap_of(snap.obj, [module_configmap("tm1"), durable, state], [capi.cluster()])
+    reading = read_spec(gone, RunnerPolicy())
+    assert reading.inputs is not None
+    assert reading.inputs.hash == applied.hash
+    assert reading.contract_pending is None
