@@ -34,11 +34,11 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     MANAGED_BY,
+    STATE_KEY,
 )
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
 
-STATE_KEY = "terraform.tfstate"
 # When a backup was written: backups are pruned oldest first by this, not by
 # serial, so a fresh lineage (serials from 1 again) does not lose its backups.
 # Enough to step back over a few bad applies; each is up to 1 MiB of etcd.

@@ -58,8 +58,11 @@ from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
 
-# The object may go: destroyed, or orphaned by its deletionPolicy.
-_LET_GO = frozenset({Reason.DESTROYED, Reason.ORPHANED})
+# The object may go: destroyed, retained by its deletionPolicy, nothing to destroy, or
+# abandoned by uid (controller/core/decide/deletion.py).
+_LET_GO = frozenset(
+    {Reason.DESTROYED, Reason.RETAINED, Reason.DELETING_WITHOUT_STATE, Reason.ABANDONED}
+)
 # After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
 RUNNING_RECHECK = 60.0
 
