@@ -43,6 +43,7 @@ from controller.core.basics.names import (
 )
 from controller.io.contents import Contents, Wanted
 from controller.io.indexes import (
+    BY_BACKUP_OF,
     BY_CLUSTER,
     BY_INPUTS_OF,
     BY_NAMESPACE,
@@ -277,6 +278,12 @@ class Caches:
             for store in (self.own_secrets.store, self.secrets.store)
             for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
             if s["metadata"]["name"].startswith(prefix)
+        ]
+        # The state's backups: a held deletion names the newest, Retain labels them all.
+        secret_names += [
+            s["metadata"]["name"]
+            for store in (self.own_secrets.store, self.secrets.store)
+            for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
         ]
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
         return Snapshot(

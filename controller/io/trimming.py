@@ -12,9 +12,12 @@ from controller.core import RUNNER_VARS_READ as READ
 from controller.core import SECRET, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
+    DATA_KEYS,
     LABEL_BACKUP_OF,
+    LABEL_NAME,
     LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
+    state_secret_name,
 )
 from controller.core.basics.runner_vars import RunnerVar
 from runtime.cache import interned
@@ -161,13 +164,23 @@ def own_secret_fields(secret: Obj) -> Obj:
     redacted with), an outputs Secret too (other objects take variables from it); a
     plan Secret keeps its keys (a decision asks only whether it has any; the plan itself
     can be near a megabyte); a state, its backups and rescues keep none (decisions read
-    their annotations; their data is fetched if an object reads it after all)."""
+    their annotations; their data is fetched if an object reads it after all), but a
+    state keeps the list of its keys beside it, under DATA_KEYS: a state without its
+    terraform.tfstate key is unreadable, and a deletion holds on it."""
     kept = metadata_fields("v1", SECRET)(secret)
     name = str(kept["metadata"].get("name", ""))
     labels = kept["metadata"].get("labels") or {}
     data = secret.get("data") or {}
     if LABEL_PLAN_OF in labels:
         kept["data"] = dict.fromkeys(data, "")
+    elif _is_state(name, labels):
+        kept[DATA_KEYS] = sorted(data)
     elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
         kept["data"] = data
     return kept
+
+
+def _is_state(name: str, labels: dict[str, str]) -> bool:
+    """The state Secret `<name>-state` of the object its captf.io/name label names."""
+    owner = labels.get(LABEL_NAME)
+    return bool(owner) and name == state_secret_name(str(owner)) and LABEL_BACKUP_OF not in labels

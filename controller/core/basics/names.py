@@ -58,6 +58,8 @@ ANN_ABANDON: Final = "captf.io/abandon"
 ANN_SERIAL: Final = "captf.io/serial"
 # The key of the state (and of each backup) in its Secret.
 STATE_KEY: Final = "terraform.tfstate"
+# Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
+DATA_KEYS: Final = "dataKeys"
 # Labels and annotations the runner writes on the Secrets it keeps: state backups, a
 # state rescued from a failed write, plans.
 LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"

@@ -22,6 +22,7 @@ from controller.core.basics.names import (
     ANN_RESTORE_SERIAL,
     ANN_SERIAL,
     CLUSTER,
+    DATA_KEYS,
     FINALIZER,
     LABEL_RETAINED_FROM,
     LABEL_RETAINED_UID,
@@ -92,7 +93,8 @@ def unreadable(ctx: Context) -> str | None:
     if problem is not None:
         return problem
     data = state.get("data")
-    if isinstance(data, dict) and STATE_KEY not in data:
+    keys = list(data) if isinstance(data, dict) else state.get(DATA_KEYS)
+    if isinstance(keys, list) and STATE_KEY not in keys:
         return f"state Secret {state_secret_name(ctx.snap.name)} has no {STATE_KEY} key"
     return None
 

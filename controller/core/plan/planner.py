@@ -39,7 +39,7 @@ from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
-from controller.core.plan import accounting, status
+from controller.core.plan import accounting, keeping, status
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -48,6 +48,7 @@ from controller.core.plan.accounting import (
     restored_serial,
 )
 from controller.core.plan.interrupted import Gone, gone_of
+from controller.core.plan.keeping import SecretPatch
 from controller.core.plan.launching import (
     Launch,
     launch_of,
@@ -75,6 +76,8 @@ class Plan:
     accounts: tuple[Accounting, ...] = ()
     gone: Gone | None = None
     prune: tuple[str, ...] = ()
+    # Labels and owners of the state, backups and inputs: a Retain, an adoption.
+    secret_patches: tuple[SecretPatch, ...] = ()
     launch: Launch | None = None
     status: Json | None = None  # a merge patch of status; None: unchanged
     labels: Json | None = None  # a merge patch of metadata.labels; None: unchanged
@@ -134,6 +137,7 @@ def plan(
         accounts=accounts,
         gone=gone,
         prune=_prune(snap, books, policy),
+        secret_patches=keeping.patches_of(ctx, decision),
         launch=launch,
         status=None if deleted else status.merge_patch(stored, desired),
         labels=_capped_label(books, policy),
@@ -142,6 +146,7 @@ def plan(
             + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
             + _approval_event(books, ctx)
+            + keeping.events_of(ctx, decision)
         ),
         announces_refusal=bool(refused),
         remove_finalizer=isinstance(decision, Idle) and decision.reason in _LET_GO,
