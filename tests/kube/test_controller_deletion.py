@@ -72,6 +72,25 @@ async def test_a_lost_state_holds_the_deletion_and_says_how_to_leave_it(
         assert "captf.io/destroy" in (await kube.cluster())["metadata"]["finalizers"]
 
 
+async def test_an_unreadable_state_holds_the_deletion(apiserver: ApiServer, namespace: str) -> None:
+    # The cache keeps the state's key list: a state rewritten without terraform.tfstate
+    # is seen as unreadable without its values ever being read.
+    async with controller_on(apiserver, namespace) as (kube, clock):
+        apply = await nth_job(kube, 1)
+        await succeed_apply(kube, apply, serial=1, at=clock.now())
+        await condition_is(kube, "Ready", "True", "Applied")
+        path = f"/api/v1/namespaces/{kube.ns}/secrets/c1-state"
+        patch = {"data": {"terraform.tfstate": None, "tfstate.json": "e30="}}
+        await kube.call("PATCH", path, patch, "application/merge-patch+json")
+        await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
+        held = await condition_is(kube, "Waiting", "True", "DeletionHeld")
+        assert "state Secret c1-state has no terraform.tfstate key" in held["message"]
+        await clock.advance(600)
+        await condition_is(kube, "Waiting", "True", "DeletionHeld")
+        assert await kube.jobs("captf.io/op=destroy") == []
+        assert "captf.io/destroy" in (await kube.cluster())["metadata"]["finalizers"]
+
+
 async def test_a_restore_ends_the_hold_and_the_destroy_follows(
     apiserver: ApiServer, namespace: str
 ) -> None:

@@ -66,3 +66,7 @@ async def test_retain_removes_the_finalizer_and_keeps_the_state(
         assert await kube.jobs("captf.io/op=destroy") == []
         state = await kube.secret("c1-state")
         assert state["metadata"]["annotations"]["captf.io/serial"] == "1"
+        # Labelled with the object it came from, for a later object to adopt.
+        labels = state["metadata"]["labels"]
+        assert labels["captf.io/retained-from"] == "TerraformCluster.c1"
+        assert labels["captf.io/retained-uid"]
