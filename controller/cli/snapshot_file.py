@@ -53,6 +53,7 @@ _SPEC: Shape = {
     "suspend": bool,
     "outputs": {"secretName": str, "names": [str]},
     "deletionPolicy": str,
+    "adoptRetainedState": bool,
     "changeWindows": [{"days": [str], "start": str, "duration": str, "timeZone": str}],
 }
 _CAPTF_STATUS: Shape = {"activeJob": str, "stateSerial": int, "lastRestoredSerial": int}

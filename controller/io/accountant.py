@@ -2,7 +2,8 @@
 
 A finished Job is accounted by: its Event (named after the Job and its uid, so a
 replay after a crash is refused), the attempts histogram, releasing the Leases it
-held, clearing the interrupted-apply records its success ends, and last the
+held, clearing the interrupted-apply records its success ends, marking its inputs
+Secret `captf.io/applied` when it left a state, and last the
 `captf.io/accounted` annotation, the one durable record. A crash anywhere before
 the annotation replays the steps, and each step is idempotent. Every step is keyed
 to the Job's uid: a Job deleted and created again under the same name is another
@@ -21,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from controller.core import Accounting, Event, Sample
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
+    ANN_APPLIED,
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
@@ -82,6 +84,8 @@ async def account(
     namespace = obj["metadata"]["namespace"]
     for secret in accounting.clear_records:
         await clear_record(client, namespace, secret)
+    for secret in accounting.mark_applied:
+        await mark_applied(client, namespace, secret)
     await mark_accounted(client, namespace, accounting.job, accounting.uid)
     log.info(
         "%s/%s: Job %s %s (attempt %d)",
@@ -121,3 +125,11 @@ async def clear_record(client: Api, namespace: str, secret: str) -> None:
     cleared = (ANN_INTERRUPTED_APPLY, ANN_INTERRUPTED_APPLY_AT, ANN_INTERRUPTED_APPLY_SEQ)
     patch = {"metadata": {"annotations": dict.fromkeys(cleared)}}
     await api.merge_patch(client, api.secret_path(namespace, secret), patch)
+
+
+async def mark_applied(client: Api, namespace: str, secret: str) -> None:
+    """Marks an inputs Secret as used by a Job that left a state: one annotation, no
+    precondition (marking twice is marking once); an inputs Secret already gone has
+    nothing to mark."""
+    patch = {"metadata": {"annotations": {ANN_APPLIED: "true"}}}
+    await api.patch_secret(client, namespace, secret, patch)

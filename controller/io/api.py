@@ -122,6 +122,17 @@ async def patch_status(api: Api, obj: Json, patch: Json) -> Json:
     return await api.request("PATCH", status_path(obj), body=body, content_type=MERGE)
 
 
+async def patch_secret(api: Api, namespace: str, name: str, patch: Json) -> None:
+    """A merge patch of a Secret's metadata, without a precondition: it names only the
+    labels, annotations or owners it sets, so applying it over a newer version is the
+    same as over the one read. A Secret already gone is fine (nothing left to mark)."""
+    try:
+        await merge_patch(api, secret_path(namespace, name), patch)
+    except ApiError as err:
+        if err.status != 404:
+            raise
+
+
 async def delete_job(api: Api, namespace: str, name: str) -> None:
     """Deletes a finished Job and its pod; a Job already gone is fine."""
     try:

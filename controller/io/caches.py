@@ -44,6 +44,7 @@ from controller.core.basics.names import (
 )
 from controller.io.contents import Contents, Wanted
 from controller.io.indexes import (
+    BY_BACKUP_OF,
     BY_CLUSTER,
     BY_INPUTS_OF,
     BY_NAMESPACE,
@@ -281,6 +282,12 @@ class Caches:
         ]
         related = self._related(obj)
         secret_names += _cluster_state(obj, related)  # a member's inputs: the cluster's exports
+        # The state's backups: a held deletion names the newest, Retain labels them all.
+        secret_names += [
+            s["metadata"]["name"]
+            for store in (self.own_secrets.store, self.secrets.store)
+            for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
+        ]
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
         return Snapshot(
             obj=obj,

@@ -18,7 +18,13 @@ from controller.core import (
     secrets_read,
     spec_of,
 )
-from controller.core.basics.names import LABEL_SCOPE, LABEL_UID, LEASE_WAITS, state_secret_name
+from controller.core.basics.names import (
+    LABEL_BACKUP_OF,
+    LABEL_SCOPE,
+    LABEL_UID,
+    LEASE_WAITS,
+    state_secret_name,
+)
 from controller.io.trimming import INPUTS_INFIX
 from runtime.cache import IndexFunc, label_index
 from runtime.cache.resource import Obj
@@ -31,6 +37,7 @@ BY_CLUSTER: Final = "cluster"  # "ns/cluster": a pool or machine, by its cluster
 BY_DEPENDENCY: Final = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
 BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for a Lease
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
+BY_BACKUP_OF: Final = "backup_of"  # "ns/name": a state backup, by its object's name
 WAITING_FOR_LEASE: Final = "lease"
 
 
@@ -71,6 +78,12 @@ def inputs_of_index(secret: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
 
 
+def backup_of_index(secret: Obj) -> Iterable[str]:
+    meta = secret["metadata"]
+    owner = (meta.get("labels") or {}).get(LABEL_BACKUP_OF)
+    return [f"{meta.get('namespace', '')}/{owner}"] if owner else []
+
+
 OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_REF: ref_index,
@@ -79,7 +92,10 @@ OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_WAITING: waiting_index,
 }
 JOB_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
-SECRET_INDEXES: Final[dict[str, IndexFunc]] = {BY_INPUTS_OF: inputs_of_index}
+SECRET_INDEXES: Final[dict[str, IndexFunc]] = {
+    BY_INPUTS_OF: inputs_of_index,
+    BY_BACKUP_OF: backup_of_index,
+}
 LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_SCOPE: label_index(LABEL_SCOPE),

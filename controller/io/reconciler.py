@@ -30,6 +30,8 @@ state left, plans the rest; every step is idempotent):
                          names the Job until step 8, so a crash here finds it gone again,
                          and the record (already there) is not rewritten.
   5. pruning             Only accounted Jobs, so pruning never loses an accounting.
+  5b. Secret metadata    A Retain's labels (and the inputs' owner taken off), an
+                         adoption's; each patch is idempotent and a crash replays it.
   6. launch              Inputs Secret, Leases, then the Job: no Job runs without its
                          Leases. A crash before the Job leaves Leases held in the name of
                          the Job the same decision names again (deterministic names);
@@ -160,6 +162,8 @@ class Reconciler:
             # changes them any more.
             self.memory.deleting(job)
             await api.delete_job(self.client, snap.namespace, job)
+        for change in todo.secret_patches:
+            await api.patch_secret(self.client, snap.namespace, change.name, change.patch)
         if todo.launch is not None:
             with self.memory.launching(todo.launch.name):
                 await launch(self.client, todo.launch, now)

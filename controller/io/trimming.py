@@ -12,11 +12,14 @@ from controller.core import RUNNER_VARS_READ as READ
 from controller.core import SECRET, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
+    DATA_KEYS,
     LABEL_BACKUP_OF,
+    LABEL_NAME,
     LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
     STATE_OUTPUTS_KEY,
     STATE_OUTPUTS_LIMIT,
+    state_secret_name,
 )
 from controller.core.basics.runner_vars import RunnerVar
 from runtime.cache import interned
@@ -165,18 +168,34 @@ def own_secret_fields(secret: Obj) -> Obj:
     can be near a megabyte); a state keeps its contract outputs (`outputs.json`: the
     object's write-back and its members' inputs read them) up to STATE_OUTPUTS_LIMIT,
     and above it the key with no value (so the decision can say "too large"), never the
-    state itself; backups and rescues keep none (decisions read their annotations)."""
+    state itself, and the list of its keys beside it, under DATA_KEYS: a state without
+    its terraform.tfstate key is unreadable, and a deletion holds on it; backups and
+    rescues keep none (decisions read their annotations; their data is fetched if an
+    object reads it after all)."""
     kept = metadata_fields("v1", SECRET)(secret)
     name = str(kept["metadata"].get("name", ""))
     labels = kept["metadata"].get("labels") or {}
     data = secret.get("data") or {}
     if LABEL_PLAN_OF in labels:
         kept["data"] = dict.fromkeys(data, "")
+    elif _is_state(name, labels):
+        kept[DATA_KEYS] = sorted(data)
+        if STATE_OUTPUTS_KEY in data:
+            kept["data"] = {STATE_OUTPUTS_KEY: _bounded(str(data[STATE_OUTPUTS_KEY]))}
     elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
         kept["data"] = data
-    elif STATE_OUTPUTS_KEY in data and LABEL_BACKUP_OF not in labels:
-        raw = str(data[STATE_OUTPUTS_KEY])
-        # base64: 3 bytes per 4 characters, less the padding.
-        small = len(raw) * 3 // 4 - (len(raw) - len(raw.rstrip("="))) <= STATE_OUTPUTS_LIMIT
-        kept["data"] = {STATE_OUTPUTS_KEY: raw if small else ""}
     return kept
+
+
+def _bounded(raw: str) -> str:
+    """A state's contract outputs as cached: "" above STATE_OUTPUTS_LIMIT (the decision
+    then says they are too large)."""
+    # base64: 3 bytes per 4 characters, less the padding.
+    size = len(raw) * 3 // 4 - (len(raw) - len(raw.rstrip("=")))
+    return raw if size <= STATE_OUTPUTS_LIMIT else ""
+
+
+def _is_state(name: str, labels: dict[str, str]) -> bool:
+    """The state Secret `<name>-state` of the object its captf.io/name label names."""
+    owner = labels.get(LABEL_NAME)
+    return bool(owner) and name == state_secret_name(str(owner)) and LABEL_BACKUP_OF not in labels

@@ -18,6 +18,7 @@ from controller.core.basics.names import (
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
     SECRET_SIZE_LIMIT,
+    STATE_KEY,
     Op,
 )
 from controller.core.contract import outputs as outputs_contract
@@ -27,7 +28,7 @@ from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
 from controller.runner.result import MESSAGE_LIMIT, RunnerResult, bounded
-from controller.runner.state import STATE_KEY, StateError, StateStore, StoredState
+from controller.runner.state import StateError, StateStore, StoredState
 from controller.runner.tofu import Exit
 from controller.runner.workdir import RenderError, render
 from runtime.errors import ApiError

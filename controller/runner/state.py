@@ -37,7 +37,9 @@ from controller.core.basics.names import (
     LABEL_BACKUP_OF,
     LABEL_KIND,
     LABEL_NAME,
+    LABEL_RESCUE_OF,
     MANAGED_BY,
+    STATE_KEY,
     STATE_OUTPUTS_KEY,
 )
 from controller.core.contract.outputs import values_of
@@ -45,7 +47,6 @@ from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
 
-STATE_KEY = "terraform.tfstate"
 OUTPUTS_KEY = STATE_OUTPUTS_KEY
 # When a backup was written: backups are pruned oldest first by this, not by
 # serial, so a fresh lineage (serials from 1 again) does not lose its backups.
@@ -229,10 +230,58 @@ class StateStore:
         if backup is None:
             raise StateError(f"no backup Secret {name} to restore from")
         restored = self._parse(backup, name)
-        current = await self.load()
+        try:
+            current = await self.load()
+        except StateError:
+            return await self._over_unreadable(restored)
         if current is None:
             return await self.save(None, restored.data, restored.inputs_hash)
         new_serial = max(restored.serial, current.serial + 1)
         return await self.save(
             current, with_serial(restored.data, new_serial), restored.inputs_hash
         )
+
+    async def _over_unreadable(self, restored: StoredState) -> int:
+        """A restore over a state that cannot be read (the one way out of a deletion held
+        on it): the unreadable Secret's data is kept in `<name>-unreadable-<version>`
+        first, then replaced, over the version read, by the backup under a serial above
+        both the backup's and the one the unreadable Secret's annotation claims."""
+        secret = await self._kube.get_secret(self._name)
+        if secret is None:
+            return await self.save(None, restored.data, restored.inputs_hash)
+        version = str(secret["metadata"].get("resourceVersion", ""))
+        claimed = serials.serial_of(_meta(secret, "annotations").get(ANN_SERIAL)) or 0
+        serial = max(restored.serial, claimed + 1)
+        keep = {
+            **self._object_labels,
+            LABEL_RESCUE_OF: self._object_name,
+        }
+        body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
+        body["metadata"] = {"name": f"{self._name}-unreadable-{version}", "labels": keep}
+        body["data"] = dict(secret.get("data") or {})
+        try:
+            await self._kube.create_secret(body)
+        except ApiError as exc:
+            if exc.status != 409:  # kept by an earlier attempt of this restore
+                raise
+        data = with_serial(restored.data, serial)
+        annotations = {ANN_SERIAL: str(serial)}
+        if restored.inputs_hash is not None:
+            annotations[ANN_INPUTS_HASH] = restored.inputs_hash
+        labels = {**_meta(secret, "labels"), **self._object_labels}
+        metadata: Json = {
+            "name": self._name,
+            "labels": labels,
+            "annotations": annotations,
+            "resourceVersion": version,
+        }
+        state: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
+        state["metadata"] = metadata
+        state["data"] = {STATE_KEY: base64.b64encode(data).decode()}
+        try:
+            await self._kube.replace_secret(self._name, state)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            raise StateConflict(f"Secret {self._name} changed while this Job ran") from exc
+        return serial

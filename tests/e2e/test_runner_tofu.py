@@ -14,13 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
+from controller.core.basics.names import STATE_KEY
 from controller.core.jobs.job import Outcome
 from controller.core.spec.inputs import Inputs
 from controller.runner.binaries import runner_environ
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import serve
 from controller.runner.result import RunnerResult
-from controller.runner.state import STATE_KEY
 from tests.runner_fakes import FakeKube, data_of, secret
 
 pytestmark = pytest.mark.e2e

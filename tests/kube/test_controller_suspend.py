@@ -45,10 +45,10 @@ async def test_suspend_holds_new_jobs_and_accounts_the_running_one(
         assert second["metadata"]["annotations"]["captf.io/retry"] == "2"
 
 
-async def test_orphan_removes_the_finalizer_and_keeps_the_state(
+async def test_retain_removes_the_finalizer_and_keeps_the_state(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    async with controller_on(apiserver, namespace, deletionPolicy="Orphan") as (kube, clock):
+    async with controller_on(apiserver, namespace, deletionPolicy="Retain") as (kube, clock):
         apply = await nth_job(kube, 1)
         await succeed_apply(kube, apply, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
@@ -66,3 +66,7 @@ async def test_orphan_removes_the_finalizer_and_keeps_the_state(
         assert await kube.jobs("captf.io/op=destroy") == []
         state = await kube.secret("c1-state")
         assert state["metadata"]["annotations"]["captf.io/serial"] == "1"
+        # Labelled with the object it came from, for a later object to adopt.
+        labels = state["metadata"]["labels"]
+        assert labels["captf.io/retained-from"] == "TerraformCluster.c1"
+        assert labels["captf.io/retained-uid"]

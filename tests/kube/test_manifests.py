@@ -180,6 +180,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         status = schema["properties"]["status"]["properties"]
         for field in CONTRACT_STATUS:
             status.pop(field, None)
+        # A cluster's deletionPolicy defaults to Delete; a member's has no default, so an
+        # absent one takes its cluster's (docs/deletion.md).
+        deletion = spec["properties"]["deletionPolicy"]
+        deletion.pop("description")
+        assert deletion.pop("default", None) == ("Delete" if kind == "TerraformCluster" else None)
         spec["required"] = [r for r in spec["required"] if r != "clusterRef"]
         columns = [c for c in version["additionalPrinterColumns"] if c["name"] != "Cluster"]
         specs[kind] = (spec, schema["properties"]["status"], columns)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
 from controller.core.decide.facts import Facts
 from controller.core.decide.steps import decide
+from controller.core.decide.triggers import jitter
 from tests.builders import (
     NOW,
     ago,
@@ -52,6 +54,13 @@ def _run(op: str, reason: str, retry: int = 1) -> Json:
 
 ready_cluster = captf(name="c1", ready=True)
 inputs_secret = f"c1-inputs-{current_hash()[:8]}"
+
+
+def _later(seconds: float, op: str, interval: float) -> float:
+    """An idle's wait until a scheduled check: the interval left plus the object's jitter
+    (these objects' uid is uid-c1)."""
+    return round(seconds + jitter("uid-c1", op, interval), 3)
+
 
 CASES: list[tuple[str, Json, list[Json], Json]] = [
     # 1. The object's own inputs and policy.
@@ -400,7 +409,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
             job("apply", 1, "succeeded", finished=ago(60)),
             job("drift", 1, "succeeded", finished=ago(10), result={"drift": True}),
         ],
-        {"action": "idle", "after": 3000.0},
+        {"action": "idle", "after": _later(3000.0, "drift", 3600)},
     ),
     (
         "remediation cap: L failed remediations since the check stop remediating",
@@ -420,7 +429,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
                 "apply", 2, "failed", finished=ago(20), annotations={ANN_DRIFT_REMEDIATION: "true"}
             ),
         ],
-        {"action": "idle", "after": 600.0},
+        {"action": "idle", "after": _later(600.0, "drift", 3600)},
     ),
     (
         "remediation cap: a remediation failing within its check's second still counts",
@@ -437,7 +446,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
                 "apply", 1, "failed", finished=ago(50), annotations={ANN_DRIFT_REMEDIATION: "true"}
             ),
         ],
-        {"action": "idle", "after": 600.0},
+        {"action": "idle", "after": _later(600.0, "drift", 3600)},
     ),
     (
         "remediation below the cap: retried with backoff",
@@ -518,7 +527,8 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
         [
             *base_objects(),
             job("apply", 1, "succeeded", finished=ago(90)),
-            job("drift", 1, "succeeded", finished=ago(31), result={"drift": False}),
+            # 30m and its jitter, at most a tenth of it, have passed.
+            job("drift", 1, "succeeded", finished=ago(34), result={"drift": False}),
         ],
         _run("drift", "DriftCheckDue"),
     ),
@@ -526,12 +536,12 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
         "no drift Job yet: measured from the newest successful apply",
         captf(spec={"drift": {"interval": "30m"}, "refresh": {"interval": "2h"}}),
         [*base_objects(), job("apply", 1, "succeeded", finished=ago(20))],
-        {"action": "idle", "after": 600.0},
+        {"action": "idle", "after": _later(600.0, "drift", 1800)},
     ),
     (
         "refresh due",
         captf(spec={"refresh": {"interval": "1h"}}),
-        [*base_objects(), job("apply", 1, "succeeded", finished=ago(61))],
+        [*base_objects(), job("apply", 1, "succeeded", finished=ago(67))],
         _run("refresh", "RefreshDue"),
     ),
     (
@@ -609,7 +619,7 @@ def test_no_drift_or_refresh_before_the_first_successful_apply() -> None:
     assert scheduled(ctx, "refresh") is None
     applied = snapshot.build(obj, [*failed_only, job("apply", 2, "succeeded", finished=ago(2))])
     ctx2 = Context(applied, NOW, ctx.policy, ctx.inputs)
-    assert scheduled(ctx2, "drift") == ago(1)
+    assert scheduled(ctx2, "drift") == ago(1) + timedelta(seconds=jitter("uid-c1", "drift", 60))
 
 
 def test_a_lease_held_for_the_job_this_decision_would_create_is_ours() -> None:

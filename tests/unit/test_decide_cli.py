@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from controller.cli.main import main
+from controller.core.decide.triggers import jitter
 from controller.core.spec.inputs import inputs_hash
 from tests.builders import (
     MODULE,
@@ -89,7 +90,7 @@ SHAPES: list[tuple[str, Json, Json]] = [
                 job("drift", 1, "succeeded", finished=ago(1), result={"drift": False}),
             ],
         ),
-        {"action": "idle", "after": 3540.0},
+        {"action": "idle", "after": 3540.0 + jitter("uid-c1", "drift", 3600)},
     ),
 ]
 

@@ -19,6 +19,7 @@ from controller.core.basics.names import (
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, to_json
 from controller.core.decide.steps import decide
+from controller.core.decide.triggers import jitter
 from controller.core.jobs.backoff import delay
 from controller.core.jobs.history import History
 from controller.core.jobs.naming import job_name
@@ -327,7 +328,7 @@ def test_an_interval_beyond_a_go_duration_is_a_policy_error_not_a_crash() -> Non
     applied = job("apply", 1, "succeeded", finished=ago(1))
     assert decided(longest, [*base_objects(), applied]) == {
         "action": "idle",
-        "after": 2562047 * 3600.0 - 60.0,
+        "after": round(2562047 * 3600.0 - 60.0 + jitter("uid-c1", "drift", 2562047 * 3600.0), 3),
     }
     beyond = captf(spec={"drift": {"interval": "99999999h"}})
     assert decided(beyond, [*base_objects(), applied]) == {
@@ -407,6 +408,8 @@ def test_manual_approving_a_blocked_apply_reruns_the_apply_not_a_new_plan() -> N
         "guarded": False,
         "driftRemediation": False,
         "planJob": plan["metadata"]["name"],
+        "message": "inputs 4994132a are not the ones the state was applied with; "
+        "carrying out approved plan c1-plan-00000001",
     }
     # Without a plan before it (none left), a plan runs first, as for any Manual apply.
     assert decided(obj, [*base_objects(), blocked])["op"] == "plan"

@@ -43,5 +43,9 @@ def test_examples_cover_the_documented_situations() -> None:
         "WaitingForClusterOperation",
         "NoState",
         "RestoreRequested",
+        "DeletionHeld",
+        "Abandoned",
+        "RetainedStateFound",
+        "DeletingWithoutState",
     } <= reasons
     assert any(d["action"] == "idle" and "after" in d for d in decisions)

@@ -76,10 +76,10 @@ def test_drift_failures_do_delay_the_next_drift() -> None:
     jobs = [
         job("apply", 1, "succeeded", finished=ago(60)),
         job("drift", 1, "failed", finished=ago(seconds=90)),
-        job("drift", 2, "failed", finished=ago(seconds=61)),
+        job("drift", 2, "failed", finished=ago(seconds=67)),  # past the interval and jitter
     ]
     decision = decide(snapshot.build(obj, [*base_objects(), *jobs]), NOW)
     assert isinstance(decision, Requeue)
     assert decision.reason == "DriftCheckDueBackoff"
     assert decision.op == "drift"
-    assert decision.after == 59.0
+    assert decision.after == 53.0

@@ -268,3 +268,16 @@ def test_the_last_error_goes_through_the_job_redactor() -> None:
     row = rows.row_of(captf(), jobs, lambda _job: redactor(["hunter2-xyz"]))
     assert "hunter2-xyz" not in row.last_error
     assert row.last_error.endswith(f"auth failed for token {REDACTED}")
+
+
+def test_a_destroy_error_shows_from_status_once_its_jobs_are_pruned() -> None:
+    # status.failures.<op>.message keeps a failing destroy's error visible in LAST ERROR.
+    obj = captf()
+    obj["status"] = {
+        "failures": {
+            "apply": {"count": 1, "lastFailedAt": ts(ago(90)), "message": "old apply error"},
+            "destroy": {"count": 4, "lastFailedAt": ts(ago(2)), "message": "tofu destroy failed"},
+        }
+    }
+    assert rows.row_of(obj, []).last_error == "tofu destroy failed"
+    assert rows.status_error({}) == ""

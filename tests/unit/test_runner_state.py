@@ -173,3 +173,34 @@ async def test_a_write_whose_answer_was_lost_is_not_a_conflict() -> None:
     kube.replace_secret = replace_then_conflict  # type: ignore[method-assign]
     assert await s.save(old, tfstate(2), "h") == 2
     assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(2)
+
+
+async def test_restore_over_a_lost_state_writes_the_backup_back() -> None:
+    # The way out of a deletion held on a lost state: the backup becomes the state.
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1, resources=1), "h1")
+    await s.save(await s.load(), tfstate(2, resources=2), "h2")
+    del kube.secrets["c-state"]
+    assert await s.restore(1) == 1
+    loaded = await s.load()
+    assert loaded is not None
+    assert (loaded.serial, loaded.inputs_hash) == (1, "h1")
+
+
+async def test_restore_over_an_unreadable_state_keeps_it_aside_first() -> None:
+    kube = FakeKube()
+    s = store(kube)
+    await s.save(None, tfstate(1, resources=1), "h1")
+    await s.save(await s.load(), tfstate(2, resources=2), "h2")
+    broken = kube.secrets["c-state"]
+    broken["data"] = {"garbage": "eA=="}
+    broken["metadata"]["annotations"]["captf.io/serial"] = "7"
+    version = broken["metadata"].get("resourceVersion", "")
+    assert await s.restore(1) == 8  # above the serial the broken Secret claimed
+    kept = kube.secrets[f"c-state-unreadable-{version}"]
+    assert kept["data"] == {"garbage": "eA=="}
+    loaded = await s.load()
+    assert loaded is not None
+    assert loaded.serial == 8
+    assert len(json.loads(loaded.data)["resources"]) == 1

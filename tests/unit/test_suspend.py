@@ -1,5 +1,5 @@
-"""spec.suspend holds every new Job and says which; deletionPolicy Orphan lets the
-object go without a destroy."""
+"""spec.suspend holds every new Job and says which; deletionPolicy Retain (Orphan's new
+name) lets the object go without a destroy."""
 
 from __future__ import annotations
 
@@ -55,15 +55,15 @@ def test_a_suspended_object_being_deleted_does_not_destroy() -> None:
 
 
 @pytest.mark.parametrize("suspend", [False, True])
-def test_orphan_lets_go_without_a_destroy(suspend: bool) -> None:
+def test_retain_lets_go_without_a_destroy(suspend: bool) -> None:
     obj = captf(
-        spec={"deletionPolicy": "Orphan", "suspend": suspend},
+        spec={"deletionPolicy": "Retain", "suspend": suspend},
         deleting=ago(minutes=1),
         finalizers=[FINALIZER],
     )
     decision = decide(snapshot.build(obj, base_objects()), NOW)
     assert isinstance(decision, Idle)
-    assert decision.reason == "Orphaned"
+    assert decision.reason == "Retained"
     delete = captf(
         spec={"deletionPolicy": "Delete"}, deleting=ago(minutes=1), finalizers=[FINALIZER]
     )
@@ -74,7 +74,8 @@ def test_orphan_lets_go_without_a_destroy(suspend: bool) -> None:
     ("spec", "message"),
     [
         ({"suspend": "yes"}, "spec.suspend must be true or false"),
-        ({"deletionPolicy": "Keep"}, "spec.deletionPolicy must be Delete or Orphan"),
+        ({"deletionPolicy": "Keep"}, "spec.deletionPolicy must be Delete or Retain"),
+        ({"deletionPolicy": "Orphan"}, "Orphan is no longer accepted: write Retain"),
     ],
 )
 def test_bad_values_are_a_policy_error(spec: Json, message: str) -> None:

@@ -55,7 +55,7 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         reason=str(nxt.get("reason") or ""),
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
-        last_error=last_error(owned, redactor),
+        last_error=last_error(owned, redactor) or status_error(status),
     )
 
 
@@ -95,6 +95,17 @@ def last_error(jobs: list[Json], redactor: RedactorOf | None = None) -> str:
     if not streaks:
         return ""
     return max(streaks, key=lambda record: record.at).verdict.message
+
+
+def status_error(status: Json) -> str:
+    """The newest failure's message as the controller wrote it into status.failures: what
+    the row shows once the failed Jobs are pruned (a destroy failing for days)."""
+    entries = [e for e in (status.get("failures") or {}).values() if isinstance(e, dict)]
+    with_message = [e for e in entries if isinstance(e.get("message"), str) and e["message"]]
+    if not with_message:
+        return ""
+    newest = max(with_message, key=lambda e: str(e.get("lastFailedAt") or ""))
+    return str(newest["message"])
 
 
 def to_json(row: Row, now: datetime) -> Json:

@@ -50,9 +50,16 @@ ANN_PLAN_JOB: Final = "captf.io/plan-job"
 # Annotations on CAPTF objects.
 ANN_APPROVE: Final = "captf.io/approve"
 # ANN_RESTORE_SERIAL is also the object's restore request.
+# Ends a held deletion, or a failing destroy, without a destroy: its value must be the
+# object's metadata.uid, so that it cannot be copied onto another object by accident.
+ANN_ABANDON: Final = "captf.io/abandon"
 
 # Annotations on Secrets.
 ANN_SERIAL: Final = "captf.io/serial"
+# The key of the state (and of each backup) in its Secret.
+STATE_KEY: Final = "terraform.tfstate"
+# Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
+DATA_KEYS: Final = "dataKeys"
 # Labels and annotations the runner writes on the Secrets it keeps: state backups, a
 # state rescued from a failed write, plans.
 LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
@@ -78,6 +85,15 @@ ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
 # The apply attempt sequence when it was recorded: applies from this sequence on were
 # created after the record (no clocks compared).
 ANN_INTERRUPTED_APPLY_SEQ: Final = "captf.io/interrupted-apply-seq"
+# On a durable inputs Secret: a Job run with it left a state (an apply, a refresh, a
+# restore). Metadata of a Secret the object owns, so it survives a lost status and moves
+# with the object (clusterctl move); never removed while the object exists.
+ANN_APPLIED: Final = "captf.io/applied"
+# On the state, its backups and the durable inputs that a deletion with deletionPolicy
+# Retain kept: the object they came from (`<kind>.<name>`) and its uid. A later object of
+# the same kind and name waits on them until it adopts them (spec.adoptRetainedState).
+LABEL_RETAINED_FROM: Final = "captf.io/retained-from"
+LABEL_RETAINED_UID: Final = "captf.io/retained-uid"
 
 # Lease scopes (label captf.io/scope).
 SCOPE_CLUSTER: Final = "cluster"
@@ -147,8 +163,17 @@ class Reason(StrEnum):
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
     OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
     DESTROYED = "Destroyed"
-    ORPHANED = "Orphaned"  # deletionPolicy Orphan: the finalizer goes without a destroy
     SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits
+    # Deletion (docs/deletion.md). The finalizer goes without a destroy: Retain kept the
+    # state for a later object; nothing to destroy; an abandon by uid.
+    RETAINED = "Retained"
+    DELETING_WITHOUT_STATE = "DeletingWithoutState"
+    ABANDONED = "Abandoned"
+    # The state is lost or unreadable and the object applied before: no destroy, the
+    # finalizer stays, until a restore or an abandon.
+    DELETION_HELD = "DeletionHeld"
+    # Another object of this kind and name retained the state: no Job until it is adopted.
+    RETAINED_STATE_FOUND = "RetainedStateFound"
     # Triggers.
     DELETING = "Deleting"
     RESTORE_REQUESTED = "RestoreRequested"
@@ -160,6 +185,10 @@ class Reason(StrEnum):
     DRIFT_REMEDIATION = "DriftRemediation"
     DRIFT_CHECK_DUE = "DriftCheckDue"
     REFRESH_DUE = "RefreshDue"
+    # A machine's or pool's apply whose contract outputs were not definite.
+    REFRESH_AFTER_APPLY = "RefreshAfterApply"
+    # The newest reading of the contract's health is pending: 30 s doubling to 5 min.
+    HEALTH_PENDING = "HealthPending"
 
 
 # What makes an op run (the Run's reason).
@@ -175,6 +204,8 @@ TRIGGERS: Final = frozenset(
         Reason.DRIFT_REMEDIATION,
         Reason.DRIFT_CHECK_DUE,
         Reason.REFRESH_DUE,
+        Reason.REFRESH_AFTER_APPLY,
+        Reason.HEALTH_PENDING,
     }
 )
 

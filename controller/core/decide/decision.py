@@ -5,7 +5,7 @@ prints `to_json` of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,8 @@ class Run:
     drift_remediation: bool = False
     plan_job: str | None = None  # the approved plan an apply carries out (Manual mode)
     restore_serial: str | None = None
+    # Why the trigger holds, for `captf decide -v`; not part of the decision's identity.
+    message: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ def to_json(decision: Decision, *, verbose: bool = False) -> dict[str, Any]:
                 out |= {"planJob": decision.plan_job} if decision.plan_job else {}
                 restore = decision.restore_serial
                 out |= {"restoreSerial": restore} if restore else {}
+                out |= {"message": decision.message} if decision.message else {}
         case Requeue(reason=reason, after=after, op=op):
             out = {"action": "requeue"}
             if op:

@@ -16,6 +16,7 @@ from typing import Any
 from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
     KINDS,
+    LABEL_BACKUP_OF,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_UID,
@@ -62,6 +63,14 @@ class Snapshot:
         return str(self.obj.get("metadata", {}).get("namespace", ""))
 
     @property
+    def uid(self) -> str:
+        return str(self.obj.get("metadata", {}).get("uid", ""))
+
+    @property
+    def deleting(self) -> bool:
+        return bool(self.obj.get("metadata", {}).get("deletionTimestamp"))
+
+    @property
     def spec(self) -> Json:
         return self.obj.get("spec") or {}
 
@@ -80,6 +89,14 @@ class Snapshot:
     def inputs_secrets(self) -> list[Json]:
         prefix = inputs_secret_prefix(self.name)
         return [s for n, s in sorted(self.secrets.items()) if n.startswith(prefix)]
+
+    def backups(self) -> list[Json]:
+        """The state's backups (`<name>-state-<serial>`, labelled captf.io/state-backup-of)."""
+        return [
+            s
+            for _, s in sorted(self.secrets.items())
+            if labels_of(s).get(LABEL_BACKUP_OF) == self.name
+        ]
 
     def job_names(self) -> set[str]:
         return {name_of(j) for j in self.jobs}

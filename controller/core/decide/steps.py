@@ -6,19 +6,22 @@ reason names are part of the API. Pure: no I/O, no clock, no randomness."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 
 from controller.core.basics.names import (
+    ANN_ABANDON,
     ANN_ACCOUNTED,
     ANN_PLAN_JOB,
+    ANN_RESTORE_SERIAL,
     CLUSTER,
-    FINALIZER,
     MUTABLE_KINDS,
     Op,
     Reason,
+    backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import gates, triggers
+from controller.core.decide import deletion, gates, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -96,18 +99,18 @@ def running(ctx: Context) -> Decision | None:
     return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {busy[0]} is running")
 
 
-def deleting(ctx: Context) -> Decision | None:
-    meta = ctx.snap.obj.get("metadata", {})
-    if not meta.get("deletionTimestamp"):
+def destroy(ctx: Context) -> Decision | None:
+    """A deletion whose state can be read runs destroy, before any readiness check (a
+    missing credentials Secret fails the destroy, which backs off until it returns).
+    A failing destroy backs off by the usual rules, forever; the abandon annotation is
+    the way out, and the wait says so."""
+    if not ctx.snap.deleting:
         return None
-    if FINALIZER not in (meta.get("finalizers") or []):
-        return Idle(None, Reason.DELETING, "deleting; nothing left to destroy")
-    if ctx.policy.orphan:
-        return Idle(None, Reason.ORPHANED, "deletionPolicy Orphan: infrastructure and state kept")
-    last = ctx.history.newest(Op.DESTROY)
-    if last is not None and last.outcome == Outcome.SUCCESS:
-        return Idle(None, Reason.DESTROYED, f"destroyed by Job {last.name}")
-    return run(ctx, Op.DESTROY, Reason.DELETING)
+    decision = run(ctx, Op.DESTROY, Reason.DELETING, message="the object is being deleted")
+    if isinstance(decision, Requeue) and decision.reason == backoff_reason(Reason.DELETING):
+        escape = f"; or annotate {ANN_ABANDON}={ctx.snap.uid} to leave the infrastructure untracked"
+        return replace(decision, message=decision.message + escape)
+    return decision
 
 
 def restore(ctx: Context) -> Decision | None:
@@ -121,9 +124,14 @@ def restore(ctx: Context) -> Decision | None:
     done = ctx.snap.status.get("lastRestoredSerial")
     if wanted is None or done == wanted:
         return None
+    if ctx.snap.deleting and deletion.trouble(ctx) is None:
+        return None  # a deletion with a readable state destroys it; nothing to restore
+    message = f"{ANN_RESTORE_SERIAL}={wanted} asks for the backup of serial {wanted}"
     if any(_unaccounted_restore(j, wanted) for j in ctx.snap.jobs):
         return None
-    return run(ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=str(wanted))
+    return run(
+        ctx, Op.RESTORE, Reason.RESTORE_REQUESTED, restore_serial=str(wanted), message=message
+    )
 
 
 def _unaccounted_restore(job: dict[str, object], serial: int) -> bool:
@@ -150,7 +158,7 @@ def not_ready(ctx: Context) -> Decision | None:
 
 
 def state(ctx: Context) -> Decision | None:
-    problem = ctx.state_serial_problem()
+    problem = deletion.unreadable(ctx)
     if problem:
         return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
     serial = ctx.snap.status.get("stateSerial") or 0
@@ -204,11 +212,19 @@ def apply(ctx: Context) -> Decision | None:
     if due is None:
         return None
     guarded = _guarded(ctx)
+    why = due.message
     if not ctx.policy.manual:
-        return run(ctx, Op.APPLY, due.trigger, guarded=guarded, remediation=due.drift_remediation)
+        return run(
+            ctx,
+            Op.APPLY,
+            due.trigger,
+            guarded=guarded,
+            remediation=due.drift_remediation,
+            message=why,
+        )
     plan_job = _approved_plan(ctx)
     if plan_job is None:
-        return run(ctx, Op.PLAN, due.trigger, remediation=due.drift_remediation)
+        return run(ctx, Op.PLAN, due.trigger, remediation=due.drift_remediation, message=why)
     return run(
         ctx,
         Op.APPLY,
@@ -216,6 +232,7 @@ def apply(ctx: Context) -> Decision | None:
         guarded=guarded,
         remediation=due.drift_remediation,
         plan_job=plan_job,
+        message=f"{why}; carrying out approved plan {plan_job}",
     )
 
 
@@ -258,16 +275,32 @@ def _plan_before(ctx: Context, apply_job: Finished) -> str | None:
     return None
 
 
+def refresh_after_apply(ctx: Context) -> Decision | None:
+    applied = triggers.refresh_after_apply(ctx)
+    if applied is None:
+        return None
+    message = f"apply Job {applied.name} left contract outputs that were not definite"
+    return run(ctx, Op.REFRESH, Reason.REFRESH_AFTER_APPLY, message=message)
+
+
+def health_pending(ctx: Context) -> Decision | None:
+    due = triggers.health_pending(ctx)
+    if due is None or due > ctx.now:
+        return None
+    return run(ctx, Op.REFRESH, Reason.HEALTH_PENDING, message="the health output reads pending")
+
+
 def scheduled_checks(ctx: Context) -> Decision | None:
     for op, trigger in ((Op.DRIFT, Reason.DRIFT_CHECK_DUE), (Op.REFRESH, Reason.REFRESH_DUE)):
         due = triggers.scheduled(ctx, op)
         if due is not None and due <= ctx.now:
-            return run(ctx, op, trigger)
+            return run(ctx, op, trigger, message=f"the {op} interval has passed")
     return None
 
 
 def idle(ctx: Context) -> Idle:
-    times = [t for op in (Op.DRIFT, Op.REFRESH) if (t := triggers.scheduled(ctx, op))]
+    checks = [triggers.scheduled(ctx, op) for op in (Op.DRIFT, Op.REFRESH)]
+    times = [t for t in [*checks, triggers.health_pending(ctx)] if t]
     if not times:
         return Idle(None, message="nothing scheduled")
     soonest = min(times)
@@ -283,6 +316,7 @@ def run(
     remediation: bool = False,
     plan_job: str | None = None,
     restore_serial: str | None = None,
+    message: str = "",
 ) -> Decision:
     """Run the op unless its backoff, a change window or a lease holds it back."""
     if op != Op.RESTORE:
@@ -300,18 +334,31 @@ def run(
         drift_remediation=remediation and op == Op.APPLY,
         plan_job=plan_job,
         restore_serial=restore_serial,
+        message=message,
     )
 
 
+# The order, as docs/decisions.md's table "The order" lists it (a test holds the two
+# together). The Cluster API rules (the owner waits, Paused before the deletion rules,
+# delete-for-move, DeletionBlocked before the destroy) come in from the owners' step.
 STEPS: tuple[Step, ...] = (
     cache_behind,
     running,
-    deleting,
+    deletion.deleted,
+    deletion.not_its_state,
+    deletion.retain,
+    deletion.abandon,
     restore,
+    deletion.held,
+    deletion.without_state,
+    destroy,
+    deletion.retained_state,
     not_ready,
     state,
     approval,
     apply,
+    refresh_after_apply,
+    health_pending,
     scheduled_checks,
 )
 

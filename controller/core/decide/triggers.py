@@ -1,7 +1,10 @@
-"""Why an op is due: the apply triggers, and the drift and refresh schedules."""
+"""Why an op is due: the apply triggers, and the schedule (drift and refresh intervals
+with their jitter, the refresh after an apply whose outputs were not definite, and the
+refreshes while health is pending)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,6 +13,7 @@ from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
+    CLUSTER,
     MUTABLE_KINDS,
     Op,
     Reason,
@@ -18,15 +22,25 @@ from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.decide.context import Context
 from controller.core.jobs import backoff
+from controller.core.jobs.history import Finished
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
+from controller.core.jobs.readings import Reading, reading_of
 
 Json = dict[str, Any]
+# The share of an interval a check may start late by: spread over it by uid, so that
+# objects created, moved or restarted together do not check in lockstep.
+JITTER_SHARE = 0.1
+# Refreshes while the health reads pending: 30 s after the first pending reading,
+# doubling with each further one, at most 5 min.
+HEALTH_PENDING_FIRST = 30.0
+HEALTH_PENDING_CAP = 300.0
 
 
 @dataclass(frozen=True)
 class ApplyDue:
     trigger: str
     drift_remediation: bool = False
+    message: str = ""
 
 
 def interrupted_apply(ctx: Context) -> str | None:
@@ -70,19 +84,22 @@ def started_after_record(job: Json, notes: dict[str, str]) -> bool | None:
 def apply_due(ctx: Context) -> ApplyDue | None:
     """The first apply trigger that holds, in the order of DecideOp's step 9."""
     if ctx.snap.kind in MUTABLE_KINDS:
-        if interrupted_apply(ctx):
-            return ApplyDue(Reason.INTERRUPTED_APPLY)
+        if job := interrupted_apply(ctx):
+            return ApplyDue(Reason.INTERRUPTED_APPLY, message=f"apply Job {job} vanished as it ran")
         if ctx.snap.state_secret is None or ctx.state_inputs_hash != ctx.inputs.hash:
-            return ApplyDue(Reason.INPUTS_CHANGED)
+            message = f"inputs {ctx.inputs.hash8} are not the ones the state was applied with"
+            return ApplyDue(Reason.INPUTS_CHANGED, message=message)
         if _last_apply_failed(ctx):
-            return ApplyDue(Reason.LAST_APPLY_FAILED)
+            return ApplyDue(Reason.LAST_APPLY_FAILED, message="the newest apply did not succeed")
     else:
         if ctx.snap.state_secret is None:
-            return ApplyDue(Reason.NO_STATE)
+            return ApplyDue(Reason.NO_STATE, message="no state Secret: never applied")
         if not ctx.state_inputs_hash:
-            return ApplyDue(Reason.STATE_WITHOUT_INPUTS_HASH)
+            message = "the state records no successful apply's inputs"
+            return ApplyDue(Reason.STATE_WITHOUT_INPUTS_HASH, message=message)
     if remediation_due(ctx):
-        return ApplyDue(Reason.DRIFT_REMEDIATION, drift_remediation=True)
+        message = "a drift check found drift and spec.drift.remediate is true"
+        return ApplyDue(Reason.DRIFT_REMEDIATION, drift_remediation=True, message=message)
     return None
 
 
@@ -105,16 +122,77 @@ def remediation_due(ctx: Context) -> bool:
     )
 
 
+def jitter(uid: str, op: str, interval: float) -> float:
+    """Seconds in [0, interval/10) by which the object's checks of `op` start late: the
+    same for the same uid, spread evenly over uids. No uid (a hand-made snapshot), none."""
+    if not uid:
+        return 0.0
+    digest = hashlib.sha256(f"{uid}/{op}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2**64
+    return round(interval * JITTER_SHARE * fraction, 3)
+
+
 def scheduled(ctx: Context, op: str) -> datetime | None:
     """When a drift check or refresh is next due; None when it has no interval or no apply
     has succeeded yet. Measured from the op's newest finished Job, else the newest
-    successful apply. With neither Job left (the state shows an apply whose Job is gone)
-    it is due now: the interval cannot be shown not to have elapsed, and the Job it runs
-    anchors the schedule from then on (pruning keeps each op's newest success)."""
+    successful apply, then the interval and the object's jitter. With neither Job left
+    (the state shows an apply whose Job is gone: a move, pruning) it is due at the
+    object's creation plus its jitter, at once for an object older than that: the
+    interval cannot be shown not to have elapsed, and the Job it runs anchors the
+    schedule from then on (pruning keeps each op's newest success)."""
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
+    late = timedelta(seconds=jitter(ctx.snap.uid, op, interval))
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     base = last.at if last else applied.at if applied else None
-    return ctx.now if base is None else base + timedelta(seconds=interval)
+    if base is None:
+        created = created_at(ctx.snap.obj)
+        return max(ctx.now, created + late) if created else ctx.now
+    return base + timedelta(seconds=interval) + late
+
+
+def refresh_after_apply(ctx: Context) -> Finished | None:
+    """A machine's or pool's newest successful apply whose contract reading was not
+    definite and that no refresh has followed: the refresh reads what the apply could
+    not. An apply without a reading (not a contract root) asks for none."""
+    if ctx.snap.kind == CLUSTER:
+        return None
+    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+    if applied is None:
+        return None
+    reading = reading_of(applied.job)
+    if reading is None or reading.definite:
+        return None
+    refreshed = ctx.history.newest(Op.REFRESH)
+    return applied if refreshed is None or refreshed.at < applied.at else None
+
+
+def health_pending(ctx: Context) -> datetime | None:
+    """When the next refresh is due while the newest contract reading (of a successful
+    apply or refresh) says health is pending: 30 s after the first pending reading of
+    the streak, doubling with each further one, at most 5 min; None otherwise."""
+    streak = _pending_streak(ctx)
+    if not streak:
+        return None
+    delay = min(HEALTH_PENDING_FIRST * 2 ** min(len(streak) - 1, 16), HEALTH_PENDING_CAP)
+    return streak[0].at + timedelta(seconds=delay)
+
+
+def _pending_streak(ctx: Context) -> list[Finished]:
+    """The successful applies and refreshes with a pending health reading, newest first,
+    back to the first reading that was not pending (or the newest apply, which starts a
+    streak of its own)."""
+    records = [
+        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
+    ]
+    streak: list[Finished] = []
+    for record in records:
+        reading: Reading | None = reading_of(record.job)
+        if reading is None or not reading.health_pending:
+            break
+        streak.append(record)
+        if record.op == Op.APPLY:
+            break
+    return streak

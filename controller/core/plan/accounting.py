@@ -1,5 +1,6 @@
-"""Accounting a finished Job, as data: its Event, its metric sample, the Leases it frees
-and the interrupted-apply records its success ends. io carries it out
+"""Accounting a finished Job, as data: its Event, its metric sample, the Leases it frees,
+the interrupted-apply records its success ends, and the `captf.io/applied` marker on its
+inputs Secret when it left a state. io carries it out
 (controller/io/accountant.py), the `captf.io/accounted` mark last. Pure."""
 
 from __future__ import annotations
@@ -7,12 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.basics.names import ANN_APPROVE, ANN_INTERRUPTED_APPLY, ANN_RETRY, CLUSTER, Op
+from controller.core.basics.names import (
+    ANN_APPLIED,
+    ANN_APPROVE,
+    ANN_INTERRUPTED_APPLY,
+    ANN_RETRY,
+    CLUSTER,
+    Op,
+)
 from controller.core.basics.serials import requested_serial, serial_of
 from controller.core.decide import triggers
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name_of, result
+from controller.core.jobs.job_env import job_env
 from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
@@ -54,6 +63,8 @@ class Accounting:
     sample: Sample
     releases: tuple[LeaseWrite, ...]
     clear_records: tuple[str, ...]  # inputs Secrets whose record to remove
+    # Inputs Secrets to mark captf.io/applied: the Job left a state (docs/deletion.md).
+    mark_applied: tuple[str, ...] = ()
 
 
 def restored_serial(finished: list[Finished]) -> int | None:
@@ -85,7 +96,27 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
     clear: tuple[str, ...] = ()
     if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
         clear = _records_cleared_by(snap, record)
-    return Accounting(record.name, uid, event, sample, releases_of(snap, record.name), clear)
+    releases = releases_of(snap, record.name)
+    return Accounting(
+        record.name, uid, event, sample, releases, clear, _applied_marks(snap, record)
+    )
+
+
+# The ops whose Job leaves a state that says what exists (a destroy's says nothing does).
+_STATE_OPS = frozenset({Op.APPLY, Op.REFRESH, Op.RESTORE})
+
+
+def _applied_marks(snap: Snapshot, record: Finished) -> tuple[str, ...]:
+    """The Job's inputs Secret, when the Job reports a state serial (it wrote or kept a
+    state, success or not) and the Secret is not marked yet."""
+    serial = (result(record.job) or {}).get("stateSerial")
+    if record.op not in _STATE_OPS or not isinstance(serial, int) or serial < 1:
+        return ()
+    name = job_env(record.job).inputs_secret
+    secret = snap.secrets.get(name) if name else None
+    if secret is None or annotations_of(secret).get(ANN_APPLIED) == "true":
+        return ()
+    return (name,)
 
 
 def _records_cleared_by(snap: Snapshot, applied: Finished) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
-from controller.core.plan import accounting, status, writeback
+from controller.core.plan import accounting, keeping, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -49,6 +49,7 @@ from controller.core.plan.accounting import (
     restored_serial,
 )
 from controller.core.plan.interrupted import Gone, gone_of
+from controller.core.plan.keeping import SecretPatch
 from controller.core.plan.launching import (
     Launch,
     launch_of,
@@ -59,8 +60,11 @@ from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
 
-# The object may go: destroyed, or orphaned by its deletionPolicy.
-_LET_GO = frozenset({Reason.DESTROYED, Reason.ORPHANED})
+# The object may go: destroyed, retained by its deletionPolicy, nothing to destroy, or
+# abandoned by uid (controller/core/decide/deletion.py).
+_LET_GO = frozenset(
+    {Reason.DESTROYED, Reason.RETAINED, Reason.DELETING_WITHOUT_STATE, Reason.ABANDONED}
+)
 # After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
 RUNNING_RECHECK = 60.0
 
@@ -73,6 +77,8 @@ class Plan:
     accounts: tuple[Accounting, ...] = ()
     gone: Gone | None = None
     prune: tuple[str, ...] = ()
+    # Labels and owners of the state, backups and inputs: a Retain, an adoption.
+    secret_patches: tuple[SecretPatch, ...] = ()
     launch: Launch | None = None
     # The contract's spec write-back (controller/core/plan/writeback.py): a merge patch of
     # the object carrying only those fields; None: nothing to write.
@@ -136,6 +142,7 @@ def plan(
         accounts=accounts,
         gone=gone,
         prune=_prune(snap, books, policy),
+        secret_patches=keeping.patches_of(ctx, decision),
         launch=launch,
         spec_patch=None if deleted or contract is None else contract.spec,
         status=None if deleted else status.merge_patch(stored, desired),
@@ -145,6 +152,7 @@ def plan(
             + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
             + _approval_event(books, ctx)
+            + keeping.events_of(ctx, decision)
         ),
         announces_refusal=bool(refused),
         remove_finalizer=isinstance(decision, Idle) and decision.reason in _LET_GO,

@@ -65,7 +65,14 @@ def failures_of(history: History) -> Json:
     for op in Op:
         streak = history.failures(op)
         if streak:
-            out[op.value] = {"count": len(streak), "lastFailedAt": format_time(streak[0].at)}
+            newest = streak[0]
+            out[op.value] = {
+                "count": len(streak),
+                "lastFailedAt": format_time(newest.at),
+                # The error, whole as the runner bounded it: a destroy that keeps failing
+                # says why here even once its Jobs are pruned (`captf get`, LAST ERROR).
+                "message": newest.verdict.message,
+            }
     return out
 
 

@@ -75,7 +75,10 @@ class Policy:
     windows: list[Window]
     service_account: str | None = None  # what the Jobs run as; None: the namespace's default
     suspend: bool = False  # no new Job starts
-    orphan: bool = False  # deletionPolicy Orphan: deleting removes the finalizer, no destroy
+    # spec.deletionPolicy as written: Delete, Retain, or None (a member takes its
+    # cluster's, controller/core/spec/deletion.py; a cluster's None is Delete).
+    deletion: str | None = None
+    adopt_retained_state: bool = False  # spec.adoptRetainedState
 
 
 class PolicyError(ValueError):
@@ -164,9 +167,10 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
     mode = _section(spec, "approval").get("mode") or "Auto"
     if mode not in ("Auto", "Manual"):
         raise PolicyError(f"spec.approval.mode must be Auto or Manual, got {mode!r}")
-    deletion = spec.get("deletionPolicy") or "Delete"
-    if deletion not in ("Delete", "Orphan"):
-        raise PolicyError(f"spec.deletionPolicy must be Delete or Orphan, got {deletion!r}")
+    deletion = read_deletion_policy(spec)
+    adopt = spec.get("adoptRetainedState")
+    if adopt is not None and not isinstance(adopt, bool):
+        raise PolicyError(f"spec.adoptRetainedState must be true or false, got {adopt!r}")
     suspend = spec.get("suspend")
     if suspend is not None and not isinstance(suspend, bool):
         raise PolicyError(f"spec.suspend must be true or false, got {suspend!r}")
@@ -186,5 +190,26 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         windows=windows,
         service_account=account,
         suspend=bool(suspend),
-        orphan=deletion == "Orphan",
+        deletion=deletion,
+        adopt_retained_state=bool(adopt),
     )
+
+
+DELETION_POLICIES = ("Delete", "Retain")
+
+
+def read_deletion_policy(spec: Json) -> str | None:
+    """spec.deletionPolicy: Delete, Retain, or None when unset. `Orphan`, the old name of
+    Retain, is refused rather than read as Retain: an object stored with it releases
+    nothing until its owner says Retain (or Delete) again."""
+    value = spec.get("deletionPolicy")
+    if value is None:
+        return None
+    if value == "Orphan":
+        raise PolicyError(
+            "spec.deletionPolicy Orphan is no longer accepted: write Retain (keeps the state, "
+            "its backups and the inputs for a later object) or Delete"
+        )
+    if value not in DELETION_POLICIES:
+        raise PolicyError(f"spec.deletionPolicy must be Delete or Retain, got {value!r}")
+    return str(value)

@@ -1,0 +1,49 @@
+"""What a Job's result says of the module contract's outputs: the reading the schedule
+waits on (docs/module-contract.md).
+
+The runner reports it in its result annotation as
+`"contract": {"pending": [<outputs still null>], "health": <state or null>}`, from the
+decoded outputs (controller/core/contract/outputs.py: `Pending.waiting`, and the
+`health` output's state). A result without it carries no reading: the module is not a
+contract root, or the runner predates the reading, and nothing waits on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.jobs.job import result
+
+Json = dict[str, Any]
+# Health states that are no reading yet: the instance is coming up, or nobody could tell.
+_NOT_YET = frozenset({None, "pending", "unknown"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    pending: tuple[str, ...]  # contract outputs still null
+    health: str | None  # the health output's state; None when it is null
+
+    @property
+    def definite(self) -> bool:
+        """Every awaited output is there and the health says what the instance is."""
+        return not self.pending and self.health not in _NOT_YET
+
+    @property
+    def health_pending(self) -> bool:
+        return self.health is None or self.health == "pending"
+
+
+def reading_of(job: Json) -> Reading | None:
+    """The Job's contract reading, or None when its result carries none (or a malformed
+    one: a reading nobody can read is no reading)."""
+    raw = (result(job) or {}).get("contract")
+    if not isinstance(raw, dict):
+        return None
+    pending = raw.get("pending") or []
+    health = raw.get("health")
+    if not isinstance(pending, list) or not all(isinstance(p, str) for p in pending):
+        return None
+    if health is not None and not isinstance(health, str):
+        return None
+    return Reading(tuple(pending), health)
