@@ -5,17 +5,21 @@ starts anything."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from hypothesis import settings
 
+from controller.dev.clusterapi import ClusterApi
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
+from tests.capi_support import capi_build_or_skip, install_control_plane_crd
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
@@ -73,3 +77,29 @@ def tofu_build() -> Path:
         return tofu_dir(build=False)
     except TofuMissing as exc:
         pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
+
+
+@pytest.fixture(scope="session")
+def capi_build() -> Path:
+    """The Cluster API build (hack/capi); the test skips when there is none. Asked for
+    before `cluster`, so a missing build skips before any server starts."""
+    return capi_build_or_skip()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def capi_cluster(
+    capi_build: Path, cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[ClusterApi]:
+    """Cluster API's core manager on `cluster`, from the first test that asks until the
+    session ends, with the ExampleControlPlane CRD of tests/capi_support.py.
+
+    Session-scoped because it can be: between setup and teardown ClusterApi holds a child
+    process and paths, nothing bound to an event loop, so tests in their own loops share
+    it; and its setup runs in the session loop on the main thread, where a spawned child
+    is armed to die with us. It must be the only ClusterApi on `cluster`: two managers
+    would reconcile the same objects, and the first to stop would delete the webhook
+    configurations the other serves. Tests that use it are marked `capi` (and `kube`)."""
+    crds = tmp_path_factory.mktemp("capi-cluster-crds")
+    await asyncio.to_thread(install_control_plane_crd, cluster, crds)
+    async with ClusterApi(cluster, bin_dir=capi_build) as running:
+        yield running

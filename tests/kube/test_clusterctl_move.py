@@ -1,0 +1,499 @@
+"""The real `clusterctl move` between two local API servers, and what of CAPTF's it carries.
+
+Both servers get what `clusterctl init --infrastructure terraform` would leave: Cluster
+API's CRDs (v1beta2 served alone, as ClusterApi installs them), ours, the clusterctl label
+on all of them (move discovers only labelled kinds, plus Secrets and ConfigMaps) and the
+inventory (`providers.clusterctl.cluster.x-k8s.io`: move refuses a target that lacks a
+provider of the source). No manager runs in the first test: the Cluster's status, which
+move checks (infrastructure provisioned, control plane initialized), and the Cluster's
+owner reference on its TerraformCluster are written by hand, as Cluster API's manager would
+write them, so the test passes before CAPTF writes the contract fields.
+
+What move does, read in cmd/clusterctl/client/cluster/{objectgraph,mover}.go of the pinned
+module and checked below:
+- A Cluster is a "move hierarchy": everything whose ownerReferences chain up to it moves.
+  An object labelled `clusterctl.cluster.x-k8s.io/move` moves whatever its owners, unless
+  one of its owners is of a kind move does not discover (a Job): such an object is never
+  placed in the move sequence, neither created on the target nor deleted from the source.
+- A Secret without owners moves if its name is `<cluster>-<purpose>` for one of Cluster
+  API's purposes (kubeconfig, ca, etcd, sa, proxy, ...); `-state` is not one.
+- Jobs, Pods and anything else outside the labelled CRDs, Secrets and ConfigMaps never move.
+- Objects are created on the target without status (the API server ignores status on
+  create) and with owner references rewritten to the new uids; labels and annotations are
+  copied as they are. The source objects get `clusterctl.cluster.x-k8s.io/delete-for-move`,
+  are deleted, and their finalizers stripped."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.core.basics.names import (
+    ANN_INPUTS_HASH,
+    ANN_SERIAL,
+    LABEL_BACKUP_OF,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_UID,
+    MANAGED_BY,
+)
+from controller.dev import clusterctl
+from controller.dev.clusterapi import served_storage_only
+from runtime.envtest import ApiServer, RequestFailed
+from runtime.envtest.process import terminate_as_interrupt
+from tests.capi_support import (
+    MOVE_LABEL,
+    OUR_CRDS,
+    ROOT,
+    install_inventory,
+    label_for_clusterctl,
+)
+
+pytestmark = [pytest.mark.kube, pytest.mark.capi]
+
+Json = dict[str, Any]
+CAPI = "/apis/cluster.x-k8s.io/v1beta2"
+INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
+CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
+INPUTS_HASH = "0123456789abcdef" * 4
+STATE_KEY = "terraform.tfstate"
+MOVE_TIMEOUT_SECONDS = 120
+#: Wall-clock seconds of the move, printed at the end (pytest -s shows it).
+TIMINGS: dict[str, float] = {}
+
+
+@dataclass
+class Moved:
+    """The namespace moved, what the source held before, and the clusterctl run."""
+
+    namespace: str
+    source: ApiServer
+    target: ApiServer
+    before: dict[str, Json]  # "<kind>/<name>" -> the source object before the move
+    log: str
+
+
+@pytest.fixture(scope="module")
+def target(capi_build: Path) -> Iterator[ApiServer]:
+    """The second management cluster, prepared like the first."""
+    with terminate_as_interrupt(), ApiServer() as server:
+        yield server
+
+
+def prepare(server: ApiServer, build: Path, workdir: Path) -> None:
+    """Cluster API's CRDs, ours, the clusterctl label on them, and the inventory."""
+    crds = workdir / "capi-crds"
+    crds.mkdir(parents=True, exist_ok=True)
+    for source in sorted((build / "crds").glob("*.yaml")):
+        docs = [d for d in yaml.safe_load_all(source.read_text()) if d]
+        (crds / source.name).write_text(
+            "\n---\n".join(json.dumps(served_storage_only(d)) for d in docs)
+        )
+    names = server.install_crds(crds) + server.install_crds(OUR_CRDS)
+    label_for_clusterctl(server, names)
+    inventory = workdir / "inventory"
+    inventory.mkdir(exist_ok=True)
+    install_inventory(server, inventory)
+
+
+def generated_terraform_cluster(build: Path, workdir: Path, name: str) -> Json:
+    """The TerraformCluster `clusterctl generate cluster` makes from our repository: its
+    spec follows the repository's template, whatever the API of the day."""
+    components = ROOT / clusterctl.REPOSITORY / clusterctl.COMPONENTS
+    provider = {"name": clusterctl.NAME, "url": f"file://{components}"}
+    provider["type"] = "InfrastructureProvider"
+    config = workdir / "clusterctl.yaml"
+    config.write_text(yaml.safe_dump({"providers": [provider]}))
+    args = ["generate", "cluster", name, "--target-namespace", "ns"]
+    args += ["--infrastructure", f"{clusterctl.NAME}:{clusterctl.VERSION}"]
+    args += ["--kubernetes-version", "v1.35.0", "--control-plane-machine-count", "1"]
+    args += ["--worker-machine-count", "1", "--config", str(config)]
+    done = run_clusterctl(build, workdir, args, env={"KUBECONFIG": str(workdir / "none")})
+    [infra] = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "TerraformCluster"]
+    return {"apiVersion": infra["apiVersion"], "kind": infra["kind"], "spec": infra["spec"]}
+
+
+def run_clusterctl(
+    build: Path, workdir: Path, args: list[str], *, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    home = workdir / "home"
+    home.mkdir(exist_ok=True)
+    environment = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "CLUSTERCTL_DISABLE_VERSIONCHECK": "true",
+        **(env or {}),
+    }
+    argv = [str(build / "clusterctl"), *args]
+    done = subprocess.run(
+        argv, env=environment, capture_output=True, text=True, timeout=MOVE_TIMEOUT_SECONDS
+    )
+    assert done.returncode == 0, f"clusterctl {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+# -- the source namespace ---------------------------------------------------------------
+
+
+def create(server: ApiServer, collection: str, body: Json) -> Json:
+    try:
+        created: Json = server.request("POST", collection, body)
+    except RequestFailed as error:
+        raise AssertionError(f"{body['kind']}/{body['metadata']['name']}: {error}") from error
+    return created
+
+
+def provisioned_cluster(server: ApiServer, namespace: str, name: str, infra: Json) -> Json:
+    """A Cluster and its TerraformCluster, with what Cluster API's manager would have
+    written: the Cluster's owner reference and label on the infrastructure, and the
+    Cluster status move insists on."""
+    cluster = create(
+        server,
+        f"{CAPI}/namespaces/{namespace}/clusters",
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta2",
+            "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {
+                "infrastructureRef": {
+                    "apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "TerraformCluster",
+                    "name": name,
+                }
+            },
+        },
+    )
+    owner = {
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "name": name,
+        "uid": cluster["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    meta = {"name": name, "labels": {CLUSTER_NAME: name}, "ownerReferences": [owner]}
+    terraform = create(
+        server, f"{INFRA}/namespaces/{namespace}/terraformclusters", infra | {"metadata": meta}
+    )
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "initialization": {"infrastructureProvisioned": True},
+        "conditions": [
+            {
+                "type": "ControlPlaneInitialized",
+                "status": "True",
+                "reason": "Initialized",
+                "message": "",
+                "lastTransitionTime": now,
+            }
+        ],
+    }
+    cluster = server.request(
+        "PATCH",
+        f"{CAPI}/namespaces/{namespace}/clusters/{name}/status",
+        {"status": status},
+        "application/merge-patch+json",
+    )
+    return terraform
+
+
+def captf_secrets(terraform: Json, *, move_label: bool) -> list[Json]:
+    """The state, its backup and the durable inputs, as CAPTF writes them (state and
+    backups without owners, on purpose; the inputs owned by the object), with the move
+    label on state and backups when `move_label` (what CAPTF is to add)."""
+    meta = terraform["metadata"]
+    name = meta["name"]
+    labels = MANAGED_BY | {LABEL_KIND: terraform["kind"], LABEL_NAME: name}
+    move = {MOVE_LABEL: ""} if move_label else {}
+
+    def state(serial: int) -> bytes:
+        return json.dumps({"version": 4, "serial": serial, "lineage": f"l-{name}"}).encode()
+
+    owner = {
+        "apiVersion": terraform["apiVersion"],
+        "kind": terraform["kind"],
+        "name": name,
+        "uid": meta["uid"],
+        "controller": False,
+        "blockOwnerDeletion": True,
+    }
+    return [
+        _secret(
+            f"{name}-state",
+            labels | move,
+            {ANN_SERIAL: "4", ANN_INPUTS_HASH: INPUTS_HASH},
+            {STATE_KEY: state(4)},
+        ),
+        _secret(
+            f"{name}-state-3",
+            labels | move | {LABEL_BACKUP_OF: name},
+            {ANN_SERIAL: "3", ANN_INPUTS_HASH: INPUTS_HASH},
+            {STATE_KEY: state(3)},
+        ),
+        _secret(
+            f"{name}-inputs-{INPUTS_HASH[:8]}",
+            labels | {LABEL_UID: meta["uid"]},
+            {ANN_INPUTS_HASH: INPUTS_HASH},
+            {"module.main.tf": b"# the module\n", "variables.json": b'{"size":1}'},
+            owners=[owner],
+            immutable=True,
+        ),
+    ]
+
+
+def _secret(
+    name: str,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    data: dict[str, bytes],
+    *,
+    owners: list[Json] | None = None,
+    immutable: bool = False,
+) -> Json:
+    meta: Json = {"name": name, "labels": labels, "annotations": annotations}
+    if owners:
+        meta["ownerReferences"] = owners
+    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta}
+    body["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
+    if immutable:
+        body["immutable"] = True
+    return body
+
+
+def bystanders(terraform: Json) -> list[Json]:
+    """What CAPTF keeps next to an object that move must not (or cannot) carry: an apply
+    Job owned by the object, and a plan Secret owned by a Job, labelled to move."""
+    meta = terraform["metadata"]
+    owner = {
+        "apiVersion": terraform["apiVersion"],
+        "kind": terraform["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+    job: Json = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{meta['name']}-apply-1", "ownerReferences": [owner]},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "runner", "image": "captf:dev"}],
+                }
+            },
+        },
+    }
+    job_owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": job["metadata"]["name"],
+        "uid": str(uuid.uuid4()),
+    }
+    plan = _secret(
+        f"{meta['name']}-plan-1", {MOVE_LABEL: ""}, {}, {"plan.json": b"{}"}, owners=[job_owner]
+    )
+    return [job, plan]
+
+
+def module_configmap(name: str, *, move_label: bool) -> Json:
+    labels = {MOVE_LABEL: ""} if move_label else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels},
+        "data": {"main.tf": "# the module\n"},
+    }
+
+
+def collection(namespace: str, obj: Json) -> str:
+    kind = obj["kind"]
+    if kind in ("Secret", "ConfigMap"):
+        return f"/api/v1/namespaces/{namespace}/{kind.lower()}s"
+    return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+
+def path_of(namespace: str, key: str) -> str:
+    kind, name = key.split("/", 1)
+    plural = {
+        "Cluster": f"{CAPI}/namespaces/{namespace}/clusters",
+        "TerraformCluster": f"{INFRA}/namespaces/{namespace}/terraformclusters",
+        "Secret": f"/api/v1/namespaces/{namespace}/secrets",
+        "ConfigMap": f"/api/v1/namespaces/{namespace}/configmaps",
+        "Job": f"/apis/batch/v1/namespaces/{namespace}/jobs",
+    }[kind]
+    return f"{plural}/{name}"
+
+
+def get(server: ApiServer, namespace: str, key: str) -> Json | None:
+    try:
+        found: Json = server.request("GET", path_of(namespace, key))
+    except RequestFailed as error:
+        if error.status != 404:
+            raise
+        return None
+    return found
+
+
+@pytest.fixture(scope="module")
+def moved(
+    capi_build: Path,
+    apiserver: ApiServer,
+    target: ApiServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Moved:
+    """One move of a namespace holding two provisioned Clusters: `labelled`, whose state
+    and backup carry the move label, and `today`, whose Secrets are as CAPTF writes them
+    now; plus the bystanders and two module ConfigMaps, one labelled."""
+    workdir = tmp_path_factory.mktemp("move")
+    prepare(apiserver, capi_build, workdir / "source")
+    prepare(target, capi_build, workdir / "target")
+    namespace = f"move-{uuid.uuid4().hex[:8]}"
+    apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    infra = generated_terraform_cluster(capi_build, workdir, "labelled")
+    labelled = provisioned_cluster(apiserver, namespace, "labelled", infra)
+    today = provisioned_cluster(apiserver, namespace, "today", infra)
+    objects = [
+        *captf_secrets(labelled, move_label=True),
+        *captf_secrets(today, move_label=False),
+        *bystanders(labelled),
+        module_configmap("labelled-module", move_label=True),
+        module_configmap("today-module", move_label=False),
+    ]
+    for obj in objects:
+        create(apiserver, collection(namespace, obj), obj)
+    before = {
+        f"{o['kind']}/{o['metadata']['name']}": apiserver.request(
+            "GET", path_of(namespace, f"{o['kind']}/{o['metadata']['name']}")
+        )
+        for o in [*objects, labelled, today]
+    }
+    args = ["move", "--kubeconfig", str(apiserver.kubeconfig)]
+    args += ["--to-kubeconfig", str(target.kubeconfig), "--namespace", namespace, "-v", "5"]
+    started = time.monotonic()
+    done = run_clusterctl(capi_build, workdir, args)
+    TIMINGS["move"] = time.monotonic() - started
+    (workdir / "move.log").write_text(done.stdout + done.stderr)
+    return Moved(namespace, apiserver, target, before, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_timings() -> Iterator[None]:
+    yield
+    for what, seconds in TIMINGS.items():
+        print(f"clusterctl {what}: {seconds:.2f}s")
+
+
+# -- what arrives -------------------------------------------------------------------------
+
+
+def test_the_terraformcluster_arrives_with_its_spec_owned_by_the_new_cluster(
+    moved: Moved,
+) -> None:
+    for name in ("labelled", "today"):
+        got = get(moved.target, moved.namespace, f"TerraformCluster/{name}")
+        assert got is not None, moved.log
+        want = moved.before[f"TerraformCluster/{name}"]
+        assert got["spec"] == want["spec"]
+        assert got["metadata"]["uid"] != want["metadata"]["uid"]
+        assert got["metadata"]["labels"] == want["metadata"]["labels"]
+        # Move never restores status: CAPTF rebuilds it from spec, Secrets and Jobs.
+        assert "status" not in got or not got["status"]
+        cluster = get(moved.target, moved.namespace, f"Cluster/{name}")
+        assert cluster is not None
+        [owner] = got["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"]) == ("Cluster", cluster["metadata"]["uid"])
+        # Resumed on the target once everything was created.
+        assert not cluster["spec"].get("paused")
+
+
+def test_state_backup_and_inputs_arrive_when_the_state_carries_the_move_label(
+    moved: Moved,
+) -> None:
+    """What CAPTF needs to carry on without re-applying: the state with its serial and
+    inputs hash, the backup (a restore names it), the durable inputs the hash stands for."""
+    terraform = get(moved.target, moved.namespace, "TerraformCluster/labelled")
+    assert terraform is not None
+    for name in ("labelled-state", "labelled-state-3", f"labelled-inputs-{INPUTS_HASH[:8]}"):
+        got = get(moved.target, moved.namespace, f"Secret/{name}")
+        want = moved.before[f"Secret/{name}"]
+        assert got is not None, f"{name} did not move:\n{moved.log}"
+        assert got["data"] == want["data"]
+        assert got["metadata"]["annotations"] == want["metadata"]["annotations"]
+        assert got["metadata"]["labels"] == want["metadata"]["labels"]
+        assert got.get("immutable") == want.get("immutable")
+        # Gone from the source: move deletes what it carried.
+        assert get(moved.source, moved.namespace, f"Secret/{name}") is None
+    inputs = get(moved.target, moved.namespace, f"Secret/labelled-inputs-{INPUTS_HASH[:8]}")
+    assert inputs is not None
+    [owner] = inputs["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"]) == ("TerraformCluster", terraform["metadata"]["uid"])
+    # The copied captf.io/uid label names the source object: nothing may select by it.
+    assert inputs["metadata"]["labels"][LABEL_UID] != terraform["metadata"]["uid"]
+
+
+def test_without_the_label_only_the_owned_inputs_move(moved: Moved) -> None:
+    """As CAPTF writes them today: the inputs chain to the Cluster through their owner (the
+    TerraformCluster) and move; the state and its backup have no owner, no move label and
+    no Cluster API secret suffix, so they stay behind, neither copied nor deleted."""
+    inputs = f"Secret/today-inputs-{INPUTS_HASH[:8]}"
+    assert get(moved.target, moved.namespace, inputs) is not None
+    for key in ("Secret/today-state", "Secret/today-state-3"):
+        assert get(moved.target, moved.namespace, key) is None
+        left = get(moved.source, moved.namespace, key)
+        assert left is not None
+        assert left["data"] == moved.before[key]["data"]
+
+
+def test_jobs_and_what_jobs_own_stay_behind(moved: Moved) -> None:
+    """Jobs are never discovered; a Secret owned by a Job is never placed in the move
+    sequence, even with the move label, so it stays on the source untouched."""
+    assert get(moved.target, moved.namespace, "Job/labelled-apply-1") is None
+    assert get(moved.target, moved.namespace, "Secret/labelled-plan-1") is None
+    assert get(moved.source, moved.namespace, "Secret/labelled-plan-1") is not None
+
+
+def test_a_module_configmap_moves_only_with_the_label(moved: Moved) -> None:
+    """The module, credentials and variables a user keeps in ConfigMaps and Secrets are
+    theirs to label: move carries only labelled ones."""
+    assert get(moved.target, moved.namespace, "ConfigMap/labelled-module") is not None
+    assert get(moved.target, moved.namespace, "ConfigMap/today-module") is None
+    assert get(moved.source, moved.namespace, "ConfigMap/today-module") is not None
+
+
+# -- after the owners and contract branches -------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.skip(reason="needs the owners and contract branches")
+def test_nothing_reapplies_after_the_move() -> None:
+    """To write once CAPTF acts for Cluster API owners and writes the contract fields:
+
+    1. On both servers: `prepare`, ClusterApi (the core manager), the CAPTF controller
+       (tests/e2e/system.py's running_system, a process node on the source only).
+    2. On the source: a Cluster with an ExampleControlPlane whose
+       status.initialization.controlPlaneInitialized is true, a TerraformCluster from
+       spec.source.configMapRef (the ConfigMap labelled to move); wait until CAPTF applied
+       (status.initialization.provisioned, the Cluster's infrastructureProvisioned).
+    3. `clusterctl move` as above (move waits while `block-move` is on the object).
+    4. On the target, within a few controller minutes: no new Job of the object (list Jobs
+       by the captf.io/name label: none); the TerraformCluster's status rebuilt from the
+       moved state Secret: initialization.provisioned true, stateSerial the state's serial,
+       appliedInputsHash the state's captf.io/inputs-hash; the Cluster's
+       infrastructureProvisioned true again.
+    5. On the source: no destroy Job ran (delete-for-move), and the state is gone only
+       because move deleted it."""
+    raise AssertionError("not written yet")
