@@ -35,6 +35,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_SERIAL,
     LABEL_BACKUP_OF,
+    LABEL_CLUSTERCTL_MOVE,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_RESCUE_OF,
@@ -128,7 +129,12 @@ class StateStore:
     ) -> None:
         self._kube = kube
         self._name = secret_name
-        self._object_labels = {**labels, LABEL_NAME: object_name, LABEL_KIND: object_kind}
+        self._object_labels = {
+            **labels,
+            LABEL_NAME: object_name,
+            LABEL_KIND: object_kind,
+            LABEL_CLUSTERCTL_MOVE: "",
+        }
         self._object_name = object_name
         self._object_kind = object_kind
         self._keep = keep

@@ -74,6 +74,10 @@ LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
 LABEL_MANAGED_BY: Final = "captf.io/managed-by"
 MANAGER: Final = "captf"
 MANAGED_BY: Final = {LABEL_MANAGED_BY: MANAGER}
+# On every Secret CAPTF writes (state, backups, inputs): `clusterctl move` carries
+# Secrets that chain to a Cluster by owners or carry this label, and a state has no owner
+# (it outlives its object by design), so without it the state would stay behind.
+LABEL_CLUSTERCTL_MOVE: Final = "clusterctl.cluster.x-k8s.io/move"
 # On the objects the watch benchmark creates (controller/bench/watch.py).
 LABEL_BENCH: Final = "captf.io/bench"
 LABEL_BENCH_BURST: Final = "captf.io/bench-burst"

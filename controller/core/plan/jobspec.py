@@ -18,6 +18,7 @@ from controller.core.basics.names import (
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
     ANN_SEQ,
+    LABEL_CLUSTERCTL_MOVE,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_OP,
@@ -71,7 +72,7 @@ def inputs_secret(obj: Json, inputs: Inputs) -> Json:
         "metadata": {
             "name": inputs_secret_name(meta["name"], inputs),
             "namespace": meta["namespace"],
-            "labels": object_labels(obj) | MANAGED_BY,
+            "labels": object_labels(obj) | MANAGED_BY | {LABEL_CLUSTERCTL_MOVE: ""},
             "annotations": {ANN_INPUTS_HASH: inputs.hash},
             "ownerReferences": [owner_reference(obj, controller=False)],
         },
