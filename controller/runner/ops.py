@@ -28,7 +28,7 @@ from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
 from controller.runner.result import MESSAGE_LIMIT, RunnerResult, bounded
-from controller.runner.state import StateError, StateStore, StoredState
+from controller.runner.state import StateError, StateStore, StoredState, contract_reading
 from controller.runner.tofu import Exit
 from controller.runner.workdir import RenderError, render
 from runtime.errors import ApiError
@@ -231,6 +231,7 @@ async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
         message=f"applied: {_summary(plan)}",
         state_serial=serial,
         outputs=written,
+        contract=_reading(ctx),
     )
 
 
@@ -281,9 +282,20 @@ async def _write_op(
     serial = await _save_state(ctx, old, keep)
     if ex.code != 0:
         return _tofu_failed(ctx, what, ex, serial)
+    reading = None if ctx.env.op is Op.DESTROY else _reading(ctx)
     return RunnerResult(
-        outcome=Outcome.SUCCESS, message=f"tofu {what} succeeded", state_serial=serial
+        outcome=Outcome.SUCCESS,
+        message=f"tofu {what} succeeded",
+        state_serial=serial,
+        contract=reading,
     )
+
+
+def _reading(ctx: OpContext) -> dict[str, object] | None:
+    """The contract reading of the state tofu left (None outside the contract): the
+    controller refreshes a machine or pool whose apply left outputs pending."""
+    path = ctx.work_dir / STATE_KEY
+    return contract_reading(path.read_bytes(), ctx.env.object_kind) if path.exists() else None
 
 
 async def _restore(ctx: OpContext) -> RunnerResult:

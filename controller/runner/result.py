@@ -27,6 +27,8 @@ class RunnerResult:
     # The contract outputs a failed plan found the module lacks: the error kind
     # `outputs-missing`, which the controller shows as OutputsValid=False/OutputsMissing.
     missing_outputs: tuple[str, ...] | None = None
+    # The contract reading of the state left (apply, refresh): pending outputs, health.
+    contract: dict[str, object] | None = None
 
     def to_json(self) -> str:
         """The annotation value: only the keys that apply to this op."""
@@ -39,6 +41,8 @@ class RunnerResult:
             body["drift"] = self.drift
         if self.outputs is not None:
             body["outputs"] = list(self.outputs)
+        if self.contract is not None:
+            body["contract"] = self.contract
         if self.missing_outputs is not None:
             body["error"] = {"kind": OUTPUTS_MISSING, "outputs": list(self.missing_outputs)}
         return orjson.dumps(body).decode()

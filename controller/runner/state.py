@@ -43,7 +43,7 @@ from controller.core.basics.names import (
     STATE_KEY,
     STATE_OUTPUTS_KEY,
 )
-from controller.core.contract.outputs import values_of
+from controller.core.contract.outputs import Pending, Valid, decode, values_of
 from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.runner.kube import Json, Kube
 from runtime.errors import ApiError
@@ -88,6 +88,21 @@ def contract_outputs(data: bytes, kind: str) -> bytes | None:
     found = values_of((document.get("outputs") if isinstance(document, dict) else None) or {})
     chosen = {name: found[name] for name in names if name in found}
     return json.dumps(chosen, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def contract_reading(data: bytes, kind: str) -> dict[str, object] | None:
+    """What the result says of the contract outputs (controller/core/jobs/readings.py):
+    the outputs still null and the health's state. None for a kind outside the contract,
+    or outputs that do not decode (the controller reports those from outputs.json)."""
+    raw = contract_outputs(data, kind)
+    if raw is None:
+        return None
+    decoded = decode(contract_for_kind(kind).role, json.loads(raw))
+    if not isinstance(decoded, Valid | Pending):
+        return None
+    waiting = decoded.waiting if isinstance(decoded, Pending) else ()
+    health = decoded.outputs.health
+    return {"pending": list(waiting), "health": None if health is None else health.state}
 
 
 def serial_of(data: bytes) -> int:

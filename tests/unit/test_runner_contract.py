@@ -12,11 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
+from controller.core.basics.names import ANN_RESULT, MACHINE
 from controller.core.contract import inputs as contract
 from controller.core.contract.sources import Bootstrap
 from controller.core.jobs.job import Outcome
+from controller.core.jobs.readings import reading_of
 from controller.runner.ops import execute
 from controller.runner.result import RunnerResult
+from controller.runner.state import contract_reading
 from controller.runner.workdir import BACKEND_OVERRIDE_FILE, RenderError, render, root_dir
 from tests.runner_fakes import FakeKube, data_of, secret
 from tests.unit.test_runner_ops import HASH, ScriptedTofu, environ
@@ -156,3 +159,35 @@ async def test_a_plan_naming_an_undeclared_output_reports_outputs_missing(
 
 def test_other_failures_carry_no_error_kind() -> None:
     assert "error" not in json.loads(RunnerResult(outcome=Outcome.FAILURE).to_json())
+
+
+def test_the_result_carries_the_contract_reading_of_the_state_left() -> None:
+    """What the schedule waits on (controller/core/jobs/readings.py): the outputs still null,
+    and the health's state; nothing for a kind outside the contract."""
+    state = {
+        "version": 4,
+        "serial": 3,
+        "outputs": {
+            "provider_id": {"value": None, "type": "string"},
+            "addresses": {"value": [], "type": ["list", "string"]},
+            "failure_domain": {"value": None, "type": "string"},
+            "interruptible": {"value": False, "type": "bool"},
+            "health": {"value": {"state": "pending", "healthy": False}, "type": "object"},
+        },
+    }
+    data = json.dumps(state).encode()
+    reading = contract_reading(data, MACHINE)
+    assert reading == {"pending": ["provider_id"], "health": "pending"}
+    ready = json.loads(data)
+    ready["outputs"]["provider_id"]["value"] = "captf://demo/m-0"
+    ready["outputs"]["health"]["value"] = {"state": "running", "healthy": True}
+    assert contract_reading(json.dumps(ready).encode(), MACHINE) == {
+        "pending": [],
+        "health": "running",
+    }
+    assert contract_reading(data, "Job") is None
+    reading_job = {"metadata": {"annotations": {ANN_RESULT: json.dumps({"contract": reading})}}}
+    found = reading_of(reading_job)
+    assert found is not None
+    assert not found.definite
+    assert found.health_pending
