@@ -64,7 +64,7 @@ async def _pool(system: System) -> None:
         "metadata": {"name": "workers"},
         "spec": {
             "clusterRef": {"name": "web"},
-            "module": {"configMapRef": {"name": "workers-module"}},
+            "source": {"configMapRef": {"name": "workers-module"}},
             "variables": {"dir": str(system.infra)},
             "variablesFrom": [{"secretRef": {"name": "web-outputs", "key": "endpoint"}}],
             "credentialsRef": {"name": "creds"},

@@ -112,7 +112,7 @@ class Kube:
             "kind": "TerraformCluster",
             "metadata": {"name": name},
             "spec": {
-                "module": {"configMapRef": {"name": f"{name}-module"}},
+                "source": {"configMapRef": {"name": f"{name}-module"}},
                 "variables": {"size": 1},
                 "credentialsRef": {"name": "creds"},
                 "jobs": {"image": "captf:dev"} | (jobs or {}),

@@ -148,7 +148,7 @@ async def _create_pool(kube: Kube) -> None:
         "metadata": {"name": "p1"},
         "spec": {
             "clusterRef": {"name": "c1"},
-            "module": {"configMapRef": {"name": "p1-module"}},
+            "source": {"configMapRef": {"name": "p1-module"}},
             "variables": {"size": 2},
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"},

@@ -77,7 +77,7 @@ async def _create_pool(kube: Kube, name: str) -> None:
         "metadata": {"name": name},
         "spec": {
             "clusterRef": {"name": "c1"},
-            "module": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
+            "source": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
             "variables": {"size": 2},
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"},

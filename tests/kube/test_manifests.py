@@ -100,7 +100,7 @@ def rejection(call: Callable[[], object]) -> RequestFailed:
 def minimal(kind: str, name: str = "obj") -> Obj:
     """The smallest valid object of `kind`: required fields only."""
     spec: Obj = {
-        "module": {"configMapRef": {"name": "module"}},
+        "source": {"configMapRef": {"name": "module"}},
         "credentialsRef": {"name": "credentials"},
         "jobs": {"image": "runner:1"},
     }
@@ -384,7 +384,7 @@ def _machine_with_inputs() -> Obj:
 
 
 INPUT_CHANGES: dict[str, Obj] = {
-    "another module": {"module": {"configMapRef": {"name": "other"}}},
+    "another module": {"source": {"configMapRef": {"name": "other"}}},
     "a changed variable": {"variables": {"size": 3}},
     "a nested change": {"variables": {"tags": {"a": "c"}}},
     "an added variable": {"variables": {"extra": True}},
@@ -455,7 +455,7 @@ def test_cluster_and_pool_inputs_can_change(
     obj["spec"]["variables"] = {"size": 2}
     create(apiserver, obj, namespace)
     changed = {
-        "module": {"configMapRef": {"name": "other"}},
+        "source": {"configMapRef": {"name": "other"}},
         "variables": {"size": 3},
         "variablesFrom": [{"secretRef": {"name": "vars"}}],
     }

@@ -18,7 +18,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import gates, triggers
+from controller.core.decide import gates, owners, pause, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -142,7 +142,7 @@ def not_ready(ctx: Context) -> Decision | None:
             message = f"dependency {dep.kind}/{dep.name} is missing or not Ready"
             return Requeue(Reason.DEPENDENCIES_NOT_READY, NOT_READY_WAIT, message=message)
     if snap.kind != CLUSTER:
-        cluster = cluster_of(snap.obj)
+        cluster = cluster_of(snap.obj, snap.related)
         if not _is_ready(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is missing or not Ready"
             return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)
@@ -303,10 +303,22 @@ def run(
     )
 
 
+# The order is the contract: a Job of this controller's is never created twice, a
+# running Job is awaited; then what Cluster API forbids (pause.py: a move is never a
+# destroy, a paused object starts nothing, pause before deletion); then the deletion;
+# then, for anything but a destroy, whom the object acts for (owners.py); then the ops.
 STEPS: tuple[Step, ...] = (
     cache_behind,
     running,
+    pause.moved,
+    pause.paused,
+    pause.externally_managed,
+    pause.deletion_blocked,
     deleting,
+    owners.owner_waits,
+    owners.member_cluster,
+    owners.cluster_infrastructure,
+    owners.bootstrap_data,
     restore,
     not_ready,
     state,
