@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from controller.dev.clusterapi import install_crds_only
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
@@ -27,9 +28,11 @@ settings.load_profile("captf")
 
 @pytest.fixture(scope="session")
 def apiserver() -> Iterator[ApiServer]:
-    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml Established."""
+    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml and Cluster
+    API's CRDs Established (the controller watches Clusters, Machines and MachinePools)."""
     with terminate_as_interrupt(), ApiServer() as server:
         server.install_crds(CRD_DIR)
+        install_crds_only(server, server.workdir / "capi")
         yield server
 
 
@@ -40,6 +43,7 @@ def cluster() -> Iterator[ApiServer]:
     from `apiserver`, where tests play the Job controller themselves."""
     with terminate_as_interrupt(), ApiServer(controller_manager=True) as server:
         server.install_crds(CRD_DIR)
+        install_crds_only(server, server.workdir / "capi")
         yield server
 
 
