@@ -114,9 +114,21 @@ class InformerSpec:
         )
 
 
+def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
+    """List items come without apiVersion and kind; decisions and owner references need them."""
+    if obj.get("kind") == kind and obj.get("apiVersion"):
+        return obj
+    return {"apiVersion": api_version, "kind": kind} | obj
+
+
+# Kept with their kind: list items come without it, and the owner readers (refs.py) and
+# the indexes built on them tell a TerraformCluster from a member by it.
 OBJECTS: Final = {
     kind: InformerSpec(
-        resource=Resource(GROUP, VERSION, PLURALS[kind]), sharded=True, indexes=OBJECT_INDEXES
+        resource=Resource(GROUP, VERSION, PLURALS[kind]),
+        sharded=True,
+        transform=partial(with_kind, api_version=API_VERSION, kind=kind),
+        indexes=OBJECT_INDEXES,
     )
     for kind in KINDS
 }
@@ -162,13 +174,6 @@ SLOT_LEASES: Final = InformerSpec(
     labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
     indexes=LEASE_INDEXES,
 )
-
-
-def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
-    """List items come without apiVersion and kind; decisions and owner references need them."""
-    if obj.get("kind") == kind and obj.get("apiVersion"):
-        return obj
-    return {"apiVersion": api_version, "kind": kind} | obj
 
 
 # Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
@@ -249,7 +254,7 @@ class Caches:
         return [lease for inf in self.lease_caches() for lease in inf.store]
 
     def by_kind(self) -> dict[str, list[Json]]:
-        """Every cached CAPTF object, by kind (as stored: without apiVersion and kind)."""
+        """Every cached CAPTF object, by kind (as stored, with apiVersion and kind)."""
         return {kind: list(inf.store) for kind, inf in self.objects.items()}
 
     def object(self, kind: str, namespace: str, name: str) -> Json | None:

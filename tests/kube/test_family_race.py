@@ -76,7 +76,6 @@ async def _create_pool(kube: Kube, name: str) -> None:
         "kind": POOL,
         "metadata": {"name": name},
         "spec": {
-            "clusterRef": {"name": "c1"},
             "source": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
             "variables": {"size": 2},
             "credentialsRef": {"name": "creds"},
@@ -84,7 +83,7 @@ async def _create_pool(kube: Kube, name: str) -> None:
             "refresh": HOURLY,
         },
     }
-    await kube.call("POST", kube.captf_path("terraformmachinepools"), body)
+    await kube.create_member(body)
 
 
 def _running(jobs: list[Json]) -> list[Json]:

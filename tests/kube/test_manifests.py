@@ -325,7 +325,7 @@ INVALID = {
     ),
     "source without configMapRef": (
         _set("source", {}),
-        'spec.source: Invalid value: "object": spec.source needs a configMapRef',
+        "spec.source: Invalid value: spec.source needs a configMapRef",
     ),
     "configMapRef without name": (
         _set("source", {"configMapRef": {}}),
