@@ -17,11 +17,20 @@ from controller.core.basics.names import (
     ANN_RESULT,
     ANN_SERIAL,
     API_VERSION,
+    CAPI_API_VERSION,
+    CAPI_CLUSTER,
+    CAPI_MACHINE,
+    CAPI_POOL,
     CLUSTER,
+    GROUP,
+    LABEL_CLUSTER_NAME,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_OP,
     LABEL_UID,
+    MACHINE,
+    OWNER_KINDS,
+    POOL,
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide import snapshot
@@ -34,6 +43,9 @@ NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 NS = "default"
 MODULE = {"main.tf": 'resource "terraform_data" "x" {\n  input = var.size\n}\n'}
 VARIABLES: Json = {"size": 3}
+# A role module: it declares the contract's version input, so the controller renders a
+# root around it and passes the contract inputs (controller/core/contract/roles.py).
+ROLE_MODULE = MODULE | {"contract.tf": 'variable "captf_contract" {\n  type = string\n}\n'}
 
 
 def ago(minutes: float = 0.0, seconds: float = 0.0) -> datetime:
@@ -55,16 +67,24 @@ def captf(
     deleting: datetime | None = None,
     finalizers: list[str] | None = None,
     ready: bool | None = None,
+    owner: str | None = "",
+    cluster: str | None = "c1",
 ) -> Json:
+    """A CAPTF object. Its Cluster API owner (`owner`: "" is its own name, None none) is a
+    Cluster for a TerraformCluster, a Machine or MachinePool for a member, whose
+    cluster-name label is `cluster` (None: no label). `owners_of` builds those owners."""
     base_spec: Json = {
-        "module": {"configMapRef": {"name": f"{name}-module"}},
+        "source": {"configMapRef": {"name": f"{name}-module"}},
         "variables": dict(VARIABLES),
         "credentialsRef": {"name": "creds"},
         "jobs": {"image": "captf:dev"},
     }
-    if kind != CLUSTER:
-        base_spec["clusterRef"] = {"name": "c1"}
     meta: Json = {"name": name, "namespace": NS, "uid": uid or f"uid-{name}"}
+    if owner is not None:
+        owner_name = owner or name
+        meta["ownerReferences"] = [_owner_ref(OWNER_KINDS[kind], owner_name)]
+    if kind != CLUSTER and cluster is not None:
+        meta["labels"] = {LABEL_CLUSTER_NAME: cluster}
     meta["creationTimestamp"] = ts(ago(minutes=600))
     if annotations:
         meta["annotations"] = dict(annotations)
@@ -79,6 +99,91 @@ def captf(
         condition = {"type": "Ready", "status": "True" if ready else "False"}
         obj["status"]["conditions"] = [condition]
     return obj
+
+
+def _owner_ref(kind: str, name: str) -> Json:
+    return {
+        "apiVersion": CAPI_API_VERSION,
+        "kind": kind,
+        "name": name,
+        "uid": f"uid-{kind.lower()}-{name}",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _infra_ref(kind: str, name: str) -> Json:
+    return {"apiGroup": GROUP, "kind": kind, "name": name}
+
+
+def _capi(kind: str, name: str, spec: Json, labels: dict[str, str] | None = None) -> Json:
+    meta: Json = {"name": name, "namespace": NS, "uid": f"uid-{kind.lower()}-{name}"}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {"apiVersion": CAPI_API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
+
+
+def capi_cluster(
+    name: str = "c1",
+    *,
+    infra: str | None = "",
+    infra_kind: str = CLUSTER,
+    provisioned: bool = True,
+    paused: bool = False,
+) -> Json:
+    """A Cluster API Cluster whose infrastructureRef names `infra` ("" its own name, None
+    nothing), its infrastructure provisioned or not."""
+    spec: Json = {}
+    if infra is not None:
+        spec["infrastructureRef"] = _infra_ref(infra_kind, infra or name)
+    if paused:
+        spec["paused"] = True
+    obj = _capi(CAPI_CLUSTER, name, spec)
+    obj["status"] = {"initialization": {"infrastructureProvisioned": provisioned}}
+    return obj
+
+
+def capi_machine(
+    name: str, *, infra: str | None = "", cluster: str = "c1", bootstrap: str | None = ""
+) -> Json:
+    """A Machine naming the TerraformMachine `infra` ("" its own name), with the bootstrap
+    data Secret `bootstrap` ("" `<name>-bootstrap`, None not yet)."""
+    spec: Json = {"clusterName": cluster, "bootstrap": {}}
+    if infra is not None:
+        spec["infrastructureRef"] = _infra_ref(MACHINE, infra or name)
+    if bootstrap is not None:
+        spec["bootstrap"]["dataSecretName"] = bootstrap or f"{name}-bootstrap"
+    return _capi(CAPI_MACHINE, name, spec, {LABEL_CLUSTER_NAME: cluster})
+
+
+def capi_pool(
+    name: str, *, infra: str | None = "", cluster: str = "c1", bootstrap: str | None = ""
+) -> Json:
+    """A MachinePool whose template names the TerraformMachinePool `infra` and `bootstrap`."""
+    inner = capi_machine(name, infra=None, cluster=cluster, bootstrap=bootstrap)["spec"]
+    if infra is not None:
+        inner["infrastructureRef"] = _infra_ref(POOL, infra or name)
+    spec: Json = {"clusterName": cluster, "replicas": 1, "template": {"spec": inner}}
+    return _capi(CAPI_POOL, name, spec, {LABEL_CLUSTER_NAME: cluster})
+
+
+def bootstrap_secret(name: str, value: str | None = "#cloud-config\n") -> Json:
+    """The bootstrap data Secret of `name` (`<name>-bootstrap`); value None: no `value` key."""
+    data = {"format": "cloud-config"} | ({"value": value} if value is not None else {})
+    return secret(f"{name}-bootstrap", data)
+
+
+def owners_of(obj: Json, *, cluster: Json | None = None) -> list[Json]:
+    """The Cluster API objects that let `obj` act: its owner naming it back, a member's
+    Cluster (`cluster`, else one naming TerraformCluster c1, provisioned) and its
+    bootstrap data Secret."""
+    name, kind = obj["metadata"]["name"], obj["kind"]
+    if kind == CLUSTER:
+        return [capi_cluster(name)]
+    label = (obj["metadata"].get("labels") or {}).get(LABEL_CLUSTER_NAME, "c1")
+    owner = capi_machine(name, cluster=label) if kind == MACHINE else capi_pool(name, cluster=label)
+    assert kind in (MACHINE, POOL)
+    return [owner, bootstrap_secret(name), cluster or capi_cluster(label, infra="c1")]
 
 
 def _merge(base: Json, override: Json) -> Json:
@@ -193,9 +298,12 @@ def lease(name: str, holder: str | None = None, labels: dict[str, str] | None = 
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
 
-def base_objects(name: str = "c1", *, applied: bool = True) -> list[Json]:
-    """The objects a healthy, applied cluster has: module, credentials, state."""
-    out = [module_configmap(name), secret("creds", {"token": "t"})]
+def base_objects(
+    name: str = "c1", *, applied: bool = True, module: dict[str, str] | None = None
+) -> list[Json]:
+    """The objects a healthy, applied cluster has: its Cluster API Cluster, module,
+    credentials, state."""
+    out = [capi_cluster(name), module_configmap(name, module), secret("creds", {"token": "t"})]
     if applied:
         out.append(state(name, serial=1, inputs=current_hash()))
     return out

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from hypothesis import settings
 
-from controller.dev.clusterapi import ClusterApi
+from controller.dev.clusterapi import ClusterApi, install_crds_only
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
@@ -31,9 +31,11 @@ settings.load_profile("captf")
 
 @pytest.fixture(scope="session")
 def apiserver() -> Iterator[ApiServer]:
-    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml Established."""
+    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml and Cluster
+    API's CRDs Established (the controller watches Clusters, Machines and MachinePools)."""
     with terminate_as_interrupt(), ApiServer() as server:
         server.install_crds(CRD_DIR)
+        install_crds_only(server, server.workdir / "capi")
         yield server
 
 
@@ -44,6 +46,7 @@ def cluster() -> Iterator[ApiServer]:
     from `apiserver`, where tests play the Job controller themselves."""
     with terminate_as_interrupt(), ApiServer(controller_manager=True) as server:
         server.install_crds(CRD_DIR)
+        install_crds_only(server, server.workdir / "capi")
         yield server
 
 

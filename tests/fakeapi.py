@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.basics.names import (
+    CAPI_PLURALS,
     KINDS,
     LABEL_MANAGED_BY,
     LABEL_SCOPE,
@@ -224,6 +225,8 @@ class FakeApi:
         version = str(next(self._versions))
         for kind, informer in caches.objects.items():
             _fill(informer, self.of(PLURALS[kind]), version)
+        for kind, informer in caches.capi.items():
+            _fill(informer, self.of(CAPI_PLURALS[kind]), version)
         _fill(caches.jobs, [j for j in self.of("jobs") if LABEL_UID in _labels(j)], version)
         secrets = self.of("secrets")
         own = [s for s in secrets if _labels(s).get(LABEL_MANAGED_BY) == MANAGER]

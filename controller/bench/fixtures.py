@@ -50,7 +50,7 @@ def namespace_body(name: str) -> dict[str, Any]:
 
 def _spec(deadline: int = 3600) -> dict[str, Any]:
     return {
-        "module": {"configMapRef": {"name": "module"}},
+        "source": {"configMapRef": {"name": "module"}},
         "variables": {"size": 1, "region": "eu-west-1"},
         "credentialsRef": {"name": "creds"},
         "jobs": {

@@ -13,7 +13,7 @@ from typing import Any
 
 from controller.cli.kinds import ALIASES
 from controller.cli.snapshot_file import SnapshotError
-from controller.core.basics.names import KINDS, LABEL_SCOPE, LABEL_UID, SCOPE_RUN_SLOT
+from controller.core.basics.names import CAPI_KINDS, KINDS, LABEL_SCOPE, LABEL_UID, SCOPE_RUN_SLOT
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.io import api
 from runtime.cache.resource import Resource
@@ -110,6 +110,8 @@ async def _read(
         related: list[Json] = []
         for other in KINDS:
             related += await listed(t, api.OBJECTS[other], other, ns)
+        for other in CAPI_KINDS:
+            related += await listed(t, api.CAPI_OBJECTS[other], other, ns)
         seen = {(x["metadata"].get("namespace"), x["metadata"]["name"]) for x in leases}
         slots = [
             s for s in slots if (s["metadata"].get("namespace"), s["metadata"]["name"]) not in seen

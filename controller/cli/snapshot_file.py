@@ -18,12 +18,12 @@ from typing import Any
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import KINDS
+from controller.core.basics.names import CAPI_KINDS, KINDS
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
 
-KNOWN_KINDS = frozenset({*KINDS, "Job", "Secret", "ConfigMap", "Lease"})
+KNOWN_KINDS = frozenset({*KINDS, *CAPI_KINDS, "Job", "Secret", "ConfigMap", "Lease"})
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
 # The JSON types of the CAPTF fields DecideOp reads, as the CRD schema declares them: a
@@ -32,15 +32,13 @@ _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadli
 Shape = type | dict[str, "Shape"] | list["Shape"]
 _REF: Shape = {"name": str}
 _SPEC: Shape = {
-    "module": {"configMapRef": _REF},
+    "source": {"configMapRef": _REF},
     "variables": dict,
     "variablesFrom": [
         {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}
     ],
     "credentialsRef": _REF,
     "dependsOn": [{"kind": str, "name": str}],
-    "clusterRef": _REF,
-    "poolRef": _REF,
     "jobs": {
         "image": str,
         "serviceAccountName": str,
@@ -61,12 +59,26 @@ _META: Shape = {
     "namespace": str,
     "uid": str,
     "finalizers": [str],
-    "ownerReferences": [{"kind": str, "name": str, "uid": str}],
+    "ownerReferences": [
+        {"apiVersion": str, "kind": str, "name": str, "uid": str, "controller": bool}
+    ],
 }
+# The Cluster API fields DecideOp reads (controller/core/spec/refs.py, decide/owners.py).
+_INFRA_REF: Shape = {"apiGroup": str, "kind": str, "name": str}
+_BOOTSTRAP: Shape = {"dataSecretName": str}
+_CAPI_STATUS: Shape = {"initialization": {"infrastructureProvisioned": bool}}
 _BY_KIND: dict[str, dict[str, Shape]] = {
     "ConfigMap": {"data": dict},
     "Secret": {"data": dict, "stringData": dict},
     "Lease": {"spec": {"holderIdentity": str}},
+    "Cluster": {
+        "spec": {"paused": bool, "infrastructureRef": _INFRA_REF},
+        "status": _CAPI_STATUS,
+    },
+    "Machine": {"spec": {"infrastructureRef": _INFRA_REF, "bootstrap": _BOOTSTRAP}},
+    "MachinePool": {
+        "spec": {"template": {"spec": {"infrastructureRef": _INFRA_REF, "bootstrap": _BOOTSTRAP}}}
+    },
 }
 
 

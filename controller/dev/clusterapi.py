@@ -126,6 +126,21 @@ def _from_script(build: bool) -> Path:
     return Path(lines[-1])
 
 
+def install_crds_only(server: Server, workdir: Path, bin_dir: Path | None = None) -> list[str]:
+    """Cluster API's CRDs on `server`, Established, with no manager and no webhooks: what a
+    test needs to create Clusters, Machines and MachinePools as plain objects (and what
+    the controller's informers list). `workdir` receives the fitted copies; `bin_dir` is
+    `capi_dir()` by default. Returns the CRDs' names."""
+    directory = workdir / "crds"
+    directory.mkdir(parents=True, exist_ok=True)
+    for source in sorted(((bin_dir or capi_dir()) / "crds").glob("*.yaml")):
+        docs = yaml.load_all(source.read_text(), Loader=_LOADER)
+        # Written as JSON (which is YAML): dumping 1 MB of YAML in Python takes a second.
+        fitted = [json.dumps(served_storage_only(doc)) for doc in docs]
+        (directory / source.name).write_text("\n---\n".join(fitted))
+    return server.install_crds(directory)
+
+
 def served_storage_only(crd: Json) -> Json:
     """`crd` with every version but the storage one unserved (see the module docstring)."""
     fitted = copy.deepcopy(crd)
@@ -279,14 +294,7 @@ class ClusterApi(RunsInContext):
 
     def _install_crds(self, bin_dir: Path) -> bytes:
         """CRDs, until Established, and the serving certificate, whose PEM it returns."""
-        crds = self.workdir / "crds"
-        crds.mkdir(parents=True, exist_ok=True)
-        for source in sorted((bin_dir / "crds").glob("*.yaml")):
-            docs = yaml.load_all(source.read_text(), Loader=_LOADER)
-            # Written as JSON (which is YAML): dumping 1 MB of YAML in Python takes a second.
-            fitted = [json.dumps(served_storage_only(doc)) for doc in docs]
-            (crds / source.name).write_text("\n---\n".join(fitted))
-        self.crds = self._server.install_crds(crds)
+        self.crds = install_crds_only(self._server, self.workdir, bin_dir)
         return write_serving_cert(self.workdir / "serving-certs")
 
     def _apply(self, configurations: list[Json]) -> None:

@@ -26,6 +26,7 @@ from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
 from controller.dev.timeline import Timeline
 from controller.io.api import (
+    CAPI_OBJECTS,
     CONFIGMAPS,
     OBJECTS,
     PODS,
@@ -50,6 +51,7 @@ NAMESPACE = "default"
 # What the examples and the runner's RBAC hold, by kind.
 _EXAMPLE_RESOURCES = {
     **OBJECTS,
+    **CAPI_OBJECTS,
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
     "ServiceAccount": SERVICE_ACCOUNTS,

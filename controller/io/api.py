@@ -14,7 +14,16 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from controller.core import Event
-from controller.core.basics.names import GROUP, KINDS, PLURALS, VERSION
+from controller.core.basics.names import (
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_PLURALS,
+    CAPI_VERSION,
+    GROUP,
+    KINDS,
+    PLURALS,
+    VERSION,
+)
 from runtime import events
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError
@@ -40,6 +49,10 @@ class Api(Protocol):
 # The resources controller/ reads or writes, by the API group, version and plural that
 # locate them; the core group is "".
 OBJECTS: Final = {kind: Resource(GROUP, VERSION, PLURALS[kind]) for kind in KINDS}
+# Cluster API's Cluster, Machine and MachinePool: read only, never written.
+CAPI_OBJECTS: Final = {
+    kind: Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[kind]) for kind in CAPI_KINDS
+}
 JOBS: Final = Resource("batch", "v1", "jobs")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 SECRETS: Final = Resource("", "v1", "secrets")

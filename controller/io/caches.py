@@ -17,18 +17,29 @@ from typing import Any, Final
 from controller.core import (
     CONFIGMAP,
     SECRET,
+    ObjectRef,
     Snapshot,
-    cluster_of,
+    bootstrap_secret_of,
+    capi_cluster_ref,
+    cluster_name_of,
     configmaps_read,
     dependencies,
     infrastructure_cluster_of,
     job_env,
+    owner_of,
     result,
     secrets_read,
     spec_of,
+    terraform_cluster_of,
 )
 from controller.core.basics.names import (
     API_VERSION,
+    CAPI_API_VERSION,
+    CAPI_CLUSTER,
+    CAPI_GROUP,
+    CAPI_KINDS,
+    CAPI_PLURALS,
+    CAPI_VERSION,
     CLUSTER,
     GROUP,
     KINDS,
@@ -50,6 +61,7 @@ from controller.io.indexes import (
     BY_NAMESPACE,
     BY_SCOPE,
     BY_UID,
+    CAPI_INDEXES,
     JOB_INDEXES,
     LEASE_INDEXES,
     OBJECT_INDEXES,
@@ -104,9 +116,21 @@ class InformerSpec:
         )
 
 
+def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
+    """List items come without apiVersion and kind; decisions and owner references need them."""
+    if obj.get("kind") == kind and obj.get("apiVersion"):
+        return obj
+    return {"apiVersion": api_version, "kind": kind} | obj
+
+
+# Kept with their kind: list items come without it, and the owner readers (refs.py) and
+# the indexes built on them tell a TerraformCluster from a member by it.
 OBJECTS: Final = {
     kind: InformerSpec(
-        resource=Resource(GROUP, VERSION, PLURALS[kind]), sharded=True, indexes=OBJECT_INDEXES
+        resource=Resource(GROUP, VERSION, PLURALS[kind]),
+        sharded=True,
+        transform=partial(with_kind, api_version=API_VERSION, kind=kind),
+        indexes=OBJECT_INDEXES,
     )
     for kind in KINDS
 }
@@ -154,11 +178,16 @@ SLOT_LEASES: Final = InformerSpec(
 )
 
 
-def with_kind(obj: Obj, api_version: str, kind: str) -> Json:
-    """List items come without apiVersion and kind; decisions and owner references need them."""
-    if obj.get("kind") == kind and obj.get("apiVersion"):
-        return obj
-    return {"apiVersion": api_version, "kind": kind} | obj
+# Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
+# lack it, and the owner readers ask it). Not sharded: they carry no shard label.
+CAPI: Final = {
+    kind: InformerSpec(
+        resource=Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[kind]),
+        transform=partial(with_kind, api_version=CAPI_API_VERSION, kind=kind),
+        indexes=CAPI_INDEXES,
+    )
+    for kind in CAPI_KINDS
+}
 
 
 class Caches:
@@ -191,6 +220,7 @@ class Caches:
             shard=label_selector,
         )
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
+        self.capi = {kind: informer(spec) for kind, spec in CAPI.items()}
         self.jobs = informer(JOBS)
         self.secrets = informer(SECRETS)
         self.own_secrets = informer(OWN_SECRETS)
@@ -208,6 +238,7 @@ class Caches:
     def informers(self) -> list[Informer]:
         return [
             *self.objects.values(),
+            *self.capi.values(),
             self.jobs,
             self.secrets,
             self.own_secrets,
@@ -225,7 +256,7 @@ class Caches:
         return [lease for inf in self.lease_caches() for lease in inf.store]
 
     def by_kind(self) -> dict[str, list[Json]]:
-        """Every cached CAPTF object, by kind (as stored: without apiVersion and kind)."""
+        """Every cached CAPTF object, by kind (as stored, with apiVersion and kind)."""
         return {kind: list(inf.store) for kind, inf in self.objects.items()}
 
     def object(self, kind: str, namespace: str, name: str) -> Json | None:
@@ -238,6 +269,27 @@ class Caches:
             for kind, inf in self.objects.items()
             for o in inf.store.by_index(index, value)
         ]
+
+    def capi_object(self, kind: str, namespace: str, name: str) -> Json | None:
+        """A cached Cluster, Machine or MachinePool (with its kind)."""
+        found = self.capi[kind].store.get(f"{namespace}/{name}") if name else None
+        return None if found is None else with_kind(found, CAPI_API_VERSION, kind)
+
+    def capi_by(self, index: str, value: str) -> list[Json]:
+        return [o for inf in self.capi.values() for o in inf.store.by_index(index, value)]
+
+    def owner(self, obj: Json) -> Json | None:
+        """The Cluster API object a CAPTF object acts for, when cached."""
+        ref = owner_of(obj)
+        ns = obj["metadata"]["namespace"]
+        return self.capi_object(ref.kind, ns, ref.name) if ref is not None else None
+
+    def terraform_cluster(self, obj: Json) -> Json | None:
+        """A member's TerraformCluster, through its Cluster's infrastructureRef."""
+        ns = obj["metadata"]["namespace"]
+        cluster = self.capi_object(CAPI_CLUSTER, ns, cluster_name_of(obj))
+        name = terraform_cluster_of(cluster)
+        return self.object(CLUSTER, ns, name) if name else None
 
     def jobs_of(self, uid: str) -> list[Json]:
         """An object's Jobs, as its decision reads them. Taken once per pass and handed to
@@ -258,7 +310,8 @@ class Caches:
         ns, spec = obj["metadata"]["namespace"], spec_of(obj)
         # Values: to render the inputs, and to redact them from the Jobs' messages.
         carried = {name for job in jobs for name in job_env(job).carried_secrets}
-        wanted = [Wanted(name) for name in {*secrets_read(spec), *carried}]
+        read = {*secrets_read(spec), *carried, *self._bootstrap(obj)}
+        wanted = [Wanted(name) for name in read]
         wanted += [Wanted(name, keys_only=True) for name in _plan_secrets(jobs)]
         await self.secret_data.load(ns, wanted)
         configmaps = configmaps_read(spec)
@@ -273,6 +326,7 @@ class Caches:
         ns, name = meta["namespace"], meta["name"]
         secret_names = [state_secret_name(name), *secrets_read(spec), *_plan_secrets(jobs)]
         secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
+        secret_names += self._bootstrap(obj)
         prefix = inputs_secret_prefix(name)
         secret_names += [
             s["metadata"]["name"]
@@ -307,20 +361,36 @@ class Caches:
         local = [lease for lease in store.by_index(BY_NAMESPACE, ns) if id(lease) not in seen]
         return [with_kind(lease, "coordination.k8s.io/v1", "Lease") for lease in [*slots, *local]]
 
+    def _bootstrap(self, obj: Json) -> list[str]:
+        """The bootstrap data Secret of a member's owner: a user Secret, read like the others."""
+        name = bootstrap_secret_of(self.owner(obj)) if obj.get("kind") != CLUSTER else ""
+        return [name] if name else []
+
     def _related(self, obj: Json) -> dict[tuple[str, str], Json]:
-        """The cluster, the dependencies and (for a cluster) the members, by (kind, name)."""
+        """By ObjectRef: the Cluster API owner and Cluster; a member's TerraformCluster
+        (through that Cluster); the dependencies; and for a TerraformCluster its members
+        (by their Cluster's name)."""
         meta = obj["metadata"]
         ns, uid = meta["namespace"], meta.get("uid")
-        wanted = [(CLUSTER, cluster_of(obj)), *dependencies(spec_of(obj))]
         related: dict[tuple[str, str], Json] = {}
+        for ref in (owner_of(obj), capi_cluster_ref(obj)):
+            found = self.capi_object(ref.kind, ns, ref.name) if ref is not None else None
+            if ref is not None and found is not None:
+                related[ref] = found
+        wanted = list(dependencies(spec_of(obj)))
+        if obj.get("kind") != CLUSTER:
+            ref = capi_cluster_ref(obj)
+            cluster = related.get(ref) if ref is not None else None
+            wanted.append(ObjectRef(CLUSTER, terraform_cluster_of(cluster)))
         for kind, name in wanted:
             other = self.object(kind, ns, name) if kind in self.objects and name else None
             if other is not None and other["metadata"].get("uid") != uid:
-                related[(kind, name)] = other
-        if obj.get("kind") == CLUSTER:
-            for member in self.objects_by(BY_CLUSTER, f"{ns}/{meta['name']}"):
-                if member["metadata"].get("uid") != uid:
-                    related[(member["kind"], member["metadata"]["name"])] = member
+                related[ObjectRef(kind, name)] = other
+        capi_name = cluster_name_of(obj)
+        if obj.get("kind") == CLUSTER and capi_name:
+            for member in self.objects_by(BY_CLUSTER, f"{ns}/{capi_name}"):
+                if member["kind"] != CLUSTER and member["metadata"].get("uid") != uid:
+                    related[ObjectRef(member["kind"], member["metadata"]["name"])] = member
         return related
 
 

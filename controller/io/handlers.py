@@ -4,8 +4,11 @@
   a CAPTF object       itself, unless only the controller's own writes changed; and when
                        what others wait on changed, its dependants and its members (a
                        cluster) or its cluster (a pool or machine)
+  a Cluster            its TerraformCluster and its members (by the cluster-name label)
+  a Machine, Pool      the CAPTF object its infrastructureRef names, and those it owns
   a Job                its object, unless only the accounting mark changed
-  a Secret, ConfigMap  the objects that read it, and the object CAPTF wrote it for
+  a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
+                       machines and pools whose owner takes its bootstrap data from it
   a Lease              once freed, every object waiting for a Lease
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
@@ -17,10 +20,25 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from controller.core import CONFIGMAP, SECRET, cluster_of
-from controller.core.basics.names import CLUSTER, KINDS, LABEL_KIND, LABEL_NAME, LABEL_PLAN_OF
+from controller.core import CONFIGMAP, SECRET, cluster_name_of, infrastructure_ref
+from controller.core.basics.names import (
+    CAPI_CLUSTER,
+    CLUSTER,
+    KINDS,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_PLAN_OF,
+    OWNER_KINDS,
+)
 from controller.io.caches import Caches
-from controller.io.indexes import BY_CLUSTER, BY_DEPENDENCY, BY_REF, BY_WAITING, WAITING_FOR_LEASE
+from controller.io.indexes import (
+    BY_CLUSTER,
+    BY_DEPENDENCY,
+    BY_OWNER,
+    BY_REF,
+    BY_WAITING,
+    WAITING_FOR_LEASE,
+)
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
     lease_freed,
@@ -40,6 +58,8 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     """Registers every handler; before the informers run, or the first adds are missed."""
     for kind, informer in caches.objects.items():
         _add(informer, partial(object_wakes, caches, kind), enqueue)
+    for kind, informer in caches.capi.items():
+        _add(informer, partial(capi_wakes, caches, kind), enqueue)
     _add(caches.jobs, job_wakes, enqueue)
     for informer in (caches.secrets, caches.own_secrets):
         informer.add_handler(caches.secret_data.forget_deleted)
@@ -67,11 +87,34 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
     if seen_by_others(old, new):
         keys += _keys(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
         if kind == CLUSTER:
-            keys += _keys(caches.objects_by(BY_CLUSTER, f"{ns}/{name}"))
+            # Indexed only under a name: a TerraformCluster of no Cluster finds no members.
+            members = caches.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(obj)}")
+            keys += _keys(m for m in members if m["kind"] != CLUSTER)
         else:
-            cluster = caches.object(CLUSTER, ns, cluster_of(obj))
+            cluster = caches.terraform_cluster(obj)
             keys += _keys([cluster] if cluster is not None else [])
     return keys
+
+
+def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    """A Cluster wakes every CAPTF object of it (its TerraformCluster and members); a
+    Machine or MachinePool, the object its infrastructureRef names, before and after the
+    change, and the objects it owns (one that does not name them back waits for it)."""
+    obj = new or old
+    assert obj is not None
+    meta = obj["metadata"]
+    ns, name = meta["namespace"], meta["name"]
+    found: list[Json] = []
+    if kind == CAPI_CLUSTER:
+        found += caches.objects_by(BY_CLUSTER, f"{ns}/{name}")
+    found += caches.objects_by(BY_OWNER, f"{ns}/{kind}/{name}")
+    wanted = {k for k, owner_kind in OWNER_KINDS.items() if owner_kind == kind}
+    for version in (old, new):
+        ref = infrastructure_ref(version or {})
+        if ref.get("kind") in wanted and ref.get("name"):
+            named = caches.object(str(ref["kind"]), ns, str(ref["name"]))
+            found += [named] if named is not None else []
+    return list(dict.fromkeys(_keys(found)))
 
 
 def job_wakes(old: Obj | None, new: Obj | None) -> list[str]:
@@ -96,8 +139,12 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     assert obj is not None
     meta = obj["metadata"]
     ns, name = meta.get("namespace", ""), meta["name"]
-    # Objects that read it (module, variables, credentials, their state)...
+    # Objects that read it (module, variables, credentials, their state), the infrastructure
+    # of the Machines and MachinePools that take their bootstrap data from it...
     keys = _keys(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
+    if kind == SECRET:
+        for capi in caches.capi_by(BY_REF, f"{ns}/{kind}/{name}"):
+            keys += capi_wakes(caches, str(capi.get("kind")), capi, capi)
     # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
     labels = meta.get("labels") or {}
     owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)

@@ -12,9 +12,11 @@ from typing import Final
 from controller.core import (
     CONFIGMAP,
     SECRET,
-    cluster_of,
+    bootstrap_secret_of,
+    cluster_name_of,
     configmaps_read,
     dependencies,
+    owner_of,
     secrets_read,
     spec_of,
 )
@@ -33,7 +35,10 @@ BY_NAMESPACE: Final = "namespace"
 BY_UID: Final = "uid"  # a Job, by its object's uid label
 BY_SCOPE: Final = "scope"  # a Lease, by its scope label: run slots, operations
 BY_REF: Final = "ref"  # "ns/Secret/name", "ns/ConfigMap/name": read or owned
-BY_CLUSTER: Final = "cluster"  # "ns/cluster": a pool or machine, by its cluster
+# "ns/cluster": a CAPTF object by its Cluster API Cluster (a TerraformCluster's owner, a
+# member's cluster-name label)
+BY_CLUSTER: Final = "cluster"
+BY_OWNER: Final = "owner"  # "ns/Kind/name": a CAPTF object, by its Cluster API owner
 BY_DEPENDENCY: Final = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
 BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for a Lease
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
@@ -56,8 +61,20 @@ def ref_index(obj: Obj) -> Iterable[str]:
 
 
 def cluster_index(obj: Obj) -> Iterable[str]:
-    cluster = cluster_of(obj)
+    cluster = cluster_name_of(obj)
     return [f"{obj['metadata'].get('namespace', '')}/{cluster}"] if cluster else []
+
+
+def owner_index(obj: Obj) -> Iterable[str]:
+    owner = owner_of(obj)
+    ns = obj["metadata"].get("namespace", "")
+    return [f"{ns}/{owner.kind}/{owner.name}"] if owner is not None else []
+
+
+def bootstrap_index(owner: Obj) -> Iterable[str]:
+    """A Machine or MachinePool, by its bootstrap data Secret (BY_REF's form)."""
+    name = bootstrap_secret_of(owner)
+    return [f"{owner['metadata'].get('namespace', '')}/{SECRET}/{name}"] if name else []
 
 
 def dependency_index(obj: Obj) -> Iterable[str]:
@@ -88,9 +105,13 @@ OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_REF: ref_index,
     BY_CLUSTER: cluster_index,
+    BY_OWNER: owner_index,
     BY_DEPENDENCY: dependency_index,
     BY_WAITING: waiting_index,
 }
+# A Machine's or MachinePool's informer (bootstrap_index reads the kind, which list items
+# lack: the transform in caches.py restores it).
+CAPI_INDEXES: Final[dict[str, IndexFunc]] = {BY_REF: bootstrap_index}
 JOB_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
 SECRET_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_INPUTS_OF: inputs_of_index,

@@ -8,14 +8,20 @@ decided with it, so its echo from the watch must not wake the object again."""
 from __future__ import annotations
 
 from controller.core import holder_of, member_jobs, ready_of
-from controller.core.basics.names import ANN_ACCOUNTED, FINALIZER, LABEL_RETRY_CAPPED
+from controller.core.basics.names import (
+    ANN_ACCOUNTED,
+    ANN_BLOCK_MOVE,
+    FINALIZER,
+    LABEL_RETRY_CAPPED,
+)
 from runtime.cache.resource import Obj
 
 
 def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
     """Whether an update changed nothing but what the controller itself writes on a CAPTF
-    object: status, its finalizer, the retry-capped label. Such an event must not wake the
-    object again (the pass that wrote it already decided with it); any other change
+    object: status, its finalizer, the retry-capped label, the block-move annotation. Such
+    an event must not wake the object again (the pass that wrote it already decided with
+    it); any other change
     (spec, labels and annotations that are not ours, deletion, foreign finalizers) does."""
     if old is None or new is None:
         return False
@@ -26,11 +32,12 @@ def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
     meta = obj["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != LABEL_RETRY_CAPPED}
     finalizers = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANN_BLOCK_MOVE}
     return (
         obj.get("spec"),
         meta.get("uid"),
         meta.get("deletionTimestamp"),
-        meta.get("annotations") or {},
+        notes,
         labels,
         finalizers,
     )

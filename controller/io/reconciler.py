@@ -49,8 +49,10 @@ state left, plans the rest; every step is idempotent):
                          fields written and plans none; a 409 retries the key.
   9. status              One merge patch, after the Job exists: the status names only
                          Jobs that exist.
- 10. label               The retry-capped label, after its RetryCapped Event.
- 11. finalizer removed   Last: the object goes once nothing is left to do.
+ 10. metadata           The retry-capped label, after its RetryCapped Event; the
+                         block-move annotation, set once the Job exists and removed
+                         once it is accounted (a crash before it: the next pass sets it).
+ 11. finalizer removed  Last: the object goes once nothing is left to do.
 
 A 409 (a Lease or the object changed meanwhile, a create raced) stops the block and
 retries the reconcile through the rate limiter: a conflict is a retry, not an error."""
@@ -183,10 +185,10 @@ class Reconciler:
             obj = _typed(obj, updated)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
-        if todo.labels is not None:
-            # Only our label's key: a merge patch leaves every other label alone, so a
-            # stale read cannot undo anyone's change; no precondition needed.
-            patch = {"metadata": {"labels": todo.labels}}
+        if todo.metadata is not None:
+            # Only our keys: a merge patch leaves every other label and annotation alone,
+            # so a stale read cannot undo anyone's change; no precondition needed.
+            patch = {"metadata": todo.metadata}
             obj = _typed(obj, await api.merge_patch(self.client, _path(obj), patch))
         if todo.remove_finalizer:
             await _remove_finalizer(self.client, obj)

@@ -107,7 +107,7 @@ class Workload:
 
     def _object(self, m: Member) -> Json:
         spec: Json = {
-            "module": {"configMapRef": {"name": f"{m.family}-module"}},
+            "source": {"configMapRef": {"name": f"{m.family}-module"}},
             "variables": {"size": 1},
             "variablesFrom": [{"secretRef": {"name": f"{m.name}-vars", "key": "fail"}}],
             "credentialsRef": {"name": "creds"},

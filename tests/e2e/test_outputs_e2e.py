@@ -63,8 +63,7 @@ async def _pool(system: System) -> None:
         "kind": "TerraformMachinePool",
         "metadata": {"name": "workers"},
         "spec": {
-            "clusterRef": {"name": "web"},
-            "module": {"configMapRef": {"name": "workers-module"}},
+            "source": {"configMapRef": {"name": "workers-module"}},
             "variables": {"dir": str(system.infra)},
             "variablesFrom": [{"secretRef": {"name": "web-outputs", "key": "endpoint"}}],
             "credentialsRef": {"name": "creds"},
@@ -72,7 +71,7 @@ async def _pool(system: System) -> None:
             "guard": {"allowDestructive": True},
         },
     }
-    await kube.call("POST", kube.captf_path("terraformmachinepools"), body)
+    await kube.create_member(body, cluster="web")
 
 
 async def _applied(system: System, name: str, seq: int) -> Json:

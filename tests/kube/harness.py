@@ -21,10 +21,16 @@ from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import (
     ANN_RESULT,
+    CAPI_API_VERSION,
+    CLUSTER,
+    GROUP,
+    LABEL_CLUSTER_NAME,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_PLAN_OF,
     MANAGED_BY,
+    PLURALS,
+    POOL,
 )
 from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
@@ -107,12 +113,13 @@ class Kube:
                 f"/api/v1/namespaces/{self.ns}/secrets",
                 {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}},
             )
+        owner = await self.capi_cluster(name)
         body = {
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
             "kind": "TerraformCluster",
-            "metadata": {"name": name},
+            "metadata": {"name": name, "ownerReferences": [owner_reference(owner)]},
             "spec": {
-                "module": {"configMapRef": {"name": f"{name}-module"}},
+                "source": {"configMapRef": {"name": f"{name}-module"}},
                 "variables": {"size": 1},
                 "credentialsRef": {"name": "creds"},
                 "jobs": {"image": "captf:dev"} | (jobs or {}),
@@ -120,6 +127,69 @@ class Kube:
             | spec,
         }
         return await self.call("POST", self.captf_path("terraformclusters"), body)
+
+    def capi_path(self, plural: str, name: str = "") -> str:
+        base = f"/apis/{CAPI_API_VERSION}/namespaces/{self.ns}/{plural}"
+        return f"{base}/{name}" if name else base
+
+    async def capi_cluster(self, name: str = "c1", *, infra: str = "") -> Json:
+        """A Cluster API Cluster naming the TerraformCluster `infra` ("" its own name), its
+        infrastructure shown provisioned (as Cluster API would once the TerraformCluster
+        says so): the owner a TerraformCluster acts for and its members run under."""
+        infra_ref = {"apiGroup": GROUP, "kind": CLUSTER, "name": infra or name}
+        body = {
+            "apiVersion": CAPI_API_VERSION,
+            "kind": "Cluster",
+            "metadata": {"name": name},
+            "spec": {"infrastructureRef": infra_ref},
+        }
+        created = await self.call("POST", self.capi_path("clusters"), body)
+        status = {"status": {"initialization": {"infrastructureProvisioned": True}}}
+        path = self.capi_path("clusters", name) + "/status"
+        await self.call("PATCH", path, status, MERGE)
+        return created
+
+    async def create_member(self, body: Json, *, cluster: str = "c1") -> Json:
+        """A TerraformMachinePool or TerraformMachine `body`, with what Cluster API gives a
+        member: its owner MachinePool or Machine (naming it back, with bootstrap data), the
+        bootstrap data Secret, the owner reference and the cluster-name label."""
+        kind, name = body["kind"], body["metadata"]["name"]
+        boot = f"{name}-bootstrap"
+        await self.call(
+            "POST",
+            f"/api/v1/namespaces/{self.ns}/secrets",
+            {"metadata": {"name": boot}, "stringData": {"value": "#cloud-config\n"}},
+        )
+        inner = {
+            "clusterName": cluster,
+            "bootstrap": {"dataSecretName": boot},
+            "infrastructureRef": {"apiGroup": GROUP, "kind": kind, "name": name},
+        }
+        if kind == POOL:
+            spec: Json = {"clusterName": cluster, "replicas": 1, "template": {"spec": inner}}
+            owner_kind, plural = "MachinePool", "machinepools"
+        else:
+            spec, owner_kind, plural = inner, "Machine", "machines"
+        labels = {LABEL_CLUSTER_NAME: cluster}
+        owner = await self.call(
+            "POST",
+            self.capi_path(plural),
+            {
+                "apiVersion": CAPI_API_VERSION,
+                "kind": owner_kind,
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
+            },
+        )
+        meta = body["metadata"]
+        member = body | {
+            "metadata": meta
+            | {
+                "labels": {**(meta.get("labels") or {}), **labels},
+                "ownerReferences": [owner_reference(owner)],
+            }
+        }
+        return await self.call("POST", self.captf_path(PLURALS[kind]), member)
 
     async def finish(
         self,
@@ -231,6 +301,19 @@ async def next_is(
         return await eventually(probe, what=what)
     except AssertionError as err:
         raise AssertionError(f"{err}; status: {seen[0]}") from None
+
+
+def owner_reference(owner: Json) -> Json:
+    """A controller owner reference to a Cluster API object, as Cluster API sets it."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def job_notes(job: Json) -> dict[str, str]:

@@ -17,11 +17,13 @@ from controller.io.main import reconcile_errors
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
+    MERGE,
     Kube,
     condition_is,
     eventually,
     next_is,
     nth_job,
+    owner_reference,
     running_controller,
     succeed_apply,
 )
@@ -37,6 +39,15 @@ PATHS = {
     "TerraformCluster": f"{_OBJECTS}/terraformclusters",
     "TerraformMachinePool": f"{_OBJECTS}/terraformmachinepools",
     "TerraformMachine": f"{_OBJECTS}/terraformmachines",
+    "Cluster": "/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/clusters",
+    "MachinePool": "/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/machinepools",
+    "Machine": "/apis/cluster.x-k8s.io/v1beta2/namespaces/{ns}/machines",
+}
+# Who owns each CAPTF kind, as Cluster API's controllers set it.
+OWNERS = {
+    "TerraformCluster": "Cluster",
+    "TerraformMachinePool": "MachinePool",
+    "TerraformMachine": "Machine",
 }
 
 
@@ -80,6 +91,24 @@ async def _first_job_or_wait(kube: Kube, kind: str, name: str) -> Json | str:
     return await eventually(probe, what=f"{kind}/{name}: a Job or a documented wait")
 
 
+async def play_cluster_api(kube: Kube, docs: list[Json]) -> None:
+    """What Cluster API's controllers would do for the examples: each CAPTF object owned by
+    the Cluster API object of its name, and the Cluster's infrastructure provisioned."""
+    for doc in docs:
+        owner_kind = OWNERS.get(doc["kind"])
+        if owner_kind is None:
+            continue
+        name = doc["metadata"]["name"]
+        owner = await kube.call("GET", PATHS[owner_kind].format(ns=kube.ns) + f"/{name}")
+        patch = {"metadata": {"ownerReferences": [owner_reference(owner)]}}
+        await kube.call("PATCH", kube.captf_path(PLURALS[doc["kind"]], name), patch, MERGE)
+    for doc in docs:
+        if doc["kind"] == "Cluster":
+            status = {"status": {"initialization": {"infrastructureProvisioned": True}}}
+            path = PATHS["Cluster"].format(ns=kube.ns) + f"/{doc['metadata']['name']}/status"
+            await kube.call("PATCH", path, status, MERGE)
+
+
 async def _write_outputs(kube: Kube, obj: Json) -> None:
     """Plays the runner's outputs Secret of an object with spec.outputs."""
     outputs = (obj.get("spec") or {}).get("outputs")
@@ -95,6 +124,7 @@ async def test_the_examples_are_managed(apiserver: ApiServer, namespace: str) ->
     clock = SteppedClock()
     docs = load_docs(EXAMPLES)
     await kubectl_apply(kube, docs)
+    await play_cluster_api(kube, docs)
     # Clusters first, then pools, then machines: the order readiness flows in.
     objects = [(kind, d["metadata"]["name"]) for kind in PLURALS for d in docs if d["kind"] == kind]
     assert {kind for kind, _ in objects} == set(PLURALS)

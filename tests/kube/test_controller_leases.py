@@ -147,11 +147,10 @@ async def _create_pool(kube: Kube) -> None:
         "kind": "TerraformMachinePool",
         "metadata": {"name": "p1"},
         "spec": {
-            "clusterRef": {"name": "c1"},
-            "module": {"configMapRef": {"name": "p1-module"}},
+            "source": {"configMapRef": {"name": "p1-module"}},
             "variables": {"size": 2},
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }
-    await kube.call("POST", kube.captf_path(POOLS), body)
+    await kube.create_member(body)

@@ -76,15 +76,14 @@ async def _create_pool(kube: Kube, name: str) -> None:
         "kind": POOL,
         "metadata": {"name": name},
         "spec": {
-            "clusterRef": {"name": "c1"},
-            "module": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
+            "source": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
             "variables": {"size": 2},
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"},
             "refresh": HOURLY,
         },
     }
-    await kube.call("POST", kube.captf_path("terraformmachinepools"), body)
+    await kube.create_member(body)
 
 
 def _running(jobs: list[Json]) -> list[Json]:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.core.basics.names import CAPI_PLURALS
 from controller.dev.kustomize import render
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.client import admin_ssl_context
@@ -48,6 +49,7 @@ RESOURCES = {
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles"),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings"),
     **{kind: (CAPTF, plural) for kind, plural in KINDS.items()},
+    **{kind: ("/apis/cluster.x-k8s.io/v1beta2", p) for kind, p in CAPI_PLURALS.items()},
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 DRY_RUN = {"dryRun": "All"}
@@ -101,12 +103,10 @@ def rejection(call: Callable[[], object]) -> RequestFailed:
 def minimal(kind: str, name: str = "obj") -> Obj:
     """The smallest valid object of `kind`: required fields only."""
     spec: Obj = {
-        "module": {"configMapRef": {"name": "module"}},
+        "source": {"configMapRef": {"name": "module"}},
         "credentialsRef": {"name": "credentials"},
         "jobs": {"image": "runner:1"},
     }
-    if kind != "TerraformCluster":
-        spec["clusterRef"] = {"name": "cluster"}
     return {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
         "kind": kind,
@@ -159,8 +159,8 @@ CONTRACT_STATUS = (
 
 
 def test_three_kinds_share_one_spec_schema() -> None:
-    """The kinds differ only in their references to a cluster and a pool, and in the
-    machine's immutability rules; everything else is written three times and must agree."""
+    """The kinds differ only in the machine's immutability rules (and the members' Cluster
+    column); everything else is written three times and must agree."""
     specs = {}
     for kind, plural in KINDS.items():
         [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
@@ -170,10 +170,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         spec.pop("description")
         spec.pop("x-kubernetes-validations", None)
         if kind == "TerraformMachine":
-            for field in ("module", "variables", "variablesFrom"):
+            for field in ("variables", "variablesFrom"):
                 spec["properties"][field].pop("x-kubernetes-validations")
-        spec["properties"].pop("clusterRef", None)
-        spec["properties"].pop("poolRef", None)
+            # The machine's source rules: the one every kind has, then immutability.
+            rules = spec["properties"]["source"]["x-kubernetes-validations"]
+            spec["properties"]["source"]["x-kubernetes-validations"] = rules[:1]
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
@@ -185,7 +186,6 @@ def test_three_kinds_share_one_spec_schema() -> None:
         deletion = spec["properties"]["deletionPolicy"]
         deletion.pop("description")
         assert deletion.pop("default", None) == ("Delete" if kind == "TerraformCluster" else None)
-        spec["required"] = [r for r in spec["required"] if r != "clusterRef"]
         columns = [c for c in version["additionalPrinterColumns"] if c["name"] != "Cluster"]
         specs[kind] = (spec, schema["properties"]["status"], columns)
     cluster, pool, machine = specs.values()
@@ -221,7 +221,7 @@ def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: s
         stored = apiserver.request("GET", item(kind, namespace, obj["metadata"]["name"]))
         spec = stored["spec"]
         # Every object the examples refer to is among the examples.
-        assert ("ConfigMap", spec["module"]["configMapRef"]["name"]) in names
+        assert ("ConfigMap", spec["source"]["configMapRef"]["name"]) in names
         assert ("Secret", spec["credentialsRef"]["name"]) in names
         for source in spec.get("variablesFrom", []):
             # Or a Secret another example writes: a cluster's outputs.
@@ -233,12 +233,10 @@ def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: s
             assert ("Secret", source["secretRef"]["name"]) in names | written
         for dep in spec.get("dependsOn", []):
             assert (dep["kind"], dep["name"]) in names
-        for ref, ref_kind in (
-            ("clusterRef", "TerraformCluster"),
-            ("poolRef", "TerraformMachinePool"),
-        ):
-            if ref in spec:
-                assert (ref_kind, spec[ref]["name"]) in names
+        # Owners: a member's Cluster (by its label) is among the examples' Clusters.
+        cluster = (stored["metadata"].get("labels") or {}).get("cluster.x-k8s.io/cluster-name")
+        if kind != "TerraformCluster":
+            assert ("Cluster", cluster) in names
 
 
 def test_example_modules_use_only_terraform_data() -> None:
@@ -367,13 +365,13 @@ INVALID = {
         _set("dependsOn", [{"kind": "TerraformCluster", "name": "x"}] * 2),
         "spec.dependsOn[1]: Duplicate value",
     ),
-    "module without configMapRef": (
-        _set("module", {}),
-        "spec.module.configMapRef: Required value",
+    "source without configMapRef": (
+        _set("source", {}),
+        "spec.source: Invalid value: spec.source needs a configMapRef",
     ),
     "configMapRef without name": (
-        _set("module", {"configMapRef": {}}),
-        "spec.module.configMapRef.name: Required value",
+        _set("source", {"configMapRef": {}}),
+        "spec.source.configMapRef.name: Required value",
     ),
     "no credentials": (_set("credentialsRef", ...), "spec.credentialsRef: Required value"),
     "unknown approval mode": (_set("approval.mode", "auto"), "spec.approval.mode"),
@@ -397,11 +395,15 @@ def test_invalid_objects_are_rejected(apiserver: ApiServer, namespace: str, case
 
 @pytest.mark.kube
 @pytest.mark.parametrize("kind", ["TerraformMachinePool", "TerraformMachine"])
-def test_members_need_a_cluster(apiserver: ApiServer, namespace: str, kind: str) -> None:
+def test_members_need_no_cluster_in_their_spec(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    # Which cluster a member belongs to is Cluster API's to say (owner and label); the
+    # spec no longer names one, and a clusterRef is pruned as an unknown field.
     obj = minimal(kind)
-    del obj["spec"]["clusterRef"]
-    error = rejection(lambda: create(apiserver, obj, namespace))
-    assert "spec.clusterRef: Required value" in error.message
+    obj["spec"]["clusterRef"] = {"name": "cluster"}
+    stored = create(apiserver, obj, namespace, dry_run=True)
+    assert "clusterRef" not in stored["spec"]
 
 
 @pytest.mark.kube
@@ -426,7 +428,7 @@ def _machine_with_inputs() -> Obj:
 
 
 INPUT_CHANGES: dict[str, Obj] = {
-    "another module": {"module": {"configMapRef": {"name": "other"}}},
+    "another module": {"source": {"configMapRef": {"name": "other"}}},
     "a changed variable": {"variables": {"size": 3}},
     "a nested change": {"variables": {"tags": {"a": "c"}}},
     "an added variable": {"variables": {"extra": True}},
@@ -466,7 +468,6 @@ OTHER_CHANGES: Obj = {
     "jobs": {"image": "runner:2", "failedJobsHistoryLimit": 5},
     "drift": {"interval": "10m", "remediate": True},
     "credentialsRef": {"name": "rotated"},
-    "poolRef": {"name": "pool"},
     "approval": {"mode": "Manual"},
     "changeWindows": [{"days": ["Sat", "Sun"], "start": "02:00", "duration": "3h"}],
 }
@@ -476,13 +477,12 @@ OTHER_CHANGES: Obj = {
 def test_machine_other_fields_can_change(apiserver: ApiServer, namespace: str) -> None:
     created = create(apiserver, _machine_with_inputs(), namespace)
     # Rewriting the inputs with equal values is no change, so it passes the rules.
-    same = {k: created["spec"][k] for k in ("module", "variables", "variablesFrom")}
+    same = {k: created["spec"][k] for k in ("source", "variables", "variablesFrom")}
     spec = _patch(apiserver, "TerraformMachine", namespace, "m", {**OTHER_CHANGES, **same})["spec"]
     assert spec["jobs"]["image"] == "runner:2"
     assert spec["jobs"]["failedJobsHistoryLimit"] == 5
     assert spec["drift"] == {"interval": "10m", "remediate": True}
     assert spec["credentialsRef"] == {"name": "rotated"}
-    assert spec["poolRef"] == {"name": "pool"}
     assert spec["approval"] == {"mode": "Manual"}
     assert spec["changeWindows"][0]["days"] == ["Sat", "Sun"]
     assert spec["variables"] == created["spec"]["variables"]
@@ -497,7 +497,7 @@ def test_cluster_and_pool_inputs_can_change(
     obj["spec"]["variables"] = {"size": 2}
     create(apiserver, obj, namespace)
     changed = {
-        "module": {"configMapRef": {"name": "other"}},
+        "source": {"configMapRef": {"name": "other"}},
         "variables": {"size": 3},
         "variablesFrom": [{"secretRef": {"name": "vars"}}],
     }
@@ -626,6 +626,12 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "update")
     }
     | {("", "events", "create")}
+    # Cluster API's owners: watched only.
+    | {
+        ("cluster.x-k8s.io", plural, verb)
+        for plural in CAPI_PLURALS.values()
+        for verb in ("list", "watch")
+    }
     | {("authentication.k8s.io", "tokenreviews", "create")}
     | {("authorization.k8s.io", "subjectaccessreviews", "create")}
 )

@@ -8,7 +8,10 @@ import pytest
 
 from controller.core.basics.names import (
     ANN_RESULT,
+    CAPI_API_VERSION,
+    CAPI_CLUSTER,
     CLUSTER,
+    LABEL_CLUSTER_NAME,
     LABEL_NAME,
     POOL,
 )
@@ -182,12 +185,16 @@ def populated(bystanders: int) -> tuple[Caches, Json]:
     caches.configmap_data.metadata = caches.configmaps.store
     spec = {
         "credentialsRef": {"name": "creds"},
-        "module": {"configMapRef": {"name": "mod"}},
+        "source": {"configMapRef": {"name": "mod"}},
         "dependsOn": [{"kind": CLUSTER, "name": "dep"}],
     }
-    obj = captf(CLUSTER, "c", spec=spec)
-    for item in (obj, captf(CLUSTER, "dep"), captf(POOL, "p", spec={"clusterRef": {"name": "c"}})):
+    owned = [{"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c"}]
+    obj = captf(CLUSTER, "c", spec=spec, ownerReferences=owned)
+    member = captf(POOL, "p", labels={LABEL_CLUSTER_NAME: "c"})
+    for item in (obj, captf(CLUSTER, "dep"), member):
         caches.objects[item["kind"]].store.upsert(item)
+    cluster = {"metadata": {"name": "c", "namespace": NS}, "spec": {}}
+    caches.capi[CAPI_CLUSTER].store.upsert(cluster)
     caches.jobs.store.upsert(job_fields(job(obj, "c-apply-1")))
     for name in ("creds", "c-state", "c-inputs-1"):
         caches.secrets.store.upsert(secret(name, labels={LABEL_NAME: "c"}))
@@ -208,5 +215,5 @@ def test_a_snapshot_reads_the_same_objects_whatever_the_namespace_holds(bystande
     assert CountingStore.handed <= 12  # independent of `bystanders`
     assert sorted(snap.secrets) == ["c-inputs-1", "c-state", "creds"]
     assert [s["metadata"]["name"] for s in snap.inputs_secrets()] == ["c-inputs-1"]
-    assert sorted(snap.related) == [(CLUSTER, "dep"), (POOL, "p")]
+    assert sorted(snap.related) == [(CAPI_CLUSTER, "c"), (CLUSTER, "dep"), (POOL, "p")]
     assert [j["metadata"]["name"] for j in snap.jobs] == ["c-apply-1"]

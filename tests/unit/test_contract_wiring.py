@@ -14,7 +14,15 @@ from controller.core.jobs.sensitive import values
 from controller.core.spec.inputs import Inputs, inputs_hash
 from controller.core.spec.policy import RunnerPolicy
 from tests import capi_builders as capi
-from tests.builders import MODULE, VARIABLES, base_objects, current_hash, module_configmap, secret
+from tests.builders import (
+    MODULE,
+    ROLE_MODULE,
+    VARIABLES,
+    base_objects,
+    current_hash,
+    module_configmap,
+    secret,
+)
 
 Json = dict[str, Any]
 
@@ -22,13 +30,13 @@ Json = dict[str, Any]
 def _cluster_snap(**cluster: Any) -> Any:
     owner = capi.cluster(**cluster)
     obj = capi.owned(CLUSTER, "c1", owner=owner)
-    return capi.snap_of(obj, base_objects("c1", applied=False), [owner])
+    return capi.snap_of(obj, base_objects("c1", applied=False, module=ROLE_MODULE), [owner])
 
 
 def _machine_snap(*, bootstrap: Json | None = None, cluster_outputs: Json | None = None) -> Any:
     owner_cluster, owner = capi.cluster(), capi.machine(control_plane=True)
     obj = capi.owned(MACHINE, "tm1", owner=owner)
-    others = [module_configmap("tm1"), secret("creds", {"token": "t"})]
+    others = [module_configmap("tm1", ROLE_MODULE), secret("creds", {"token": "t"})]
     others.append(capi.bootstrap_secret() if bootstrap is None else bootstrap)
     if cluster_outputs is not None:
         others.append(capi.state_with_outputs("c1", cluster_outputs))
@@ -53,7 +61,11 @@ def test_control_plane_initialized_is_latched_by_the_last_durable_inputs() -> No
     assert reading.inputs.contract is not None
     latched = dict(reading.inputs.contract, control_plane_initialized=True)
     durable = secret("c1-inputs-abcdef12", {"contract.json": orjson.dumps(latched).decode()})
-    snap = capi.snap_of(snap.obj, [*base_objects("c1", applied=False), durable], [capi.cluster()])
+    snap = capi.snap_of(
+        snap.obj,
+        [*base_objects("c1", applied=False, module=ROLE_MODULE), durable],
+        [capi.cluster()],
+    )
     found = assemble(snap, {})
     assert isinstance(found, dict)
     assert found["control_plane_initialized"] is True
@@ -83,7 +95,7 @@ def test_a_pool_gets_replicas_and_the_cluster_failure_domains() -> None:
     obj = capi.owned(POOL, "tp1", owner=owner)
     domains = [{"name": "a"}, {"name": "b"}]
     others = [
-        module_configmap("tp1"),
+        module_configmap("tp1", ROLE_MODULE),
         capi.bootstrap_secret("p1-bootstrap"),
         capi.state_with_outputs("c1", {"failure_domains": domains, "exports": None}),
     ]
@@ -96,7 +108,9 @@ def test_a_pool_gets_replicas_and_the_cluster_failure_domains() -> None:
 
 
 def test_without_its_owners_an_object_is_not_yet_an_error() -> None:
-    snap = capi.snap_of(capi.owned(CLUSTER, "c1", owner=capi.cluster()), base_objects(), [])
+    snap = capi.snap_of(
+        capi.owned(CLUSTER, "c1", owner=capi.cluster()), base_objects(module=ROLE_MODULE), []
+    )
     assert isinstance(assemble(snap, {}), NotYet)
     reading = read_spec(snap, RunnerPolicy())
     assert reading.wait is None
@@ -108,7 +122,7 @@ def test_without_its_owners_an_object_is_not_yet_an_error() -> None:
 def test_a_machine_without_bootstrap_data_yet_is_not_yet() -> None:
     owner_cluster, owner = capi.cluster(), capi.machine(data_secret=None)
     obj = capi.owned(MACHINE, "tm1", owner=owner)
-    snap = capi.snap_of(obj, [module_configmap("tm1")], [owner_cluster, owner])
+    snap = capi.snap_of(obj, [module_configmap("tm1", ROLE_MODULE)], [owner_cluster, owner])
     assert isinstance(assemble(snap, {}), NotYet)
 
 
@@ -126,7 +140,7 @@ def test_a_bootstrap_secret_without_value_is_refused() -> None:
 def test_a_reserved_user_variable_is_refused_before_anything_runs() -> None:
     owner = capi.cluster()
     obj = capi.owned(CLUSTER, "c1", owner=owner, spec={"variables": {"captf_x": 1, "size": 3}})
-    snap = capi.snap_of(obj, base_objects(), [owner])
+    snap = capi.snap_of(obj, base_objects(module=ROLE_MODULE), [owner])
     wait = read_spec(snap, RunnerPolicy()).wait
     assert wait is not None
     assert wait.reason == Reason.VARIABLES_REFUSED
@@ -146,9 +160,11 @@ def test_the_hash_covers_the_contract_inputs_but_no_uid() -> None:
     assert inputs is not None
     assert inputs.contract is not None
     assert inputs.hash != current_hash()
-    assert inputs.hash == inputs_hash(MODULE, VARIABLES, inputs.contract)
+    assert inputs.hash == inputs_hash(ROLE_MODULE, VARIABLES, inputs.contract)
     moved = capi.owned(CLUSTER, "c1", owner=capi.cluster(), uid="uid-after-move")
-    moved_snap = capi.snap_of(moved, base_objects("c1", applied=False), [capi.cluster()])
+    moved_snap = capi.snap_of(
+        moved, base_objects("c1", applied=False, module=ROLE_MODULE), [capi.cluster()]
+    )
     assert read_spec(moved_snap, RunnerPolicy()).inputs == inputs
 
 
@@ -161,7 +177,7 @@ def test_a_pool_under_autoscaling_hashes_without_replicas() -> None:
     for replicas in (2, 4):
         owner = capi.machine_pool(annotations=notes)
         obj = capi.owned(POOL, "tp1", owner=owner, status={"replicas": replicas})
-        others = [module_configmap("tp1"), capi.bootstrap_secret("p1-bootstrap")]
+        others = [module_configmap("tp1", ROLE_MODULE), capi.bootstrap_secret("p1-bootstrap")]
         inputs = read_spec(capi.snap_of(obj, others, [capi.cluster(), owner]), RunnerPolicy())
         assert inputs.inputs is not None
         assert inputs.inputs.contract is not None
@@ -192,7 +208,9 @@ def test_a_machine_once_applied_keeps_the_inputs_it_was_applied_with() -> None:
     )
     state = secret("tm1-state", {}, **{"captf.io/inputs-hash": applied.hash})
     # The Machine and its bootstrap Secret are gone (a deletion): the inputs stay.
-    gone = capi.snap_of(snap.obj, [module_configmap("tm1"), durable, state], [capi.cluster()])
+    gone = capi.snap_of(
+        snap.obj, [module_configmap("tm1", ROLE_MODULE), durable, state], [capi.cluster()]
+    )
     reading = read_spec(gone, RunnerPolicy())
     assert reading.inputs is not None
     assert reading.inputs.hash == applied.hash

@@ -11,7 +11,7 @@ from controller.core.decide.context import read_spec
 from controller.core.plan.planner import Plan, plan
 from controller.core.spec.policy import RunnerPolicy
 from tests import capi_builders as capi
-from tests.builders import NOW, base_objects, captf, job, module_configmap, secret
+from tests.builders import NOW, ROLE_MODULE, base_objects, captf, job, module_configmap, secret
 
 Json = dict[str, Any]
 HEALTHY = {"state": "running", "healthy": True}
@@ -29,7 +29,11 @@ def _applied(snap: Any, outputs: Json, name: str) -> Any:
 def machine_plan(outputs: Json, **obj: Any) -> Plan:
     owner_cluster, owner = capi.cluster(), capi.machine()
     tm = capi.owned(MACHINE, "tm1", owner=owner, **obj)
-    others = [module_configmap("tm1"), secret("creds", {"token": "t"}), capi.bootstrap_secret()]
+    others = [
+        module_configmap("tm1", ROLE_MODULE),
+        secret("creds", {"token": "t"}),
+        capi.bootstrap_secret(),
+    ]
     snap = _applied(capi.snap_of(tm, others, [owner_cluster, owner]), outputs, "tm1")
     return plan(snap, NOW)
 
@@ -103,7 +107,11 @@ def test_an_invalid_output_writes_nothing() -> None:
 def test_a_missing_output_named_by_the_failed_apply_is_outputs_missing() -> None:
     owner_cluster, owner = capi.cluster(), capi.machine()
     tm = capi.owned(MACHINE, "tm1", owner=owner)
-    others = [module_configmap("tm1"), secret("creds", {"token": "t"}), capi.bootstrap_secret()]
+    others = [
+        module_configmap("tm1", ROLE_MODULE),
+        secret("creds", {"token": "t"}),
+        capi.bootstrap_secret(),
+    ]
     snap = capi.snap_of(tm, others, [owner_cluster, owner])
     inputs = read_spec(snap, RunnerPolicy()).inputs
     assert inputs is not None
@@ -126,7 +134,7 @@ def test_a_missing_output_named_by_the_failed_apply_is_outputs_missing() -> None
 def cluster_plan(outputs: Json, **cluster: Any) -> Plan:
     owner = capi.cluster(**cluster)
     tc = capi.owned(CLUSTER, "c1", owner=owner)
-    others = [module_configmap("c1"), secret("creds", {"token": "t"})]
+    others = [module_configmap("c1", ROLE_MODULE), secret("creds", {"token": "t"})]
     return plan(_applied(capi.snap_of(tc, others, [owner]), outputs, "c1"), NOW)
 
 
@@ -160,7 +168,7 @@ def test_a_pool_writes_its_provider_id_list_replicas_and_ready() -> None:
     owner_cluster, owner = capi.cluster(), capi.machine_pool()
     tp = capi.owned(POOL, "tp1", owner=owner)
     others = [
-        module_configmap("tp1"),
+        module_configmap("tp1", ROLE_MODULE),
         secret("creds", {"token": "t"}),
         capi.bootstrap_secret("p1-bootstrap"),
     ]

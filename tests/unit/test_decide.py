@@ -27,12 +27,14 @@ from tests.builders import (
     NOW,
     ago,
     base_objects,
+    capi_cluster,
     captf,
     current_hash,
     decided,
     job,
     lease,
     module_configmap,
+    owners_of,
     secret,
     state,
 )
@@ -53,6 +55,7 @@ def _run(op: str, reason: str, retry: int = 1) -> Json:
 
 
 ready_cluster = captf(name="c1", ready=True)
+M1_OWNERS = owners_of(captf(MACHINE, "m1"))
 inputs_secret = f"c1-inputs-{current_hash()[:8]}"
 
 
@@ -91,7 +94,10 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     (
         "inputs over the Secret limit: InputsTooLarge",
         captf(),
-        [module_configmap(data={"main.tf": "#" * (1024 * 1024 + 1)}), *base_objects()[1:]],
+        [
+            module_configmap(data={"main.tf": "#" * (1024 * 1024 + 1)}),
+            *(o for o in base_objects() if o["kind"] != "ConfigMap"),
+        ],
         _requeue("InputsTooLarge", 600.0),
     ),
     # 2-3. Jobs in flight.
@@ -195,7 +201,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     (
         "credentials Secret missing: CredentialsNotReady",
         captf(),
-        [module_configmap(), state(inputs=current_hash())],
+        [capi_cluster(), module_configmap(), state(inputs=current_hash())],
         _requeue("CredentialsNotReady", 30.0),
     ),
     (
@@ -213,7 +219,12 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     (
         "a pool's cluster not Ready: OwnerNotReady",
         captf(POOL, "p1"),
-        [module_configmap("p1"), secret("creds", {"t": "x"}), captf(name="c1", ready=False)],
+        [
+            module_configmap("p1"),
+            secret("creds", {"t": "x"}),
+            captf(name="c1", ready=False),
+            *owners_of(captf(POOL, "p1")),
+        ],
         _requeue("OwnerNotReady", 30.0),
     ),
     # 7. State.
@@ -371,13 +382,19 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     (
         "machine without state: NoState",
         captf(MACHINE, "m1"),
-        [module_configmap("m1"), secret("creds", {"t": "x"}), ready_cluster],
+        [module_configmap("m1"), secret("creds", {"t": "x"}), ready_cluster, *M1_OWNERS],
         _run("apply", "NoState"),
     ),
     (
         "machine state without inputs hash: StateWithoutInputsHash",
         captf(MACHINE, "m1"),
-        [module_configmap("m1"), secret("creds", {"t": "x"}), ready_cluster, state("m1", 2)],
+        [
+            module_configmap("m1"),
+            secret("creds", {"t": "x"}),
+            ready_cluster,
+            state("m1", 2),
+            *M1_OWNERS,
+        ],
         _run("apply", "StateWithoutInputsHash"),
     ),
     (
@@ -388,6 +405,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
             secret("creds", {"t": "x"}),
             ready_cluster,
             state("m1", 2, inputs=current_hash()),
+            *M1_OWNERS,
         ],
         {"action": "idle"},
     ),
@@ -486,6 +504,7 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
             module_configmap("p1"),
             secret("creds", {"t": "x"}),
             ready_cluster,
+            *owners_of(captf(POOL, "p1")),
             lease(
                 "captf-op-terraformcluster-c1",
                 holder="c1-apply-00000002",

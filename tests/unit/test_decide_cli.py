@@ -20,6 +20,7 @@ from tests.builders import (
     NOW,
     ago,
     base_objects,
+    capi_cluster,
     captf,
     decided,
     job,
@@ -130,7 +131,8 @@ def test_time_like_variables_hash_as_the_strings_the_api_sends(
     # Unquoted, YAML would read these as a date and a time; the API sends strings.
     variables = {"size": 3, "since": "2026-01-01", "at": "2026-01-01T00:00:00Z"}
     applied = state(serial=1, inputs=inputs_hash(MODULE, variables))
-    objects = [captf(spec={"variables": variables}), module_configmap(), secret("creds"), applied]
+    objects = [captf(spec={"variables": variables}), capi_cluster(), module_configmap()]
+    objects += [secret("creds"), applied]
     text = yaml.safe_dump({"now": ts(NOW), "objects": objects}, sort_keys=False)
     text = text.replace("'2026-01-01'", "2026-01-01").replace(
         "'2026-01-01T00:00:00Z'", "2026-01-01T00:00:00Z"
@@ -210,14 +212,14 @@ BAD: list[tuple[str, object, str]] = [
     ("deeply nested YAML", "now: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
     ("kind that is a list", _with(lambda d: d["objects"][0].update(kind=["Job"])), "unknown kind"),
     (
-        "spec.module that is a string",
-        _with(lambda d: d["objects"][0]["spec"].update(module="mod")),
-        "spec.module is not a mapping",
+        "spec.source that is a string",
+        _with(lambda d: d["objects"][0]["spec"].update(source="mod")),
+        "spec.source is not a mapping",
     ),
     (
-        "spec.module.configMapRef.name that is a list",
-        _with(lambda d: d["objects"][0]["spec"].update(module={"configMapRef": {"name": ["m"]}})),
-        "spec.module.configMapRef.name is not a string",
+        "spec.source.configMapRef.name that is a list",
+        _with(lambda d: d["objects"][0]["spec"].update(source={"configMapRef": {"name": ["m"]}})),
+        "spec.source.configMapRef.name is not a string",
     ),
     (
         "spec.variables that is a list",
@@ -249,9 +251,27 @@ BAD: list[tuple[str, object, str]] = [
         "spec.dependsOn is not a list",
     ),
     (
-        "spec.clusterRef that is a string",
-        _with(lambda d: d["objects"][0]["spec"].update(clusterRef="c0")),
-        "spec.clusterRef is not a mapping",
+        "metadata.ownerReferences entry that is a string",
+        _with(lambda d: d["objects"][0]["metadata"].update(ownerReferences=["c0"])),
+        "metadata.ownerReferences[0] is not a mapping",
+    ),
+    (
+        "a Cluster's spec.paused that is a string",
+        _with(
+            lambda d: d["objects"].append(
+                {"kind": "Cluster", "metadata": {"name": "c0"}, "spec": {"paused": "yes"}}
+            )
+        ),
+        "Cluster/c0 spec.paused is not a boolean",
+    ),
+    (
+        "a Machine's infrastructureRef that is a string",
+        _with(
+            lambda d: d["objects"].append(
+                {"kind": "Machine", "metadata": {"name": "m0"}, "spec": {"infrastructureRef": "x"}}
+            )
+        ),
+        "Machine/m0 spec.infrastructureRef is not a mapping",
     ),
     (
         "status.activeJob that is a list",
@@ -304,7 +324,11 @@ BAD: list[tuple[str, object, str]] = [
     ),
     (
         "ConfigMap data that is a list",
-        _with(lambda d: d["objects"][1].update(data=["main.tf"])),
+        _with(
+            lambda d: next(o for o in d["objects"] if o["kind"] == "ConfigMap").update(
+                data=["main.tf"]
+            )
+        ),
         "data is not a mapping",
     ),
     (
@@ -478,8 +502,9 @@ objects:
   metadata:
     name: c1
     annotations: {{captf.io/restore-serial: 4}}
+    ownerReferences: [{{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: c1}}]
   spec:
-    module: {{configMapRef: {{name: mod}}}}
+    source: {{configMapRef: {{name: mod}}}}
     variables: {{size: 3}}
     variablesFrom: [{{secretRef: {{name: vars}}}}]
     jobs: {{image: captf:dev}}
@@ -488,6 +513,9 @@ objects:
 - kind: ConfigMap
   metadata: {{name: mod}}
   data: {{main.tf: ""}}
+- kind: Cluster
+  metadata: {{name: c1}}
+  spec: {{infrastructureRef: {{kind: TerraformCluster, name: c1}}}}
 - kind: Secret
   metadata: {{name: vars}}
   stringData: {{owner: me}}

@@ -34,6 +34,7 @@ from tests.builders import (
     job,
     lease,
     module_configmap,
+    owners_of,
     secret,
     state,
     ts,
@@ -204,7 +205,7 @@ def test_times_with_offsets_are_read_as_instants() -> None:
 def _pool_snapshot(cluster: Json, *extra: Json) -> Json:
     pool = captf(POOL, "p1", spec={"variables": {"size": 4}})
     others = [module_configmap("p1"), secret("creds", {"t": "x"}), cluster, *extra]
-    return decided(pool, others)
+    return decided(pool, [*others, *owners_of(pool)])
 
 
 def test_a_pool_waits_while_its_cluster_shows_an_active_job() -> None:
@@ -223,7 +224,7 @@ def test_a_pool_waits_while_its_cluster_shows_an_active_job() -> None:
 
 def test_a_cluster_waits_while_a_member_shows_an_active_job() -> None:
     member = captf(MACHINE, "m1", status={"activeJob": "m1-apply-00000001"})
-    elsewhere = captf(MACHINE, "m2", spec={"clusterRef": {"name": "other"}})
+    elsewhere = captf(MACHINE, "m2", cluster="other")
     elsewhere["status"]["activeJob"] = "m2-apply-00000001"
     obj = captf(spec={"variables": {"size": 4}})
     assert decided(obj, [*base_objects(), member]) == {

@@ -11,7 +11,7 @@ from tests.builders import Json, module_configmap, secret
 
 def _spec(*entries: Json) -> Json:
     return {
-        "module": {"configMapRef": {"name": "c1-module"}},
+        "source": {"configMapRef": {"name": "c1-module"}},
         "variables": {"size": 1, "region": "eu"},
         "variablesFrom": list(entries),
     }

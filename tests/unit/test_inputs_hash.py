@@ -110,7 +110,7 @@ OVERLAYS: list[tuple[str, list[Json], Json]] = [
 )
 def test_variables_from_overlay(variables_from: list[Json], merged: Json) -> None:
     spec = {
-        "module": {"configMapRef": {"name": "mod"}},
+        "source": {"configMapRef": {"name": "mod"}},
         "variables": SPEC_VARS,
         "variablesFrom": variables_from,
     }
@@ -123,13 +123,13 @@ def test_variables_from_overlay(variables_from: list[Json], merged: Json) -> Non
 @pytest.mark.parametrize(
     "spec",
     [
-        {"module": {"configMapRef": {"name": "absent"}}},
+        {"source": {"configMapRef": {"name": "absent"}}},
         {
-            "module": {"configMapRef": {"name": "mod"}},
+            "source": {"configMapRef": {"name": "mod"}},
             "variablesFrom": [{"secretRef": {"name": "x"}}],
         },
         {
-            "module": {"configMapRef": {"name": "mod"}},
+            "source": {"configMapRef": {"name": "mod"}},
             "variablesFrom": [{"secretRef": {"name": "s2", "key": "nope"}}],
         },
     ],

@@ -10,7 +10,6 @@ from controller.core.basics.names import Reason
 from controller.core.decide.steps import STEPS
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "decisions.md"
-CLUSTER_API = "*Cluster API*"
 
 
 def _rows() -> list[list[str]]:
@@ -21,22 +20,14 @@ def _rows() -> list[list[str]]:
 
 
 def _step(cell: str) -> str:
-    return cell.replace(CLUSTER_API, "").strip().strip("`")
+    return cell.strip().strip("`")
 
 
 def test_the_tables_rules_are_the_steps_in_their_order() -> None:
     rows = _rows()
-    ours = [_step(row[1]) for row in rows if CLUSTER_API not in row[1]]
+    ours = [_step(row[1]) for row in rows]
     assert ours == [step.__name__ for step in STEPS]
     assert [int(row[0]) for row in rows] == list(range(1, len(rows) + 1))
-
-
-def test_a_rule_from_the_cluster_api_work_is_marked_until_it_is_a_step() -> None:
-    # Once merged, such a row names a step and loses its mark; until then it is only a place.
-    names = {step.__name__ for step in STEPS}
-    marked = [_step(row[1]) for row in _rows() if CLUSTER_API in row[1]]
-    assert marked
-    assert not names & set(marked)
 
 
 def test_every_reason_of_a_step_is_in_the_table() -> None:

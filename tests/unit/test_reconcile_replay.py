@@ -38,7 +38,7 @@ from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
-from tests.builders import NOW, NS, captf, module_configmap, secret
+from tests.builders import NOW, NS, captf, module_configmap, owners_of, secret
 from tests.fakeapi import Crash, FakeApi
 
 Json = dict[str, Any]
@@ -57,12 +57,23 @@ def _world(kind: str) -> FakeApi:
     fake.create(f"/api/v1/namespaces/{NS}/configmaps", module_configmap())
     if kind == CLUSTER:
         fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), captf())
+        _create_all(fake, owners_of(captf()))
         return fake
     ready = captf(ready=True, finalizers=[FINALIZER])
     fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), ready)
-    pool = captf(POOL, "p1", spec={"module": {"configMapRef": {"name": "c1-module"}}})
+    pool = captf(POOL, "p1", spec={"source": {"configMapRef": {"name": "c1-module"}}})
     fake.create(_prefix(api.object_path(POOL, NS, "p1")), pool)
+    _create_all(fake, owners_of(pool))
     return fake
+
+
+def _create_all(fake: FakeApi, objects: list[Json]) -> None:
+    """Cluster API's objects and Secrets, where the API keeps them."""
+    for obj in objects:
+        if obj["kind"] == "Secret":
+            fake.create(api.secret_path(NS), obj)
+        else:
+            fake.create(api.resource_path(api.CAPI_OBJECTS[obj["kind"]], NS), obj)
 
 
 @dataclass
@@ -167,11 +178,13 @@ CLUSTER_WRITES = [
     ("POST", "leases"),  # the cluster's operation Lease
     ("POST", "jobs"),
     ("PATCH", "terraformclusters/c1/status"),  # activeJob
+    ("PATCH", "terraformclusters/c1"),  # block-move set
     ("POST", "events"),  # Applied
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("PUT", "leases/captf-run-slot-0"),
     ("PATCH", "jobs/"),  # accounted
     ("PATCH", "terraformclusters/c1/status"),  # Ready, idle
+    ("PATCH", "terraformclusters/c1"),  # block-move removed
 ]
 POOL_WRITES = [
     ("PATCH", "terraformmachinepools/p1"),
@@ -181,32 +194,37 @@ POOL_WRITES = [
     ("POST", "leases"),  # the pool's own operation Lease
     ("POST", "jobs"),
     ("PATCH", "terraformmachinepools/p1/status"),
+    ("PATCH", "terraformmachinepools/p1"),  # block-move set
     ("POST", "events"),
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("PUT", "leases/captf-run-slot-0"),
     ("PUT", "leases/captf-op-terraformmachinepool-p1"),
     ("PATCH", "jobs/"),
     ("PATCH", "terraformmachinepools/p1/status"),
+    ("PATCH", "terraformmachinepools/p1"),  # block-move removed
 ]
 # An apply that fails once, then succeeds: the failure waits out its backoff, and once
 # the success is accounted the resolved failure is pruned.
 RETRY_WRITES = [
-    *CLUSTER_WRITES[:6],
+    *CLUSTER_WRITES[:7],
     ("POST", "events"),  # JobFailed
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("PUT", "leases/captf-run-slot-0"),
     ("PATCH", "jobs/"),  # accounted
     ("PATCH", "terraformclusters/c1/status"),  # InputsChangedBackoff, failures
+    ("PATCH", "terraformclusters/c1"),  # block-move removed
     ("PUT", "leases/captf-run-slot-0"),
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("POST", "jobs"),  # the retry
     ("PATCH", "terraformclusters/c1/status"),
+    ("PATCH", "terraformclusters/c1"),  # block-move set
     ("POST", "events"),  # Applied
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("PUT", "leases/captf-run-slot-0"),
     ("PATCH", "jobs/"),
     ("DELETE", "jobs/"),  # the failure, resolved by the success
     ("PATCH", "terraformclusters/c1/status"),
+    ("PATCH", "terraformclusters/c1"),  # block-move removed
 ]
 WRITES = {CLUSTER: CLUSTER_WRITES, POOL: POOL_WRITES}
 

@@ -70,10 +70,18 @@ now: 2026-06-01T12:00:00Z
 objects:
 - apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
   kind: TerraformCluster
-  metadata: {name: c1, namespace: ns, uid: u1}
+  metadata:
+    name: c1
+    namespace: ns
+    uid: u1
+    ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: c1}]
   spec:
-    module: {configMapRef: {name: mod}}
+    source: {configMapRef: {name: mod}}
     jobs: {image: registry.example.com/captf:1.4.2}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: Cluster
+  metadata: {name: c1, namespace: ns}
+  spec: {infrastructureRef: {kind: TerraformCluster, name: c1}}
 - kind: ConfigMap
   metadata: {name: mod, namespace: ns}
   data: {main.tf: ""}

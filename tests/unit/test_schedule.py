@@ -17,7 +17,7 @@ from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
 from controller.core.decide.triggers import jitter
 from controller.core.jobs.readings import Reading, reading_of
-from tests.builders import NOW, Json, ago, base_objects, captf, decided, job
+from tests.builders import NOW, Json, ago, base_objects, captf, decided, job, owners_of
 
 PENDING = {"stateSerial": 1, "contract": {"pending": ["provider_id"], "health": "pending"}}
 DEFINITE = {"stateSerial": 1, "contract": {"pending": [], "health": "running"}}
@@ -71,19 +71,22 @@ def _member(kind: str = MACHINE) -> Json:
     return captf(kind, "m1")
 
 
-def _with_cluster(*objects: Json) -> list[Json]:
-    return [*base_objects("m1"), captf(ready=True), *objects]
+def _with_cluster(*objects: Json, kind: str = MACHINE) -> list[Json]:
+    """The member's module, credentials and state, its TerraformCluster, and the Cluster API
+    objects it acts for (its owner, their Cluster, the bootstrap data)."""
+    module_and_state = base_objects("m1")[1:]
+    return [*module_and_state, captf(ready=True), *owners_of(_member(kind)), *objects]
 
 
 @pytest.mark.parametrize("kind", [MACHINE, POOL])
 def test_a_refresh_follows_a_members_apply_whose_outputs_were_not_definite(kind: str) -> None:
     applied = job("apply", 1, "succeeded", owner="m1", kind=kind, result=PENDING)
-    snap = snapshot.build(_member(kind), _with_cluster(applied))
+    snap = snapshot.build(_member(kind), _with_cluster(applied, kind=kind))
     out = to_json(decide(snap, NOW), verbose=True)
     assert (out["op"], out["reason"]) == ("refresh", "RefreshAfterApply")
     assert "not definite" in out["message"]
     refreshed = job("refresh", 1, "succeeded", owner="m1", kind=kind, finished=ago(seconds=5))
-    after = decided(_member(kind), _with_cluster(applied, refreshed))
+    after = decided(_member(kind), _with_cluster(applied, refreshed, kind=kind))
     assert after == {"action": "idle"}  # the refresh carried no pending health reading
 
 

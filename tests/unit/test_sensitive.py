@@ -66,7 +66,7 @@ def test_values_of_secret_and_sensitive_variables_and_credentials() -> None:
 
 def test_the_controller_rebuilds_the_runners_set_from_the_job() -> None:
     spec = {
-        "module": {"configMapRef": {"name": "mod"}},
+        "source": {"configMapRef": {"name": "mod"}},
         "variables": {"plain": "visible"},
         "variablesFrom": [{"secretRef": {"name": "vars"}}],
         "credentialsRef": {"name": "creds"},

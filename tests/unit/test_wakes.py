@@ -11,8 +11,11 @@ import pytest
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_RESULT,
+    CAPI_API_VERSION,
+    CAPI_CLUSTER,
     CLUSTER,
     FINALIZER,
+    LABEL_CLUSTER_NAME,
     LABEL_NAME,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
@@ -118,7 +121,7 @@ def test_a_secret_wakes_the_objects_that_read_it_and_its_owner_only(
     caches: Caches, woken: list[str]
 ) -> None:
     reader = captf(CLUSTER, "reader", spec={"credentialsRef": {"name": "creds"}})
-    owner = captf(POOL, "owner", spec={"clusterRef": {"name": "reader"}})
+    owner = captf(POOL, "owner", labels={LABEL_CLUSTER_NAME: "reader"})
     bystander = captf(CLUSTER, "bystander")
     for obj in (reader, owner, bystander):
         caches.objects[obj["kind"]].store.upsert(obj)
@@ -136,8 +139,9 @@ def test_a_secret_wakes_the_objects_that_read_it_and_its_owner_only(
 def test_readiness_wakes_members_and_dependants_not_the_namespace(
     caches: Caches, woken: list[str]
 ) -> None:
-    cluster = captf(CLUSTER, "c")
-    member = captf(POOL, "p", spec={"clusterRef": {"name": "c"}})
+    owned = [{"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c"}]
+    cluster = captf(CLUSTER, "c", ownerReferences=owned)
+    member = captf(POOL, "p", labels={LABEL_CLUSTER_NAME: "c"})
     dependant = captf(CLUSTER, "d", spec={"dependsOn": [{"kind": CLUSTER, "name": "c"}]})
     others = [captf(CLUSTER, f"x{i}") for i in range(5)]
     for obj in (cluster, member, dependant, *others):

@@ -26,6 +26,36 @@ MUTABLE_KINDS: Final = frozenset({CLUSTER, POOL})
 
 FINALIZER: Final = "captf.io/destroy"
 
+# Cluster API (contract v1beta2): the objects CAPTF's kinds act for. A TerraformCluster
+# acts for the Cluster that owns it; a machine or pool for its owner Machine or
+# MachinePool and, by the cluster-name label, that owner's Cluster.
+CAPI_GROUP: Final = "cluster.x-k8s.io"
+CAPI_VERSION: Final = "v1beta2"
+CAPI_API_VERSION: Final = f"{CAPI_GROUP}/{CAPI_VERSION}"
+CAPI_CLUSTER: Final = "Cluster"
+CAPI_MACHINE: Final = "Machine"
+CAPI_POOL: Final = "MachinePool"
+CAPI_KINDS: Final = (CAPI_CLUSTER, CAPI_MACHINE, CAPI_POOL)
+CAPI_PLURALS: Final = {
+    CAPI_CLUSTER: "clusters",
+    CAPI_MACHINE: "machines",
+    CAPI_POOL: "machinepools",
+}
+# The owner kind each CAPTF kind acts for.
+OWNER_KINDS: Final = {CLUSTER: CAPI_CLUSTER, MACHINE: CAPI_MACHINE, POOL: CAPI_POOL}
+# On a Machine, MachinePool and their infrastructure: the Cluster they belong to.
+LABEL_CLUSTER_NAME: Final = "cluster.x-k8s.io/cluster-name"
+# On any object of a Cluster: do not reconcile it (the Cluster's spec.paused does the same
+# for all of them).
+ANN_PAUSED: Final = "cluster.x-k8s.io/paused"
+# On an InfraCluster: its infrastructure is managed by someone else; leave it alone.
+ANN_EXTERNALLY_MANAGED: Final = "cluster.x-k8s.io/managed-by"
+# clusterctl move: set on each source object before it is deleted; such a deletion is a
+# move, never a destroy.
+ANN_DELETE_FOR_MOVE: Final = "clusterctl.cluster.x-k8s.io/delete-for-move"
+# clusterctl move waits while an object carries it: CAPTF sets it while a Job runs.
+ANN_BLOCK_MOVE: Final = "clusterctl.cluster.x-k8s.io/block-move"
+
 # Labels on Jobs (and the retry-capped label on CAPTF objects).
 LABEL_KIND: Final = "captf.io/kind"
 LABEL_NAME: Final = "captf.io/name"
@@ -178,6 +208,16 @@ class Reason(StrEnum):
     DELETION_HELD = "DeletionHeld"
     # Another object of this kind and name retained the state: no Job until it is adopted.
     RETAINED_STATE_FOUND = "RetainedStateFound"
+    # Cluster API: whom the object acts for, and whether it may act now.
+    PAUSED = "Paused"  # Cluster.spec.paused or the paused annotation: no Job starts
+    MOVED = "Moved"  # deleted by clusterctl move: the finalizer goes without a destroy
+    EXTERNALLY_MANAGED = "ExternallyManaged"  # the managed-by annotation: left alone
+    WAITING_FOR_OWNER = "WaitingForOwner"
+    OWNER_REF_MISMATCH = "OwnerRefMismatch"  # the owner's infrastructureRef names another
+    CLUSTER_NOT_TERRAFORM = "ClusterNotTerraform"
+    WAITING_FOR_CLUSTER_INFRASTRUCTURE = "WaitingForClusterInfrastructure"
+    WAITING_FOR_BOOTSTRAP_DATA = "WaitingForBootstrapData"
+    DELETION_BLOCKED = "DeletionBlocked"  # a cluster's machines and pools go first
     # Triggers.
     DELETING = "Deleting"
     RESTORE_REQUESTED = "RestoreRequested"

@@ -7,6 +7,8 @@ public contract v1alpha1 and may only grow (a rename is a new contract version).
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 CONTRACT_VERSION = "v1alpha1"
@@ -154,3 +156,20 @@ def reserved_names(role: Role) -> frozenset[str]:
 
 def is_reserved(name: str, role: Role) -> bool:
     return name.startswith(RESERVED_PREFIX) or name in reserved_names(role)
+
+
+# A module declares the contract by declaring its version input, as every role module must
+# (in HCL, or in JSON syntax as a key of "variable").
+_DECLARES_CONTRACT = re.compile(r'(?m)^\s*variable\s+"captf_contract"\s*\{|"captf_contract"\s*:')
+
+
+def declares_contract(module: Mapping[str, str]) -> bool:
+    """Whether a module's files declare the `captf_contract` input: a role module written to
+    the contract, which the controller calls from a generated root. A module that does not
+    is its own root (the module an object ran before the contract): it gets no contract
+    inputs and writes nothing back, so Cluster API never sees it provisioned."""
+    return any(
+        _DECLARES_CONTRACT.search(text)
+        for name, text in module.items()
+        if name.endswith((".tf", ".tf.json"))
+    )

@@ -22,6 +22,7 @@ from controller.core.basics.names import (
     Op,
     Reason,
 )
+from controller.core.contract.roles import declares_contract
 from controller.core.decide import contract_inputs
 from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
@@ -162,7 +163,7 @@ def _with_contract(snap: Snapshot, inputs: Inputs) -> tuple[Inputs, Requeue | No
     applied with (its drift and destroy see what it was created from); any object whose
     Cluster API objects are gone (a deletion) falls back to them too."""
     role = contract_inputs.role_of(snap.kind)
-    if role is None:
+    if role is None or not declares_contract(inputs.module):
         return inputs, None, None
     applied = contract_inputs.applied_inputs(snap, inputs)
     if applied is not None and snap.kind not in MUTABLE_KINDS:

@@ -54,7 +54,7 @@ def deletion_policy(ctx: Context) -> str:
         return ctx.policy.deletion
     if ctx.snap.kind == CLUSTER:
         return DELETE
-    cluster = ctx.snap.related.get((CLUSTER, cluster_of(ctx.snap.obj)))
+    cluster = ctx.snap.related.get((CLUSTER, cluster_of(ctx.snap.obj, ctx.snap.related)))
     try:
         inherited = read_deletion_policy(spec_of(cluster)) if cluster else None
     except PolicyError:

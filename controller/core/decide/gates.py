@@ -20,6 +20,7 @@ from controller.core.basics.names import (
     op_lease_name,
 )
 from controller.core.basics.timefmt import format_time
+from controller.core.decide import owners
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
 from controller.core.decide.snapshot import Snapshot
@@ -100,27 +101,20 @@ def check_leases(ctx: Context) -> Requeue | None:
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:
-        cluster = cluster_of(snap.obj)
+        cluster = cluster_of(snap.obj, snap.related)
         leased = any(_is_cluster_lease(lease, cluster) for lease in held)
         if leased or _runs_a_job(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is running an operation"
             return Requeue(Reason.WAITING_FOR_CLUSTER_OPERATION, LEASE_WAIT, message=message)
         return None
-    members = {
-        op_lease_name(kind, name): f"{kind}/{name}"
-        for (kind, name), other in snap.related.items()
-        if kind != CLUSTER and cluster_of(other) == snap.name
-    }
+    mine = owners.members(snap)
+    members = {op_lease_name(kind, name): f"{kind}/{name}" for kind, name in mine}
     busy = {
         members.get(name_of(lease), name_of(lease))
         for lease in held
         if _is_member_lease(lease, snap.name, members)
     }
-    busy |= {
-        f"{kind}/{name}"
-        for (kind, name), other in snap.related.items()
-        if kind != CLUSTER and cluster_of(other) == snap.name and _runs_a_job(other)
-    }
+    busy |= {f"{ref.kind}/{ref.name}" for ref in mine if _runs_a_job(snap.related.get(ref))}
     # The members' Jobs recorded on the cluster's own operation Lease (the exclusion the
     # launcher writes), named by Job where no member Lease above names it already.
     shown = {_holder(lease) for lease in held if _is_member_lease(lease, snap.name, members)}

@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
+    CAPI_KINDS,
     KINDS,
     LABEL_BACKUP_OF,
     LABEL_KIND,
@@ -47,7 +48,9 @@ class Snapshot:
     secrets: Mapping[str, Json] = field(default_factory=_empty)
     configmaps: Mapping[str, Json] = field(default_factory=_empty)
     leases: tuple[Json, ...] = ()
-    # Other CAPTF objects of the namespace by (kind, name): cluster, dependencies, members.
+    # Other objects of the namespace by (kind, name), an ObjectRef: the CAPTF cluster, the
+    # dependencies and (for a cluster) the members; the Cluster API owner and Cluster
+    # (controller/core/decide/owners.py).
     related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
 
     @property
@@ -168,7 +171,7 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
             configmaps[name_of(item)] = item
         elif kind == "Lease":
             leases.append(item)
-        elif kind in KINDS and same_ns and item is not obj:
+        elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
             related[(str(kind), name_of(item))] = item
     return Snapshot(
         obj=obj,

@@ -21,7 +21,7 @@ from controller.core.basics.names import (
     backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import deletion, gates, triggers
+from controller.core.decide import deletion, gates, owners, pause, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -150,7 +150,7 @@ def not_ready(ctx: Context) -> Decision | None:
             message = f"dependency {dep.kind}/{dep.name} is missing or not Ready"
             return Requeue(Reason.DEPENDENCIES_NOT_READY, NOT_READY_WAIT, message=message)
     if snap.kind != CLUSTER:
-        cluster = cluster_of(snap.obj)
+        cluster = cluster_of(snap.obj, snap.related)
         if not _is_ready(snap.related.get((CLUSTER, cluster))):
             message = f"cluster {cluster} is missing or not Ready"
             return Requeue(Reason.OWNER_NOT_READY, NOT_READY_WAIT, message=message)
@@ -339,13 +339,20 @@ def run(
 
 
 # The order, as docs/decisions.md's table "The order" lists it (a test holds the two
-# together). The Cluster API rules (the owner waits, Paused before the deletion rules,
-# delete-for-move, DeletionBlocked before the destroy) come in from the owners' step.
+# together): a Job of this controller's is never created twice, a running Job is
+# awaited; then what Cluster API forbids (pause.py: a move is never a destroy, a paused
+# object starts nothing, pause before deletion); then the deletion (deletion.py: never a
+# blind destroy; a cluster's machines and pools go first); then, for anything but a
+# destroy, whom the object acts for (owners.py); then the ops.
 STEPS: tuple[Step, ...] = (
     cache_behind,
     running,
+    pause.moved,
+    pause.paused,
+    pause.externally_managed,
     deletion.deleted,
     deletion.not_its_state,
+    pause.deletion_blocked,
     deletion.retain,
     deletion.abandon,
     restore,
@@ -353,6 +360,10 @@ STEPS: tuple[Step, ...] = (
     deletion.without_state,
     destroy,
     deletion.retained_state,
+    owners.owner_waits,
+    owners.member_cluster,
+    owners.cluster_infrastructure,
+    owners.bootstrap_data,
     not_ready,
     state,
     approval,

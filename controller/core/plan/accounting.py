@@ -13,7 +13,6 @@ from controller.core.basics.names import (
     ANN_APPROVE,
     ANN_INTERRUPTED_APPLY,
     ANN_RETRY,
-    CLUSTER,
     Op,
 )
 from controller.core.basics.serials import requested_serial, serial_of
@@ -135,7 +134,7 @@ def releases_of(snap: Snapshot, job: str) -> tuple[LeaseWrite, ...]:
     may not show it yet, and a stale entry would keep the cluster waiting. A member's
     entry goes before its own Lease: freeing that wakes the waiting cluster, which should
     then find the entry gone."""
-    cluster = snap.name if snap.kind == CLUSTER else cluster_of(snap.obj)
+    cluster = cluster_of(snap.obj, snap.related)
     names = [(snap.namespace, family.lease_name(cluster))] if cluster else []
     for lease in snap.leases:
         meta = lease["metadata"]

@@ -109,7 +109,7 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[
             slot_namespace, slot, job, Role.RUN_SLOT, own=own, holder_namespace=snap.namespace
         )
     ]
-    cluster = snap.name if snap.kind == CLUSTER else cluster_of(snap.obj)
+    cluster = cluster_of(snap.obj, snap.related)
     if snap.kind == CLUSTER:
         lease = family.lease_name(cluster)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.CLUSTER_FAMILY, cluster, own))

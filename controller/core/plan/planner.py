@@ -6,12 +6,12 @@ and live reads) and the time, and returns the Plan: the finished Jobs to account
 (each with its Event, its metric sample and the Leases it frees), the Job that
 disappeared while it ran, the Jobs to prune, the Job to create (with its inputs
 Secret and its Leases, labelled for the shard), the contract's spec write-back
-(a module's endpoint or provider ids), the status, the retry-capped label,
-the finalizer, the Events (a refused create's Warning among them), and when to come
-back. The policy and inputs are read once (`read_spec`) into the one decision context
-of the pass; `decide_in` is its decision part, on the snapshot as the pass's
-bookkeeping leaves it. Pure: io carries the plan out, in the order
-controller/io/reconciler.py writes down."""
+(a module's endpoint or provider ids), the status, the metadata patch (the
+retry-capped label, the block-move annotation), the finalizer, the Events (a refused
+create's Warning among them), and when to come back. The policy and inputs are read
+once (`read_spec`) into the one decision context of the pass; `decide_in` is its
+decision part, on the snapshot as the pass's bookkeeping leaves it. Pure: io carries
+the plan out, in the order controller/io/reconciler.py writes down."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from typing import Any
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_APPROVE,
+    ANN_BLOCK_MOVE,
     ANN_RESTORE_SERIAL,
     FINALIZER,
     LABEL_RETRY_CAPPED,
@@ -60,10 +61,19 @@ from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
 
-# The object may go: destroyed, retained by its deletionPolicy, nothing to destroy, or
-# abandoned by uid (controller/core/decide/deletion.py).
+# The object may go: destroyed, retained by its deletionPolicy, nothing to destroy,
+# abandoned by uid (controller/core/decide/deletion.py), moved by clusterctl, or managed
+# elsewhere (controller/core/decide/pause.py). Only a deletion lets go: an externally
+# managed object that is not being deleted keeps its finalizer.
 _LET_GO = frozenset(
-    {Reason.DESTROYED, Reason.RETAINED, Reason.DELETING_WITHOUT_STATE, Reason.ABANDONED}
+    {
+        Reason.DESTROYED,
+        Reason.RETAINED,
+        Reason.DELETING_WITHOUT_STATE,
+        Reason.ABANDONED,
+        Reason.MOVED,
+        Reason.EXTERNALLY_MANAGED,
+    }
 )
 # After starting a Job: the Job watch wakes the reconcile; this is only the fallback.
 RUNNING_RECHECK = 60.0
@@ -84,7 +94,9 @@ class Plan:
     # the object carrying only those fields; None: nothing to write.
     spec_patch: Json | None = None
     status: Json | None = None  # a merge patch of status; None: unchanged
-    labels: Json | None = None  # a merge patch of metadata.labels; None: unchanged
+    # A merge patch of metadata: the retry-capped label, the block-move annotation; None:
+    # unchanged. Only CAPTF's own keys, so it can never undo anyone else's.
+    metadata: Json | None = None
     events: tuple[Event, ...] = ()
     # The events carry the Warning of the object's refusal streak: once they are recorded,
     # the process remembers the streak as announced (one Warning per streak).
@@ -146,7 +158,7 @@ def plan(
         launch=launch,
         spec_patch=None if deleted or contract is None else contract.spec,
         status=None if deleted else status.merge_patch(stored, desired),
-        labels=_capped_label(books, policy),
+        metadata=_metadata(books, policy),
         events=(
             refused
             + _restore_event(books, snap.status)
@@ -155,7 +167,9 @@ def plan(
             + keeping.events_of(ctx, decision)
         ),
         announces_refusal=bool(refused),
-        remove_finalizer=isinstance(decision, Idle) and decision.reason in _LET_GO,
+        remove_finalizer=bool(meta.get("deletionTimestamp"))
+        and isinstance(decision, Idle)
+        and decision.reason in _LET_GO,
         requeue=requeue_of(decision),
         books=books,
     )
@@ -278,6 +292,27 @@ def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str,
         keep=keep,
     )
     return tuple(doomed)
+
+
+def _metadata(books: Snapshot, policy: Policy | None) -> Json | None:
+    """The metadata merge patch of the pass, or None when nothing changes."""
+    patch: Json = {}
+    labels = _capped_label(books, policy)
+    if labels is not None:
+        patch["labels"] = labels
+    notes = _block_move(books)
+    if notes is not None:
+        patch["annotations"] = notes
+    return patch or None
+
+
+def _block_move(books: Snapshot) -> Json | None:
+    """`clusterctl.cluster.x-k8s.io/block-move` while a Job of the object runs (the books'
+    activeJob, a Job launched by this pass included): clusterctl move waits for it to go,
+    so a moved object never leaves a Job behind."""
+    wanted = "true" if books.status.get("activeJob") else None
+    current = books.annotations.get(ANN_BLOCK_MOVE)
+    return None if current == wanted else {ANN_BLOCK_MOVE: wanted}
 
 
 def _capped_label(snap: Snapshot, policy: Policy | None) -> Json | None:

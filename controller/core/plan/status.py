@@ -14,6 +14,7 @@ from controller.core.basics.timefmt import format_time
 from controller.core.decide import triggers
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.pause import pause_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import FREE_OUTCOMES, Outcome, annotations_of, result
@@ -235,6 +236,7 @@ def desired(
             new_conditions = _with_contract(out, new_conditions, writeback)
     else:
         new_conditions = conditions_without_inputs(decision, snap)
+    new_conditions += paused_condition(snap, old.get("conditions") or [])
     out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
     return out
 
@@ -251,6 +253,18 @@ def _with_contract(out: Json, new_conditions: list[Json], writeback: WriteBack) 
             out[key] = value
     types = {cond["type"] for cond in writeback.conditions}
     return [c for c in new_conditions if c["type"] not in types] + list(writeback.conditions)
+
+
+def paused_condition(snap: Snapshot, old: list[Json]) -> list[Json]:
+    """Paused (True, reason Paused) while Cluster API pauses the object; once it resumes,
+    False (NotPaused) if it ever showed, so the transition stays visible. An object never
+    paused shows none."""
+    why = pause_of(snap)
+    if why is not None:
+        return [_cond("Paused", True, Reason.PAUSED, why)]
+    if any(c.get("type") == "Paused" for c in old):
+        return [_cond("Paused", False, "NotPaused", "not paused")]
+    return []
 
 
 def _set(out: Json, key: str, value: Json | None) -> None:

@@ -1,18 +1,31 @@
 """What an object's spec refers to: the one reader of each reference.
 
-Which cluster an object belongs to, which Secrets and ConfigMaps it reads, which
-objects it waits for: the rules that wait on them (controller/core/decide) and the
-indexes that wake an object when one of them changes (controller/io/caches.py) ask
-here, so the two cannot disagree. A reference without a name reads as "", absent.
+Whom an object acts for, which Secrets and ConfigMaps it reads, which objects it
+waits for: the rules that wait on them (controller/core/decide) and the indexes that
+wake an object when one of them changes (controller/io/caches.py) ask here, so the two
+cannot disagree. A reference without a name reads as "", absent.
 
-The readers take the spec, except `cluster_of`, which takes the object: where an
-object's cluster is written is about to change (Cluster API owners), and every caller
-already asks this one function."""
+Owners (Cluster API, contract v1beta2): a TerraformCluster acts for the Cluster that
+owns it; a TerraformMachine for its owner Machine, a TerraformMachinePool for its owner
+MachinePool, and both for the Cluster their `cluster.x-k8s.io/cluster-name` label
+names. A member finds its TerraformCluster through that Cluster's infrastructureRef.
+The readers of owners take the object (its metadata); the others take the spec."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
+
+from controller.core.basics.names import (
+    CAPI_CLUSTER,
+    CAPI_GROUP,
+    CAPI_POOL,
+    CLUSTER,
+    GROUP,
+    LABEL_CLUSTER_NAME,
+    OWNER_KINDS,
+)
 
 Json = dict[str, Any]
 SECRET: Final = "Secret"
@@ -20,7 +33,8 @@ CONFIGMAP: Final = "ConfigMap"
 
 
 class ObjectRef(NamedTuple):
-    """A CAPTF object in the referring object's namespace (a key of Snapshot.related)."""
+    """An object in the referring object's namespace (a key of Snapshot.related): a CAPTF
+    object, or a Cluster API Cluster, Machine or MachinePool."""
 
     kind: str
     name: str
@@ -41,9 +55,78 @@ def spec_of(obj: Json) -> Json:
     return found
 
 
-def cluster_of(obj: Json) -> str:
-    """The TerraformCluster a pool or machine belongs to: spec.clusterRef."""
-    return _name(spec_of(obj).get("clusterRef"))
+def owner_of(obj: Json) -> ObjectRef | None:
+    """The Cluster API object a CAPTF object acts for: its owner reference of the kind its
+    own kind answers to (OWNER_KINDS), in Cluster API's group, the controller one first."""
+    kind = OWNER_KINDS.get(str(obj.get("kind", "")))
+    refs = [
+        ref
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []
+        if ref.get("kind") == kind and _group(ref.get("apiVersion")) == CAPI_GROUP
+    ]
+    refs.sort(key=lambda ref: not ref.get("controller"))
+    name = str(refs[0].get("name") or "") if refs and kind else ""
+    return ObjectRef(str(kind), name) if name else None
+
+
+def cluster_name_of(obj: Json) -> str:
+    """The Cluster API Cluster an object belongs to: a TerraformCluster's owner; for any
+    other object (a member, a Machine, a MachinePool) the cluster-name label."""
+    if obj.get("kind") == CLUSTER:
+        owner = owner_of(obj)
+        return owner.name if owner is not None else ""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(LABEL_CLUSTER_NAME) or "")
+
+
+def capi_cluster_ref(obj: Json) -> ObjectRef | None:
+    """The Cluster's key in a snapshot's `related`, if the object names one."""
+    name = cluster_name_of(obj)
+    return ObjectRef(CAPI_CLUSTER, name) if name else None
+
+
+def infrastructure_ref(owner: Json) -> Json:
+    """The owner's infrastructureRef ({apiGroup, kind, name}): a Cluster's and a Machine's
+    in spec, a MachinePool's in its template."""
+    spec = spec_of(owner)
+    if owner.get("kind") == CAPI_POOL:
+        spec = (spec.get("template") or {}).get("spec") or {}
+    found = spec.get("infrastructureRef")
+    return found if isinstance(found, dict) else {}
+
+
+def names_captf(ref: Json, kind: str, name: str | None = None) -> bool:
+    """Whether an infrastructureRef names a CAPTF object of `kind` (and `name`): an
+    apiGroup, when given, must be CAPTF's."""
+    group = ref.get("apiGroup")
+    if group and group != GROUP:
+        return False
+    return ref.get("kind") == kind and (name is None or ref.get("name") == name)
+
+
+def terraform_cluster_of(cluster: Json | None) -> str:
+    """The TerraformCluster a Cluster's infrastructureRef names; "" when it names another
+    kind or nothing."""
+    ref = infrastructure_ref(cluster or {})
+    return str(ref.get("name") or "") if names_captf(ref, CLUSTER) else ""
+
+
+def cluster_of(obj: Json, related: Mapping[tuple[str, str], Json]) -> str:
+    """The TerraformCluster an object's family is named after: a TerraformCluster's own
+    name; a member's, through its Cluster in `related` ("" while that is not known)."""
+    if obj.get("kind") == CLUSTER:
+        return str((obj.get("metadata") or {}).get("name") or "")
+    ref = capi_cluster_ref(obj)
+    return terraform_cluster_of(related.get(ref)) if ref is not None else ""
+
+
+def bootstrap_secret_of(owner: Json | None) -> str:
+    """The bootstrap data Secret a Machine (spec.bootstrap) or a MachinePool (its
+    template's) names: dataSecretName, "" while unset."""
+    spec = spec_of(owner or {})
+    if (owner or {}).get("kind") == CAPI_POOL:
+        spec = (spec.get("template") or {}).get("spec") or {}
+    return str((spec.get("bootstrap") or {}).get("dataSecretName") or "")
 
 
 def credentials_of(spec: Json) -> str:
@@ -52,8 +135,8 @@ def credentials_of(spec: Json) -> str:
 
 
 def module_configmap(spec: Json) -> str:
-    """The ConfigMap holding the module's files: spec.module.configMapRef."""
-    return _name((spec.get("module") or {}).get("configMapRef"))
+    """The ConfigMap holding the module's files: spec.source.configMapRef."""
+    return _name((spec.get("source") or {}).get("configMapRef"))
 
 
 def variable_sources(spec: Json) -> list[VariableSource]:
@@ -88,6 +171,11 @@ def dependencies(spec: Json) -> list[ObjectRef]:
         ObjectRef(str(dep.get("kind", "")), str(dep.get("name", "")))
         for dep in spec.get("dependsOn") or []
     ]
+
+
+def _group(api_version: object) -> str:
+    text = str(api_version or "")
+    return text.split("/", 1)[0] if "/" in text else ""
 
 
 def _name(ref: object) -> str:
