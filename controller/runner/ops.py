@@ -282,6 +282,9 @@ async def _write_op(
     serial = await _save_state(ctx, old, keep)
     if ex.code != 0:
         return _tofu_failed(ctx, what, ex, serial)
+    if ctx.env.op is Op.DESTROY:
+        # Destroyed: the state and its backups describe nothing any more.
+        await ctx.store.remove()
     reading = None if ctx.env.op is Op.DESTROY else _reading(ctx)
     return RunnerResult(
         outcome=Outcome.SUCCESS,

@@ -233,6 +233,17 @@ class StateStore:
             # Only a new lineage reuses a serial; the newer state is the one to keep.
             await self._kube.replace_secret(name, body)
 
+    async def remove(self) -> None:
+        """After a destroy that succeeded: the backups, then the state. Nothing is left
+        that a later object of the same name could mistake for live infrastructure, and
+        the controller's record that the object is destroyed is the destroy Job itself,
+        which it reads before any rule about a missing state (docs/deletion.md). Backups
+        first: a crash between the two leaves a state, which only holds the deletion until
+        the destroy Job is accounted."""
+        for backup in await self._kube.list_secrets(f"{LABEL_BACKUP_OF}={self._object_name}"):
+            await self._kube.delete_secret(backup["metadata"]["name"])
+        await self._kube.delete_secret(self._name)
+
     async def _prune(self) -> None:
         backups = await self._kube.list_secrets(f"{LABEL_BACKUP_OF}={self._object_name}")
 

@@ -16,7 +16,8 @@ from controller.core.basics.names import (
     LABEL_RETAINED_UID,
     POOL,
 )
-from controller.core.decide import snapshot
+from controller.core.decide import deletion, snapshot
+from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Idle, Requeue, Run, to_json
 from controller.core.decide.steps import decide
 from controller.core.plan import planner
@@ -298,3 +299,18 @@ def test_the_destroyed_and_released_reasons_let_the_object_go() -> None:
     assert isinstance(running, Requeue)
     assert running.reason == "JobRunning"
     assert isinstance(decide(snapshot.build(_deleting(), base_objects()), NOW), Run)
+
+
+def test_a_cached_state_with_its_contract_outputs_is_read_by_its_key_list() -> None:
+    """The cache keeps a state's key list and, of its data, only outputs.json: the state is
+    readable when the list names terraform.tfstate, whatever the kept data holds."""
+    cached = state("c1", serial=1, inputs=current_hash())
+    cached["data"] = {"outputs.json": "e30="}
+    cached["dataKeys"] = ["outputs.json", "terraform.tfstate"]
+    ctx = context_of(snapshot.build(captf(), [*base_objects(applied=False), cached]), NOW)
+    assert isinstance(ctx, Context)
+    assert deletion.unreadable(ctx) is None
+    cached["dataKeys"] = ["outputs.json"]
+    ctx = context_of(snapshot.build(captf(), [*base_objects(applied=False), cached]), NOW)
+    assert isinstance(ctx, Context)
+    assert deletion.unreadable(ctx) is not None

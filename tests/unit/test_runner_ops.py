@@ -296,12 +296,26 @@ async def test_refresh_keeps_the_recorded_inputs_hash(kube: FakeKube, tmp_path: 
     assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "applied"}
 
 
-async def test_destroy_clears_the_inputs_hash(kube: FakeKube, tmp_path: Path) -> None:
+async def test_a_successful_destroy_removes_the_state_and_its_backups(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    """Destroyed, the state describes nothing: it and its backups go, so nothing is left
+    that a later object of the same name could take for live infrastructure."""
     with_state(kube, 4)
+    kube.put(secret("c-state-3", {"terraform.tfstate": tfstate(3)}))
+    kube.secrets["c-state-3"]["metadata"]["labels"] = {"captf.io/state-backup-of": "c"}
     tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
     result = await execute(environ("destroy"), kube, tofu, tmp_path)
     assert (result.outcome, result.state_serial) == (Outcome.SUCCESS, 5)
-    assert state_annotations(kube) == {"captf.io/serial": "5"}
+    assert sorted(kube.secrets) == ["c-inputs-abababab"]
+
+
+async def test_a_failed_destroy_keeps_the_state_it_left(kube: FakeKube, tmp_path: Path) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(tmp_path, new_state=tfstate(5), codes={"destroy": 1})
+    result = await execute(environ("destroy"), kube, tofu, tmp_path)
+    assert result.outcome is Outcome.FAILURE
+    assert state_annotations(kube)["captf.io/serial"] == "5"
 
 
 async def test_restore_op(kube: FakeKube, tmp_path: Path) -> None:

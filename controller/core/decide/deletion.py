@@ -92,8 +92,10 @@ def unreadable(ctx: Context) -> str | None:
     problem = ctx.state_serial_problem()
     if problem is not None:
         return problem
+    # The cache's key list first: the data it keeps of a state is only its contract
+    # outputs. A state from a file or a live read shows its data whole.
     data = state.get("data")
-    keys = list(data) if isinstance(data, dict) else state.get(DATA_KEYS)
+    keys = state.get(DATA_KEYS, list(data) if isinstance(data, dict) else None)
     if isinstance(keys, list) and STATE_KEY not in keys:
         return f"state Secret {state_secret_name(ctx.snap.name)} has no {STATE_KEY} key"
     return None
