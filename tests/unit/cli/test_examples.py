@@ -1,0 +1,52 @@
+"""Every snapshot under examples/snapshots/ decides as its `expect:` key (and its header
+comment) says, through the same `captf decide -f` an operator runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from controller.cli.main import main
+from tests.paths import REPO
+
+SNAPSHOTS = sorted((REPO / "examples" / "snapshots").glob("*.yaml"))
+HEADER = "# Expected decision: "
+
+
+def test_there_are_examples() -> None:
+    assert len(SNAPSHOTS) >= 8
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=[p.stem for p in SNAPSHOTS])
+def test_example_decides_as_it_says(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = path.read_text()
+    assert text.startswith("# "), "each example starts with a comment saying what it shows"
+    stated = [line[len(HEADER) :] for line in text.splitlines() if line.startswith(HEADER)]
+    expect = yaml.safe_load(text)["expect"]
+    assert [orjson.loads(s) for s in stated] == [expect]
+    assert main(["decide", "-f", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert orjson.loads(out) == expect
+
+
+def test_examples_cover_the_documented_situations() -> None:
+    decisions = [yaml.safe_load(p.read_text())["expect"] for p in SNAPSHOTS]
+    reasons = {d.get("reason") for d in decisions}
+    assert {
+        "InputsChanged",
+        "InputsChangedBackoff",
+        "WaitingForApproval",
+        "DriftRemediation",
+        "WaitingForClusterOperation",
+        "NoState",
+        "RestoreRequested",
+        "DeletionHeld",
+        "Abandoned",
+        "RetainedStateFound",
+        "DeletingWithoutState",
+    } <= reasons
+    assert any(d["action"] == "idle" and "after" in d for d in decisions)

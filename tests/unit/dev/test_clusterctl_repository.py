@@ -1,0 +1,134 @@
+"""The clusterctl provider repository is generated from manifests/ and keeps clusterctl's
+conventions: the provider label on every object, one Namespace, a container named
+`manager`, variables prefixed with the provider's name."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.core.basics.names import API_VERSION
+from controller.dev import clusterctl
+from tests.paths import REPO
+
+ROOT = REPO
+REPOSITORY = ROOT / clusterctl.REPOSITORY
+VARIABLE = re.compile(r"\$\{\s*([A-Za-z0-9_]+)")
+# clusterctl's own variables, set by `clusterctl generate cluster` from its flags.
+CLUSTERCTL_VARIABLES = {
+    "CLUSTER_NAME",
+    "NAMESPACE",
+    "KUBERNETES_VERSION",
+    "CONTROL_PLANE_MACHINE_COUNT",
+    "WORKER_MACHINE_COUNT",
+}
+# The cluster network, named as every provider's templates name it.
+NETWORK_VARIABLES = {"POD_CIDR", "SERVICE_CIDR"}
+
+
+def test_the_checked_in_repository_is_what_the_manifests_generate() -> None:
+    assert clusterctl.differences(ROOT) == [], "run `make chart` after changing manifests/"
+
+
+def test_every_component_carries_the_provider_label() -> None:
+    objects = clusterctl.components(ROOT / "manifests")
+    assert objects
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["cluster.x-k8s.io/provider"] == "infrastructure-terraform", obj["kind"]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["captf-system"]
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    assert len(crds) == 6
+    for crd in crds:
+        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1alpha1"
+
+
+def test_the_deployment_runs_one_container_named_manager() -> None:
+    [deployment] = [
+        o for o in clusterctl.components(ROOT / "manifests") if o["kind"] == "Deployment"
+    ]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "manager"
+    # clusterctl parses images as canonical references.
+    assert container["image"] == "docker.io/library/captf:dev"
+    assert "--allowed-images=${TERRAFORM_RUNNER_IMAGES:=captf:dev}" in container["args"]
+
+
+def test_component_variables_are_prefixed_with_the_provider_name() -> None:
+    text = (REPOSITORY / clusterctl.COMPONENTS).read_text()
+    found = set(VARIABLE.findall(text))
+    assert found == set(clusterctl.FLAG_VARIABLES.values())
+    assert all(name.startswith("TERRAFORM_") for name in found)
+
+
+@pytest.mark.parametrize("name", clusterctl.HAND_WRITTEN)
+def test_template_variables_are_clusterctls_or_prefixed(name: str) -> None:
+    text = (REPOSITORY / name).read_text()
+    for variable in set(VARIABLE.findall(text)) - CLUSTERCTL_VARIABLES - NETWORK_VARIABLES:
+        assert variable.startswith("TERRAFORM_"), f"{name}: ${{{variable}}}"
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPOSITORY / name).read_text()) if d]
+
+
+@pytest.mark.parametrize("name", ["cluster-template.yaml", "clusterclass-terraform.yaml"])
+def test_templates_name_our_kinds_in_our_api_version(name: str) -> None:
+    ours = [d for d in _docs(name) if d["kind"].startswith("Terraform")]
+    assert ours
+    assert {d["apiVersion"] for d in ours} == {API_VERSION}
+
+
+def test_the_clusterclass_flavor_names_the_class_clusterctl_adds() -> None:
+    """clusterctl adds `clusterclass-<name>.yaml` for a Cluster of class <name>."""
+    [cluster] = _docs("cluster-template-clusterclass.yaml")
+    [cls] = [d for d in _docs("clusterclass-terraform.yaml") if d["kind"] == "ClusterClass"]
+    assert cluster["spec"]["topology"]["classRef"]["name"] == "terraform"
+    assert cls["metadata"]["name"] == "terraform"
+
+
+def test_metadata_maps_the_release_series_to_contract_v1beta2() -> None:
+    metadata = yaml.safe_load((REPOSITORY / clusterctl.METADATA).read_text())
+    assert metadata["apiVersion"] == "clusterctl.cluster.x-k8s.io/v1alpha3"
+    assert metadata["kind"] == "Metadata"
+    assert metadata["releaseSeries"] == [{"major": 0, "minor": 1, "contract": "v1beta2"}]
+
+
+def test_canonical_image_names() -> None:
+    assert clusterctl.canonical("captf:dev") == "docker.io/library/captf:dev"
+    assert clusterctl.canonical("team/captf:v1") == "docker.io/team/captf:v1"
+    assert clusterctl.canonical("registry:5000/captf:v1") == "registry:5000/captf:v1"
+    assert clusterctl.canonical("ghcr.io/x/captf@sha256:ab") == "ghcr.io/x/captf@sha256:ab"
+    assert clusterctl.canonical("localhost/captf") == "localhost/captf"
+
+
+def test_a_manifest_change_the_repository_cannot_follow_fails_loudly(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    deployment = tmp_path / "manifests" / "deployment.yaml"
+    deployment.write_text(deployment.read_text().replace("- --log-format=json\n", ""))
+    with pytest.raises(clusterctl.ClusterctlError, match="--log-format"):
+        clusterctl.files(tmp_path)
+    deployment.write_text(deployment.read_text().replace("- name: manager", "- name: other"))
+    with pytest.raises(clusterctl.ClusterctlError, match="manager"):
+        clusterctl.files(tmp_path)
+
+
+def test_a_stale_repository_is_reported(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    clusterctl.write(tmp_path)
+    repository = tmp_path / clusterctl.REPOSITORY
+    for name in clusterctl.HAND_WRITTEN:
+        shutil.copy(REPOSITORY / name, repository / name)
+    assert clusterctl.differences(tmp_path) == []
+    rbac = tmp_path / "manifests" / "rbac.yaml"
+    rbac.write_text(rbac.read_text().replace("verbs: [create]", "verbs: [create, patch]"))
+    (repository / "cluster-template-old.yaml").write_text("")
+    assert clusterctl.differences(tmp_path) == [
+        clusterctl.COMPONENTS,
+        "cluster-template-old.yaml",
+    ]

@@ -1,0 +1,170 @@
+"""Who wakes whom: the controller's own writes wake no one, and every other change wakes
+the objects it concerns, found through an index."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.core.basics.names import (
+    ANN_ACCOUNTED,
+    ANN_RESULT,
+    CAPI_API_VERSION,
+    CAPI_CLUSTER,
+    CLUSTER,
+    FINALIZER,
+    LABEL_CLUSTER_NAME,
+    LABEL_NAME,
+    LABEL_RETRY_CAPPED,
+    LABEL_SCOPE,
+    POOL,
+    SCOPE_RUN_SLOT,
+)
+from controller.io.caches import Caches
+from controller.io.handlers import wire_handlers
+from controller.io.predicates import only_own_job_writes, only_own_object_writes
+from runtime.clock import LoopClock
+from tests.unit.io.cache_objects import (
+    NS,
+    Json,
+    Server,
+    captf,
+    deliver,
+    job,
+    meta,
+    secret,
+)
+
+
+@pytest.fixture
+def server() -> Server:
+    return Server()
+
+
+@pytest.fixture
+def caches(server: Server) -> Caches:
+    return Caches(server, clock=LoopClock(), namespace=None)
+
+
+@pytest.fixture
+def woken(caches: Caches) -> list[str]:
+    keys: list[str] = []
+    wire_handlers(caches, keys.append)
+    return keys
+
+
+# --- What an event whose only change is the controller's own write does --------------------
+
+BASE = captf(CLUSTER, "c", spec={"x": 1}, finalizers=[FINALIZER], labels={"team": "a"})
+
+
+def changed(path: tuple[str, ...], value: Any) -> Json:
+    obj = copy.deepcopy(BASE)
+    target = obj
+    for part in path[:-1]:
+        target = target.setdefault(part, {})
+    target[path[-1]] = value
+    obj["metadata"]["resourceVersion"] = "2"
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "own"),
+    [
+        (("status",), {"conditions": [{"type": "Ready", "status": "True"}]}, True),
+        (("metadata", "finalizers"), [], True),
+        (("metadata", "labels"), {"team": "a", LABEL_RETRY_CAPPED: "true"}, True),
+        (("metadata", "generation"), 2, True),
+        (("spec",), {"x": 2}, False),
+        (("metadata", "labels"), {"team": "b"}, False),
+        (("metadata", "annotations"), {"captf.io/approve": "c-plan-1"}, False),
+        (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", False),
+        (("metadata", "finalizers"), [FINALIZER, "other.io/keep"], False),
+    ],
+)
+def test_only_the_controllers_own_object_writes_are_ignored(
+    path: tuple[str, ...], value: Any, own: bool
+) -> None:
+    assert only_own_object_writes(BASE, changed(path, value)) is own
+
+
+def test_adds_and_deletes_are_never_own_writes() -> None:
+    assert not only_own_object_writes(None, BASE)
+    assert not only_own_object_writes(BASE, None)
+
+
+def test_a_job_update_that_only_accounts_it_is_ignored() -> None:
+    owner = captf(CLUSTER, "c")
+    before = job(owner, "c-apply-1", 1, {ANN_RESULT: "{}"})
+    accounted = job(owner, "c-apply-1", 2, {ANN_RESULT: "{}", ANN_ACCOUNTED: "true"})
+    finished = copy.deepcopy(before) | {"status": {"failed": 1}}
+    assert only_own_job_writes(before, accounted)
+    assert not only_own_job_writes(before, finished)
+    assert not only_own_job_writes(None, before)
+
+
+def test_the_objects_own_status_write_does_not_wake_it(caches: Caches, woken: list[str]) -> None:
+    informer = caches.objects[CLUSTER]
+    deliver(informer, "ADDED", copy.deepcopy(BASE))
+    deliver(informer, "MODIFIED", changed(("status",), {"next": {"reason": "Idle"}}))
+    assert woken == [f"{CLUSTER}/{NS}/c"]  # the add only
+    deliver(informer, "MODIFIED", changed(("spec",), {"x": 3}) | {"metadata": meta("c", 3)})
+    assert woken == [f"{CLUSTER}/{NS}/c"] * 2
+
+
+# --- What wakes what ------------------------------------------------------------------------
+
+
+def test_a_secret_wakes_the_objects_that_read_it_and_its_owner_only(
+    caches: Caches, woken: list[str]
+) -> None:
+    reader = captf(CLUSTER, "reader", spec={"credentialsRef": {"name": "creds"}})
+    owner = captf(POOL, "owner", labels={LABEL_CLUSTER_NAME: "reader"})
+    bystander = captf(CLUSTER, "bystander")
+    for obj in (reader, owner, bystander):
+        caches.objects[obj["kind"]].store.upsert(obj)
+    deliver(caches.secrets, "ADDED", secret("creds"))
+    deliver(caches.secrets, "ADDED", secret("owner-inputs-1", labels={LABEL_NAME: "owner"}))
+    deliver(caches.secrets, "ADDED", secret("unrelated"))
+    deliver(caches.secrets, "ADDED", secret("bystander-state"))
+    assert woken == [
+        f"{CLUSTER}/{NS}/reader",
+        f"{POOL}/{NS}/owner",
+        f"{CLUSTER}/{NS}/bystander",
+    ]
+
+
+def test_readiness_wakes_members_and_dependants_not_the_namespace(
+    caches: Caches, woken: list[str]
+) -> None:
+    owned = [{"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c"}]
+    cluster = captf(CLUSTER, "c", ownerReferences=owned)
+    member = captf(POOL, "p", labels={LABEL_CLUSTER_NAME: "c"})
+    dependant = captf(CLUSTER, "d", spec={"dependsOn": [{"kind": CLUSTER, "name": "c"}]})
+    others = [captf(CLUSTER, f"x{i}") for i in range(5)]
+    for obj in (cluster, member, dependant, *others):
+        caches.objects[obj["kind"]].store.upsert(obj)
+    ready = copy.deepcopy(cluster)
+    ready["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    ready["metadata"]["resourceVersion"] = "2"
+    deliver(caches.objects[CLUSTER], "MODIFIED", ready)
+    assert sorted(woken) == sorted([f"{CLUSTER}/{NS}/d", f"{POOL}/{NS}/p"])
+
+
+def test_a_freed_lease_wakes_only_the_objects_waiting_for_one(
+    caches: Caches, woken: list[str]
+) -> None:
+    waiting = captf(CLUSTER, "w") | {"status": {"next": {"reason": "WaitingForRunLease"}}}
+    caches.objects[CLUSTER].store.upsert(waiting)
+    caches.objects[CLUSTER].store.upsert(captf(CLUSTER, "idle"))
+    lease = {
+        "metadata": meta("captf-run-slot-0", 1, labels={LABEL_SCOPE: SCOPE_RUN_SLOT}),
+        "spec": {"holderIdentity": "job-1"},
+    }
+    caches.leases.store.upsert(copy.deepcopy(lease))
+    lease["spec"] = {}
+    lease["metadata"]["resourceVersion"] = "2"
+    deliver(caches.leases, "MODIFIED", lease)
+    assert woken == [f"{CLUSTER}/{NS}/w"]
