@@ -115,9 +115,10 @@ def our_crd_names() -> list[str]:
     return [doc["metadata"]["name"] for doc in crd_documents(OUR_CRDS)]
 
 
-def label_for_clusterctl(server: ApiServer, crds: Iterable[str]) -> None:
-    """Put the clusterctl label on `crds`, as `clusterctl init` does on what it installs."""
-    patch = {"metadata": {"labels": {CLUSTERCTL_LABEL: ""}}}
+def label_for_clusterctl(server: ApiServer, crds: Iterable[str], *, value: str | None = "") -> None:
+    """Put the clusterctl label on `crds`, as `clusterctl init` does on what it installs
+    (value None: take it off again)."""
+    patch = {"metadata": {"labels": {CLUSTERCTL_LABEL: value}}}
     for name in crds:
         server.request(
             "PATCH",

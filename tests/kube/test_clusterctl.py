@@ -363,6 +363,6 @@ async def test_the_clusterclass_flavor_makes_a_terraformcluster_from_the_templat
     )
     [template] = [o for o in objects if o["kind"] == "TerraformClusterTemplate"]
     want = template["spec"]["template"]["spec"]
-    assert infra["spec"]["module"] == want["module"]
+    assert infra["spec"]["source"] == want["source"]
     assert infra["spec"]["credentialsRef"] == want["credentialsRef"]
     assert infra["spec"]["jobs"]["image"] == want["jobs"]["image"]  # the rest defaulted

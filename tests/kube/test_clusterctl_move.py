@@ -91,8 +91,9 @@ def target(capi_build: Path) -> Iterator[ApiServer]:
         yield server
 
 
-def prepare(server: ApiServer, build: Path, workdir: Path) -> None:
-    """Cluster API's CRDs, ours, the clusterctl label on them, and the inventory."""
+def prepare(server: ApiServer, build: Path, workdir: Path) -> list[str]:
+    """Cluster API's CRDs, ours, the clusterctl label on them, and the inventory; the
+    CRDs labelled."""
     crds = workdir / "capi-crds"
     crds.mkdir(parents=True, exist_ok=True)
     for source in sorted((build / "crds").glob("*.yaml")):
@@ -105,6 +106,7 @@ def prepare(server: ApiServer, build: Path, workdir: Path) -> None:
     inventory = workdir / "inventory"
     inventory.mkdir(exist_ok=True)
     install_inventory(server, inventory)
+    return names
 
 
 def generated_terraform_cluster(build: Path, workdir: Path, name: str) -> Json:
@@ -354,12 +356,12 @@ def moved(
     apiserver: ApiServer,
     target: ApiServer,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Moved:
+) -> Iterator[Moved]:
     """One move of a namespace holding two provisioned Clusters: `labelled`, whose state
     and backup carry the move label, and `today`, whose Secrets are as CAPTF writes them
     now; plus the bystanders and two module ConfigMaps, one labelled."""
     workdir = tmp_path_factory.mktemp("move")
-    prepare(apiserver, capi_build, workdir / "source")
+    labelled_crds = prepare(apiserver, capi_build, workdir / "source")
     prepare(target, capi_build, workdir / "target")
     namespace = f"move-{uuid.uuid4().hex[:8]}"
     apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -387,7 +389,11 @@ def moved(
     done = run_clusterctl(capi_build, workdir, args)
     TIMINGS["move"] = time.monotonic() - started
     (workdir / "move.log").write_text(done.stdout + done.stderr)
-    return Moved(namespace, apiserver, target, before, done.stdout + done.stderr)
+    try:
+        yield Moved(namespace, apiserver, target, before, done.stdout + done.stderr)
+    finally:
+        # The source is the session's API server: leave its CRDs as the other tests expect.
+        label_for_clusterctl(apiserver, labelled_crds, value=None)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -35,7 +35,10 @@ async def test_a_failed_apply_waits_one_minute(apiserver: ApiServer, namespace: 
         assert nxt["op"] == "apply"
         assert parse_time(nxt["at"]) == failed_at + timedelta(minutes=1)
         status = (await kube.cluster())["status"]
-        assert status["failures"]["apply"] == {"count": 1, "lastFailedAt": format_time(failed_at)}
+        failure = status["failures"]["apply"]
+        assert (failure["count"], failure["lastFailedAt"]) == (1, format_time(failed_at))
+        # The last failure's message, for `captf get`'s LAST ERROR once the Job is pruned.
+        assert first["metadata"]["name"] in failure["message"]
         assert "activeJob" not in status
         assert len(await kube.jobs()) == 1
 

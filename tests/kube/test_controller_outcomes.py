@@ -36,7 +36,10 @@ async def test_a_deadline_kill_counts_as_a_failure(apiserver: ApiServer, namespa
         nxt = await next_is(kube, "InputsChangedBackoff")
         assert parse_time(nxt["at"]) == at + timedelta(minutes=1)
         status = (await kube.cluster())["status"]
-        assert status["failures"]["apply"] == {"count": 1, "lastFailedAt": format_time(at)}
+        failure = status["failures"]["apply"]
+        assert (failure["count"], failure["lastFailedAt"]) == (1, format_time(at))
+        # The last failure's message, for `captf get`'s LAST ERROR once the Job is pruned.
+        assert first["metadata"]["name"] in failure["message"]
         assert await events_of(kube, "JobInterrupted") == []
         await clock.advance(59)
         assert len(await kube.jobs()) == 1

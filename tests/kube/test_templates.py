@@ -38,12 +38,10 @@ Obj = dict[str, Any]
 def template(kind: str, name: str) -> Obj:
     """The smallest valid template of `kind`: its kind's required fields only."""
     spec: Obj = {
-        "module": {"configMapRef": {"name": "module"}},
+        "source": {"configMapRef": {"name": "module"}},
         "credentialsRef": {"name": "credentials"},
         "jobs": {"image": "runner:1"},
     }
-    if kind != "TerraformClusterTemplate":
-        spec["clusterRef"] = {"name": "cluster"}
     return {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": kind,
