@@ -244,8 +244,10 @@ async def test_deleting_the_object_destroys_and_removes_the_finalizer(system: Sy
     destroy = await system.finished_job("web", "destroy", 1)
     assert ended(destroy) == "Complete", system.log(destroy)
     assert not managed.exists()
-    state = await system.kube.secret("web-state")  # kept on purpose: it outlives the object
-    assert "captf.io/inputs-hash" not in state["metadata"]["annotations"]
+    # Destroyed, the state describes nothing: the runner removed it (deletionPolicy
+    # Retain is how a state outlives its object).
+    secrets = await system.kube.call("GET", f"/api/v1/namespaces/{system.kube.ns}/secrets")
+    assert [s for s in secrets["items"] if s["metadata"]["name"].startswith("web-state")] == []
 
 
 async def test_the_delay_table_with_the_time_scale(system: System, tmp_path: Path) -> None:

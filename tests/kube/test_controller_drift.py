@@ -6,12 +6,13 @@ until the next drift check."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from controller.core.basics.timefmt import parse_time
+from controller.core.decide.triggers import jitter
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
@@ -47,8 +48,10 @@ async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
         await succeed_apply(kube, applied, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
         nxt = await next_is(kube, "Idle")
-        assert parse_time(nxt["at"]) == clock.now() + timedelta(hours=1)
-        await clock.advance(HOUR)
+        # The check is due an hour on, plus the object's jitter (docs/decisions.md).
+        late = jitter((await kube.cluster())["metadata"]["uid"], "drift", HOUR)
+        _near(parse_time(nxt["at"]), clock.now() + timedelta(seconds=HOUR + late))
+        await clock.advance(HOUR + late)
 
         check = await nth_job(kube, 1, "captf.io/op=drift")
         checked_at = clock.now()
@@ -68,7 +71,7 @@ async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
 
         # At the cap: idle until the next drift check; drift stays detected; Ready stays True.
         nxt = await next_is(kube, "Idle")
-        assert parse_time(nxt["at"]) == checked_at + timedelta(hours=1)
+        _near(parse_time(nxt["at"]), checked_at + timedelta(seconds=HOUR + late))
         drift = await condition_is(kube, "DriftDetected", "True")
         assert "remediation stopped" in drift["message"]
         await condition_is(kube, "Ready", "True")
@@ -86,7 +89,7 @@ async def test_remediation_stops_at_the_cap_until_the_next_drift_check(
         assert (await kube.cluster())["metadata"]["labels"]["captf.io/retry-capped"] == "apply"
 
         # The next drift check that finds drift starts a new round of remediation.
-        await clock.advance(HOUR - 600 - 10)
+        await clock.advance(HOUR + late - 600 - 10)
         second_check = await new_job(kube, check, selector="captf.io/op=drift")
         await kube.finish(second_check, "succeeded", at=clock.now(), result={"drift": True})
         again = await new_job(kube, applied, *remediations)
@@ -100,13 +103,19 @@ async def test_a_clean_drift_check_clears_drift(apiserver: ApiServer, namespace:
         applied = await nth_job(kube, 1)
         await succeed_apply(kube, applied, serial=1, at=clock.now())
         await next_is(kube, "Idle")
-        await clock.advance(HOUR)
+        late = jitter((await kube.cluster())["metadata"]["uid"], "drift", HOUR)
+        await clock.advance(HOUR + late)
         check = await nth_job(kube, 1, "captf.io/op=drift")
         await kube.finish(check, "succeeded", at=clock.now(), result={"drift": True})
         await condition_is(kube, "DriftDetected", "True", "DriftDetected")
         await next_is(kube, "Idle")
         assert len(await kube.jobs("captf.io/op=apply")) == 1  # remediate is off
-        await clock.advance(HOUR)
+        await clock.advance(HOUR + late)
         second = await new_job(kube, check, selector="captf.io/op=drift")
         await kube.finish(second, "succeeded", at=clock.now(), result={"drift": False})
         await condition_is(kube, "DriftDetected", "False", "NoDrift")
+
+
+def _near(got: datetime, want: datetime) -> None:
+    """Equal to the second: status times are written with one-second resolution."""
+    assert abs((got - want).total_seconds()) < 1, (got, want)

@@ -101,7 +101,7 @@ async def test_a_pool_waits_while_its_cluster_runs_a_job(
         await succeed_apply(kube, applied, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True")
         # A refresh keeps the cluster Ready while it holds the cluster's operation Lease.
-        await clock.advance(3600)
+        await clock.advance(3600 * 1.1)  # the interval, past any jitter (a tenth at most)
         refresh = await nth_job(kube, 1, "captf.io/op=refresh")
         lease = await _lease(kube, "captf-op-terraformcluster-c1")
         assert _holder(lease) == refresh["metadata"]["name"]
@@ -122,7 +122,7 @@ async def test_a_pool_waits_while_its_cluster_runs_a_job(
         assert _holder(await _lease(kube, "captf-op-terraformcluster-c1")) is None
 
         # And the other way round: the cluster's next refresh waits for the pool's Job.
-        await clock.advance(3600)
+        await clock.advance(3600 * 1.1)  # the interval, past any jitter (a tenth at most)
         await next_is(kube, "WaitingForMachineOperations")
         assert len(await kube.jobs("captf.io/op=refresh")) == 1
         await succeed_apply(kube, pool_job, serial=1, at=clock.now(), name="p1")
