@@ -51,6 +51,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from controller.dev.install import Api, free_port
 from controller.io.api import resource_path
+from runtime.builds import BuildFailed, built_dir
 from runtime.cache.resource import Resource
 from runtime.envtest import RequestFailed, process
 from runtime.envtest.client import Client
@@ -111,19 +112,10 @@ def capi_dir(*, build: bool = True) -> Path:
 def _from_script(build: bool) -> Path:
     if not BUILD_SCRIPT.is_file():
         raise ClusterApiMissing(f"no ${DIR_ENV} and no build script at {BUILD_SCRIPT}")
-    args = [str(BUILD_SCRIPT)] if build else [str(BUILD_SCRIPT), "--check"]
-    done = subprocess.run(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=None if build else subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        why = (done.stderr or "").strip() if not build else f"exit status {done.returncode}"
-        raise ClusterApiMissing(f"{BUILD_SCRIPT}: {why}")
-    return Path(lines[-1])
+    try:
+        return built_dir(BUILD_SCRIPT, build=build)
+    except BuildFailed as failed:
+        raise ClusterApiMissing(str(failed)) from None
 
 
 def install_crds_only(server: Server, workdir: Path, bin_dir: Path | None = None) -> list[str]:

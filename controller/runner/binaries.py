@@ -7,10 +7,10 @@ version and afterwards only prints the cached directory. The directory holds
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 from controller.core.basics.runner_vars import RunnerVar
+from runtime.builds import BuildFailed, built_dir
 
 DIR_ENV = "CAPTF_TOFU_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "tofu" / "build.sh"
@@ -44,16 +44,7 @@ def runner_environ(directory: Path) -> dict[str, str]:
 def _from_script(build: bool) -> Path:
     if not BUILD_SCRIPT.is_file():
         raise TofuMissing(f"no ${DIR_ENV} and no build script at {BUILD_SCRIPT}")
-    args = [str(BUILD_SCRIPT)] if build else [str(BUILD_SCRIPT), "--check"]
-    done = subprocess.run(
-        args,
-        stdout=subprocess.PIPE,
-        stderr=None if build else subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        why = (done.stderr or "").strip() if not build else f"exit status {done.returncode}"
-        raise TofuMissing(f"{BUILD_SCRIPT}: {why}")
-    return Path(lines[-1])
+    try:
+        return built_dir(BUILD_SCRIPT, build=build)
+    except BuildFailed as failed:
+        raise TofuMissing(str(failed)) from None

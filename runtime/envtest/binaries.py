@@ -7,8 +7,9 @@ prints the cached directory, so calling it on every start costs milliseconds."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from runtime.builds import BuildFailed, built_dir
 
 BIN_DIR_ENV = "CAPTF_KUBE_BIN_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "kube" / "build.sh"
@@ -33,12 +34,7 @@ def binary_dir() -> Path:
 
 
 def _build() -> Path:
-    if not BUILD_SCRIPT.is_file():
-        raise BinariesMissing(f"no {BIN_DIR_ENV} and no build script at {BUILD_SCRIPT}")
-    done = subprocess.run(
-        [str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True
-    )
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        raise BinariesMissing(f"{BUILD_SCRIPT} failed with exit status {done.returncode}")
-    return Path(lines[-1])
+    try:
+        return built_dir(BUILD_SCRIPT)
+    except BuildFailed as failed:
+        raise BinariesMissing(f"no {BIN_DIR_ENV} and {failed}") from None

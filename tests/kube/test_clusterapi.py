@@ -19,6 +19,7 @@ import pytest_asyncio
 
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from runtime.envtest import ApiServer, RequestFailed
+from tests.capi_support import CONTROL_PLANE_CRD, CONTROL_PLANES
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi, pytest.mark.asyncio(loop_scope="module")]
 
@@ -26,44 +27,6 @@ Json = dict[str, Any]
 API = "/apis/cluster.x-k8s.io/v1beta2"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 DEPLOYMENT_NAME = "cluster.x-k8s.io/deployment-name"
-
-
-# A control plane provider's CRD, as small as the contract allows: since v1.14 a Cluster
-# needs a controlPlaneRef, an infrastructureRef or a topology, and the label names the
-# contract the version implements, or every reconcile of the Cluster fails.
-CONTROL_PLANE_CRD: Json = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {
-        "name": "examplecontrolplanes.controlplane.cluster.x-k8s.io",
-        "labels": {"cluster.x-k8s.io/v1beta2": "v1alpha1"},
-    },
-    "spec": {
-        "group": "controlplane.cluster.x-k8s.io",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "ExampleControlPlane",
-            "listKind": "ExampleControlPlaneList",
-            "plural": "examplecontrolplanes",
-            "singular": "examplecontrolplane",
-        },
-        "versions": [
-            {
-                "name": "v1alpha1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
-CONTROL_PLANES = "/apis/controlplane.cluster.x-k8s.io/v1alpha1"
 
 
 @pytest.fixture(scope="session")
