@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from controller.dev.generated import run_generator
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = Path("charts/captf")
@@ -233,20 +234,11 @@ def write(root: Path = ROOT) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.root)
-    try:
-        if args.check:
-            stale = differences(root)
-            if stale:
-                print(
-                    f"{CHART} differs from what manifests/ generate: {', '.join(stale)}; "
-                    "run `captf dev chart`",
-                    file=sys.stderr,
-                )
-                return 1
-            return 0
-        write(root)
-    except ChartError as err:
-        print(f"captf dev chart: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_generator(
+        args,
+        target=CHART,
+        differences=differences,
+        write=write,
+        error=ChartError,
+        verb="captf dev chart",
+    )

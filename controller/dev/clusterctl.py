@@ -25,7 +25,6 @@ fails here. `--check` only compares, for CI and tests."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import yaml
 
 from controller.dev import chart
+from controller.dev.generated import run_generator
 from controller.dev.kustomize import render
 
 Json = dict[str, Any]
@@ -174,20 +174,11 @@ def write(root: Path = ROOT) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    root = Path(args.root)
-    try:
-        if args.check:
-            stale = differences(root)
-            if stale:
-                print(
-                    f"{REPOSITORY} differs from what manifests/ generate: {', '.join(stale)}; "
-                    "run `make chart`",
-                    file=sys.stderr,
-                )
-                return 1
-            return 0
-        write(root)
-    except ClusterctlError as err:
-        print(f"clusterctl repository: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return run_generator(
+        args,
+        target=REPOSITORY,
+        differences=differences,
+        write=write,
+        error=ClusterctlError,
+        verb="captf dev clusterctl",
+    )
