@@ -36,6 +36,7 @@ from controller.core.basics.names import (
     CLUSTER,
     LABEL_UID,
 )
+from controller.dev.clusterapi import install_crds_only
 from controller.io.api import JOBS, NAMESPACES, OBJECTS, resource_path
 from controller.io.trimming import job_fields
 from runtime.cache import Informer, Selection, label_index
@@ -65,6 +66,10 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"objects": args.objects}
     with ApiServer() as server:
         server.install_crds(Path(args.crds))
+        # The controller watches Cluster API's objects too: without their CRDs its caches
+        # never sync. The bench's objects have no Cluster API owner, so they wait for one
+        # (WaitingForOwner), idle as before.
+        install_crds_only(server, server.workdir / "capi")
         kubeconfig = str(server.kubeconfig)
         async with open_transport(kubeconfig) as transport:
             await create(transport, resource_path(NAMESPACES), namespace_body(CONTROLLER_NAMESPACE))

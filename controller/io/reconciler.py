@@ -243,7 +243,14 @@ async def _remove_finalizer(client: Api, obj: Json) -> None:
     meta = obj["metadata"]
     kept = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
     patch = {"metadata": {"finalizers": kept}}
-    await api.merge_patch(client, _path(obj), patch, version=meta["resourceVersion"])
+    try:
+        await api.merge_patch(client, _path(obj), patch, version=meta["resourceVersion"])
+    except ApiError as err:
+        if err.status != 404:
+            raise
+        # Gone already (its other finalizers went, or a replayed pass removed ours): the
+        # object this step lets go of is gone, which is what the step is for.
+        return
     log.info("%s/%s: destroyed; finalizer removed", meta["namespace"], meta["name"])
 
 

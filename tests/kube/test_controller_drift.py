@@ -117,5 +117,6 @@ async def test_a_clean_drift_check_clears_drift(apiserver: ApiServer, namespace:
 
 
 def _near(got: datetime, want: datetime) -> None:
-    """Equal to the second: status times are written with one-second resolution."""
-    assert abs((got - want).total_seconds()) < 1, (got, want)
+    """Equal within two seconds: status and Job times have one-second resolution, and the
+    schedule counts from the check's finish time as the Job records it."""
+    assert abs((got - want).total_seconds()) < 2, (got, want)
