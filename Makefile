@@ -69,10 +69,11 @@ apiserver: $(STAMP) kube
 decide-examples: $(STAMP)
 	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
 
-# The main job: control plane, process node, controller, the examples, a live timeline.
+# The main job: control plane, Cluster API, process node, controller, a Cluster API cluster
+# provisioned by the example modules, a live timeline.
 # TIME_SCALE=K makes one minute last 60/K seconds.
 TIME_SCALE ?= 30
-run: $(STAMP) kube tofu
+run: $(STAMP) kube tofu capi
 	$(BIN)/captf dev run --time-scale $(TIME_SCALE)
 
 # The scale benchmark on its own API server (one JSON line last); OBJECTS=N to change N.

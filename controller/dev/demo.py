@@ -1,11 +1,20 @@
 """`captf dev run` (`make run`): the whole system on this machine, with a live timeline.
 
-A real kube-apiserver, etcd and kube-controller-manager; the controller installed from
-manifests/ as users install it (the kustomization rendered here, then applied): its
-Deployment of two leader-elected replicas under the ServiceAccount `captf-controller`;
-a process node running every pod (the controller's, and each runner's with the real
-OpenTofu) as a local process; and the objects of examples/objects with the runner's
-RBAC. Time is compressed (--time-scale): the 1-minute first retry takes 60/K seconds."""
+A real kube-apiserver, etcd and kube-controller-manager; Cluster API's core manager
+beside them, with its CRDs and webhooks (controller.dev.clusterapi); the controller
+installed from manifests/ as users install it (the kustomization rendered here, then
+applied): its Deployment of two leader-elected replicas under the ServiceAccount
+`captf-controller`; a process node running every pod (the controller's, and each
+runner's with the real OpenTofu) as a local process. Then a Cluster API cluster, `demo`:
+the example modules as ConfigMaps, examples/clusterapi (a Cluster on a TerraformCluster,
+a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
+fails twice), the runner's RBAC, and `demo-kubeconfig` naming this API server as the
+workload cluster, where a stand-in registers a Node for each machine's providerID
+(controller.dev.workload). Time is compressed (--time-scale): the 1-minute first retry
+takes 60/K seconds.
+
+examples/objects is not applied: its module predates the module contract (it declares
+none of the contract's inputs), so under Cluster API every plan of it fails."""
 
 from __future__ import annotations
 
@@ -19,6 +28,9 @@ from typing import Any
 import anyio
 import yaml
 
+from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, VERSION
+from controller.dev import workload
+from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render
@@ -43,7 +55,9 @@ from runtime.transport import Transport, open_transport
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
-EXAMPLES = REPO / "examples" / "objects"
+EXAMPLES = REPO / "examples" / "clusterapi"
+CREDENTIALS = REPO / "examples" / "objects" / "00-credentials.yaml"
+CLUSTER = "demo"
 CRDS = MANIFESTS / "crds"
 RUNNER_RBAC = MANIFESTS / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
@@ -52,6 +66,8 @@ NAMESPACE = "default"
 _EXAMPLE_RESOURCES = {
     **OBJECTS,
     **CAPI_OBJECTS,
+    "TerraformMachineTemplate": Resource(GROUP, VERSION, "terraformmachinetemplates"),
+    "MachineDeployment": Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments"),
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
     "ServiceAccount": SERVICE_ACCOUNTS,
@@ -66,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         print("building or finding OpenTofu and the local provider ...", flush=True)
         tofu = tofu_dir(build=True)
-    except TofuMissing as err:
+        print("building or finding Cluster API's manager and clusterctl ...", flush=True)
+        capi = capi_dir(build=True)
+    except (TofuMissing, ClusterApiMissing) as err:
         print(f"captf dev run: {err}", file=sys.stderr)
         return 2
     Path("/tmp/captf-demo-flaky-counter").unlink(missing_ok=True)
@@ -76,47 +94,75 @@ def run(args: argparse.Namespace) -> int:
         kcm = f"{server.controller_manager_seconds:.1f}s"
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
-        port = free_port()
-        apply(
-            server,
-            on_process_node(render(MANIFESTS), metrics_port=port, time_scale=args.time_scale),
-        )
-        print(
-            f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
-            f" 2 replicas; each serves /metrics on port {port} of its pod IP"
-        )
-        for obj in [*_documents(RUNNER_RBAC), *_examples()]:
-            server.request("POST", _collection(obj), obj)
-        minute = 60 / args.time_scale
-        print(f"applied examples/objects; time scale {args.time_scale:g} (1m lasts {minute:.1f}s)")
-        print("Ctrl-C stops everything.\n")
-        anyio.run(_run_all, args, tofu)
+        # On this thread: the manager is spawned by the thread that enters ClusterApi.
+        anyio.run(_run_all, args, tofu, capi, server)
     return 0
 
 
-async def _run_all(args: argparse.Namespace, tofu: Path) -> None:
+async def _run_all(args: argparse.Namespace, tofu: Path, capi: Path, server: ApiServer) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
-            # Recorded before any replica starts (their ServiceAccount may read it, not
-            # create it): every replica and this timeline then share one scaled timeline.
-            clock = await scaled_clock(
-                transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale
+        async with ClusterApi(server, bin_dir=capi) as manager:
+            print(
+                f"Cluster API {capi.name.removeprefix('capi-')} manager ready"
+                f" ({manager.startup_seconds:.1f}s), CRDs and webhooks installed; log {manager.log}"
             )
-            images = default_images(runner_environ(tofu))
-            async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
-                timeline = Timeline(
-                    transport,
-                    clock=clock,
-                    scale=args.time_scale,
-                    deployment=(CONTROLLER_NAMESPACE, DEPLOYMENT),
-                )
-                tg.start_soon(timeline.run)
-                async for _ in signals:
-                    break
-                errors = await _reconcile_errors(transport)
-                print("\nstopping: controller pods, node, control plane ...", flush=True)
-            tg.cancel_scope.cancel()
+            await anyio.to_thread.run_sync(_install, args, server)
+            clusterctl = capi / "clusterctl"
+            print(f"  {clusterctl} describe cluster {CLUSTER} --kubeconfig {KUBECONFIG}")
+            print(f"  captf get --kubeconfig {KUBECONFIG} --time-scale {args.time_scale:g}")
+            print("Ctrl-C stops everything.\n", flush=True)
+            errors = await _watch(args, tofu, signals)
     print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
+
+
+def _install(args: argparse.Namespace, server: ApiServer) -> None:
+    """The controller, then the cluster's objects; Cluster API's CRDs are there already, so
+    the controller's informers of Clusters, Machines and MachinePools list at once."""
+    port = free_port()
+    apply(
+        server,
+        on_process_node(render(MANIFESTS), metrics_port=port, time_scale=args.time_scale),
+    )
+    print(
+        f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
+        f" 2 replicas; each serves /metrics on port {port} of its pod IP"
+    )
+    for obj in _objects(server.kubeconfig.read_bytes()):
+        server.request("POST", _collection(obj), obj)
+    minute = 60 / args.time_scale
+    print(
+        f"applied the example modules (ConfigMaps captf-module-*), examples/clusterapi and"
+        f" {CLUSTER}-kubeconfig (this API server is the workload cluster);"
+        f" time scale {args.time_scale:g} (1m lasts {minute:.1f}s)"
+    )
+    print(
+        "a Node with its providerID is registered for each machine the modules create"
+        " (a stand-in for its kubelet joining), so Machines reach Running. Try:"
+    )
+
+
+async def _watch(args: argparse.Namespace, tofu: Path, signals: Any) -> float:
+    async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
+        # Recorded before any replica starts (their ServiceAccount may read it, not
+        # create it): every replica and this timeline then share one scaled timeline.
+        clock = await scaled_clock(transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale)
+        images = default_images(runner_environ(tofu))
+        async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
+            timeline = Timeline(
+                transport,
+                clock=clock,
+                scale=args.time_scale,
+                deployment=(CONTROLLER_NAMESPACE, DEPLOYMENT),
+                capi=True,
+            )
+            tg.start_soon(timeline.run)
+            tg.start_soon(workload.NodeJoiner(transport, say=timeline.say).run)
+            async for _ in signals:
+                break
+            errors = await _reconcile_errors(transport)
+            print("\nstopping: controller pods, node, Cluster API, control plane ...", flush=True)
+        tg.cancel_scope.cancel()
+    return errors
 
 
 async def _reconcile_errors(transport: Transport) -> float:
@@ -126,8 +172,14 @@ async def _reconcile_errors(transport: Transport) -> float:
     return await anyio.to_thread.run_sync(scrape_sum, pods["items"], family)
 
 
-def _examples() -> list[Json]:
-    docs: list[Json] = []
+def _objects(kubeconfig: bytes) -> list[Json]:
+    """Everything `make run` applies after the controller, in order: the runner's RBAC,
+    the credentials, the modules, the workload kubeconfig, then examples/clusterapi."""
+    modules = [workload.module_configmap(role) for role in workload.ROLES]
+    flaky = workload.module_configmap("cluster", "captf-module-flaky")
+    flaky["data"] |= {p.name: p.read_text() for p in sorted((EXAMPLES / "flaky").glob("*.tf"))}
+    docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS), *modules, flaky]
+    docs.append(workload.kubeconfig_secret(CLUSTER, kubeconfig))
     for path in sorted(EXAMPLES.glob("*.yaml")):
         docs += _documents(path)
     return docs

@@ -6,7 +6,9 @@ time it ends and how long that is from now; a Job started; a Job finished with
 its outcome, and for a failure the last lines of its message (where tofu prints the
 cause), redacted as the controller redacts them. Given the controller's own
 Deployment, also which replica leads, each handover, and which replicas are Ready
-(controller.dev.replicas). On a terminal, a footer counts down the waits.
+(controller.dev.replicas). With `capi`, also the phases of Cluster API's Clusters,
+Machines and MachinePools as Cluster API moves them, and each pool's replicas
+(controller.dev.phases). On a terminal, a footer counts down the waits.
 
 With the time scaled, each line carries the wall clock and the controller's clock
 side by side (`23:41:05 [ctl 02:12:30]`): waits are stated in controller time, and
@@ -20,12 +22,13 @@ from typing import Any, TextIO
 
 import anyio
 
-from controller.core.basics.names import ANN_RETRY, KINDS, LABEL_UID
+from controller.core.basics.names import ANN_RETRY, CAPI_KINDS, KINDS, LABEL_UID
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.jobs.job import classify, is_finished, op_of
 from controller.core.jobs.sensitive import job_redactor
+from controller.dev.phases import lines_of
 from controller.dev.replicas import Replicas
-from controller.io.api import JOBS, OBJECTS, SECRETS
+from controller.io.api import CAPI_OBJECTS, JOBS, OBJECTS, SECRETS
 from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
@@ -53,8 +56,10 @@ class Timeline:
         scale: float = 1.0,
         out: TextIO = sys.stdout,
         deployment: tuple[str, str] | None = None,
+        capi: bool = False,
     ) -> None:
-        """`deployment`: (namespace, name) of the controller's own Deployment, if any."""
+        """`deployment`: (namespace, name) of the controller's own Deployment, if any;
+        `capi`: Cluster API's CRDs are installed, so its objects are watched too."""
         self._clock = clock
         self._scale = scale
         self._out = out
@@ -69,6 +74,13 @@ class Timeline:
         )
         for kind, informer in self._objects.items():
             informer.add_handler(self._on_object(kind))
+        self._owners = (
+            {kind: Informer(transport, CAPI_OBJECTS[kind], clock=real) for kind in CAPI_KINDS}
+            if capi
+            else {}
+        )
+        for kind, informer in self._owners.items():
+            informer.add_handler(self._on_owner(kind))
         self._jobs.add_handler(self._on_job)
         # The Secrets a Job's messages are redacted with (the controller's second pass).
         self._secrets = Informer(transport, SECRETS, clock=real)
@@ -80,7 +92,8 @@ class Timeline:
 
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
-            for informer in [*self._objects.values(), self._jobs, self._secrets]:
+            informers = [*self._objects.values(), *self._owners.values()]
+            for informer in [*informers, self._jobs, self._secrets]:
                 tg.start_soon(informer.run)
             if self._replicas is not None:
                 tg.start_soon(self._replicas.run)
@@ -118,6 +131,14 @@ class Timeline:
             after = (new.get("status") or {}).get("next")
             if after and after != before:
                 self._decision(who, after)
+
+        return handler
+
+    def _on_owner(self, kind: str) -> Any:
+        def handler(old: Json | None, new: Json | None) -> None:
+            who = f"{kind}/{(new or old or {}).get('metadata', {}).get('name')}"
+            for line in lines_of(old, new):
+                self.say(who, line)
 
         return handler
 

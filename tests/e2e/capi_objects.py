@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from controller.dev import workload
 from runtime.envtest import ApiServer, RequestFailed
 
 Json = dict[str, Any]
@@ -118,11 +119,8 @@ class CapiObjects:
 
     async def module(self, role: str) -> str:
         """A ConfigMap holding examples/modules/<role>'s files; returns its name."""
-        files = {p.name: p.read_text() for p in sorted((MODULES / role).glob("*.tf"))}
         name = f"{role}-module"
-        await self.create(
-            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": files}
-        )
+        await self.create(workload.module_configmap(role, name))
         return name
 
     async def credentials(self) -> None:
@@ -249,28 +247,11 @@ class CapiObjects:
     async def kubeconfig_secret(self, cluster: str) -> None:
         """`<cluster>-kubeconfig`, pointing at this very API server: the workload cluster
         where Cluster API looks for the Nodes of the cluster's Machines."""
-        value = self.server.kubeconfig.read_bytes()
-        await self.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "cluster.x-k8s.io/secret",
-                # Without the label Cluster API's cache does not see the Secret.
-                "metadata": {"name": f"{cluster}-kubeconfig", "labels": {CLUSTER_NAME: cluster}},
-                "data": {"value": base64.b64encode(value).decode()},
-            }
-        )
+        await self.create(workload.kubeconfig_secret(cluster, self.server.kubeconfig.read_bytes()))
 
     async def node(self, name: str, provider_id: str) -> Json:
         """A Node with `provider_id`, as a kubelet of that machine would register it."""
-        return await self.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name},
-                "spec": {"providerID": provider_id},
-            }
-        )
+        return await self.create(workload.node(provider_id, name))
 
     async def scale(self, kind: str, name: str, replicas: int) -> Json:
         return await self.patch(kind, name, {"spec": {"replicas": replicas}})

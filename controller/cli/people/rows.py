@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.core.basics.names import ANN_RETRY, Op
+from controller.core.basics.names import ANN_RETRY, CAPI_CLUSTER, Op
 from controller.core.basics.redact import Redactor
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
 from controller.core.spec.ready import ready_of
+from controller.core.spec.refs import cluster_name_of, owner_of
 
 Json = dict[str, Any]
 RedactorOf = Callable[[Json], Redactor]
@@ -27,6 +28,10 @@ class Row:
     kind: str
     namespace: str
     name: str
+    cluster: str  # the Cluster API Cluster it belongs to; "" while it has none
+    # A member's owner Machine or MachinePool (the object it is the infrastructure of);
+    # "" for a TerraformCluster (its owner is `cluster`) and while it has none.
+    machine: str
     ready: str  # the Ready condition's status: True, False or Unknown
     op: str  # the op of the running Job, else the op the controller waits to run; "" for none
     reason: str  # status.next.reason: what the controller waits for, or Idle
@@ -50,6 +55,8 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         kind=str(obj.get("kind", "")),
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
+        cluster=cluster_name_of(obj),
+        machine=_machine(obj),
         ready=_ready(status),
         op=op,
         reason=str(nxt.get("reason") or ""),
@@ -57,6 +64,11 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         attempts=_attempts(status, op, running),
         last_error=last_error(owned, redactor) or status_error(status),
     )
+
+
+def _machine(obj: Json) -> str:
+    owner = owner_of(obj)
+    return owner.name if owner is not None and owner.kind != CAPI_CLUSTER else ""
 
 
 def _running(jobs: list[Json], active: object) -> Json | None:
@@ -114,6 +126,8 @@ def to_json(row: Row, now: datetime) -> Json:
         "kind": row.kind,
         "namespace": row.namespace,
         "name": row.name,
+        "cluster": row.cluster or None,
+        "machine": row.machine or None,
         "ready": row.ready,
         "op": row.op or None,
         "reason": row.reason or None,

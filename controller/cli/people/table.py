@@ -1,5 +1,7 @@
 """`captf get`'s table, as kubectl prints one: upper-case headers, columns padded to
-the widest cell and three spaces apart, one line per object. Pure."""
+the widest cell and three spaces apart, one line per object. CLUSTER is the Cluster API
+Cluster an object belongs to, MACHINE the Machine or MachinePool a member is the
+infrastructure of. Pure."""
 
 from __future__ import annotations
 
@@ -59,7 +61,17 @@ def render(
 ) -> str:
     """The table; `namespaces` adds the NAMESPACE column (-A), `kinds` prefixes names
     with their kind (no KIND given). `clean` redacts a message before it is shown."""
-    header = ["NAME", "READY", "OP", "REASON", "RETRY AT", "ATTEMPTS", "LAST ERROR"]
+    header = [
+        "NAME",
+        "CLUSTER",
+        "MACHINE",
+        "READY",
+        "OP",
+        "REASON",
+        "RETRY AT",
+        "ATTEMPTS",
+        "LAST ERROR",
+    ]
     if namespaces:
         header.insert(0, "NAMESPACE")
     lines = [header]
@@ -67,6 +79,8 @@ def render(
         name = f"{row.kind.lower()}/{row.name}" if kinds else row.name
         cells = [
             name,
+            row.cluster or "-",
+            row.machine or "-",
             row.ready,
             row.op or "-",
             row.reason or "-",

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from controller.cli.people import rows, table
 from controller.cli.people.plan_text import SENSITIVE, UNKNOWN, render_plan
-from controller.core.basics.names import ANN_RETRY, POOL
+from controller.core.basics.names import ANN_RETRY, CLUSTER, MACHINE, POOL
 from tests.builders import NOW, ago, captf, job, ts
 
 TOFU_ERROR = (
@@ -92,6 +92,8 @@ def test_the_table_lines_up_like_kubectl_get() -> None:
     assert lines[0].split() == [
         "NAMESPACE",
         "NAME",
+        "CLUSTER",
+        "MACHINE",
         "READY",
         "OP",
         "REASON",
@@ -110,9 +112,11 @@ def test_the_table_lines_up_like_kubectl_get() -> None:
         "Job c1-apply-00000002 failed: tofu apply failed (exit 1): "
         "simulated cloud API error: throttled (attempt 2)"
     )
-    assert lines[2].split()[:6] == [
+    assert lines[2].split()[:8] == [
         "default",
         "terraformmachinepool/workers",
+        "c1",
+        "workers",
         "True",
         "-",
         "Idle",
@@ -181,6 +185,24 @@ def test_one_line_is_always_one_bounded_line(text: str) -> None:
     assert "\n" not in line
     assert "\r" not in line
     assert 0 < len(line) <= table.ERROR_WIDTH
+
+
+def test_each_row_names_its_cluster_and_a_member_its_machine() -> None:
+    cluster = rows.row_of(captf(CLUSTER, "demo"), [])
+    machine = rows.row_of(captf(MACHINE, "demo-md-0-x", cluster="demo"), [])
+    orphan = rows.row_of(captf(MACHINE, "lone", owner=None, cluster=None), [])
+    assert (cluster.cluster, cluster.machine) == ("demo", "")
+    assert (machine.cluster, machine.machine) == ("demo", "demo-md-0-x")
+    assert (orphan.cluster, orphan.machine) == ("", "")
+    lines = table.render([cluster, machine, orphan], NOW).splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["NAME", "CLUSTER", "MACHINE"],
+        ["demo", "demo", "-"],
+        ["demo-md-0-x", "demo", "demo-md-0-x"],
+        ["lone", "-", "-"],
+    ]
+    assert rows.to_json(machine, NOW)["machine"] == "demo-md-0-x"
+    assert rows.to_json(cluster, NOW)["machine"] is None
 
 
 def test_json_row_keeps_the_whole_error_and_the_seconds_left() -> None:

@@ -1,0 +1,150 @@
+"""The workload cluster of a Cluster API cluster on this machine: the local API server
+itself, and a stand-in for the kubelets of the machines the example modules "create".
+
+Cluster API moves a Machine to Running once a Node in the workload cluster carries the
+Machine's providerID; it finds the workload cluster through the `<cluster>-kubeconfig`
+Secret. Here that Secret points at the local API server, and `NodeJoiner` registers a
+Node for every providerID a Machine or MachinePool is given. It is not a kubelet: the
+Node is an object with `spec.providerID`, nothing runs on it (the process node runs
+every pod); only its status (Ready) and its Lease are kept alive as the process node's
+are (controller.dev.node.registration), or kube-controller-manager would mark it
+NotReady and Cluster API would count its machine unavailable (a MachinePool's phase
+reaches Running only with every Node Ready).
+
+The bodies are plain functions so that the demo and the end-to-end tests build the
+same objects."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, LABEL_CLUSTER_NAME
+from controller.dev.node.registration import Registration
+from controller.io.api import CAPI_OBJECTS, NODES, resource_path
+from runtime.cache import Informer
+from runtime.clock import LoopClock
+from runtime.errors import ApiError
+from runtime.transport import Transport
+
+Json = dict[str, Any]
+Say = Callable[[str, str], None]
+SECRET_TYPE = "cluster.x-k8s.io/secret"
+# The Nodes' InternalIP: nothing listens there for them.
+NODE_ADDRESS = "127.0.0.1"
+MODULES = Path(__file__).resolve().parents[2] / "examples" / "modules"
+ROLES = ("cluster", "machine", "machinepool")
+_NOT_A_NAME = re.compile(r"[^a-z0-9.-]+")
+
+
+def module_configmap(role: str, name: str | None = None) -> Json:
+    """examples/modules/<role> as a ConfigMap (one key per file), named
+    `captf-module-<role>` unless `name` says otherwise."""
+    files = {p.name: p.read_text() for p in sorted((MODULES / role).glob("*.tf"))}
+    meta = {"name": name or f"captf-module-{role}"}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": files}
+
+
+def kubeconfig_secret(cluster: str, kubeconfig: bytes) -> Json:
+    """`<cluster>-kubeconfig` as Cluster API reads it: the kubeconfig under `value`. The
+    cluster-name label is required: Cluster API's cache watches only labelled Secrets."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": SECRET_TYPE,
+        "metadata": {"name": f"{cluster}-kubeconfig", "labels": {LABEL_CLUSTER_NAME: cluster}},
+        "data": {"value": base64.b64encode(kubeconfig).decode()},
+    }
+
+
+def node_name(provider_id: str) -> str:
+    """A Node name for `provider_id` (`captf://demo/demo-md-0-x` -> `demo-demo-md-0-x`):
+    the part after the scheme, as a DNS subdomain; one providerID, one name."""
+    rest = provider_id.split("://", 1)[-1].lower()
+    return _NOT_A_NAME.sub("-", rest).strip("-.")[:63].rstrip("-.") or "node"
+
+
+def node(provider_id: str, name: str | None = None) -> Json:
+    """A Node carrying `provider_id`, as that machine's kubelet would register it."""
+    meta = {"name": name or node_name(provider_id)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "spec": {"providerID": provider_id},
+    }
+
+
+def provider_ids(obj: Json) -> list[str]:
+    """A Machine's spec.providerID, or a MachinePool's spec.providerIDList."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == CAPI_POOL:
+        return [str(p) for p in spec.get("providerIDList") or [] if p]
+    return [str(spec["providerID"])] if spec.get("providerID") else []
+
+
+class NodeJoiner:
+    """Registers a Node for each providerID that appears on a Machine or MachinePool, once
+    (an existing Node keeps its spec), keeps it Ready, and says so through `say`. Nodes are never
+    deleted: a Machine that goes takes nothing with it here, as a real Node would linger
+    until the node lifecycle controller removed it."""
+
+    def __init__(self, transport: Transport, *, say: Say) -> None:
+        self._transport = transport
+        self._say = say
+        self._seen: set[str] = set()
+        self._clock = real = LoopClock()
+        self._informers = [
+            Informer(transport, CAPI_OBJECTS[kind], clock=real)
+            for kind in (CAPI_MACHINE, CAPI_POOL)
+        ]
+
+    async def run(self) -> None:
+        send, receive = anyio.create_memory_object_stream[tuple[str, str]](1000)
+        for informer in self._informers:
+            informer.add_handler(self._handler(send))
+        async with anyio.create_task_group() as tg:
+            for informer in self._informers:
+                tg.start_soon(informer.run)
+            async with receive:
+                async for who, provider_id in receive:
+                    registration = await self._join(who, provider_id)
+                    if registration is not None:
+                        tg.start_soon(registration.heartbeat)
+
+    def _handler(self, send: MemoryObjectSendStream[tuple[str, str]]) -> Any:
+        def handler(_old: Json | None, new: Json | None) -> None:
+            if new is None:
+                return
+            who = f"{new.get('kind')}/{new['metadata']['name']}"
+            for provider_id in provider_ids(new):
+                if provider_id not in self._seen:
+                    self._seen.add(provider_id)
+                    send.send_nowait((who, provider_id))
+
+        return handler
+
+    async def _join(self, who: str, provider_id: str) -> Registration | None:
+        """The Node created (or found) and its status Ready; None when the API refused."""
+        body = node(provider_id)
+        name = body["metadata"]["name"]
+        registration = Registration(self._transport, name, NODE_ADDRESS, self._clock)
+        try:
+            try:
+                await self._transport.request("POST", resource_path(NODES, None), body=body)
+            except ApiError as err:
+                if err.status != 409:
+                    raise
+            # Finds the Node there (409) and writes its Ready status and Lease.
+            await registration.register()
+        except ApiError as err:
+            self._say(who, f"no Node for {provider_id}: {err}")
+            return None
+        self._say(who, f"Node {name} joined with providerID {provider_id} (stand-in kubelet)")
+        return registration
