@@ -25,18 +25,20 @@ module and checked below:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import yaml
 
 from controller.core.basics.names import (
@@ -49,16 +51,31 @@ from controller.core.basics.names import (
     MANAGED_BY,
 )
 from controller.dev import clusterctl
-from controller.dev.clusterapi import served_storage_only
+from controller.dev.clusterapi import ClusterApi, served_storage_only
+from runtime.clock import LoopClock
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.process import terminate_as_interrupt
 from tests.capi_support import (
+    CONTROL_PLANE_CRD,
+    CONTROL_PLANES,
     MOVE_LABEL,
     OUR_CRDS,
     ROOT,
+    install_control_plane_crd,
     install_inventory,
     label_for_clusterctl,
 )
+from tests.e2e import capi_objects as e2e_objects
+from tests.e2e.capi_objects import (
+    CREDENTIALS,
+    CapiObjects,
+    SpecStyle,
+    infrastructure_provisioned,
+    ref,
+)
+from tests.e2e.system import SCALE, WAIT, System, in_background, running_system
+from tests.e2e.test_clusterapi_e2e import jobs_of
+from tests.kube.harness import running_controller
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi]
 
@@ -480,26 +497,176 @@ def test_a_module_configmap_moves_only_with_the_label(moved: Moved) -> None:
     assert get(moved.source, moved.namespace, "ConfigMap/today-module") is not None
 
 
-# -- after the owners and contract branches -------------------------------------------------
+# -- CAPTF on both sides: nothing re-applies -----------------------------------------------
+
+SOURCE_CLUSTER = "c1"
+CONTROL_PLANE = "c1-cp"
+#: Controller minutes the target is watched, after the status came back, for a Job.
+QUIET_MINUTES = 5
+
+
+@pytest.fixture
+def fresh_target(capi_build: Path, tmp_path: Path) -> Iterator[ApiServer]:
+    """A second management cluster of its own, prepared like `prepare`'s, with the
+    ExampleControlPlane CRD labelled too. No kube-controller-manager: a Job created there
+    would sit unrun, which is all the test needs to see it."""
+    with terminate_as_interrupt(), ApiServer() as server:
+        prepare(server, capi_build, tmp_path / "target")
+        (tmp_path / "cp-crd").mkdir()
+        label_for_clusterctl(server, install_control_plane_crd(server, tmp_path / "cp-crd"))
+        yield server
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def source(
+    tofu_build: Path, cluster: ApiServer, cluster_namespace: str, tmp_path: Path
+) -> AsyncIterator[System]:
+    """The CAPTF controller and a process node on the session's `cluster` (tests/e2e's
+    `system`)."""
+    workdir = tmp_path / "source-system"
+    workdir.mkdir()
+    started, stop = await in_background(
+        running_system(cluster, cluster_namespace, workdir, tofu_build)
+    )
+    try:
+        yield started
+    finally:
+        await stop()
+
+
+async def _source_cluster(objects: CapiObjects) -> None:
+    """The initialized control plane, the module and credentials (labelled to move: they
+    are the user's), and the Cluster with its TerraformCluster."""
+    move = {"metadata": {"labels": {MOVE_LABEL: ""}}}
+    await objects.credentials()
+    await objects.patch("Secret", CREDENTIALS, move)
+    module = await objects.module("cluster")
+    await objects.patch("ConfigMap", module, move)
+    control_plane = {
+        "apiVersion": "controlplane.cluster.x-k8s.io/v1alpha1",
+        "kind": "ExampleControlPlane",
+        "metadata": {"name": CONTROL_PLANE},
+        "spec": {},
+    }
+    cp_path = f"{CONTROL_PLANES}/namespaces/{objects.ns}/examplecontrolplanes"
+    await objects.call("POST", cp_path, control_plane)
+    # Initialized before CAPTF first renders: control_plane_initialized is true from the
+    # first apply on, so the source applies once.
+    await objects.call(
+        "PATCH",
+        f"{cp_path}/{CONTROL_PLANE}/status",
+        {"status": {"initialization": {"controlPlaneInitialized": True}}},
+        content_type="application/merge-patch+json",
+    )
+    await objects.create(
+        {
+            "apiVersion": e2e_objects.INFRA,
+            "kind": "TerraformCluster",
+            "metadata": {"name": SOURCE_CLUSTER},
+            "spec": objects.infra_spec(module),
+        }
+    )
+    cp_ref = {
+        "apiGroup": "controlplane.cluster.x-k8s.io",
+        "kind": "ExampleControlPlane",
+        "name": CONTROL_PLANE,
+    }
+    await objects.create(
+        {
+            "apiVersion": e2e_objects.CAPI,
+            "kind": "Cluster",
+            "metadata": {"name": SOURCE_CLUSTER},
+            "spec": {
+                "infrastructureRef": ref("TerraformCluster", SOURCE_CLUSTER),
+                "controlPlaneRef": cp_ref,
+            },
+        }
+    )
+
+
+def _jobs_of(server: ApiServer, namespace: str, name: str) -> list[Json]:
+    found = server.request(
+        "GET",
+        f"/apis/batch/v1/namespaces/{namespace}/jobs",
+        params={"labelSelector": f"{LABEL_NAME}={name}"},
+    )
+    items: list[Json] = found["items"]
+    return items
+
+
+def _why(jobs: list[Json], obj: Json | None, state: Json) -> str:
+    """What the target started, and on what grounds, for the assertion message."""
+    started = [(j["metadata"]["name"], j["metadata"].get("annotations")) for j in jobs]
+    status = (obj or {}).get("status") or {}
+    return f"Jobs: {started}\nstatus: {status}\nstate: {state['metadata'].get('annotations')}"
+
+
+def _provisioned(obj: Json | None) -> bool:
+    status = (obj or {}).get("status") or {}
+    return (status.get("initialization") or {}).get("provisioned") is True
 
 
 @pytest.mark.e2e
-@pytest.mark.skip(reason="needs the owners and contract branches")
-def test_nothing_reapplies_after_the_move() -> None:
-    """To write once CAPTF acts for Cluster API owners and writes the contract fields:
+async def test_nothing_reapplies_after_the_move(
+    capi_build: Path,
+    capi_cluster: ClusterApi,
+    cluster: ApiServer,
+    source: System,
+    fresh_target: ApiServer,
+    tmp_path: Path,
+) -> None:
+    """A TerraformCluster applied by CAPTF under Cluster API's manager on the source moves
+    with the real `clusterctl move`; CAPTF alone on the target rebuilds its status from
+    the moved state Secret and starts no Job."""
+    system = source
+    namespace = system.kube.ns
+    labelled = prepare(cluster, capi_build, tmp_path / "source")
+    labelled.append(CONTROL_PLANE_CRD["metadata"]["name"])
+    label_for_clusterctl(cluster, labelled[-1:])
+    try:
+        objects = CapiObjects(cluster, namespace, style=SpecStyle.SOURCE)
+        await _source_cluster(objects)
+        await objects.until(
+            "Cluster", SOURCE_CLUSTER, infrastructure_provisioned, "provisioned", within=WAIT
+        )
+        applied = await objects.until(
+            "TerraformCluster", SOURCE_CLUSTER, _provisioned, "provisioned", within=WAIT
+        )
+        assert applied is not None
+        args = ["move", "--kubeconfig", str(cluster.kubeconfig), "-v", "5"]
+        args += ["--to-kubeconfig", str(fresh_target.kubeconfig), "--namespace", namespace]
+        fresh_target.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        started = time.monotonic()
+        done = await asyncio.to_thread(run_clusterctl, capi_build, tmp_path, args)
+        TIMINGS["move of a provisioned TerraformCluster"] = time.monotonic() - started
+        log = done.stdout + done.stderr
+        # Counted once move is done: it waited for any Job still running (block-move).
+        applies = len(jobs_of(system, SOURCE_CLUSTER, "apply"))
+    finally:
+        # The source is the session's server: leave its CRDs as the other tests expect.
+        label_for_clusterctl(cluster, labelled, value=None)
 
-    1. On both servers: `prepare`, ClusterApi (the core manager), the CAPTF controller
-       (tests/e2e/system.py's running_system, a process node on the source only).
-    2. On the source: a Cluster with an ExampleControlPlane whose
-       status.initialization.controlPlaneInitialized is true, a TerraformCluster from
-       spec.source.configMapRef (the ConfigMap labelled to move); wait until CAPTF applied
-       (status.initialization.provisioned, the Cluster's infrastructureProvisioned).
-    3. `clusterctl move` as above (move waits while `block-move` is on the object).
-    4. On the target, within a few controller minutes: no new Job of the object (list Jobs
-       by the captf.io/name label: none); the TerraformCluster's status rebuilt from the
-       moved state Secret: initialization.provisioned true, stateSerial the state's serial,
-       appliedInputsHash the state's captf.io/inputs-hash; the Cluster's
-       infrastructureProvisioned true again.
-    5. On the source: no destroy Job ran (delete-for-move), and the state is gone only
-       because move deleted it."""
-    raise AssertionError("not written yet")
+    moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
+    assert await moved.get("ConfigMap", "cluster-module") is not None, log
+    state = await moved.get("Secret", f"{SOURCE_CLUSTER}-state")
+    assert state is not None, f"the state did not move:\n{log}"
+    async with running_controller(fresh_target, namespace, LoopClock(SCALE), time_scale=SCALE):
+        rebuilt = await moved.until(
+            "TerraformCluster", SOURCE_CLUSTER, _provisioned, "status rebuilt", within=WAIT
+        )
+        await asyncio.sleep(QUIET_MINUTES * 60 / SCALE)
+        created = _jobs_of(fresh_target, namespace, SOURCE_CLUSTER)
+        last = await moved.get("TerraformCluster", SOURCE_CLUSTER)
+    assert created == [], _why(created, last, state)
+    assert rebuilt is not None
+    assert last is not None
+    notes = state["metadata"]["annotations"]
+    status = last["status"]
+    assert status["initialization"]["provisioned"] is True
+    assert status["stateSerial"] == int(notes[ANN_SERIAL])
+    assert status["appliedInputsHash"] == notes[ANN_INPUTS_HASH]
+    assert not status.get("activeJob")
+    # On the source: paused by move, then deleted for it; never destroyed, never re-applied.
+    assert jobs_of(system, SOURCE_CLUSTER, "destroy") == []
+    assert len(jobs_of(system, SOURCE_CLUSTER, "apply")) == applies
+    assert await objects.get("Secret", f"{SOURCE_CLUSTER}-state") is None

@@ -157,12 +157,16 @@ def cluster_outputs(snap: Snapshot, cluster: Json) -> Json:
 
 
 def previous(snap: Snapshot) -> Json | None:
-    """The contract inputs of the newest durable inputs Secret (by creation time), or
-    None: what the module was last given, which moves with the object."""
+    """The contract inputs of the durable inputs Secret the state was applied with, else
+    of the newest one (by creation time), or None: what the module was last given, which
+    moves with the object. The state's hash decides first because `clusterctl move`
+    recreates every Secret within the same second, so creation times no longer order them."""
     secrets = [s for s in snap.inputs_secrets() if CONTRACT_KEY in (s.get("data") or {})]
     if not secrets:
         return None
-    newest = max(secrets, key=lambda s: str(created_at(s) or ""))
+    applied = annotations_of(snap.state_secret).get(ANN_INPUTS_HASH) if snap.state_secret else None
+    matching = [s for s in secrets if applied and annotations_of(s).get(ANN_INPUTS_HASH) == applied]
+    newest = max(matching or secrets, key=lambda s: str(created_at(s) or ""))
     parsed = _json(newest["data"][CONTRACT_KEY])
     return parsed if isinstance(parsed, dict) else None
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from controller.core.basics.names import CLUSTER, MACHINE, POOL, Reason
+from controller.core.basics.names import ANN_INPUTS_HASH, CLUSTER, MACHINE, POOL, Reason
 from controller.core.decide.context import read_spec
 from controller.core.decide.contract_inputs import NotYet, Refused, assemble
 from controller.core.jobs.sensitive import values
@@ -22,6 +22,7 @@ from tests.builders import (
     current_hash,
     module_configmap,
     secret,
+    state,
 )
 
 Json = dict[str, Any]
@@ -64,6 +65,35 @@ def test_control_plane_initialized_is_latched_by_the_last_durable_inputs() -> No
     snap = capi.snap_of(
         snap.obj,
         [*base_objects("c1", applied=False, module=ROLE_MODULE), durable],
+        [capi.cluster()],
+    )
+    found = assemble(snap, {})
+    assert isinstance(found, dict)
+    assert found["control_plane_initialized"] is True
+
+
+def test_after_a_move_the_latch_reads_the_inputs_the_state_was_applied_with() -> None:
+    """`clusterctl move` recreates the durable inputs Secrets within one second: their
+    creation times tie, and the state's inputs hash names the one last applied."""
+    snap = _cluster_snap(initialized=False)
+    reading = read_spec(snap, RunnerPolicy())
+    assert reading.inputs is not None
+    assert reading.inputs.contract is not None
+    moved_at = "2026-01-01T00:00:00Z"
+    durable = []
+    for name, initialized, digest in (("aaaaaaaa", False, "a" * 64), ("bbbbbbbb", True, "b" * 64)):
+        given = dict(reading.inputs.contract, control_plane_initialized=initialized)
+        body = {"contract.json": orjson.dumps(given).decode()}
+        inputs = secret(f"c1-inputs-{name}", body, **{ANN_INPUTS_HASH: digest})
+        inputs["metadata"]["creationTimestamp"] = moved_at
+        durable.append(inputs)
+    snap = capi.snap_of(
+        snap.obj,
+        [
+            *base_objects("c1", applied=False, module=ROLE_MODULE),
+            state("c1", serial=4, inputs="b" * 64),
+            *durable,
+        ],
         [capi.cluster()],
     )
     found = assemble(snap, {})
