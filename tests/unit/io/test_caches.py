@@ -16,7 +16,6 @@ from controller.core.basics.names import (
     POOL,
 )
 from controller.io.caches import Caches
-from controller.io.handlers import wire_handlers
 from controller.io.trimming import job_fields, own_secret_fields
 from runtime.cache import Store
 from runtime.clock import LoopClock
@@ -33,24 +32,6 @@ from tests.unit.io.cache_objects import (
     secret,
     snapshot,
 )
-
-
-@pytest.fixture
-def server() -> Server:
-    return Server()
-
-
-@pytest.fixture
-def caches(server: Server) -> Caches:
-    return Caches(server, clock=LoopClock(), namespace=None)
-
-
-@pytest.fixture
-def woken(caches: Caches) -> list[str]:
-    keys: list[str] = []
-    wire_handlers(caches, keys.append)
-    return keys
-
 
 # --- Secret data: fetched when it changed, only for the objects that read it --------------
 

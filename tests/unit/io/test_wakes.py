@@ -23,37 +23,16 @@ from controller.core.basics.names import (
     SCOPE_RUN_SLOT,
 )
 from controller.io.caches import Caches
-from controller.io.handlers import wire_handlers
 from controller.io.predicates import only_own_job_writes, only_own_object_writes
-from runtime.clock import LoopClock
 from tests.unit.io.cache_objects import (
     NS,
     Json,
-    Server,
     captf,
     deliver,
     job,
     meta,
     secret,
 )
-
-
-@pytest.fixture
-def server() -> Server:
-    return Server()
-
-
-@pytest.fixture
-def caches(server: Server) -> Caches:
-    return Caches(server, clock=LoopClock(), namespace=None)
-
-
-@pytest.fixture
-def woken(caches: Caches) -> list[str]:
-    keys: list[str] = []
-    wire_handlers(caches, keys.append)
-    return keys
-
 
 # --- What an event whose only change is the controller's own write does --------------------
 
