@@ -64,6 +64,8 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
             "kind": "TerraformCluster",
             "namespace": namespace,
             "name": "c1",
+            "cluster": "c1",
+            "machine": None,
             "ready": "False",
             "op": "apply",
             "reason": "InputsChangedBackoff",
@@ -75,9 +77,11 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
 
         status, out, _ = await captf(capsys, apiserver, namespace, "get", "tfc")
         header, line = out.splitlines()
-        assert header.split()[:4] == ["NAME", "READY", "OP", "REASON"]
-        assert line.split()[:5] == [
+        assert header.split()[:6] == ["NAME", "CLUSTER", "MACHINE", "READY", "OP", "REASON"]
+        assert line.split()[:7] == [
             "c1",
+            "c1",
+            "-",
             "False",
             "apply",
             "InputsChangedBackoff",
@@ -226,4 +230,4 @@ async def test_get_all_namespaces_has_a_namespace_column(
     out = await eventually(listed, what="the object in `captf get -A`")
     assert out.splitlines()[0].split()[:2] == ["NAMESPACE", "NAME"]
     [line] = [line for line in out.splitlines() if line.startswith(namespace)]
-    assert line.split()[1:3] == ["terraformcluster/lonely", "Unknown"]
+    assert line.split()[1:5] == ["terraformcluster/lonely", "lonely", "-", "Unknown"]
