@@ -96,10 +96,17 @@ class Informer(RunsInContext):
         Cached at once, handlers told (client-go's mutation cache): the next reconcile
         reads what was written instead of a version the write has replaced (which
         would only earn a 409), and when the watch brings the same version it changes
-        nothing and wakes no one."""
+        nothing and wakes no one.
+
+        An answer the watch has already passed is dropped: the store then holds that
+        version or a later one, and if it holds nothing the object was deleted since (a
+        write that removes the last finalizer races the watch's DELETED)."""
         obj = obj if self._transform is None else self._transform(obj)
+        version, reached = resource_version(obj), self.store.resource_version
+        if version == reached or is_older(version, reached):
+            return
         cached = self.store.get(object_key(obj))
-        if cached is not None and not is_older(resource_version(cached), resource_version(obj)):
+        if cached is not None and not is_older(resource_version(cached), version):
             return
         change = self.store.upsert(obj)
         if change is not None:

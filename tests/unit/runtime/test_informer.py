@@ -142,3 +142,21 @@ async def test_a_noted_write_is_cached_at_once_and_its_watch_event_changes_nothi
         informer.note_write(obj("a", 9))  # an answer older than the cache: ignored
     assert calls == [(None, "a@5"), ("a@5", "a@12")]
     assert informer.store.version_of("ns/a") == "12"
+
+
+async def test_a_write_noted_after_the_watch_brought_its_deletion_stays_deleted() -> None:
+    # Removing the last finalizer: the API server deletes the object at once, and the
+    # watch's DELETED can be applied before the PATCH's answer is noted. The answer is
+    # then older than the store: noting it would bring back an object that is gone.
+    api = ScriptedApi(lists=[page([obj("a", 5)], rv=10)], watches=[[HANG]])
+    calls: list[Call] = []
+    informer = Informer(api, JOBS, clock=LoopClock(), watch_list=False)
+    informer.add_handler(recorder(calls))
+    async with informer:
+        await informer.wait_synced()
+        informer._apply(Watched("DELETED", obj("a", 13), "13"))
+        informer.note_write(obj("a", 12))
+        informer.note_write(obj("new", 11))  # created, and deleted by the time it is noted
+    assert calls == [(None, "a@5"), ("a@5", None)]
+    assert "ns/a" not in informer.store
+    assert "ns/new" not in informer.store
