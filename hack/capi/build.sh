@@ -14,6 +14,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CAPTF_CACHE_DIR:-$HOME/.cache/captf}"
 version=$(awk '$1 == "require" && $2 == "sigs.k8s.io/cluster-api" {print $3; exit}' "$here/go.mod")
 out="$cache/bin/capi-${version}"
+# shellcheck source=../lock.sh
+. "$here/../lock.sh"
 binaries=(manager kubeadm-bootstrap-manager clusterctl)
 built() {
   for b in "${binaries[@]}"; do [ -x "$out/$b" ] || return 1; done

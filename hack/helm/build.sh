@@ -9,6 +9,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CAPTF_CACHE_DIR:-$HOME/.cache/captf}"
 version=$(awk '$1 == "require" && $2 == "helm.sh/helm/v3" {print $3; exit}' "$here/go.mod")
 out="$cache/bin/helm-${version}"
+# shellcheck source=../lock.sh
+. "$here/../lock.sh"
 if [ -x "$out/helm" ]; then
   echo "$out/helm"; exit 0
 fi

@@ -12,6 +12,8 @@ cache="${CAPTF_CACHE_DIR:-$HOME/.cache/captf}"
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$here/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2; exit}' "$here/go.mod")
 out="$cache/bin/kube-${k8s_version}-etcd-${etcd_version}"
+# shellcheck source=../lock.sh
+. "$here/../lock.sh"
 if [ -x "$out/kube-apiserver" ] && [ -x "$out/kube-controller-manager" ] && [ -x "$out/etcd" ]; then
   echo "$out"; exit 0
 fi

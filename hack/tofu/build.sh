@@ -16,6 +16,8 @@ tofu_version=$(awk '{ if ($1 == "require") $0 = substr($0, 9) } $1 == "github.co
 local_version=$(awk '$2 == "provider-version" {print $3; exit}' "$here/local/go.mod")
 platform="$(go env GOOS)_$(go env GOARCH)"
 out="$cache/bin/tofu-${tofu_version}-local-${local_version}"
+# shellcheck source=../lock.sh
+. "$here/../lock.sh"
 provider_rel="mirror/registry.opentofu.org/hashicorp/local/${local_version}/${platform}/terraform-provider-local_v${local_version}"
 if [ -x "$out/tofu" ] && [ -x "$out/$provider_rel" ] && [ -f "$out/tofurc" ]; then
   echo "$out"; exit 0
