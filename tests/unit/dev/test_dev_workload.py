@@ -3,7 +3,6 @@ stand-in workload cluster's objects (modules, kubeconfig Secret, Nodes). Pure.""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import io
 from datetime import UTC, datetime
@@ -12,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.dev import demo, workload
+from controller.cli.main import main
+from controller.dev import workload
 from controller.dev.phases import lines_of
 from controller.dev.timeline import Timeline
 from runtime.clock import SteppedClock
@@ -169,8 +169,7 @@ def test_a_modules_directory_needs_every_role(tmp_path: Path) -> None:
 def test_make_run_refuses_bad_modules_in_one_line_before_starting_anything(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = argparse.Namespace(modules=str(tmp_path / "absent"), time_scale=30.0)
-    assert demo.run(args) == 2
+    assert main(["dev", "run", "--modules", str(tmp_path / "absent")]) == 2
     out, err = capsys.readouterr()
     # Nothing was built or started: the first thing run prints is about building OpenTofu.
     assert out == ""
