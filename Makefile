@@ -70,7 +70,7 @@ decide-examples: $(STAMP)
 	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
 
 # The main job: control plane, Cluster API, process node, controller, a Cluster API cluster
-# provisioned by the example modules, a live timeline.
+# provisioned by the example modules (or MODULES=DIR's), a live timeline.
 # TIME_SCALE=K makes one minute last 60/K seconds. MODULES=DIR runs the role modules of
 # DIR/cluster, DIR/machine and DIR/machinepool instead of examples/modules.
 TIME_SCALE ?= 30
