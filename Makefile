@@ -70,11 +70,12 @@ decide-examples: $(STAMP)
 	@for f in examples/snapshots/*.yaml; do printf '%-50s ' "$$f"; $(BIN)/captf decide -f "$$f"; done
 
 # The main job: control plane, Cluster API, process node, controller, a Cluster API cluster
-# provisioned by the example modules, a live timeline.
-# TIME_SCALE=K makes one minute last 60/K seconds.
+# provisioned by the example modules (or MODULES=DIR's), a live timeline.
+# TIME_SCALE=K makes one minute last 60/K seconds. MODULES=DIR runs the role modules of
+# DIR/cluster, DIR/machine and DIR/machinepool instead of examples/modules.
 TIME_SCALE ?= 30
 run: $(STAMP) kube tofu capi
-	$(BIN)/captf dev run --time-scale $(TIME_SCALE)
+	$(BIN)/captf dev run --time-scale $(TIME_SCALE)$(if $(MODULES), --modules $(MODULES))
 
 # The scale benchmark on its own API server (one JSON line last); OBJECTS=N to change N.
 bench: $(STAMP) kube

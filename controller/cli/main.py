@@ -213,6 +213,12 @@ def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     k.set_defaults(func=_handler("controller.dev.clusterctl"))
     r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
+    r.add_argument(
+        "--modules",
+        default=None,
+        metavar="DIR",
+        help="role modules in DIR/cluster, DIR/machine, DIR/machinepool (examples/modules)",
+    )
     r.set_defaults(func=_handler("controller.dev.demo"))
 
 

@@ -6,7 +6,8 @@ installed from manifests/ as users install it (the kustomization rendered here, 
 applied): its Deployment of two leader-elected replicas under the ServiceAccount
 `captf-controller`; a process node running every pod (the controller's, and each
 runner's with the real OpenTofu) as a local process. Then a Cluster API cluster, `demo`:
-the example modules as ConfigMaps, examples/clusterapi (a Cluster on a TerraformCluster,
+the role modules as ConfigMaps (examples/modules, or the directory --modules names, one
+subdirectory per role), examples/clusterapi (a Cluster on a TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
 fails twice), the runner's RBAC, and `demo-kubeconfig` naming this API server as the
 workload cluster, where a stand-in registers a Node for each machine's providerID
@@ -22,6 +23,7 @@ import argparse
 import logging
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,12 @@ Json = dict[str, Any]
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    modules_dir = Path(args.modules) if args.modules else workload.MODULES
+    try:
+        modules = workload.module_configmaps(modules_dir)
+    except workload.ModuleDirInvalid as err:
+        print(f"captf dev run: --modules: {err}", file=sys.stderr)
+        return 2
     try:
         print("building or finding OpenTofu and the local provider ...", flush=True)
         tofu = tofu_dir(build=True)
@@ -95,18 +103,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
         # On this thread: the manager is spawned by the thread that enters ClusterApi.
-        anyio.run(_run_all, args, tofu, capi, server)
+        anyio.run(_run_all, args, tofu, capi, server, Modules(modules_dir, modules))
     return 0
 
 
-async def _run_all(args: argparse.Namespace, tofu: Path, capi: Path, server: ApiServer) -> None:
+@dataclass(frozen=True)
+class Modules:
+    """The role modules' ConfigMaps, read from `directory` before anything started."""
+
+    directory: Path
+    configmaps: list[Json]
+
+    def shown(self) -> str:
+        """The directory as a reader knows it: relative to the repository when inside."""
+        resolved = self.directory.resolve()
+        return str(resolved.relative_to(REPO) if resolved.is_relative_to(REPO) else resolved)
+
+
+async def _run_all(
+    args: argparse.Namespace, tofu: Path, capi: Path, server: ApiServer, modules: Modules
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with ClusterApi(server, bin_dir=capi) as manager:
             print(
                 f"Cluster API {capi.name.removeprefix('capi-')} manager ready"
                 f" ({manager.startup_seconds:.1f}s), CRDs and webhooks installed; log {manager.log}"
             )
-            await anyio.to_thread.run_sync(_install, args, server)
+            await anyio.to_thread.run_sync(_install, args, server, modules)
             clusterctl = capi / "clusterctl"
             print(f"  {clusterctl} describe cluster {CLUSTER} --kubeconfig {KUBECONFIG}")
             print(f"  captf get --kubeconfig {KUBECONFIG} --time-scale {args.time_scale:g}")
@@ -115,7 +138,7 @@ async def _run_all(args: argparse.Namespace, tofu: Path, capi: Path, server: Api
     print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
 
 
-def _install(args: argparse.Namespace, server: ApiServer) -> None:
+def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> None:
     """The controller, then the cluster's objects; Cluster API's CRDs are there already, so
     the controller's informers of Clusters, Machines and MachinePools list at once."""
     port = free_port()
@@ -127,11 +150,12 @@ def _install(args: argparse.Namespace, server: ApiServer) -> None:
         f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
         f" 2 replicas; each serves /metrics on port {port} of its pod IP"
     )
-    for obj in _objects(server.kubeconfig.read_bytes()):
+    for obj in _objects(server.kubeconfig.read_bytes(), modules.configmaps):
         server.request("POST", _collection(obj), obj)
     minute = 60 / args.time_scale
     print(
-        f"applied the example modules (ConfigMaps captf-module-*), examples/clusterapi and"
+        f"applied the modules of {modules.shown()} (ConfigMaps captf-module-*),"
+        f" examples/clusterapi and"
         f" {CLUSTER}-kubeconfig (this API server is the workload cluster);"
         f" time scale {args.time_scale:g} (1m lasts {minute:.1f}s)"
     )
@@ -172,10 +196,12 @@ async def _reconcile_errors(transport: Transport) -> float:
     return await anyio.to_thread.run_sync(scrape_sum, pods["items"], family)
 
 
-def _objects(kubeconfig: bytes) -> list[Json]:
+def _objects(kubeconfig: bytes, modules: list[Json]) -> list[Json]:
     """Everything `make run` applies after the controller, in order: the runner's RBAC,
-    the credentials, the modules, the workload kubeconfig, then examples/clusterapi."""
-    modules = [workload.module_configmap(role) for role in workload.ROLES]
+    the credentials, the `modules` ConfigMaps, the workload kubeconfig, then
+    examples/clusterapi. The flaky cluster's module is always the example cluster module
+    with its failing resource added, whatever `modules` are: that overlay is written
+    against the example, and another module's names could clash with it."""
     flaky = workload.module_configmap("cluster", "captf-module-flaky")
     flaky["data"] |= {p.name: p.read_text() for p in sorted((EXAMPLES / "flaky").glob("*.tf"))}
     docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS), *modules, flaky]

@@ -11,6 +11,10 @@ are (controller.dev.node.registration), or kube-controller-manager would mark it
 NotReady and Cluster API would count its machine unavailable (a MachinePool's phase
 reaches Running only with every Node Ready).
 
+The role modules the cluster's objects run are ConfigMaps, `captf-module-<role>`, read
+here from a directory per role (examples/modules/<role>, or `make run MODULES=DIR`'s);
+a directory the ConfigMap could not carry faithfully is refused before anything starts.
+
 The bodies are plain functions so that the demo and the end-to-end tests build the
 same objects."""
 
@@ -41,14 +45,67 @@ NODE_ADDRESS = "127.0.0.1"
 MODULES = Path(__file__).resolve().parents[2] / "examples" / "modules"
 ROLES = ("cluster", "machine", "machinepool")
 _NOT_A_NAME = re.compile(r"[^a-z0-9.-]+")
+# The API server refuses a ConfigMap whose keys and values add up to more bytes than this.
+CONFIGMAP_LIMIT = 1024 * 1024
+# What the API server accepts as a ConfigMap key.
+_CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+# A Terraform module is at least one file of configuration, in either syntax.
+_CONFIGURATION = (".tf", ".tf.json")
 
 
-def module_configmap(role: str, name: str | None = None) -> Json:
-    """examples/modules/<role> as a ConfigMap (one key per file), named
-    `captf-module-<role>` unless `name` says otherwise."""
-    files = {p.name: p.read_text() for p in sorted((MODULES / role).glob("*.tf"))}
+class ModuleDirInvalid(ValueError):
+    """A module directory a ConfigMap cannot carry; the message is one line saying why."""
+
+
+def read_module(directory: Path) -> dict[str, str]:
+    """Every file of a role module directory by name: a ConfigMap's `data`, which the
+    controller writes back out, file by file, as the module it runs. Raises
+    ModuleDirInvalid when the directory is missing, holds no configuration, or holds what
+    a ConfigMap cannot carry: a subdirectory (its keys are flat file names), a name that
+    is not a key, text that is not UTF-8, more than CONFIGMAP_LIMIT bytes in all."""
+    if not directory.is_dir():
+        raise ModuleDirInvalid(f"{directory}: no such directory")
+    files: dict[str, str] = {}
+    for path in sorted(directory.iterdir()):
+        files[path.name] = _module_file(path)
+    if not any(name.endswith(_CONFIGURATION) for name in files):
+        raise ModuleDirInvalid(f"{directory}: no .tf file, so no module")
+    size = sum(len(name.encode()) + len(text.encode()) for name, text in files.items())
+    if size > CONFIGMAP_LIMIT:
+        why = f"{size} bytes, over the {CONFIGMAP_LIMIT} a ConfigMap may hold"
+        raise ModuleDirInvalid(f"{directory}: {why}")
+    return files
+
+
+def _module_file(path: Path) -> str:
+    if path.is_dir():
+        why = "a ConfigMap carries only the files directly in a module directory, not nested"
+        raise ModuleDirInvalid(f"{path}: is a directory; {why} ones")
+    if not path.is_file():
+        raise ModuleDirInvalid(f"{path}: not a regular file")
+    if not _CONFIGMAP_KEY.fullmatch(path.name):
+        raise ModuleDirInvalid(f"{path}: the name is not a ConfigMap key ([-._a-zA-Z0-9]+)")
+    try:
+        return path.read_bytes().decode()
+    except UnicodeDecodeError:
+        raise ModuleDirInvalid(f"{path}: not UTF-8 text, as a ConfigMap's data is") from None
+
+
+def module_configmap(role: str, name: str | None = None, modules: Path = MODULES) -> Json:
+    """`modules`/<role> (examples/modules/<role> by default) as a ConfigMap, one key per
+    file, named `captf-module-<role>` unless `name` says otherwise. Raises
+    ModuleDirInvalid as read_module does."""
+    files = read_module(modules / role)
     meta = {"name": name or f"captf-module-{role}"}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": files}
+
+
+def module_configmaps(modules: Path) -> list[Json]:
+    """The ConfigMaps `captf-module-<role>` of every role, from `modules`/<role>; all
+    read before anything is applied, so bad input stops `make run` before it starts."""
+    if not modules.is_dir():
+        raise ModuleDirInvalid(f"{modules}: no such directory (it holds {', '.join(ROLES)})")
+    return [module_configmap(role, modules=modules) for role in ROLES]
 
 
 def kubeconfig_secret(cluster: str, kubeconfig: bytes) -> Json:

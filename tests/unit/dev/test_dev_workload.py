@@ -6,8 +6,12 @@ from __future__ import annotations
 import base64
 import io
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from controller.cli.main import main
 from controller.dev import workload
 from controller.dev.phases import lines_of
 from controller.dev.timeline import Timeline
@@ -90,3 +94,84 @@ def test_a_module_configmap_holds_the_role_s_files() -> None:
     assert cm["metadata"]["name"] == "captf-module-machine"
     assert set(cm["data"]) == {"main.tf", "variables.tf"}
     assert 'output "provider_id"' in cm["data"]["main.tf"]
+
+
+# A module directory as files by relative path: text is written as UTF-8, bytes as they are,
+# and a path ending in "/" is an (empty) directory.
+Tree = dict[str, str | bytes]
+MAIN = 'output "health" {\n  value = null\n}\n'
+LIMIT = workload.CONFIGMAP_LIMIT
+
+
+def _write(root: Path, tree: Tree) -> None:
+    root.mkdir()
+    for rel, content in tree.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rel.endswith("/"):
+            path.mkdir(exist_ok=True)
+        elif isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("tree", "keys", "error"),
+    [
+        # Every file at the top is carried, whatever its suffix; .tf.json is configuration.
+        ({"main.tf": MAIN, "README.md": "# x\n", ".terraform.lock.hcl": ""}, 3, None),
+        ({"main.tf.json": "{}"}, 1, None),
+        ({"main.tf": "# é, UTF-8\n"}, 1, None),
+        # Keys and values together may reach the limit, not pass it.
+        ({"main.tf": "x" * (LIMIT - len("main.tf"))}, 1, None),
+        ({"main.tf": "x" * (LIMIT - len("main.tf") + 1)}, 0, "over the 1048576"),
+        ({"README.md": "# x\n"}, 0, "no .tf file"),
+        ({}, 0, "no .tf file"),
+        ({"main.tf": MAIN, "test/root/main.tf.json": "{}"}, 0, "test: is a directory"),
+        ({"main.tf": MAIN, ".terraform/": ""}, 0, ".terraform: is a directory"),
+        ({"main.tf": MAIN, "logo.png": b"\x89PNG\r\n\x1a\n\xff"}, 0, "logo.png: not UTF-8"),
+        ({"main.tf": MAIN, "my vars.tf": ""}, 0, "my vars.tf: the name is not a ConfigMap key"),
+    ],
+)
+def test_a_module_directory_reads_as_a_configmap_s_data_or_says_why_not(
+    tmp_path: Path, tree: Tree, keys: int, error: str | None
+) -> None:
+    module = tmp_path / "machine"
+    _write(module, tree)
+    if error is None:
+        files = workload.read_module(module)
+        assert len(files) == keys
+        assert all(files[rel] == content for rel, content in tree.items())
+        return
+    with pytest.raises(workload.ModuleDirInvalid, match=error) as raised:
+        workload.read_module(module)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_modules_directory_needs_every_role(tmp_path: Path) -> None:
+    with pytest.raises(workload.ModuleDirInvalid, match="no such directory"):
+        workload.module_configmaps(tmp_path / "absent")
+    for role in ("cluster", "machine"):
+        _write(tmp_path / role, {"main.tf": MAIN})
+    with pytest.raises(workload.ModuleDirInvalid, match="machinepool: no such directory"):
+        workload.module_configmaps(tmp_path)
+    _write(tmp_path / "machinepool", {"main.tf": MAIN, "versions.tf": ""})
+    configmaps = workload.module_configmaps(tmp_path)
+    assert [cm["metadata"]["name"] for cm in configmaps] == [
+        "captf-module-cluster",
+        "captf-module-machine",
+        "captf-module-machinepool",
+    ]
+    assert set(configmaps[2]["data"]) == {"main.tf", "versions.tf"}
+
+
+def test_make_run_refuses_bad_modules_in_one_line_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dev", "run", "--modules", str(tmp_path / "absent")]) == 2
+    out, err = capsys.readouterr()
+    # Nothing was built or started: the first thing run prints is about building OpenTofu.
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("captf dev run: --modules: ")
