@@ -59,7 +59,7 @@ class _Block:
     where: Where
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Syntax:
     # Whether a value is a non-empty string written out in the source.
     literal: Callable[[Any], bool]
@@ -207,15 +207,15 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _type_text(value: Any, syntax: _Syntax) -> str | None:
-    """A type constraint's expression text, without the `${...}` or quotes some
-    renderings and the pre-0.12 syntax put around it."""
+def _type_text(value: Any) -> str | None:
+    """A type constraint's expression text, without the `${...}` python-hcl2 puts around
+    an expression that is not a bare name, or the quotes of the pre-0.12 syntax."""
     if value is None:
         return None
     text = str(value).strip()
     if text.startswith("${") and text.endswith("}"):
         text = text[2:-1].strip()
-    return syntax.label(text) if syntax is _HCL else text
+    return text.strip('"')
 
 
 @dataclass
@@ -250,7 +250,7 @@ class _Facts:
                 Variable(
                     name=syntax.label(label),
                     where=block.where,
-                    type=_type_text(body.get("type"), syntax),
+                    type=_type_text(body.get("type")),
                     has_default="default" in body,
                     sensitive=body.get("sensitive") is True,
                 )

@@ -52,21 +52,21 @@ def _rules(*rules: Rule) -> dict[str, Rule]:
     return {rule.id: rule for rule in rules}
 
 
-E, W = Severity.ERROR, Severity.WARNING
+_E, _W = Severity.ERROR, Severity.WARNING
 RULES = _rules(
-    Rule("input-required", E, "a contract input of the role is not declared"),
-    Rule("input-type", E, "a contract input's type does not take what the root passes"),
-    Rule("input-default", W, "a contract input that is never null has a default"),
-    Rule("input-sensitive", W, "bootstrap_data is not declared sensitive"),
-    Rule("input-reserved", E, "a captf_ variable that is not a contract input of the role"),
-    Rule("input-meta-argument", E, "a variable named as a module meta-argument"),
-    Rule("input-user-variable-default", W, "a user variable has no default"),
-    Rule("input-tags-unused", W, "captf_tags is declared but never read"),
-    Rule("output-required", E, "a contract output of the role is not declared"),
-    Rule("output-reserved", W, "an output uses the reserved captf_ prefix"),
-    Rule("module-backend", E, "a terraform block configures a backend"),
-    Rule("module-cloud", E, "a terraform block configures a cloud block"),
-    Rule("module-provider-config", W, "a provider block holds a credential literal"),
+    Rule("input-required", _E, "a contract input of the role is not declared"),
+    Rule("input-type", _E, "a contract input's type does not take what the root passes"),
+    Rule("input-default", _W, "a contract input that is never null has a default"),
+    Rule("input-sensitive", _W, "bootstrap_data is not declared sensitive"),
+    Rule("input-reserved", _E, "a captf_ variable that is not a contract input of the role"),
+    Rule("input-meta-argument", _E, "a variable named as a module meta-argument"),
+    Rule("input-user-variable-default", _W, "a user variable has no default"),
+    Rule("input-tags-unused", _W, "captf_tags is declared but never read"),
+    Rule("output-required", _E, "a contract output of the role is not declared"),
+    Rule("output-reserved", _W, "an output uses the reserved captf_ prefix"),
+    Rule("module-backend", _E, "a terraform block configures a backend"),
+    Rule("module-cloud", _E, "a terraform block configures a cloud block"),
+    Rule("module-provider-config", _W, "a provider block holds a credential literal"),
 )
 
 # Allowed in any role when it has a default: the cluster role never passes it, and a
@@ -116,7 +116,7 @@ def _input_required(module: ModuleFacts, contract: RoleContract) -> Iterator[Fin
         if module.variable(spec.name) is None:
             yield _finding(
                 "input-required",
-                f"contract input {spec.name} ({spec.type}) is not declared as a variable",
+                f"the role's input {spec.name} ({spec.type}) has no variable declaration",
             )
 
 
@@ -146,8 +146,7 @@ def _input_type(module: ModuleFacts, contract: RoleContract) -> Iterator[Finding
         if not accepts(declared, parse_type(spec.type)):
             yield _finding(
                 "input-type",
-                f"variable {spec.name} is declared {variable.type}, which does not take"
-                f" the contract's {spec.type}",
+                f"variable {spec.name}: declared {variable.type}, but the root passes {spec.type}",
                 variable.where,
             )
 
@@ -183,8 +182,8 @@ def _input_reserved(module: ModuleFacts, contract: RoleContract) -> Iterator[Fin
             continue
         yield _finding(
             "input-reserved",
-            f"variable {name} uses the reserved prefix {RESERVED_PREFIX} but is not a"
-            f" contract input of the {contract.role.value} role",
+            f"variable {name}: the prefix {RESERVED_PREFIX} is the contract's, and {name}"
+            f" is no input of the {contract.role.value} role",
             variable.where,
         )
 
@@ -211,8 +210,8 @@ def _input_user_variable_default(module: ModuleFacts, contract: RoleContract) ->
         if _is_user_variable(variable, contract) and not variable.has_default:
             yield _finding(
                 "input-user-variable-default",
-                f"variable {variable.name} is not a contract input and has no default:"
-                " every object that does not set it fails to plan",
+                f"user variable {variable.name} has no default: an object that leaves it"
+                " unset cannot plan",
                 variable.where,
             )
 
@@ -231,7 +230,7 @@ def _output_required(module: ModuleFacts, contract: RoleContract) -> Iterator[Fi
     declared = {output.name for output in module.outputs}
     for name in contract.outputs:
         if name not in declared:
-            yield _finding("output-required", f"contract output {name} of the role is not declared")
+            yield _finding("output-required", f"the role's output {name} is not declared")
 
 
 def _output_reserved(module: ModuleFacts, contract: RoleContract) -> Iterator[Finding]:

@@ -28,7 +28,7 @@ def test_a_module_linted_for_another_role_fails(capsys: pytest.CaptureFixture[st
     assert main(["lint", "module", str(EXAMPLES / "machine"), "--role", "cluster"]) == 1
     out, _ = capsys.readouterr()
     assert (
-        f"{EXAMPLES / 'machine'}: error input-required: contract input control_plane_initialized"
+        f"{EXAMPLES / 'machine'}: error input-required: the role's input control_plane_initialized"
         in out
     )
 
@@ -74,8 +74,8 @@ def test_human_lines_name_file_line_severity_and_rule(
     main(["lint", "module", str(directory), "--role", "machine"])
     out, err = capsys.readouterr()
     assert out.splitlines() == [
-        f"{directory}/extra.tf:1: warning input-user-variable-default: variable size is not a"
-        " contract input and has no default: every object that does not set it fails to plan",
+        f"{directory}/extra.tf:1: warning input-user-variable-default: user variable size has"
+        " no default: an object that leaves it unset cannot plan",
         f"{directory}/extra.tf:4: error module-backend: a backend block: the controller owns"
         " the state",
     ]
@@ -118,8 +118,8 @@ def test_json_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
                 "severity": "warning",
                 "file": f"{directory}/extra.tf",
                 "line": 1,
-                "message": "variable size is not a contract input and has no default:"
-                " every object that does not set it fails to plan",
+                "message": "user variable size has no default: an object that leaves it"
+                " unset cannot plan",
             },
             {
                 "rule": "output-reserved",
