@@ -11,6 +11,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from controller.core.contract.roles import Role
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
@@ -254,6 +255,17 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_target(r, "cli.people.restore")
 
 
+def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("lint", help="check what a module author publishes, offline")
+    lsub = p.add_subparsers(dest="lint", required=True)
+    m = lsub.add_parser("module", help="a role module's directory against its role's contract")
+    m.add_argument("directory", metavar="DIR", help="the module: its .tf and .tf.json files")
+    m.add_argument("--role", required=True, choices=[role.value for role in Role])
+    m.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
+    m.add_argument("--strict", action="store_true", help="warnings fail the module too (exit 1)")
+    m.set_defaults(func=_handler("controller.cli.lint_command"))
+
+
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
     _add_kubeconfig(p)
@@ -268,7 +280,7 @@ def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _people, _run, _bench, _dev, _runner):
+    for add in (_decide, _people, _lint, _run, _bench, _dev, _runner):
         add(sub)
     return root
 
