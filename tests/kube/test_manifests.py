@@ -619,6 +619,8 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, f"{plural}/status", "patch") for plural in KINDS.values()}
     | {(GROUP, f"{plural}/finalizers", "update") for plural in KINDS.values()}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
+    # A finished Job's pods, for the runner's result in the termination message.
+    | {("", "pods", "list")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     | {
@@ -708,7 +710,10 @@ NOT_GRANTED = [
     ("coordination.k8s.io", "leases", "delete"),
     ("", "configmaps", "create"),
     ("", "configmaps", "update"),
-    ("", "pods", "list"),
+    ("", "pods", "get"),
+    ("", "pods", "watch"),
+    ("", "pods", "patch"),
+    ("", "pods/status", "patch"),
     ("batch", "jobs", "update"),
     ("batch", "jobs/status", "patch"),
     (GROUP, "terraformclusters", "create"),
