@@ -4,9 +4,10 @@ The runner cannot write Jobs: its result is its container's termination message,
 which the kubelet puts in the pod's status. Once a Job finished and records no
 result, the pass lists the Job's pods (by the Job controller's uid label) and reads
 the message; the core checks it (controller/core/jobs/termination.py), the Snapshot
-shows it on the Job, and the plan records it there as `captf.io/result`, before the
-Job is accounted. From then on the Job is the record, as it always was: a restart
-finds the result on the Job, or, before it was recorded, still on the pod.
+shows it on the Job, and the plan records it there as `captf.io/result` (its message
+redacted with the values the Job carried), before the Job is accounted. From then on
+the Job is the record, as it always was: a restart finds the result on the Job, or,
+before it was recorded, still on the pod.
 
 Why a live list and not a pod informer: the read is needed once per Job (a Job with
 a result, or an accounted one, is never read again), and it is read after the Job

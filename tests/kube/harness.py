@@ -38,7 +38,7 @@ from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
 from controller.io.main import serve
 from runtime.clock import Clock, SteppedClock
-from runtime.envtest import ApiServer
+from runtime.envtest import ApiServer, RequestFailed
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -246,15 +246,16 @@ class Kube:
         self, job: Json, message: str | None, at: datetime, *, exit_code: int
     ) -> Json:
         pods = f"/api/v1/namespaces/{self.ns}/pods"
-        # The ServiceAccount admission plugin wants the pod's account; no controller
-        # manager runs here to make `default`.
-        with contextlib.suppress(Exception):
+        template = job["spec"]["template"]
+        # The ServiceAccount admission plugin, when on, wants the pod's account to exist;
+        # no controller manager runs here to make any.
+        account = template["spec"].get("serviceAccountName") or "default"
+        with contextlib.suppress(RequestFailed):  # it exists already
             await self.call(
                 "POST",
                 f"/api/v1/namespaces/{self.ns}/serviceaccounts",
-                {"metadata": {"name": "default"}},
+                {"metadata": {"name": account}},
             )
-        template = job["spec"]["template"]
         name = f"{job['metadata']['name']}-p0d"
         body = {
             "metadata": {"name": name, "labels": template["metadata"]["labels"]},

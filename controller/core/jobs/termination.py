@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from controller.core.basics.names import ANN_RESULT
+from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import (
     Outcome,
     annotations_of,
@@ -127,10 +128,27 @@ class Recorded:
     value: str
 
 
-def recordings(jobs: Iterable[Json], results: Mapping[str, str]) -> tuple[Recorded, ...]:
-    """The writes that record `results` (Job name -> annotation value) on their Jobs."""
+def recordings(
+    jobs: Iterable[Json], results: Mapping[str, str], redactor_of: Callable[[Json], Redactor]
+) -> tuple[Recorded, ...]:
+    """The writes that record `results` (Job name -> annotation value) on their Jobs, each
+    message redacted with the values its Job carried: the runner redacts before it writes,
+    but what the controller writes it redacts itself, whatever image ran."""
     return tuple(
-        Recorded(name_of(job), str(job.get("metadata", {}).get("uid", "")), results[name_of(job)])
+        Recorded(
+            name_of(job),
+            str(job.get("metadata", {}).get("uid", "")),
+            redacted(results[name_of(job)], redactor_of(job)),
+        )
         for job in jobs
         if name_of(job) in results
     )
+
+
+def redacted(value: str, redactor: Redactor) -> str:
+    """A checked result (`result_of`) with its message redacted; unchanged when nothing is."""
+    body = orjson.loads(value)
+    message = body.get("message")
+    if not isinstance(message, str) or redactor.text(message) == message:
+        return value
+    return orjson.dumps(body | {"message": redactor.text(message)}).decode()

@@ -154,7 +154,7 @@ def plan(
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
-        results=recordings(snap.jobs, facts.results),
+        results=recordings(snap.jobs, facts.results, snap.redactor),
         restore_tried=restore_tried,
         accounts=accounts,
         gone=gone,

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from controller.core.basics.names import ANN_RESULT
+from controller.core.basics.redact import REDACTED, redactor
 from controller.core.decide import snapshot
 from controller.core.decide.facts import Facts
 from controller.core.jobs.job import Outcome, classify, result
@@ -19,6 +20,7 @@ from controller.core.jobs.termination import (
     Recorded,
     message_of,
     needs_result,
+    recordings,
     result_of,
     with_result,
 )
@@ -138,3 +140,18 @@ def test_the_plan_records_each_result_read_from_a_pod_on_its_job() -> None:
     # Accounted in the same pass, from the result the plan records first.
     assert [a.job for a in todo.accounts] == [name]
     assert plan(snap, b.NOW).results == ()
+
+
+def test_what_the_controller_records_is_redacted_with_the_values_the_job_carried() -> None:
+    leaky = '{"outcome":"failed","message":"auth failed for token s3cr3t-value"}'
+    job = b.job("apply", 1, None)
+    job["metadata"]["uid"] = "job-uid-1"
+    name = job["metadata"]["name"]
+    [recorded] = recordings([job], {name: leaky}, lambda _: redactor(["s3cr3t-value"]))
+    assert "s3cr3t-value" not in recorded.value
+    assert orjson.loads(recorded.value) == {
+        "outcome": "failed",
+        "message": f"auth failed for token {REDACTED}",
+    }
+    [clean] = recordings([job], {name: VALID}, lambda _: redactor(["s3cr3t-value"]))
+    assert clean.value == VALID  # nothing to hide: recorded byte for byte
