@@ -72,15 +72,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from controller.core import (
-    Facts,
-    Plan,
-    Settings,
-    Snapshot,
-    live_check_needed,
-    plan_pass,
-    with_result,
-)
+from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
 from controller.core.basics.names import FINALIZER
 from controller.io import accountant, api, interrupted, results
 from controller.io.accountant import JobMetrics
@@ -129,10 +121,7 @@ class Reconciler:
         # shows (a Job that appears meanwhile wakes the object again).
         jobs = self.caches.jobs_of(obj["metadata"]["uid"])
         found = await results.read(self.client, jobs)
-        jobs = [
-            with_result(j, found[j["metadata"]["name"]]) if j["metadata"]["name"] in found else j
-            for j in jobs
-        ]
+        jobs = results.shown(jobs, found)
         await self.caches.load_contents(obj, jobs)
         return self.caches.snapshot(obj, jobs), found
 

@@ -18,10 +18,17 @@ the Job cache, making a finished Job look like one without a result."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from controller.core import JOB_UID_LABEL, Recorded, message_of, needs_result, result_of
+from controller.core import (
+    JOB_UID_LABEL,
+    Recorded,
+    message_of,
+    needs_result,
+    result_of,
+    with_result,
+)
 from controller.core.basics.names import ANN_RESULT
 from controller.io import api
 from controller.io.api import PODS, Api
@@ -42,6 +49,14 @@ async def read(client: Api, jobs: Sequence[Json]) -> dict[str, str]:
         if message is not None:
             found[job["metadata"]["name"]] = result_of(message)
     return found
+
+
+def shown(jobs: Sequence[Json], found: Mapping[str, str]) -> list[Json]:
+    """The Jobs as they are once `found` is recorded: what the pass's Snapshot shows."""
+    return [
+        with_result(job, found[name]) if (name := job["metadata"]["name"]) in found else job
+        for job in jobs
+    ]
 
 
 async def _pods_of(client: Api, job: Json) -> list[Json]:
