@@ -108,6 +108,14 @@ async def _job(kube: Kube, name: str) -> Json:
     return await kube.call("GET", f"/apis/batch/v1/namespaces/{kube.ns}/jobs/{name}")
 
 
+async def _accounted(kube: Kube, name: str) -> Json:
+    async def probe() -> Json | None:
+        job = await _job(kube, name)
+        return job if job["metadata"]["annotations"].get("captf.io/accounted") else None
+
+    return await eventually(probe, what=f"Job {name} accounted")
+
+
 async def test_a_result_in_the_pod_reaches_the_job_also_across_a_restart(
     apiserver: ApiServer, namespace: str
 ) -> None:
@@ -118,11 +126,11 @@ async def test_a_result_in_the_pod_reaches_the_job_also_across_a_restart(
         first = await nth_job(kube, 1)
         name = first["metadata"]["name"]
         await write_state(kube, first, serial=1)
-        await kube.finish_in_pod(first, orjson.dumps(success).decode(), complete=True)
+        await kube.finish_in_pod(
+            first, orjson.dumps(success).decode(), at=clock.now(), complete=True
+        )
         await condition_is(kube, "Ready", "True", "Applied")
-        job = await _job(kube, name)
-        assert _recorded(job) == success
-        assert job["metadata"]["annotations"]["captf.io/accounted"] == "true"
+        assert _recorded(await _accounted(kube, name)) == success
         assert (await kube.cluster())["status"]["stateSerial"] == 1
 
     # A new input while no controller runs; it is started, stopped, and its Job finishes
@@ -131,6 +139,7 @@ async def test_a_result_in_the_pod_reaches_the_job_also_across_a_restart(
     await kube.call("PATCH", kube.captf_path("terraformclusters", "c1"), patch, MERGE)
     async with running_controller(apiserver, namespace, clock=clock):
         second = await nth_job(kube, 2)
+        await clock.advance(5)  # it ran a while: it finished after the first
     at = clock.now()
     await kube.finish_in_pod(second, "Error: the provider crashed", at=at)
     assert _recorded(await _job(kube, second["metadata"]["name"])) is None
@@ -160,10 +169,5 @@ async def test_a_finished_job_whose_pod_left_no_result_fails_as_before(
         event = await event_for(kube, first["metadata"]["name"], "JobFailed")
         assert "no result" in event["message"]
         await next_is(kube, "InputsChangedBackoff")
-
-        async def accounted() -> Json | None:
-            job = await _job(kube, first["metadata"]["name"])
-            return job if job["metadata"]["annotations"].get("captf.io/accounted") else None
-
-        job = await eventually(accounted, what="the Job accounted")
+        job = await _accounted(kube, first["metadata"]["name"])
         assert RESULT not in job["metadata"]["annotations"]
