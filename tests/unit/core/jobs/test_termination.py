@@ -91,6 +91,14 @@ def test_an_invalid_message_is_a_counted_failure_saying_why() -> None:
     assert NOT_JSON in classified.message
 
 
+def test_a_job_that_exited_0_with_an_invalid_message_says_so() -> None:
+    job = with_result(b.job("apply", 1, None, state="Complete"), result_of("{oops"))
+    classified = classify(job)
+    assert classified.outcome is Outcome.FAILURE
+    assert f"({NOT_JSON})" in classified.message
+    assert "broke the contract" in classified.message
+
+
 def _pod(*statuses: Json) -> Json:
     return {"status": {"containerStatuses": list(statuses)}}
 
