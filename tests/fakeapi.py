@@ -100,6 +100,8 @@ class FakeApi:
         accept: str = "application/json",
     ) -> Json:
         where = _parse(path)
+        if method == "GET" and not where.name:
+            return {"items": self._list(where, (params or {}).get("labelSelector", ""))}
         if method == "GET":
             return copy.deepcopy(self._get(where))
         self._attempts += 1
@@ -129,6 +131,15 @@ class FakeApi:
         if found is None:
             raise ApiError(404, "NotFound", f"{where.plural} {where.name} not found")
         return found
+
+    def _list(self, where: _Path, selector: str) -> list[Json]:
+        """The collection's objects with every label of `selector` (`k=v,...` only)."""
+        wanted = dict(term.split("=", 1) for term in selector.split(",") if term)
+        return [
+            copy.deepcopy(obj)
+            for obj in self.collection(where.prefix).values()
+            if wanted.items() <= _labels(obj).items()
+        ]
 
     def _write(self, method: str, where: _Path, body: Json) -> Json:
         match method:

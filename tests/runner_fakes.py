@@ -28,7 +28,6 @@ def data_of(obj: Json, key: str) -> bytes:
 class FakeKube:
     def __init__(self) -> None:
         self.secrets: dict[str, Json] = {}
-        self.jobs: dict[str, Json] = {}
         self.writes: list[tuple[str, str]] = []  # (verb, name) of every Secret write
         self._rv = 0
 
@@ -42,9 +41,6 @@ class FakeKube:
     def put(self, obj: Json) -> None:
         """Stores a Secret as if created earlier by someone else."""
         self.secrets[obj["metadata"]["name"]] = self._stamp(obj)
-
-    def add_job(self, name: str) -> None:
-        self.jobs[name] = self._stamp({"metadata": {"name": name, "annotations": {}}})
 
     async def get_secret(self, name: str) -> Json | None:
         found = self.secrets.get(name)
@@ -82,13 +78,3 @@ class FakeKube:
             for s in self.secrets.values()
             if (s["metadata"].get("labels") or {}).get(key) == value
         ]
-
-    async def get_job(self, name: str) -> Json | None:
-        found = self.jobs.get(name)
-        return copy.deepcopy(found) if found is not None else None
-
-    async def patch_job(self, name: str, merge_patch: Json) -> None:
-        job = self.jobs.get(name)
-        if job is None:
-            raise ApiError(404, "NotFound", f'jobs.batch "{name}" not found')
-        job["metadata"]["annotations"].update(merge_patch["metadata"]["annotations"])

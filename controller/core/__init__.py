@@ -7,7 +7,8 @@ below (an import-linter contract holds them to it):
 - basics: CAPTF's API names, Kubernetes time formats, serials, redaction, the
   runner contract's variables (io imports these directly: they are vocabulary);
 - spec: an object's spec as read (policy, windows, inputs, references, Ready);
-- jobs: one Job, the history of an object's Jobs, backoff, retention, naming;
+- jobs: one Job, the history of an object's Jobs, backoff, retention, naming, the
+  result read from a termination message;
 - leases: Lease writes as data, the family exclusion, run slots, stale holds;
 - decide: the snapshot, Settings and Facts, the context, DecideOp's steps;
 - plan: the plan of one pass (accounting, the launch, pruning, the status).
@@ -19,6 +20,14 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
+from controller.core.jobs.termination import (
+    JOB_UID_LABEL,
+    Recorded,
+    message_of,
+    needs_result,
+    result_of,
+    with_result,
+)
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of, member_jobs
 from controller.core.leases.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
@@ -51,6 +60,7 @@ __all__ = [
     "CONFIGMAP",
     "DEFAULT_IMAGES",
     "DEFAULT_SERVICE_ACCOUNTS",
+    "JOB_UID_LABEL",
     "LEASE_API",
     "RUNNER_VARS_READ",
     "SECRET",
@@ -64,6 +74,7 @@ __all__ = [
     "ObjectRef",
     "Plan",
     "Record",
+    "Recorded",
     "Refusal",
     "Role",
     "Sample",
@@ -84,14 +95,18 @@ __all__ = [
     "job_env",
     "live_check_needed",
     "member_jobs",
+    "message_of",
     "needs_entry",
+    "needs_result",
     "owner_of",
     "plan_pass",
     "ready_of",
     "result",
+    "result_of",
     "secrets_read",
     "settings_of",
     "spec_of",
     "stale_leases",
     "terraform_cluster_of",
+    "with_result",
 ]

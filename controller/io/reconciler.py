@@ -5,7 +5,11 @@ everything else, in four steps:
 
   observe    the Snapshot from the caches: what the cluster shows.
   facts      this process's memory (controller/io/memory.py) and the live reads a
-             missing active Job needs.
+             missing active Job needs; and, read before the Snapshot is built, the
+             results of finished Jobs still only in their pods' termination messages
+             (controller/io/results.py): the Snapshot shows each on its Job, as it will
+             be once the plan's first write lands, so the whole pass (the plan Secrets
+             loaded, the accounting, the decision) reads one view.
   plan       the core's Plan (controller/core/plan/planner.py) from the Snapshot, the
              Facts and the operator's Settings: every write of the pass, as data.
   carry out  the plan's writes, in the order below. The only rule consulted on the
@@ -19,6 +23,10 @@ The order, and what a crash between two steps leaves (the next pass, from the
 state left, plans the rest; every step is idempotent):
 
   1. finalizer added     Before any Job: a deletion then waits for the destroy.
+  1b. results recorded   Each result read from a pod, on its Job (`captf.io/result`),
+                         before the Job is accounted: the accounted Job's annotation is
+                         then the one record. A crash before it reads the pod again; a
+                         pod gone by then leaves a Job without a result, as before.
   2. restore tried       status.lastRestoredSerial before the restore Job is accounted:
                          once accounted, the status is the only record of the attempt.
   3. accounting          Per finished Job: Event (deterministic name: a replay is
@@ -66,7 +74,7 @@ from typing import Any
 
 from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
 from controller.core.basics.names import FINALIZER
-from controller.io import accountant, api, interrupted
+from controller.io import accountant, api, interrupted, results
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
 from controller.io.caches import Caches
@@ -101,22 +109,25 @@ class Reconciler:
         if obj is None:
             self.memory.forget(key)
             return DONE
-        snap = await self._observe(obj)
-        facts = await self._facts(key, snap)
+        snap, found = await self._observe(obj)
+        facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)
         return await self._carry_out(key, snap, todo, now)
 
-    async def _observe(self, obj: Json) -> Snapshot:
+    async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:
+        """The Snapshot, and the results read from pods that it shows on their Jobs."""
         # One Job list for the pass: the Secrets loaded are those of the Jobs the snapshot
         # shows (a Job that appears meanwhile wakes the object again).
         jobs = self.caches.jobs_of(obj["metadata"]["uid"])
+        found = await results.read(self.client, jobs)
+        jobs = results.shown(jobs, found)
         await self.caches.load_contents(obj, jobs)
-        return self.caches.snapshot(obj, jobs)
+        return self.caches.snapshot(obj, jobs), found
 
-    async def _facts(self, key: str, snap: Snapshot) -> Facts:
-        """What the plan needs beyond the caches: the memory, and the live reads behind a
-        missing active Job."""
+    async def _facts(self, key: str, snap: Snapshot, found: dict[str, str]) -> Facts:
+        """What the plan needs beyond the caches: the memory, the live reads behind a
+        missing active Job, and the results read from pods."""
         pending = self.memory.pending_for(snap.obj["metadata"]["uid"], snap.job_names())
         missing = live_check_needed(snap, pending)
         gone = missing is not None and await interrupted.confirmed_gone(self.client, snap, missing)
@@ -125,6 +136,7 @@ class Reconciler:
             active_gone=gone,
             deleted_by_us=self.memory.deleted,
             refusal=self.memory.refusal(key),
+            results=found,
         )
 
     async def _carry_out(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> Result:
@@ -153,6 +165,8 @@ class Reconciler:
         obj = snap.obj
         if todo.add_finalizer:
             obj = await _add_finalizer(self.client, obj)
+        for recorded in todo.results:
+            await results.record(self.client, snap.namespace, recorded)
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from controller.core.basics.names import MANAGED_BY, Op
 from controller.core.basics.runner_vars import RunnerVar
+from controller.core.jobs.termination import TERMINATION_MESSAGE_PATH
 from controller.core.spec.sharding import parse_labels
 
 
@@ -21,7 +22,7 @@ class EnvError(ValueError):
 class RunnerEnv:
     op: Op
     namespace: str
-    job_name: str  # the runner's own Job: the result is patched onto it
+    job_name: str  # the runner's own Job
     object_name: str
     object_kind: str
     inputs_secret: str  # `<name>-inputs-<hash8>`: module.<file> keys and variables.json
@@ -43,6 +44,9 @@ class RunnerEnv:
     object_uid: str | None = None
     # The object's shard labels (RunnerVar.SHARD_LABELS), put on every Secret written.
     shard_labels: Mapping[str, str] = field(default_factory=dict)
+    job_uid: str | None = None  # the plan Secret's owner; None: the Secret is not owned
+    # The container's termination message file: the result goes there, and only there.
+    result_file: str = TERMINATION_MESSAGE_PATH
 
     @property
     def written_labels(self) -> dict[str, str]:
@@ -99,6 +103,8 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         outputs_names=_names(env.get(var.OUTPUTS_NAMES)),
         object_uid=_optional(env, var.OBJECT_UID),
         shard_labels=parse_labels(env.get(var.SHARD_LABELS)),
+        job_uid=_optional(env, var.JOB_UID),
+        result_file=env.get(var.RESULT_FILE) or TERMINATION_MESSAGE_PATH,
     )
 
 

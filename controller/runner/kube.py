@@ -1,4 +1,8 @@
-"""The runner's view of the Kubernetes API: Secrets in its namespace and its own Job.
+"""The runner's view of the Kubernetes API: the Secrets of its namespace, nothing else.
+
+It never touches Jobs: its result goes out as its container's termination message
+(controller/runner/main.py), and its ServiceAccount holds no verb on Jobs, so a module
+cannot rewrite any Job's result.
 
 `Kube` is the role the op logic depends on (tests use an in-memory fake);
 `TransportKube` serves it over `runtime.transport`. Writes of state must not be
@@ -24,7 +28,7 @@ RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 
 class Kube(Protocol):
-    """Secrets of the runner's namespace, and its own Job. Absent objects read as None;
+    """Secrets of the runner's namespace. Absent objects read as None;
     other failures raise `ApiError` (409 Conflict / AlreadyExists on a lost race)."""
 
     async def get_secret(self, name: str) -> Json | None: ...
@@ -38,10 +42,6 @@ class Kube(Protocol):
     async def delete_secret(self, name: str) -> None: ...
 
     async def list_secrets(self, label_selector: str) -> list[Json]: ...
-
-    async def get_job(self, name: str) -> Json | None: ...
-
-    async def patch_job(self, name: str, merge_patch: Json) -> None: ...
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -90,7 +90,6 @@ class TransportKube:
     def __init__(self, transport: Requests, namespace: str) -> None:
         self._t = transport
         self._secrets = f"/api/v1/namespaces/{quote(namespace)}/secrets"
-        self._jobs = f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs"
 
     async def _get(self, path: str) -> Json | None:
         try:
@@ -122,14 +121,3 @@ class TransportKube:
         listed = await retrying(lambda: self._t.request("GET", self._secrets, params=params))
         items = listed.get("items") or []
         return [item for item in items if isinstance(item, dict)]
-
-    async def get_job(self, name: str) -> Json | None:
-        return await self._get(f"{self._jobs}/{quote(name)}")
-
-    async def patch_job(self, name: str, merge_patch: Json) -> None:
-        path = f"{self._jobs}/{quote(name)}"
-        await retrying(
-            lambda: self._t.request(
-                "PATCH", path, body=merge_patch, content_type="application/merge-patch+json"
-            )
-        )

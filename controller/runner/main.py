@@ -1,9 +1,11 @@
 """`captf runner`: the runner image's entrypoint.
 
 Exit status 0 means the outcome is `succeeded`; anything else exits 1, so the
-Job's own status agrees with the result annotation. SIGTERM (and SIGINT, for a
-terminal) is forwarded once to the running tofu, whose state is then saved
-and the Job reported `interrupted`."""
+Job's own status agrees with the result. The result is the container's termination
+message (RunnerVar.RESULT_FILE, the Job's terminationMessagePath): the runner writes
+no Job, and the controller records the result on the Job once it finished. SIGTERM
+(and SIGINT, for a terminal) is forwarded once to the running tofu, whose state is
+then saved and the Job reported `interrupted`."""
 
 from __future__ import annotations
 
@@ -17,7 +19,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from controller.core.basics.names import ANN_RESULT
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import Outcome
 from controller.runner import redaction
@@ -51,12 +52,12 @@ async def _main(env: RunnerEnv) -> int:
 
 async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
     """Runs the op in a fresh work directory with signals forwarded to tofu, and
-    reports the result on the Job."""
+    writes the result to the termination message file."""
     try:
         redactor = await redaction.load(env, kube)
     except redaction.RedactionError as exc:
         result = RunnerResult(outcome=Outcome.FAILURE, message=str(exc))
-        await report(kube, env.job_name, result, Redactor(frozenset()))
+        report(env.result_file, result, Redactor(frozenset()))
         return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
     root = root_dir(work_dir)  # tofu runs here; a generated root's module is its sibling
@@ -66,7 +67,7 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
         loop.add_signal_handler(sig, tofu.terminate)
     try:
         result = await run_op(env, kube, tofu, root)
-        await report(kube, env.job_name, result, redactor)
+        report(env.result_file, result, redactor)
     finally:
         for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
@@ -86,9 +87,14 @@ async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Runn
         )
 
 
-async def report(kube: Kube, job_name: str, result: RunnerResult, redactor: Redactor) -> None:
-    """Patches the result onto the Job. The message is redacted whole, before it is cut
-    to size, so no cut can leave part of a value behind."""
+def report(path: str, result: RunnerResult, redactor: Redactor) -> None:
+    """Writes the result to the termination message file. The message is redacted whole,
+    before it is cut to size, so no cut can leave part of a value behind."""
     value = replace(result, message=redactor.text(result.message)).to_json()
     print(f"captf-runner: result {value}", flush=True)
-    await kube.patch_job(job_name, {"metadata": {"annotations": {ANN_RESULT: value}}})
+    try:
+        Path(path).write_text(value, encoding="utf-8")
+    except OSError as exc:
+        # Nothing else can carry it: the Job then finishes without a result, which the
+        # controller counts as a failure of the runner.
+        print(f"captf-runner: cannot write the result to {path}: {exc}", file=sys.stderr)

@@ -182,10 +182,9 @@ async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes]) ->
         "name": name,
         "labels": {LABEL_PLAN_OF: ctx.env.object_name} | ctx.env.written_labels,
     }
-    job = await ctx.kube.get_job(ctx.env.job_name)
-    if job is not None and job.get("metadata", {}).get("uid"):
+    if ctx.env.job_uid:
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
-        metadata["ownerReferences"] = [owner | {"uid": job["metadata"]["uid"]}]
+        metadata["ownerReferences"] = [owner | {"uid": ctx.env.job_uid}]
     body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
     body["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
     try:

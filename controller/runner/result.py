@@ -1,4 +1,5 @@
-"""The runner's result: the `captf.io/result` annotation it leaves on its own Job."""
+"""The runner's result: its container's termination message, which the controller
+records on the Job as the `captf.io/result` annotation."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from dataclasses import dataclass
 import orjson
 
 from controller.core.jobs.job import Outcome
+from controller.core.jobs.termination import MESSAGE_LIMIT as RESULT_LIMIT
 
-# A Job's annotations share the object's 256 KiB budget with everything else;
-# an operator reads the message in `kubectl describe`, so the tail of tofu's
+# The kubelet keeps RESULT_LIMIT bytes of a termination message, and the whole result
+# must fit; an operator reads the message in `kubectl describe`, so the tail of tofu's
 # error is enough.
 MESSAGE_LIMIT = 2048
 # The error kinds a result may carry beside its outcome.
@@ -31,8 +33,28 @@ class RunnerResult:
     contract: dict[str, object] | None = None
 
     def to_json(self) -> str:
-        """The annotation value: only the keys that apply to this op."""
-        body: dict[str, object] = {"outcome": self.outcome.value, "message": bounded(self.message)}
+        """The result as written: only the keys that apply to this op, within
+        RESULT_LIMIT bytes. Only the message gives way (its last lines are kept), so
+        the JSON is always whole; a result too large even without its message is
+        written as a failure saying so, with its state serial."""
+        budget = MESSAGE_LIMIT
+        while True:
+            message = bounded(self.message, budget) if budget else ""
+            text = self._body(message)
+            excess = len(text.encode()) - RESULT_LIMIT
+            if excess <= 0:
+                return text
+            if not message:
+                break
+            # Every byte dropped from the message drops at least one from the JSON.
+            budget = max(0, len(message.encode()) - excess)
+        too_large = f"the runner's result is larger than {RESULT_LIMIT} bytes"
+        return RunnerResult(
+            outcome=Outcome.FAILURE, message=too_large, state_serial=self.state_serial
+        )._body(too_large)
+
+    def _body(self, message: str) -> str:
+        body: dict[str, object] = {"outcome": self.outcome.value, "message": message}
         if self.state_serial is not None:
             body["stateSerial"] = self.state_serial
         if self.plan_secret is not None:

@@ -20,7 +20,7 @@ import anyio
 import orjson
 import yaml
 
-from controller.core.basics.names import ANN_RESULT, GROUP, VERSION
+from controller.core.basics.names import ANN_ACCOUNTED, ANN_RESULT, GROUP, VERSION
 from controller.core.basics.timefmt import parse_time
 from controller.dev.node import ProcessNode, default_images
 from controller.io.jobtimes import ToClock, on_clock
@@ -104,12 +104,14 @@ class System:
         )
 
     async def finished_job(self, name: str, op: str, seq: int, within: float = WAIT) -> Json:
-        """The object's Job of that op and attempt sequence, once it has finished (as the
-        watch saw it: pruning may have removed it from the API since)."""
+        """The object's Job of that op and attempt sequence, once it has finished and the
+        controller has taken its result from the pod onto it (as the watch saw it: pruning
+        may have removed it from the API since). A Job whose pod left no result is
+        returned once it is accounted: it will never carry one."""
 
         async def probe() -> Json | None:
             for job in self.jobs.latest():
-                if _is(job, name, op, seq) and finished_at(job) is not None:
+                if _is(job, name, op, seq) and finished_at(job) is not None and _settled(job):
                     return job
             return None
 
@@ -120,6 +122,11 @@ class System:
         directory = self.logs / self.kube.ns
         paths = sorted(directory.glob(f"{job['metadata']['name']}-*.log"))
         return "".join(p.read_text() for p in paths) or f"(no pod log in {directory})"
+
+
+def _settled(job: Json) -> bool:
+    notes = job["metadata"].get("annotations") or {}
+    return ANN_RESULT in notes or notes.get(ANN_ACCOUNTED) == "true"
 
 
 def _is(job: Json, name: str, op: str, seq: int) -> bool:

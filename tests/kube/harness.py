@@ -2,7 +2,9 @@
 
 No Job controller or kubelet runs beside the test API server, so tests write a
 finished Job's status themselves, the way the Job controller would, through
-the status subresource; the runner's result goes on the Job itself."""
+the status subresource. The runner's result is played either on the Job itself, as
+the controller records it (`finish`), or where a runner leaves it, in its pod's
+termination message for the controller to find (`finish_in_pod`)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
 from controller.io.main import serve
 from runtime.clock import Clock, SteppedClock
-from runtime.envtest import ApiServer
+from runtime.envtest import ApiServer, RequestFailed
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -222,6 +224,67 @@ class Kube:
             },
             MERGE,
         )
+
+    async def finish_in_pod(
+        self,
+        job: Json,
+        message: str | None,
+        *,
+        at: datetime | None = None,
+        reason: str = "BackoffLimitExceeded",
+        complete: bool = False,
+    ) -> None:
+        """Plays a runner that wrote `message` (None: nothing) as its termination message:
+        the Job's pod, as the Job controller labels it, terminated as a kubelet reports
+        it, then the Job's terminal status. Nothing is written on the Job but its status."""
+        at = at or datetime.now(UTC)
+        await self._pod_terminated(job, message, at, exit_code=0 if complete else 1)
+        path = f"/apis/batch/v1/namespaces/{self.ns}/jobs/{job['metadata']['name']}/status"
+        await self.call("PATCH", path, {"status": job_status(complete, at, reason)}, MERGE)
+
+    async def _pod_terminated(
+        self, job: Json, message: str | None, at: datetime, *, exit_code: int
+    ) -> Json:
+        pods = f"/api/v1/namespaces/{self.ns}/pods"
+        template = job["spec"]["template"]
+        # The ServiceAccount admission plugin, when on, wants the pod's account to exist;
+        # no controller manager runs here to make any.
+        account = template["spec"].get("serviceAccountName") or "default"
+        with contextlib.suppress(RequestFailed):  # it exists already
+            await self.call(
+                "POST",
+                f"/api/v1/namespaces/{self.ns}/serviceaccounts",
+                {"metadata": {"name": account}},
+            )
+        name = f"{job['metadata']['name']}-p0d"
+        body = {
+            "metadata": {"name": name, "labels": template["metadata"]["labels"]},
+            "spec": template["spec"] | {"automountServiceAccountToken": False},
+        }
+        await self.call("POST", pods, body)
+        terminated: Json = {
+            "exitCode": exit_code,
+            "reason": "Completed" if exit_code == 0 else "Error",
+            "startedAt": format_time(at - timedelta(seconds=5)),
+            "finishedAt": format_time(at),
+        }
+        if message is not None:
+            terminated["message"] = message
+        container = template["spec"]["containers"][0]
+        status = {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {"terminated": terminated},
+                }
+            ],
+        }
+        return await self.call("PATCH", f"{pods}/{name}/status", {"status": status}, MERGE)
 
 
 async def write_state(

@@ -239,6 +239,47 @@ async def test_a_non_zero_exit_fails_the_job_by_its_backoff_limit(n: Node) -> No
         assert (terminated["exitCode"], terminated["reason"]) == (3, "Error")
 
 
+async def test_a_termination_message_reaches_the_pod_status_capped_as_a_kubelet_caps_it(
+    n: Node,
+) -> None:
+    # The container names the path as a pod would (here through env); the node maps it to
+    # a file of the container's own, as it maps a volume's mount path.
+    write = (
+        "import os; open(os.environ['MSG'], 'w').write(os.environ['TEXT']);"
+        " raise SystemExit(int(os.environ['CODE']))"
+    )
+    async with n.node:
+        env = [
+            {"name": "MSG", "value": "/dev/termination-log"},
+            {"name": "TEXT", "value": "done: ok"},
+            {"name": "CODE", "value": "0"},
+        ]
+        await n.create("jobs", job_body("said", write, env=env), group="batch/v1")
+        await n.job_ended("said", "Complete")
+        assert _terminated(await n.pod_of("said", "Succeeded"))["message"] == "done: ok"
+
+        body = job_body(
+            "long",
+            write,
+            env=[
+                {"name": "MSG", "value": "/var/run/result"},
+                {"name": "TEXT", "value": "x" * 5000},
+                {"name": "CODE", "value": "2"},
+            ],
+        )
+        container = body["spec"]["template"]["spec"]["containers"][0]
+        container["terminationMessagePath"] = "/var/run/result"
+        container["terminationMessagePolicy"] = "File"
+        await n.create("jobs", body, group="batch/v1")
+        await n.job_ended("long", "Failed")
+        terminated = _terminated(await n.pod_of("long", "Failed"))
+        assert (terminated["exitCode"], terminated["message"]) == (2, "x" * 4096)
+
+        await n.create("jobs", job_body("silent", "pass"), group="batch/v1")
+        await n.job_ended("silent", "Complete")
+        assert "message" not in _terminated(await n.pod_of("silent", "Succeeded"))
+
+
 async def test_each_pod_calls_the_api_server_as_its_own_service_account(
     n: Node, tmp_path: Path
 ) -> None:

@@ -17,7 +17,12 @@ class RunnerVar(StrEnum):
 
     OP = "CAPTF_OP"
     NAMESPACE = "CAPTF_NAMESPACE"
-    JOB_NAME = "CAPTF_JOB_NAME"  # the runner's own Job: its result is patched onto it
+    JOB_NAME = "CAPTF_JOB_NAME"  # the runner's own Job
+    # Its uid, from the pod's label (downward API): the plan Secret's owner. The runner
+    # may not read Jobs, so it learns the uid from its pod, never from the Job.
+    JOB_UID = "CAPTF_JOB_UID"
+    # Where the runner writes its result: its container's terminationMessagePath.
+    RESULT_FILE = "CAPTF_RESULT_FILE"
     OBJECT_NAME = "CAPTF_OBJECT_NAME"
     OBJECT_KIND = "CAPTF_OBJECT_KIND"
     OBJECT_UID = "CAPTF_OBJECT_UID"  # op=apply with outputs: the outputs Secret's owner

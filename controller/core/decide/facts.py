@@ -7,9 +7,10 @@ remembered, nothing read live"."""
 
 from __future__ import annotations
 
-from collections.abc import Container
-from dataclasses import dataclass
+from collections.abc import Container, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class Facts:
     deleted_by_us: Container[str] = frozenset()
     # The object's current streak of Jobs the API server refused.
     refusal: Refusal | None = None
+    # Results read live from the termination messages of finished Jobs' pods (Job name ->
+    # the `captf.io/result` value, checked by controller/core/jobs/termination.py), not yet
+    # recorded on their Jobs. The Snapshot's Jobs show them already; the plan records them.
+    results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 NO_FACTS = Facts()

@@ -168,7 +168,9 @@ def _classify_complete(
     name = name_of(job)
     if reported != Outcome.SUCCESS:
         why = "no result" if reported is None else f"outcome {reported!r}"
-        text = f"Job {name} completed with {why}: the runner image broke the contract"
+        # A result the controller recorded for an unreadable one says what was wrong with it.
+        said = f" ({message})" if message and reported is not None else ""
+        text = f"Job {name} completed with {why}{said}: the runner image broke the contract"
         return Classified(Outcome.FAILURE, "JobFailed", text)
     if op_of(job) == Op.PLAN and not plan_secret_readable:
         text = f"Job {name} succeeded but its plan Secret could not be read"

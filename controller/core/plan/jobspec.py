@@ -29,6 +29,7 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
+from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import credentials_of, spec_of
@@ -133,6 +134,13 @@ def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str)
     }
 
 
+# The Job's uid, which the API server puts in the labels of the Job's pod template.
+_JOB_UID: Json = {
+    "name": RunnerVar.JOB_UID.value,
+    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{JOB_UID_LABEL}']"}},
+}
+
+
 def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
     meta, spec = obj["metadata"], spec_of(obj)
     env = {
@@ -146,6 +154,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         RunnerVar.STATE_SECRET: state_secret_name(meta["name"]),
         RunnerVar.GUARDED: "true" if run.guarded else "false",
         RunnerVar.WORK_DIR: "/tmp",
+        RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
     if run.op == Op.PLAN:
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
@@ -170,8 +179,12 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         "name": "runner",
         "image": (spec.get("jobs") or {}).get("image", ""),
         "args": ["runner"],
-        "env": [{"name": k.value, "value": v} for k, v in env.items()],
+        "env": [{"name": k.value, "value": v} for k, v in env.items()] + [_JOB_UID],
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        # The result channel: only this container can write its termination message, and
+        # only the kubelet carries it to the pod's status (controller/core/jobs/termination.py).
+        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+        "terminationMessagePolicy": "File",
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,

@@ -41,6 +41,7 @@ from controller.core.decide.steps import decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
+from controller.core.jobs.termination import Recorded, recordings
 from controller.core.plan import accounting, keeping, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
@@ -83,6 +84,9 @@ RUNNING_RECHECK = 60.0
 class Plan:
     decision: Decision
     add_finalizer: bool = False
+    # The results read from finished Jobs' pods, recorded on the Jobs before the
+    # accounting: once a Job is accounted, its annotation is the only record left.
+    results: tuple[Recorded, ...] = ()
     restore_tried: Json | None = None  # a status patch written before the accounting
     accounts: tuple[Accounting, ...] = ()
     gone: Gone | None = None
@@ -150,6 +154,7 @@ def plan(
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
+        results=recordings(snap.jobs, facts.results, snap.redactor),
         restore_tried=restore_tried,
         accounts=accounts,
         gone=gone,

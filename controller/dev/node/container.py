@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio
 
 from controller.dev.node import env as envs
+from controller.dev.node import termination
 from controller.dev.node.images import ImageTable, UnknownImage
 from controller.dev.node.podstatus import (
     START_ERROR_CODE,
@@ -69,6 +70,8 @@ class Setting:
     volumes: Mapping[str, Path]
     workdir: Path
     log: Path
+    # Where the containers' termination message files lie (controller/dev/node/termination.py).
+    messages: Path
 
 
 class ContainerRun:
@@ -83,6 +86,7 @@ class ContainerRun:
         self._stopping = anyio.Event()
         self._grace = 30.0
         self._process: Process | None = None
+        self._message: Path | None = None  # this start's termination message file
 
     def stop(self, grace: float) -> None:
         """Stop for good: SIGTERM now if it runs, SIGKILL after `grace` seconds."""
@@ -152,6 +156,9 @@ class ContainerRun:
     async def _resolve(self) -> tuple[list[str], dict[str, str], Path]:
         setting = self._setting
         mounts = container_mounts(self.spec, setting.volumes)
+        # Mapped as a mount is: a value naming the message path names this start's file.
+        self._message = termination.fresh_file(setting.messages, self.name)
+        mounts = Mounts({**mounts.paths, termination.message_path(self.spec): self._message})
         image = setting.images.resolve(self.view.image)
         own = await envs.container_env(self.spec, setting.pod, setting.reader)
         placed = mounts.env()
@@ -191,7 +198,8 @@ class ContainerRun:
         self._process = None
         now = self._setting.clock.now()
         _log_line(self._setting.log, f"{self.name}: exited with {code}")
-        self._set(Terminated(code, started, now, message=reason), ready=False)
+        written = termination.read_message(self._message) if self._message else ""
+        self._set(Terminated(code, started, now, message=written or reason), ready=False)
         return code
 
     def _start_probes(self, group: Any, on_live: Callable[[bool], None]) -> None:

@@ -156,6 +156,7 @@ class PodRun:
             volumes=volumes,
             workdir=self._root / "home",
             log=self.log,
+            messages=self._root / "t",
         )
         (self._root / "home").mkdir(parents=True, exist_ok=True)
         self._containers = [ContainerRun(c, setting, self._notify) for c in self._container_specs]

@@ -129,9 +129,11 @@ class Process:
 class Runner:
     """Plays the runner and the Job controller: every running Job finishes, the first
     `failures` of them failed, the others succeeded (an apply writing the state of the
-    inputs it ran with). Shared by a process and its restart."""
+    inputs it ran with). Shared by a process and its restart. `in_pod`: the result is
+    left as the pod's termination message, for the controller to record on the Job."""
 
     failures: int = 0
+    in_pod: bool = False
 
     def finish_running(self, fake: FakeApi) -> bool:
         ran = False
@@ -140,16 +142,20 @@ class Runner:
                 ran = True
                 failed = self.failures > 0
                 self.failures -= failed
-                _finish(fake, job, failed)
+                _finish(fake, job, failed, in_pod=self.in_pod)
         return ran
 
 
-def _finish(fake: FakeApi, job: Json, failed: bool) -> None:
+def _finish(fake: FakeApi, job: Json, failed: bool, *, in_pod: bool = False) -> None:
     name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
     outcome = "failed" if failed else "succeeded"
     at = fake.clock_text
     stored = fake.collection(_prefix(api.job_path(ns, name)))[name]
-    stored["metadata"]["annotations"] |= {ANN_RESULT: orjson.dumps({"outcome": outcome}).decode()}
+    result = orjson.dumps({"outcome": outcome}).decode()
+    if in_pod:
+        _pod_terminated(fake, job, result)
+    else:
+        stored["metadata"]["annotations"] |= {ANN_RESULT: result}
     stored["metadata"]["resourceVersion"] += "0"
     if failed:
         done = {"type": "Failed", "status": "True", "lastTransitionTime": at}
@@ -162,6 +168,17 @@ def _finish(fake: FakeApi, job: Json, failed: bool) -> None:
     notes = {ANN_SERIAL: "1", ANN_INPUTS_HASH: annotations_of(job)[ANN_INPUTS_HASH]}
     meta = state["metadata"] | {"annotations": notes, "resourceVersion": "1", "uid": "uid-state"}
     fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {"metadata": meta}
+
+
+def _pod_terminated(fake: FakeApi, job: Json, message: str) -> None:
+    """The Job's pod as the Job controller labels it and a kubelet leaves it."""
+    labels = {"batch.kubernetes.io/controller-uid": job["metadata"]["uid"]}
+    ended = {"exitCode": 0, "finishedAt": fake.clock_text, "message": message}
+    pod = {
+        "metadata": {"name": f"{job['metadata']['name']}-pod", "labels": labels},
+        "status": {"containerStatuses": [{"name": "runner", "state": {"terminated": ended}}]},
+    }
+    fake.create(api.resource_path(api.PODS, NS), pod)
 
 
 def _object(fake: FakeApi, kind: str, name: str) -> Json:
@@ -227,6 +244,8 @@ RETRY_WRITES = [
     ("PATCH", "terraformclusters/c1"),  # block-move removed
 ]
 WRITES = {CLUSTER: CLUSTER_WRITES, POOL: POOL_WRITES}
+# The result left in the pod: recorded on the Job first, then the Job is accounted.
+IN_POD_WRITES = [*CLUSTER_WRITES[:7], ("PATCH", "jobs/"), *CLUSTER_WRITES[7:]]
 
 
 @pytest.mark.parametrize("kind", [CLUSTER, POOL])
@@ -316,6 +335,36 @@ def _assert_at_rest(fake: FakeApi, kind: str) -> None:
     assert status["next"]["reason"] == "Idle"
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True", ready
+
+
+async def test_a_result_left_in_the_pod_is_recorded_on_the_job_before_its_accounting() -> None:
+    fake = _world(CLUSTER)
+    process = Process.start(fake, SteppedClock(NOW))
+    await process.run_to_rest(key_of(CLUSTER, NS, "c1"), Runner(in_pod=True))
+    assert len(fake.writes) == len(IN_POD_WRITES), fake.writes
+    for (method, path), (want_method, want_path) in zip(fake.writes, IN_POD_WRITES, strict=True):
+        assert method == want_method, (method, path)
+        assert want_path in path, (method, path)
+    _assert_at_rest(fake, CLUSTER)
+    [job] = fake.of("jobs")
+    assert orjson.loads(annotations_of(job)[ANN_RESULT]) == {"outcome": "succeeded"}
+
+
+@pytest.mark.parametrize("k", range(1, len(IN_POD_WRITES) + 1))
+async def test_a_crash_at_any_write_with_the_result_in_the_pod_converges(k: int) -> None:
+    fake = _world(CLUSTER)
+    clock = SteppedClock(NOW)
+    key = key_of(CLUSTER, NS, "c1")
+    runner = Runner(in_pod=True)
+    first = Process.start(fake, clock)
+    fake.crash_at(k)
+    with pytest.raises(Crash):
+        await first.run_to_rest(key, runner)
+    second = Process.start(fake, clock)
+    await second.run_to_rest(key, runner)
+    _assert_at_rest(fake, CLUSTER)
+    [job] = fake.of("jobs")
+    assert orjson.loads(annotations_of(job)[ANN_RESULT]) == {"outcome": "succeeded"}
 
 
 async def test_a_pass_at_rest_writes_nothing() -> None:

@@ -56,7 +56,6 @@ def machine_state(serial: int, outputs: Json) -> bytes:
 def kube() -> FakeKube:
     k = FakeKube()
     k.put(contract_secret())
-    k.add_job("job")
     return k
 
 

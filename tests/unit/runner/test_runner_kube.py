@@ -81,16 +81,6 @@ async def test_not_found_reads_as_none() -> None:
     assert api.sent[0][:2] == ("GET", "/api/v1/namespaces/ns/secrets/s")
 
 
-async def test_patch_job_is_a_merge_patch_on_its_own_job() -> None:
-    api = ScriptedRequests({})
-    kube = TransportKube(api, "ns")
-    await kube.patch_job("j", {"metadata": {"annotations": {"a": "b"}}})
-    method, path, body, content_type = api.sent[0]
-    assert (method, path) == ("PATCH", "/apis/batch/v1/namespaces/ns/jobs/j")
-    assert content_type == "application/merge-patch+json"
-    assert body == {"metadata": {"annotations": {"a": "b"}}}
-
-
 async def test_list_uses_the_label_selector() -> None:
     api = ScriptedRequests({"items": [{"metadata": {"name": "a"}}]})
     kube = TransportKube(api, "ns")

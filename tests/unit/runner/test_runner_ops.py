@@ -95,7 +95,6 @@ def kube() -> FakeKube:
             {"captf.io/inputs-hash": HASH},
         )
     )
-    k.add_job("job")
     return k
 
 
@@ -277,14 +276,14 @@ async def test_failed_drift_check_is_a_failure(kube: FakeKube, tmp_path: Path) -
 async def test_plan_writes_plan_secret_owned_by_its_job(kube: FakeKube, tmp_path: Path) -> None:
     plan = plan_json(("x", ["create"]))
     tofu = ScriptedTofu(tmp_path, plan=plan)
-    env = environ("plan", CAPTF_PLAN_SECRET="c-plan-1")
+    env = environ("plan", CAPTF_PLAN_SECRET="c-plan-1", CAPTF_JOB_UID="job-uid")
     result = await execute(env, kube, tofu, tmp_path)
     assert (result.outcome, result.plan_secret) == (Outcome.SUCCESS, "c-plan-1")
     stored = kube.secrets["c-plan-1"]
     assert data_of(stored, "tfplan") == b"binary plan"
     assert orjson.loads(data_of(stored, "plan.json")) == plan
     owner = stored["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["uid"]) == ("Job", kube.jobs["job"]["metadata"]["uid"])
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Job", "job", "job-uid")
 
 
 async def test_refresh_keeps_the_recorded_inputs_hash(kube: FakeKube, tmp_path: Path) -> None:
@@ -339,8 +338,8 @@ async def test_unexpected_error_still_reports_a_result(kube: FakeKube, tmp_path:
     result = await run_op(environ(), kube, Broken(tmp_path), tmp_path)
     assert result.outcome is Outcome.FAILURE
     assert "boom" in result.message
-    await report(kube, "job", result, redactor(()))
-    reported = orjson.loads(kube.jobs["job"]["metadata"]["annotations"]["captf.io/result"])
+    report(str(tmp_path / "termination-log"), result, redactor(()))
+    reported = orjson.loads((tmp_path / "termination-log").read_text())
     assert reported["outcome"] == "failed"
 
 

@@ -57,6 +57,7 @@ def environ(tmp_path: Path) -> dict[str, str]:
         "CAPTF_WORK_DIR": str(tmp_path),
         "CAPTF_CREDENTIALS_SECRET": "creds",
         "CAPTF_SECRET_VARIABLES": "db",
+        "CAPTF_RESULT_FILE": str(tmp_path / "termination-log"),
     }
 
 
@@ -66,7 +67,6 @@ def kube() -> FakeKube:
     inputs = {"module.main.tf": MODULE, "variables.json": VARIABLES}
     k.put(secret("c-inputs-cdcdcdcd", inputs, {"captf.io/inputs-hash": HASH}))
     k.put(secret("creds", {"AWS_SECRET_ACCESS_KEY": CREDENTIAL.encode()}))
-    k.add_job("job")
     return k
 
 
@@ -75,7 +75,7 @@ async def test_a_failing_module_printing_secrets_leaks_none(
 ) -> None:
     result = await serve(from_environ(environ(tmp_path)), kube)
     assert result.outcome is Outcome.FAILURE
-    annotation = kube.jobs["job"]["metadata"]["annotations"]["captf.io/result"]
+    annotation = (tmp_path / "termination-log").read_text()
     log = capfd.readouterr().out
     message = orjson.loads(annotation)["message"]
     assert "tofu init failed" in message
@@ -100,7 +100,7 @@ async def test_an_unreadable_credentials_secret_runs_nothing(
             return await super().get_secret(name)
 
     denied = Forbidden()
-    denied.secrets, denied.jobs = kube.secrets, kube.jobs
+    denied.secrets = kube.secrets
     result = await serve(from_environ(environ(tmp_path)), denied)
     assert result.outcome is Outcome.FAILURE
     assert "cannot read credentials Secret creds" in result.message

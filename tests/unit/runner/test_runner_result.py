@@ -35,3 +35,32 @@ def test_bounded_keeps_the_last_lines_within_limit() -> None:
 def test_bounded_cuts_one_long_line_on_a_character_boundary() -> None:
     kept = bounded("é" * 100, limit=11)
     assert kept == "é" * 5
+
+
+def test_the_result_fits_a_termination_message_by_shrinking_only_the_message() -> None:
+    # Quotes and control characters take more room in JSON than in the message.
+    noisy = "\n".join(f'warning {i}: "\t{"é" * 40}"' for i in range(500)) + "\nError: the cause"
+    outputs = tuple(f"output_{i:03d}" for i in range(120))
+    for result in (
+        RunnerResult(outcome=Outcome.FAILURE, message=noisy),
+        RunnerResult(outcome=Outcome.SUCCESS, message=noisy, state_serial=4, outputs=outputs),
+    ):
+        text = result.to_json()
+        assert len(text.encode()) <= 4096
+        body = orjson.loads(text)  # whole JSON, never cut
+        assert body["outcome"] == result.outcome.value
+        assert body["message"].endswith("Error: the cause")
+        assert body.get("outputs") == (list(outputs) if result.outputs else None)
+
+
+def test_a_result_too_large_without_its_message_is_a_failure_saying_so() -> None:
+    outputs = tuple(f"output_{i:04d}_{'n' * 40}" for i in range(200))
+    text = RunnerResult(
+        outcome=Outcome.SUCCESS, message="applied", state_serial=7, outputs=outputs
+    ).to_json()
+    assert len(text.encode()) <= 4096
+    assert orjson.loads(text) == {
+        "outcome": "failed",
+        "message": "the runner's result is larger than 4096 bytes",
+        "stateSerial": 7,
+    }
