@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
         print(f"OCI registry at {registry.host} (push with {registry.crane}); log {registry.log}")
         # On this thread: the manager is spawned by the thread that enters ClusterApi.
-        anyio.run(_run_all, args, tofu, capi, server, Modules(modules_dir, modules))
+        modules_of = Modules(modules_dir, modules)
+        anyio.run(_run_all, args, tofu, capi, server, modules_of, registry.crane)
     return 0
 
 
@@ -130,7 +131,12 @@ class Modules:
 
 
 async def _run_all(
-    args: argparse.Namespace, tofu: Path, capi: Path, server: ApiServer, modules: Modules
+    args: argparse.Namespace,
+    tofu: Path,
+    capi: Path,
+    server: ApiServer,
+    modules: Modules,
+    crane: Path,
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with ClusterApi(server, bin_dir=capi) as manager:
@@ -143,7 +149,7 @@ async def _run_all(
             print(f"  {clusterctl} describe cluster {CLUSTER} --kubeconfig {KUBECONFIG}")
             print(f"  captf get --kubeconfig {KUBECONFIG} --time-scale {args.time_scale:g}")
             print("Ctrl-C stops everything.\n", flush=True)
-            errors = await _watch(args, tofu, signals)
+            errors = await _watch(args, tofu, signals, crane)
     print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
 
 
@@ -174,13 +180,13 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> N
     )
 
 
-async def _watch(args: argparse.Namespace, tofu: Path, signals: Any) -> float:
+async def _watch(args: argparse.Namespace, tofu: Path, signals: Any, crane: Path) -> float:
     async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
         # Recorded before any replica starts (their ServiceAccount may read it, not
         # create it): every replica and this timeline then share one scaled timeline.
         clock = await scaled_clock(transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale)
         images = default_images(runner_environ(tofu))
-        async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
+        async with ProcessNode(transport, images=images, log_dir=".local/pod-logs", crane=crane):
             timeline = Timeline(
                 transport,
                 clock=clock,

@@ -1,8 +1,10 @@
 """One container of a pod, run as a local process until it ends for good.
 
-    starting  -> environment, volumes and argv resolved; a missing Secret or
-                 ConfigMap is waited for (Waiting CreateContainerConfigError), an
-                 image not in the table waits as ErrImagePull; the process starts
+    starting  -> image volumes pulled (Waiting ErrImagePull, then ImagePullBackOff,
+                 while a pull fails; see imagevolumes); environment, volumes and
+                 argv resolved; a missing Secret or ConfigMap is waited for
+                 (Waiting CreateContainerConfigError), an image not in the table
+                 waits as ErrImagePull; the process starts
     running   -> probes run: readiness sets `ready`, a liveness failure restarts it
     exited    -> Terminated with its exit code; restartPolicy Always (or OnFailure
                  after a non-zero exit) starts it again after the kubelet's
@@ -25,6 +27,7 @@ import anyio
 
 from controller.dev.node import env as envs
 from controller.dev.node.images import ImageTable, UnknownImage
+from controller.dev.node.imagevolumes import ImageVolumes
 from controller.dev.node.podstatus import (
     START_ERROR_CODE,
     ContainerView,
@@ -34,7 +37,8 @@ from controller.dev.node.podstatus import (
 )
 from controller.dev.node.probes import ProbeSpec, check_of, run_probe
 from controller.dev.node.process import Process, terminate
-from controller.dev.node.volumes import Mounts, container_mounts
+from controller.dev.node.pull import Puller, PullFailed
+from controller.dev.node.volumes import Mounts, container_mounts, image_volumes
 from runtime.clock import Clock
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
 
@@ -69,6 +73,7 @@ class Setting:
     volumes: Mapping[str, Path]
     workdir: Path
     log: Path
+    puller: Puller
 
 
 class ContainerRun:
@@ -83,6 +88,9 @@ class ContainerRun:
         self._stopping = anyio.Event()
         self._grace = 30.0
         self._process: Process | None = None
+        self._images = ImageVolumes(
+            image_volumes(setting.pod, spec), setting.puller, setting.clock, self._waiting
+        )
 
     def stop(self, grace: float) -> None:
         """Stop for good: SIGTERM now if it runs, SIGKILL after `grace` seconds."""
@@ -133,6 +141,10 @@ class ContainerRun:
             except UnknownImage as exc:
                 await self._wait_config("ErrImagePull", str(exc))
                 continue
+            except PullFailed as exc:
+                _log_line(setting.log, f"{self.name}: {exc}")
+                await self._until_stopped(self._images.back_off(exc))
+                continue
             except (envs.Unsupported, OSError, ValueError) as exc:
                 now = setting.clock.now()
                 _log_line(setting.log, f"{self.name}: cannot start: {exc}")
@@ -151,7 +163,8 @@ class ContainerRun:
 
     async def _resolve(self) -> tuple[list[str], dict[str, str], Path]:
         setting = self._setting
-        mounts = container_mounts(self.spec, setting.volumes)
+        pulled = await self._images.paths()
+        mounts = container_mounts(self.spec, {**setting.volumes, **pulled})
         image = setting.images.resolve(self.view.image)
         own = await envs.container_env(self.spec, setting.pod, setting.reader)
         placed = mounts.env()
@@ -226,6 +239,10 @@ class ContainerRun:
             group.start_soon(cancel_on_stop)
             await waiting
             group.cancel_scope.cancel()
+
+    def _waiting(self, state: Waiting) -> None:
+        if self.view.state != state:
+            self._set(state)
 
     def _set(self, state: Any, **changes: Any) -> None:
         self.view = replace(self.view, state=state, **changes)
