@@ -21,6 +21,7 @@ from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
 from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
 from tests.capi_support import capi_build_or_skip, install_control_plane_crd
+from tests.registry_support import REGISTRY_USER, htpasswd
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
@@ -99,6 +100,23 @@ def registry(registry_build: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     their own (named after the test), so they never see each other's images."""
     workdir = tmp_path_factory.mktemp("registry")
     with terminate_as_interrupt(), Registry(workdir, bin_dir=registry_build) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def auth_registry(
+    registry_build: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Registry]:
+    """A second registry that wants HTTP basic auth (htpasswd) of REGISTRY_USER."""
+    workdir = tmp_path_factory.mktemp("auth-registry")
+    try:
+        users = htpasswd(workdir / "htpasswd", *REGISTRY_USER)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    with (
+        terminate_as_interrupt(),
+        Registry(workdir, bin_dir=registry_build, htpasswd=users) as running,
+    ):
         yield running
 
 

@@ -19,7 +19,7 @@ from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry
 from runtime.transport import Transport, open_transport
 from tests.kube.harness import eventually
-from tests.registry_support import layer, push
+from tests.registry_support import REGISTRY_USER, dockerconfigjson, layer, push
 
 pytestmark = pytest.mark.kube
 
@@ -54,6 +54,12 @@ class Node:
 
     async def get(self, path: str) -> Json:
         return await self.transport.request("GET", f"{path.format(ns=self.ns)}")
+
+
+async def pod_status(n: Node, name: str) -> Json:
+    pod = await n.get(f"/api/v1/namespaces/{{ns}}/pods/{name}")
+    status: Json = pod.get("status") or {}
+    return status
 
 
 @pytest_asyncio.fixture(loop_scope="function")
@@ -152,3 +158,46 @@ def _attempts(n: Node, pod: str) -> int:
     """Failed pulls the node logged for the pod."""
     log = n.log_dir / n.ns / f"{pod}.log"
     return sum("failed to pull image" in line for line in log.read_text().splitlines())
+
+
+async def test_image_pull_secrets_carry_the_registrys_credentials(
+    n: Node, auth_registry: Registry, tmp_path: Path
+) -> None:
+    docker = tmp_path / "docker"
+    docker.mkdir()
+    config = dockerconfigjson(auth_registry.host, *REGISTRY_USER)
+    (docker / "config.json").write_text(config)
+    repo = f"node/{uuid.uuid4().hex[:10]}"
+    files = [layer(tmp_path / "l.tar.gz", {"main.tf": b"# private\n"})]
+    push(auth_registry, f"{repo}:v1", files, docker_config=docker)
+    # Another tag for the pod without credentials: once one pod pulled an image,
+    # IfNotPresent reuses the cached copy whoever asks, as a kubelet does.
+    push(auth_registry, f"{repo}:v2", files, docker_config=docker)
+    image = f"{auth_registry.host}/{repo}:v1"
+    secret = {
+        "metadata": {"name": "regcred"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {".dockerconfigjson": config},
+    }
+    await n.create("secrets", secret)
+    out = tmp_path / "seen.tf"
+    with_secret = pod_spec(image, out) | {"imagePullSecrets": [{"name": "regcred"}]}
+    await n.create("pods", {"metadata": {"name": "with"}, "spec": with_secret})
+    without = pod_spec(f"{auth_registry.host}/{repo}:v2", tmp_path / "x")
+    await n.create("pods", {"metadata": {"name": "without"}, "spec": without})
+
+    async with n.node:
+
+        async def refused() -> Json | None:
+            statuses = (await pod_status(n, "without")).get("containerStatuses") or []
+            waiting = (statuses[0].get("state") or {}).get("waiting") if statuses else None
+            return waiting if waiting and "Pull" in waiting["reason"] else None
+
+        async def succeeded() -> Json | None:
+            status = await pod_status(n, "with")
+            return status if status.get("phase") == "Succeeded" else None
+
+        await eventually(succeeded, within=WAIT, what="the pod with the pull secret to succeed")
+        waiting = await eventually(refused, within=WAIT, what="the pod without it to fail its pull")
+    assert out.read_bytes() == b"# private\n"
+    assert "UNAUTHORIZED" in waiting["message"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.envtest.registry import Registry
-from tests.registry_support import crane, layer, push
+from tests.registry_support import REGISTRY_USER, crane, dockerconfigjson, layer, push
 
 pytestmark = pytest.mark.kube
 
@@ -40,3 +40,19 @@ def test_a_missing_image_is_not_found(registry: Registry) -> None:
     with pytest.raises(subprocess.CalledProcessError) as failed:
         crane(registry, "digest", f"{registry.host}/registry/absent:v1")
     assert "MANIFEST_UNKNOWN" in failed.value.stderr or "NAME_UNKNOWN" in failed.value.stderr
+
+
+def test_the_htpasswd_registry_wants_credentials(auth_registry: Registry, tmp_path: Path) -> None:
+    config = json.loads((auth_registry.log.parent / "config.yml").read_text())
+    assert config["auth"]["htpasswd"]["path"].endswith("htpasswd")
+    docker = tmp_path / "docker"
+    docker.mkdir()
+    (docker / "config.json").write_text(dockerconfigjson(auth_registry.host, *REGISTRY_USER))
+    files = [layer(tmp_path / "l.tar.gz", {"a": b"A"})]
+
+    digest = push(auth_registry, "auth/one:v1", files, docker_config=docker)
+
+    assert digest.startswith("sha256:")
+    with pytest.raises(subprocess.CalledProcessError) as anonymous:
+        crane(auth_registry, "digest", f"{auth_registry.host}/auth/one:v1")
+    assert "UNAUTHORIZED" in anonymous.value.stderr

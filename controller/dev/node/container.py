@@ -38,6 +38,7 @@ from controller.dev.node.podstatus import (
 from controller.dev.node.probes import ProbeSpec, check_of, run_probe
 from controller.dev.node.process import Process, terminate
 from controller.dev.node.pull import Puller, PullFailed
+from controller.dev.node.pullsecrets import pull_credentials
 from controller.dev.node.volumes import Mounts, container_mounts, image_volumes
 from runtime.clock import Clock
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
@@ -74,6 +75,8 @@ class Setting:
     workdir: Path
     log: Path
     puller: Puller
+    # Where the pod's imagePullSecrets are merged into a Docker config for crane.
+    pull_auth: Path
 
 
 class ContainerRun:
@@ -89,7 +92,11 @@ class ContainerRun:
         self._grace = 30.0
         self._process: Process | None = None
         self._images = ImageVolumes(
-            image_volumes(setting.pod, spec), setting.puller, setting.clock, self._waiting
+            image_volumes(setting.pod, spec),
+            setting.puller,
+            setting.clock,
+            self._waiting,
+            self._pull_credentials,
         )
 
     def stop(self, grace: float) -> None:
@@ -239,6 +246,13 @@ class ContainerRun:
             group.start_soon(cancel_on_stop)
             await waiting
             group.cancel_scope.cancel()
+
+    async def _pull_credentials(self) -> Path | None:
+        setting = self._setting
+        found = await pull_credentials(setting.pod, setting.reader, setting.pull_auth)
+        for reason in found.skipped:
+            _log_line(setting.log, f"{self.name}: {reason}")
+        return found.docker_config
 
     def _waiting(self, state: Waiting) -> None:
         if self.view.state != state:

@@ -14,7 +14,7 @@ by every pod that mounts the same digest and made read-only there."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,30 +42,34 @@ class ImageVolumes:
         puller: Pulls,
         clock: Clock,
         report: Callable[[Waiting], None],
-        docker_config: Path | None = None,
+        credentials: Callable[[], Awaitable[Path | None]] | None = None,
     ) -> None:
+        """`credentials`: the directory of a Docker config file for the pulls, asked at
+        each attempt (the pod's imagePullSecrets, see `pullsecrets`)."""
         self._sources = dict(sources)
         self._puller = puller
         self._clock = clock
         self._report = report
-        self._docker_config = docker_config
+        self._credentials = credentials
         self._delays: Iterator[float] = backoff_delays()
 
     async def paths(self) -> dict[str, Path]:
         """Volume name -> the image's root; raises PullFailed for the first that fails."""
         paths: dict[str, Path] = {}
+        if not self._sources:
+            return paths
+        docker_config = await self._credentials() if self._credentials else None
         for name, source in self._sources.items():
             image = str(source.get("reference") or "")
             try:
                 policy = policy_of(image, source.get("pullPolicy"))
-                pulled = await self._puller.pull(image, policy, self._docker_config)
+                pulled = await self._puller.pull(image, policy, docker_config)
             except ValueError as exc:
                 raise PullFailed(f"volume {name}: {exc}", "InvalidImageName") from None
             except PullFailed as exc:
                 raise PullFailed(f'failed to pull image "{image}": {exc}', exc.reason) from None
             paths[name] = pulled.rootfs
-        if self._sources:
-            self._delays = backoff_delays()
+        self._delays = backoff_delays()
         return paths
 
     async def back_off(self, failed: PullFailed) -> None:

@@ -160,6 +160,7 @@ class PodRun:
             workdir=self._root / "home",
             log=self.log,
             puller=self._node.puller,
+            pull_auth=self._root / "pull-auth",
         )
         (self._root / "home").mkdir(parents=True, exist_ok=True)
         self._containers = [ContainerRun(c, setting, self._notify) for c in self._container_specs]
