@@ -70,8 +70,9 @@ async def test_a_moved_tag_is_followed_by_always_and_not_by_if_not_present(
     assert (kept.digest, (kept.rootfs / "v").read_bytes()) == (old, b"1")
     moved = await puller.pull(image, "Always")
     assert (moved.digest, (moved.rootfs / "v").read_bytes()) == (new, b"2")
-    by_digest = await puller.pull(f"{registry.host}/{repo}@{old}", "IfNotPresent")
+    by_digest = await puller.pull(f"{registry.host}/{repo}@{old}", "Always")
     assert (by_digest.rootfs / "v").read_bytes() == b"1"
+    assert not by_digest.pulled  # a cached digest needs no registry, even under Always
 
 
 async def test_layers_stack_with_whiteouts(registry: Registry, repo: str, tmp_path: Path) -> None:

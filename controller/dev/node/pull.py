@@ -91,10 +91,14 @@ class Puller:
                 return Pulled(cached, self._image_dir(cached) / "rootfs", pulled=False)
             crane = _Crane(self._crane, docker_config)
             digest = ref.digest or await crane.text("digest", str(ref))
+            # A digest already cached needs nothing more; one named by the reference
+            # itself did not even need the registry.
+            asked = not ref.digest
             if not self._image_dir(digest).is_dir():
                 await self._fetch(crane, ref, digest)
+                asked = True
             self._remember(ref, digest)
-            return Pulled(digest, self._image_dir(digest) / "rootfs", pulled=True)
+            return Pulled(digest, self._image_dir(digest) / "rootfs", pulled=asked)
 
     def _cached(self, ref: Reference) -> str | None:
         digest = ref.digest or _read(self._ref_file(ref))
@@ -175,10 +179,15 @@ class _Crane:
         with tempfile.TemporaryDirectory(prefix="captf-crane-") as empty:
             env = {"DOCKER_CONFIG": str(self._config or empty), "HOME": empty}
             argv = [str(self._binary), *args]
-            with anyio.fail_after(CRANE_TIMEOUT_SECONDS):
-                done = await anyio.run_process(
-                    argv, stdout=stdout if stdout is not None else -1, check=False, env=env
-                )
+            try:
+                with anyio.fail_after(CRANE_TIMEOUT_SECONDS):
+                    done = await anyio.run_process(
+                        argv, stdout=stdout if stdout is not None else -1, check=False, env=env
+                    )
+            except TimeoutError:
+                raise PullFailed(
+                    f"crane {args[0]} {args[-1]}: no answer in {CRANE_TIMEOUT_SECONDS:g}s"
+                ) from None
         if done.returncode != 0:
             said = (done.stderr or b"").decode(errors="replace").strip().splitlines()
             raise PullFailed(f"crane {args[0]} {args[-1]}: {said[-1] if said else done.returncode}")
