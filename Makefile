@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi chart apiserver run decide-examples bench bench-watch chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry chart apiserver run decide-examples bench bench-watch chaos clean
 
 all: test
 
@@ -50,13 +50,18 @@ helm:
 capi:
 	hack/capi/build.sh
 
+# The OCI registry (distribution) the local cluster runs on loopback, and crane to push to
+# it, built from their Go modules (cached).
+registry:
+	hack/registry/build.sh
+
 # charts/captf and the clusterctl repository (clusterctl/infrastructure-terraform/<version>/)
 # are generated from manifests/; run after changing a manifest.
 chart: $(STAMP)
 	$(BIN)/captf dev chart
 	$(BIN)/captf dev clusterctl
 
-test: check kube tofu helm capi
+test: check kube tofu helm capi registry
 	$(BIN)/pytest
 
 # Fast loop while editing: only the tests that need no API server.
@@ -74,7 +79,7 @@ decide-examples: $(STAMP)
 # TIME_SCALE=K makes one minute last 60/K seconds. MODULES=DIR runs the role modules of
 # DIR/cluster, DIR/machine and DIR/machinepool instead of examples/modules.
 TIME_SCALE ?= 30
-run: $(STAMP) kube tofu capi
+run: $(STAMP) kube tofu capi registry
 	$(BIN)/captf dev run --time-scale $(TIME_SCALE)$(if $(MODULES), --modules $(MODULES))
 
 # The scale benchmark on its own API server (one JSON line last); OBJECTS=N to change N.

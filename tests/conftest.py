@@ -19,7 +19,9 @@ from controller.dev.clusterapi import ClusterApi, install_crds_only
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
+from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
 from tests.capi_support import capi_build_or_skip, install_control_plane_crd
+from tests.registry_support import REGISTRY_USER, htpasswd
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
@@ -80,6 +82,42 @@ def tofu_build() -> Path:
         return tofu_dir(build=False)
     except TofuMissing as exc:
         pytest.skip(f"no OpenTofu build ({exc}); build it with hack/tofu/build.sh")
+
+
+@pytest.fixture(scope="session")
+def registry_build() -> Path:
+    """The registry and crane build (hack/registry); the test skips when there is none."""
+    try:
+        return registry_dir(build=False)
+    except RegistryMissing as exc:
+        pytest.skip(f"no registry build ({exc}); build it with hack/registry/build.sh")
+
+
+@pytest.fixture(scope="session")
+def registry(registry_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """An OCI registry on loopback for the whole session, without authentication; its
+    storage lives in the session's temporary directory. Tests push to repositories of
+    their own (named after the test), so they never see each other's images."""
+    workdir = tmp_path_factory.mktemp("registry")
+    with terminate_as_interrupt(), Registry(workdir, bin_dir=registry_build) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def auth_registry(
+    registry_build: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Registry]:
+    """A second registry that wants HTTP basic auth (htpasswd) of REGISTRY_USER."""
+    workdir = tmp_path_factory.mktemp("auth-registry")
+    try:
+        users = htpasswd(workdir / "htpasswd", *REGISTRY_USER)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    with (
+        terminate_as_interrupt(),
+        Registry(workdir, bin_dir=registry_build, htpasswd=users) as running,
+    ):
+        yield running
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,9 @@ beside them, with its CRDs and webhooks (controller.dev.clusterapi); the control
 installed from manifests/ as users install it (the kustomization rendered here, then
 applied): its Deployment of two leader-elected replicas under the ServiceAccount
 `captf-controller`; a process node running every pod (the controller's, and each
-runner's with the real OpenTofu) as a local process. Then a Cluster API cluster, `demo`:
+runner's with the real OpenTofu) as a local process; an OCI registry on loopback
+(runtime.envtest.registry), storing under the API server's working directory, for
+images to push with crane. Then a Cluster API cluster, `demo`:
 the role modules as ConfigMaps (examples/modules, or the directory --modules names, one
 subdirectory per role), examples/clusterapi (a Cluster on a TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
@@ -52,6 +54,7 @@ from controller.io.main import TIME_ORIGIN
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.cache.resource import Resource
 from runtime.envtest import ApiServer
+from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 
@@ -92,18 +95,25 @@ def run(args: argparse.Namespace) -> int:
         tofu = tofu_dir(build=True)
         print("building or finding Cluster API's manager and clusterctl ...", flush=True)
         capi = capi_dir(build=True)
-    except (TofuMissing, ClusterApiMissing) as err:
+        print("building or finding the OCI registry and crane ...", flush=True)
+        registry_bin = registry_dir(build=True)
+    except (TofuMissing, ClusterApiMissing, RegistryMissing) as err:
         print(f"captf dev run: {err}", file=sys.stderr)
         return 2
     Path("/tmp/captf-demo-flaky-counter").unlink(missing_ok=True)
-    with ApiServer(kubeconfig=KUBECONFIG, controller_manager=True) as server:
+    with (
+        ApiServer(kubeconfig=KUBECONFIG, controller_manager=True) as server,
+        Registry(server.workdir, bin_dir=registry_bin) as registry,
+    ):
         server.install_crds(CRDS)
         took = f"{server.startup_seconds:.1f}s"
         kcm = f"{server.controller_manager_seconds:.1f}s"
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
+        print(f"OCI registry at {registry.host} (push with {registry.crane}); log {registry.log}")
         # On this thread: the manager is spawned by the thread that enters ClusterApi.
-        anyio.run(_run_all, args, tofu, capi, server, Modules(modules_dir, modules))
+        modules_of = Modules(modules_dir, modules)
+        anyio.run(_run_all, args, tofu, capi, server, modules_of, registry.crane)
     return 0
 
 
@@ -121,7 +131,12 @@ class Modules:
 
 
 async def _run_all(
-    args: argparse.Namespace, tofu: Path, capi: Path, server: ApiServer, modules: Modules
+    args: argparse.Namespace,
+    tofu: Path,
+    capi: Path,
+    server: ApiServer,
+    modules: Modules,
+    crane: Path,
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with ClusterApi(server, bin_dir=capi) as manager:
@@ -134,7 +149,7 @@ async def _run_all(
             print(f"  {clusterctl} describe cluster {CLUSTER} --kubeconfig {KUBECONFIG}")
             print(f"  captf get --kubeconfig {KUBECONFIG} --time-scale {args.time_scale:g}")
             print("Ctrl-C stops everything.\n", flush=True)
-            errors = await _watch(args, tofu, signals)
+            errors = await _watch(args, tofu, signals, crane)
     print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
 
 
@@ -165,13 +180,13 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> N
     )
 
 
-async def _watch(args: argparse.Namespace, tofu: Path, signals: Any) -> float:
+async def _watch(args: argparse.Namespace, tofu: Path, signals: Any, crane: Path) -> float:
     async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
         # Recorded before any replica starts (their ServiceAccount may read it, not
         # create it): every replica and this timeline then share one scaled timeline.
         clock = await scaled_clock(transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale)
         images = default_images(runner_environ(tofu))
-        async with ProcessNode(transport, images=images, log_dir=".local/pod-logs"):
+        async with ProcessNode(transport, images=images, log_dir=".local/pod-logs", crane=crane):
             timeline = Timeline(
                 transport,
                 clock=clock,

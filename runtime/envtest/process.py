@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -50,8 +50,11 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
-def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start `argv` with stdout and stderr appended to `log`, in a new process group.
+def spawn(
+    argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `argv` with stdout and stderr appended to `log`, in a new process group;
+    `env` replaces our environment when given.
 
     PR_SET_PDEATHSIG fires when the spawning *thread* exits, so it is only armed
     from the main thread: a child spawned from a worker thread (asyncio.to_thread)
@@ -66,6 +69,7 @@ def spawn(argv: Sequence[str], log: Path) -> subprocess.Popen[bytes]:
             process_group=0,
             preexec_fn=preexec,
             close_fds=True,
+            env=None if env is None else dict(env),
         )
 
 

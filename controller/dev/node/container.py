@@ -1,8 +1,10 @@
 """One container of a pod, run as a local process until it ends for good.
 
-    starting  -> environment, volumes and argv resolved; a missing Secret or
-                 ConfigMap is waited for (Waiting CreateContainerConfigError), an
-                 image not in the table waits as ErrImagePull; the process starts
+    starting  -> image volumes pulled (Waiting ErrImagePull, then ImagePullBackOff,
+                 while a pull fails; see imagevolumes); environment, volumes and
+                 argv resolved; a missing Secret or ConfigMap is waited for
+                 (Waiting CreateContainerConfigError), an image not in the table
+                 waits as ErrImagePull; the process starts
     running   -> probes run: readiness sets `ready`, a liveness failure restarts it
     exited    -> Terminated with its exit code; restartPolicy Always (or OnFailure
                  after a non-zero exit) starts it again after the kubelet's
@@ -26,6 +28,7 @@ import anyio
 from controller.dev.node import env as envs
 from controller.dev.node import termination
 from controller.dev.node.images import ImageTable, UnknownImage
+from controller.dev.node.imagevolumes import ImageVolumes
 from controller.dev.node.podstatus import (
     START_ERROR_CODE,
     ContainerView,
@@ -35,7 +38,9 @@ from controller.dev.node.podstatus import (
 )
 from controller.dev.node.probes import ProbeSpec, check_of, run_probe
 from controller.dev.node.process import Process, terminate
-from controller.dev.node.volumes import Mounts, container_mounts
+from controller.dev.node.pull import Puller, PullFailed
+from controller.dev.node.pullsecrets import pull_credentials
+from controller.dev.node.volumes import Mounts, container_mounts, image_volumes
 from runtime.clock import Clock
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
 
@@ -72,6 +77,9 @@ class Setting:
     log: Path
     # Where the containers' termination message files lie (controller/dev/node/termination.py).
     messages: Path
+    puller: Puller
+    # Where the pod's imagePullSecrets are merged into a Docker config for crane.
+    pull_auth: Path
 
 
 class ContainerRun:
@@ -87,6 +95,13 @@ class ContainerRun:
         self._grace = 30.0
         self._process: Process | None = None
         self._message: Path | None = None  # this start's termination message file
+        self._images = ImageVolumes(
+            image_volumes(setting.pod, spec),
+            setting.puller,
+            setting.clock,
+            self._waiting,
+            self._pull_credentials,
+        )
 
     def stop(self, grace: float) -> None:
         """Stop for good: SIGTERM now if it runs, SIGKILL after `grace` seconds."""
@@ -137,6 +152,10 @@ class ContainerRun:
             except UnknownImage as exc:
                 await self._wait_config("ErrImagePull", str(exc))
                 continue
+            except PullFailed as exc:
+                _log_line(setting.log, f"{self.name}: {exc}")
+                await self._until_stopped(self._images.back_off(exc))
+                continue
             except (envs.Unsupported, OSError, ValueError) as exc:
                 now = setting.clock.now()
                 _log_line(setting.log, f"{self.name}: cannot start: {exc}")
@@ -155,7 +174,8 @@ class ContainerRun:
 
     async def _resolve(self) -> tuple[list[str], dict[str, str], Path]:
         setting = self._setting
-        mounts = container_mounts(self.spec, setting.volumes)
+        pulled = await self._images.paths()
+        mounts = container_mounts(self.spec, {**setting.volumes, **pulled})
         # Mapped as a mount is: a value naming the message path names this start's file.
         self._message = termination.fresh_file(setting.messages, self.name)
         mounts = Mounts({**mounts.paths, termination.message_path(self.spec): self._message})
@@ -234,6 +254,17 @@ class ContainerRun:
             group.start_soon(cancel_on_stop)
             await waiting
             group.cancel_scope.cancel()
+
+    async def _pull_credentials(self) -> Path | None:
+        setting = self._setting
+        found = await pull_credentials(setting.pod, setting.reader, setting.pull_auth)
+        for reason in found.skipped:
+            _log_line(setting.log, f"{self.name}: {reason}")
+        return found.docker_config
+
+    def _waiting(self, state: Waiting) -> None:
+        if self.view.state != state:
+            self._set(state)
 
     def _set(self, state: Any, **changes: Any) -> None:
         self.view = replace(self.view, state=state, **changes)

@@ -1,7 +1,8 @@
 """Which local program an image stands for: the node's image table.
 
-The node pulls nothing and isolates nothing: an image is a name for a program
-already on this machine. An entry maps an image *repository* (the reference
+The node pulls no container image and isolates nothing: a container's image is a
+name for a program already on this machine. (Image *volumes* are pulled, as files
+to mount: `imagevolumes`, `pull`.) An entry maps an image *repository* (the reference
 without tag or digest, so `captf:dev`, `captf:v1` and `registry.example/captf@sha256:...`
 all match `captf`, as does any `.../captf`) to the image's ENTRYPOINT as a local
 argv. A container with `command` runs that command instead, except that a

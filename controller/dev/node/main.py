@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import anyio
 
@@ -19,6 +20,7 @@ from controller.dev.node.images import ImageTable, default_images
 from controller.dev.node.node import ProcessNode
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.clock import LoopClock
+from runtime.envtest.registry import RegistryMissing, registry_dir
 from runtime.transport import open_transport
 
 LOG_DIR_ENV = "CAPTF_NODE_LOGS"
@@ -44,13 +46,28 @@ def images() -> ImageTable:
         return default_images({})
 
 
+def crane() -> Path | None:
+    """What image volumes are pulled with: hack/registry's build, when there is one."""
+    try:
+        return registry_dir(build=False) / "crane"
+    except RegistryMissing as exc:
+        logger.warning("no registry build, image volumes cannot be pulled: %s", exc)
+        return None
+
+
 async def _serve(args: argparse.Namespace) -> None:
     log_dir = args.log_dir or os.environ.get(LOG_DIR_ENV) or DEFAULT_LOG_DIR
     table = await anyio.to_thread.run_sync(images)
+    puller = await anyio.to_thread.run_sync(crane)
     async with (
         open_transport(args.kubeconfig) as transport,
         ProcessNode(
-            transport, images=table, name=args.name, namespace=args.namespace, log_dir=log_dir
+            transport,
+            images=table,
+            name=args.name,
+            namespace=args.namespace,
+            log_dir=log_dir,
+            crane=puller,
         ),
     ):
         scope = args.namespace or "all namespaces"

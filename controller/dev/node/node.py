@@ -37,6 +37,7 @@ from controller.dev.node.images import ImageTable
 from controller.dev.node.pod import NodeSetting, PodRun
 from controller.dev.node.podstatus import ContainerView, PodView, Terminated, pod_status
 from controller.dev.node.process import spawn
+from controller.dev.node.pull import Puller
 from controller.dev.node.registration import Registration
 from controller.dev.node.volumes import pod_root
 from controller.io.api import PODS
@@ -78,9 +79,14 @@ class ProcessNode(RunsInContext):
         pods_dir: str | os.PathLike[str] | None = None,
         clock: Clock | None = None,
         spawner: Spawner = spawn,
+        crane: Path | None = None,
+        images_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         """`log_dir`: each pod's output in `<log_dir>/<namespace>/<pod>.log`. `pods_dir`:
-        the pods' own directories (volumes, tokens, HOME); default `<log_dir>/../pods`."""
+        the pods' own directories (volumes, tokens, HOME); default `<log_dir>/../pods`.
+        `crane`: what image volumes are pulled with (hack/registry's build; without it
+        every pull fails, saying so). `images_dir`: the image cache, default
+        `<log_dir>/../images`."""
         self._transport = transport
         self._images = images
         self.name = name
@@ -89,6 +95,8 @@ class ProcessNode(RunsInContext):
         self._pods_dir = Path(pods_dir).absolute() if pods_dir else self._log_dir.parent / "pods"
         self._clock = clock or LoopClock()
         self._spawn = spawner
+        cache = Path(images_dir).absolute() if images_dir else self._log_dir.parent / "images"
+        self._puller = Puller(cache, crane)
         self._api = NodeApi(transport, self._clock)
         self._registration = Registration(transport, name, HOST_IP, self._clock)
         self._runs: dict[str, PodRun] = {}
@@ -113,6 +121,7 @@ class ProcessNode(RunsInContext):
             log_dir=self._log_dir,
             host_ip=HOST_IP,
             base_env={**_host_env(), **_service_env(self._transport.host)},
+            puller=self._puller,
         )
         await self._registration.register()
         ours = Informer(

@@ -35,6 +35,7 @@ from controller.dev.node.podstatus import (
     Waiting,
     pod_status,
 )
+from controller.dev.node.pull import Puller
 from controller.dev.node.volumes import VolumeSource, fill_volumes, pod_root
 from runtime.clock import Clock
 
@@ -68,6 +69,8 @@ class NodeSetting:
     host_ip: str
     # KUBERNETES_SERVICE_HOST/PORT and the host's basics (PATH, LANG, ...).
     base_env: Mapping[str, str]
+    # The image cache every pod's image volumes come from.
+    puller: Puller
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ class PodRun:
             workdir=self._root / "home",
             log=self.log,
             messages=self._root / "t",
+            puller=self._node.puller,
+            pull_auth=self._root / "pull-auth",
         )
         (self._root / "home").mkdir(parents=True, exist_ok=True)
         self._containers = [ContainerRun(c, setting, self._notify) for c in self._container_specs]

@@ -9,7 +9,8 @@ directory (`/tmp/work` with `tmp` mounted at `/tmp` becomes
 container's TMPDIR. Paths a program builds at run time from a fixed prefix are
 not rewritten: that is the limit of running without isolation.
 
-Volume kinds: `emptyDir` (an empty directory, removed with the pod), `secret`
+Volume kinds: `emptyDir` (an empty directory, removed with the pod), `image` (the
+pulled image's root in the node's image cache, shared and read-only, see `pull`), `secret`
 and `configMap` (their keys as files, 0600), and `projected` with
 `serviceAccountToken` (minted through the TokenRequest API, bound to the pod),
 `configMap`, `secret` and `downwardAPI` sources: exactly what the ServiceAccount
@@ -80,12 +81,25 @@ async def fill_volumes(pod: Json, root: Path, source: VolumeSource) -> dict[str,
     directories: dict[str, Path] = {}
     for volume in pod.get("spec", {}).get("volumes") or []:
         name = str(volume["name"])
+        if "image" in volume:
+            continue  # pulled when a container that mounts it starts (image_volumes)
         directory = root / "v" / name
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
         await _fill(volume, pod, directory, source)
         directories[name] = directory
     return directories
+
+
+def image_volumes(pod: Json, container: Json) -> dict[str, Json]:
+    """The image volumes `container` mounts: volume name -> its `image` source."""
+    sources = {
+        str(v["name"]): dict(v["image"])
+        for v in pod.get("spec", {}).get("volumes") or []
+        if "image" in v
+    }
+    mounted = {str(m["name"]) for m in container.get("volumeMounts") or []}
+    return {name: source for name, source in sources.items() if name in mounted}
 
 
 def container_mounts(container: Json, volumes: Mapping[str, Path]) -> Mounts:
