@@ -37,10 +37,12 @@ from controller.core.spec.refs import credentials_of, spec_of
 Json = dict[str, Any]
 
 # Where a module image (spec.source.image) is mounted in the runner's pod: an image
-# volume, read-only, named in RunnerVar.MODULE_IMAGE_DIR (the runner takes every path
-# of the image contract from that variable, never from this constant).
+# volume, read-only, holding the image's whole filesystem. The image contract's paths
+# lie under its /captf, which RunnerVar.MODULE_IMAGE_DIR names (the runner takes every
+# path of the contract from that variable, never from these constants).
 MODULE_IMAGE_VOLUME = "module-image"
-MODULE_IMAGE_MOUNT = "/captf"
+MODULE_IMAGE_MOUNT = "/module-image"
+MODULE_IMAGE_DIR = f"{MODULE_IMAGE_MOUNT}/captf"
 
 
 def inputs_secret_name(name: str, inputs: Inputs) -> str:
@@ -189,7 +191,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env[RunnerVar.SECRET_VARIABLES] = ",".join(sorted(inputs.secret_names))
     mounts: list[Json] = [{"name": "tmp", "mountPath": "/tmp"}]
     if inputs.image is not None:
-        env[RunnerVar.MODULE_IMAGE_DIR] = MODULE_IMAGE_MOUNT
+        env[RunnerVar.MODULE_IMAGE_DIR] = MODULE_IMAGE_DIR
         mounts.append(
             {"name": MODULE_IMAGE_VOLUME, "mountPath": MODULE_IMAGE_MOUNT, "readOnly": True}
         )

@@ -67,10 +67,11 @@ def test_the_job_mounts_the_module_image_read_only_and_tells_the_runner_where() 
     }
     assert volume in pod["volumes"]
     [container] = pod["containers"]
-    mount = {"name": "module-image", "mountPath": "/captf", "readOnly": True}
+    mount = {"name": "module-image", "mountPath": "/module-image", "readOnly": True}
     assert mount in container["volumeMounts"]
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env[RunnerVar.MODULE_IMAGE_DIR.value] == "/captf"
+    # The volume holds the image's filesystem; the contract's paths are under its /captf.
+    assert env[RunnerVar.MODULE_IMAGE_DIR.value] == "/module-image/captf"
 
 
 def test_a_configmap_source_job_has_no_image_volume() -> None:
