@@ -64,6 +64,8 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
     root = root_dir(work_dir)  # tofu runs here; a generated root's module is its sibling
     # A module image's own OpenTofu and provider mirror, where it ships them.
     binary, cli_config = tofu_of(env.module_image_dir, env.tofu, env.tofu_cli_config, work_dir)
+    if env.module_image_dir is not None:
+        print(f"captf-runner: module image: tofu {binary}, CLI config {cli_config}", flush=True)
     tofu = TofuRunner(binary, str(root), cli_config=cli_config, redactor=redactor)
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
