@@ -266,6 +266,24 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.set_defaults(func=_handler("controller.cli.lint_command"))
 
 
+def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("image", help="module images: the module, OpenTofu, a provider mirror")
+    isub = p.add_subparsers(dest="image", required=True)
+    b = isub.add_parser("build", help="build a module image from a directory, push it")
+    b.add_argument("directory", metavar="DIR", help="the role module's directory")
+    b.add_argument("--role", required=True, choices=[role.value for role in Role])
+    b.add_argument("--tag", required=True, metavar="REF", help="where to push: registry/repo:tag")
+    b.add_argument(
+        "--runtime", metavar="PATH", help="the OpenTofu binary (default: the local build's)"
+    )
+    b.add_argument(
+        "--providers",
+        metavar="PATH",
+        help="a provider filesystem mirror (default: the local build's, whole)",
+    )
+    b.set_defaults(func=_handler("controller.cli.image_command"))
+
+
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
     _add_kubeconfig(p)
@@ -280,7 +298,7 @@ def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _people, _lint, _run, _bench, _dev, _runner):
+    for add in (_decide, _people, _lint, _image, _run, _bench, _dev, _runner):
         add(sub)
     return root
 

@@ -32,7 +32,7 @@ _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadli
 Shape = type | dict[str, "Shape"] | list["Shape"]
 _REF: Shape = {"name": str}
 _SPEC: Shape = {
-    "source": {"configMapRef": _REF},
+    "source": {"configMapRef": _REF, "image": str, "imagePullPolicy": str},
     "variables": dict,
     "variablesFrom": [
         {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}

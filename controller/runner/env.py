@@ -47,6 +47,8 @@ class RunnerEnv:
     job_uid: str | None = None  # the plan Secret's owner; None: the Secret is not owned
     # The container's termination message file: the result goes there, and only there.
     result_file: str = TERMINATION_MESSAGE_PATH
+    # Where the pod mounts the module image of an image source; None: no image mounted.
+    module_image_dir: str | None = None
 
     @property
     def written_labels(self) -> dict[str, str]:
@@ -105,6 +107,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         shard_labels=parse_labels(env.get(var.SHARD_LABELS)),
         job_uid=_optional(env, var.JOB_UID),
         result_file=env.get(var.RESULT_FILE) or TERMINATION_MESSAGE_PATH,
+        module_image_dir=_optional(env, var.MODULE_IMAGE_DIR),
     )
 
 

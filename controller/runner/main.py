@@ -24,6 +24,7 @@ from controller.core.jobs.job import Outcome
 from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
+from controller.runner.module_image import tofu_of
 from controller.runner.ops import Tofu, execute
 from controller.runner.result import RunnerResult
 from controller.runner.tofu import TofuRunner
@@ -61,7 +62,11 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
         return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
     root = root_dir(work_dir)  # tofu runs here; a generated root's module is its sibling
-    tofu = TofuRunner(env.tofu, str(root), cli_config=env.tofu_cli_config, redactor=redactor)
+    # A module image's own OpenTofu and provider mirror, where it ships them.
+    binary, cli_config = tofu_of(env.module_image_dir, env.tofu, env.tofu_cli_config, work_dir)
+    if env.module_image_dir is not None:
+        print(f"captf-runner: module image: tofu {binary}, CLI config {cli_config}", flush=True)
+    tofu = TofuRunner(binary, str(root), cli_config=cli_config, redactor=redactor)
     loop = asyncio.get_running_loop()
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, tofu.terminate)

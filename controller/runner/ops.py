@@ -130,7 +130,13 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
         text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
         raise Stop(_failed(text))
     try:
-        render(ctx.work_dir, inputs, kind=env.object_kind, secret_variables=env.secret_variables)
+        render(
+            ctx.work_dir,
+            inputs,
+            kind=env.object_kind,
+            secret_variables=env.secret_variables,
+            image_dir=env.module_image_dir,
+        )
         old = await ctx.store.load()
     except (RenderError, StateError) as exc:
         raise Stop(_failed(str(exc))) from None

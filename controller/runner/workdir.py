@@ -4,7 +4,10 @@ Layout: tofu runs in `<work>/root/`, which also holds the local-backend override
 the state file. With contract inputs (`contract.json`), root/ is the generated root
 (controller/core/contract/root.py) and the object's module files go, unchanged, into
 the sibling `<work>/module/`, which the root calls as `../module`. Without them (an
-object outside Cluster API) the module files are the root themselves, in root/."""
+object outside Cluster API) the module files are the root themselves, in root/.
+
+The module files come from the Secret's `module.<file>` keys or, when it names a module
+image (`image`), from the image the runner's pod mounts (controller/runner/module_image.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +23,12 @@ from controller.core.contract.root import MODULE_DIR, ROOT_DIR, InputsMismatch
 from controller.core.contract.root import render as root_of
 from controller.core.contract.variables import VariablesRefused
 from controller.runner.kube import Json
+from controller.runner.module_image import ImageLayoutError, copy_module
 
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"
 CONTRACT_KEY = "contract.json"
+IMAGE_KEY = "image"
 TFVARS_FILE = "terraform.tfvars.json"
 # The runner keeps state in its Secret, so tofu must use the local backend in
 # the work directory whatever the module declares; an override file replaces
@@ -61,30 +66,50 @@ def module_files(inputs_secret: Json) -> dict[str, bytes]:
 
 
 def render(
-    root: Path, inputs_secret: Json, *, kind: str = "", secret_variables: Iterable[str] = ()
+    root: Path,
+    inputs_secret: Json,
+    *,
+    kind: str = "",
+    secret_variables: Iterable[str] = (),
+    image_dir: str | None = None,
 ) -> None:
     """Writes the inputs into `root` (where tofu runs) and, with contract inputs, the
     module into its sibling module/; then the backend override into `root`.
 
     `kind` is the object's (its role's root is rendered); `secret_variables` are the user
-    variables from Secrets, which the generated root declares sensitive."""
-    files = module_files(inputs_secret)
+    variables from Secrets, which the generated root declares sensitive; `image_dir` is
+    where the pod mounts the module image, if it mounts one."""
     data = inputs_secret.get("data") or {}
     raw = data.get(VARIABLES_KEY)
     variables = base64.b64decode(raw) if raw is not None else b"{}"
     if CONTRACT_KEY not in data:
-        for name, content in files.items():
-            (root / name).write_bytes(content)
+        _place_module(root, inputs_secret, image_dir)
         (root / TFVARS_FILE).write_bytes(variables)
     else:
         module = root.parent / MODULE_DIR
         module.mkdir(exist_ok=True)
-        for name, content in files.items():
-            (module / name).write_bytes(content)
+        _place_module(module, inputs_secret, image_dir)
         generated = _root(data[CONTRACT_KEY], variables, kind, frozenset(secret_variables))
         for name, text in generated.items():
             (root / name).write_text(text)
     (root / BACKEND_OVERRIDE_FILE).write_text(BACKEND_OVERRIDE)
+
+
+def _place_module(target: Path, inputs_secret: Json, image_dir: str | None) -> None:
+    """The module's files into `target`: from the module image the inputs name, else
+    from the Secret's `module.<file>` keys."""
+    raw = (inputs_secret.get("data") or {}).get(IMAGE_KEY)
+    if raw is None:
+        for name, content in module_files(inputs_secret).items():
+            (target / name).write_bytes(content)
+        return
+    try:
+        reference = base64.b64decode(raw, validate=True).decode()
+        copy_module(reference, image_dir, target, _RESERVED | {BACKEND_OVERRIDE_FILE})
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise RenderError(f"the inputs Secret's {IMAGE_KEY} is not text: {exc}") from None
+    except (ImageLayoutError, OSError) as exc:
+        raise RenderError(str(exc)) from None
 
 
 def _root(

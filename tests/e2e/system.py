@@ -172,11 +172,11 @@ def result_of(job: Json) -> Json:
 
 @contextlib.asynccontextmanager
 async def running_system(
-    server: ApiServer, namespace: str, tmp_path: Path, tofu: Path
+    server: ApiServer, namespace: str, tmp_path: Path, tofu: Path, crane: Path | None = None
 ) -> AsyncIterator[System]:
     """The controller and a process node (pods of `namespace` only) until the block ends;
     the runner pods run as the namespace's `captf-runner` ServiceAccount, with the RBAC of
-    manifests/runner-rbac.yaml."""
+    manifests/runner-rbac.yaml. With `crane`, the node pulls image volumes with it."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
     infra.mkdir()
@@ -208,6 +208,7 @@ async def running_system(
                 log_dir=system.logs,
                 # Short: OpenTofu's plugin sockets live under the runner's TMPDIR.
                 pods_dir=pods_dir,
+                crane=crane,
             ):
                 with anyio.fail_after(30):
                     await started.wait()

@@ -172,9 +172,9 @@ def test_three_kinds_share_one_spec_schema() -> None:
         if kind == "TerraformMachine":
             for field in ("variables", "variablesFrom"):
                 spec["properties"][field].pop("x-kubernetes-validations")
-            # The machine's source rules: the one every kind has, then immutability.
+            # The machine's source rules: the two every kind has, then immutability.
             rules = spec["properties"]["source"]["x-kubernetes-validations"]
-            spec["properties"]["source"]["x-kubernetes-validations"] = rules[:1]
+            spec["properties"]["source"]["x-kubernetes-validations"] = rules[:2]
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
@@ -365,9 +365,21 @@ INVALID = {
         _set("dependsOn", [{"kind": "TerraformCluster", "name": "x"}] * 2),
         "spec.dependsOn[1]: Duplicate value",
     ),
-    "source without configMapRef": (
+    "source naming neither configMapRef nor image": (
         _set("source", {}),
-        "spec.source: Invalid value: spec.source needs a configMapRef",
+        "spec.source: Invalid value: spec.source names exactly one of configMapRef and image",
+    ),
+    "source naming both configMapRef and image": (
+        _set("source", {"configMapRef": {"name": "module"}, "image": "registry.local/m:1"}),
+        "spec.source: Invalid value: spec.source names exactly one of configMapRef and image",
+    ),
+    "pull policy without an image": (
+        _set("source", {"configMapRef": {"name": "module"}, "imagePullPolicy": "Always"}),
+        "spec.source.imagePullPolicy needs spec.source.image",
+    ),
+    "unknown image pull policy": (
+        _set("source", {"image": "registry.local/m:1", "imagePullPolicy": "Sometimes"}),
+        "spec.source.imagePullPolicy",
     ),
     "configMapRef without name": (
         _set("source", {"configMapRef": {}}),
@@ -391,6 +403,17 @@ def test_invalid_objects_are_rejected(apiserver: ApiServer, namespace: str, case
     edit(obj["spec"])
     error = rejection(lambda: create(apiserver, obj, namespace))
     assert expected in error.message
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_image_source_is_accepted_on_every_kind(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    obj = minimal(kind)
+    source = {"image": "registry.local/modules/cluster:1", "imagePullPolicy": "Always"}
+    obj["spec"]["source"] = source
+    assert create(apiserver, obj, namespace)["spec"]["source"] == source
 
 
 @pytest.mark.kube

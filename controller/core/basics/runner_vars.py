@@ -40,6 +40,9 @@ class RunnerVar(StrEnum):
     CREDENTIALS_SECRET = "CAPTF_CREDENTIALS_SECRET"
     SECRET_VARIABLES = "CAPTF_SECRET_VARIABLES"
     SHARD_LABELS = "CAPTF_SHARD_LABELS"  # put on every Secret the runner writes
+    # With a module image source: the image's /captf as the Job mounts it (the module at
+    # <dir>/module, OpenTofu at <dir>/runtime, a provider mirror at <dir>/providers).
+    MODULE_IMAGE_DIR = "CAPTF_MODULE_IMAGE_DIR"
     # Where the runner finds tofu: set by the runner image (or a process node), not by
     # the controller's Job.
     TOFU = "CAPTF_TOFU"

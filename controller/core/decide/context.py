@@ -163,7 +163,8 @@ def _with_contract(snap: Snapshot, inputs: Inputs) -> tuple[Inputs, Requeue | No
     applied with (its drift and destroy see what it was created from); any object whose
     Cluster API objects are gone (a deletion) falls back to them too."""
     role = contract_inputs.role_of(snap.kind)
-    if role is None or not declares_contract(inputs.module):
+    # A module image is a role module by its contract: its files are not seen here.
+    if role is None or not (inputs.image is not None or declares_contract(inputs.module)):
         return inputs, None, None
     applied = contract_inputs.applied_inputs(snap, inputs)
     if applied is not None and snap.kind not in MUTABLE_KINDS:

@@ -40,8 +40,8 @@ from controller.core.contract.roles import Role, UnknownKind, contract_for_kind
 from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of, dig
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, created_at
-from controller.core.spec.inputs import CONTRACT_KEY, VARIABLES_KEY, Inputs, Json
-from controller.core.spec.refs import ObjectRef, infrastructure_cluster_of
+from controller.core.spec.inputs import CONTRACT_KEY, IMAGE_KEY, VARIABLES_KEY, Inputs, Json
+from controller.core.spec.refs import ModuleImage, ObjectRef, infrastructure_cluster_of
 
 # The state Secret's key of the root's contract outputs; the cache keeps it "" when it
 # was too large to keep (controller/io/trimming.py).
@@ -128,6 +128,7 @@ def with_contract(inputs: Inputs, role: Role, assembled: Json) -> Inputs:
         secret_names=inputs.secret_names,
         contract=assembled,
         contract_hashed=hashed,
+        image=inputs.image,
     )
 
 
@@ -202,7 +203,19 @@ def _inputs_of(secret: Json, current: Inputs) -> Inputs | None:
     given = _json(data.get(CONTRACT_KEY))
     if not isinstance(user, dict) or not isinstance(given, dict):
         return None
-    return Inputs(module, user, current.secret_names, contract=given)
+    image = _image_of(data, current)
+    return Inputs(module, user, current.secret_names, contract=given, image=image)
+
+
+def _image_of(data: Json, current: Inputs) -> ModuleImage | None:
+    """The module image an inputs Secret names (its reference; the pull policy is the
+    current spec's, as the Secret does not keep it), or None for a ConfigMap source."""
+    raw = data.get(IMAGE_KEY)
+    reference = _text(raw) if raw is not None else None
+    if not reference:
+        return None
+    policy = current.image.pull_policy if current.image is not None else "IfNotPresent"
+    return ModuleImage(reference, policy)
 
 
 def _owner(snap: Snapshot, kind: str) -> str:

@@ -36,6 +36,14 @@ from controller.core.spec.refs import credentials_of, spec_of
 
 Json = dict[str, Any]
 
+# Where a module image (spec.source.image) is mounted in the runner's pod: an image
+# volume, read-only, holding the image's whole filesystem. The image contract's paths
+# lie under its /captf, which RunnerVar.MODULE_IMAGE_DIR names (the runner takes every
+# path of the contract from that variable, never from these constants).
+MODULE_IMAGE_VOLUME = "module-image"
+MODULE_IMAGE_MOUNT = "/module-image"
+MODULE_IMAGE_DIR = f"{MODULE_IMAGE_MOUNT}/captf"
+
 
 def inputs_secret_name(name: str, inputs: Inputs) -> str:
     return f"{name}-inputs-{inputs.hash8}"
@@ -109,10 +117,16 @@ def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, 
 
 
 def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str) -> Json:
+    volumes: list[Json] = [{"name": "tmp", "emptyDir": {}}]
+    if inputs.image is not None:
+        # A Kubernetes image volume (beta, on by default in v1.35): the module image's
+        # files, read-only; nothing of the image runs.
+        image = {"reference": inputs.image.reference, "pullPolicy": inputs.image.pull_policy}
+        volumes.append({"name": MODULE_IMAGE_VOLUME, "image": image})
     pod: Json = {
         "restartPolicy": "Never",
         "containers": [_container(obj, run, inputs=inputs, name=name)],
-        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "volumes": volumes,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
     }
     if policy.service_account:
@@ -175,12 +189,18 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env[RunnerVar.CREDENTIALS_SECRET] = cred
     if inputs.secret_names:
         env[RunnerVar.SECRET_VARIABLES] = ",".join(sorted(inputs.secret_names))
+    mounts: list[Json] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if inputs.image is not None:
+        env[RunnerVar.MODULE_IMAGE_DIR] = MODULE_IMAGE_DIR
+        mounts.append(
+            {"name": MODULE_IMAGE_VOLUME, "mountPath": MODULE_IMAGE_MOUNT, "readOnly": True}
+        )
     container: Json = {
         "name": "runner",
         "image": (spec.get("jobs") or {}).get("image", ""),
         "args": ["runner"],
         "env": [{"name": k.value, "value": v} for k, v in env.items()] + [_JOB_UID],
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
         # The result channel: only this container can write its termination message, and
         # only the kubelet carries it to the pod's status (controller/core/jobs/termination.py).
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,

@@ -7,7 +7,10 @@ that plays a role of the module contract (controller/core/contract) adds
 `"contract": <the hashed contract inputs>`: exactly what the module receives from the
 spec (no uid, no metadata), so a moved object hashes the same and re-applies nothing.
 Without contract inputs the document is the two-key one, so every hash recorded before
-the contract keeps its value."""
+the contract keeps its value. A module image source (spec.source.image) leaves
+"module" empty and adds `"image": <reference>`: the controller never sees the image's
+files, so a new reference is what changes the inputs (a moved tag is not seen). The pull
+policy is not hashed: it changes when the image is fetched, not what runs."""
 
 from __future__ import annotations
 
@@ -20,13 +23,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.basics.names import SECRET_SIZE_LIMIT
-from controller.core.spec.refs import CONFIGMAP, VariableSource, module_configmap, variable_sources
+from controller.core.spec.refs import (
+    CONFIGMAP,
+    ModuleImage,
+    VariableSource,
+    module_configmap,
+    module_image,
+    variable_sources,
+)
 
 Json = dict[str, Any]
 
 # The durable inputs Secret's keys besides `module.<file>` (read back by the runner).
 VARIABLES_KEY = "variables.json"
 CONTRACT_KEY = "contract.json"
+# With a module image source: its reference, in place of the `module.<file>` keys.
+IMAGE_KEY = "image"
 
 
 class InputsMissing(LookupError):
@@ -45,19 +57,25 @@ class Inputs:
     # autoscaling owns the count); both None for an object outside the contract.
     contract: Json | None = None
     contract_hashed: Json | None = None
+    # The module image of an image source (then `module` is empty); None for a ConfigMap.
+    image: ModuleImage | None = None
 
     @property
     def hash(self) -> str:
-        return inputs_hash(self.module, self.variables, self.contract_hashed)
+        reference = self.image.reference if self.image is not None else None
+        return inputs_hash(self.module, self.variables, self.contract_hashed, image=reference)
 
     @property
     def hash8(self) -> str:
         return self.hash[:8]
 
     def secret_data(self) -> dict[str, bytes]:
-        """The durable inputs Secret's data: `module.<file>` per file, `variables.json`,
-        and `contract.json` when the object plays a contract role."""
+        """The durable inputs Secret's data: `module.<file>` per file (or `image`, the
+        module image's reference), `variables.json`, and `contract.json` when the object
+        plays a contract role."""
         data = {f"module.{name}": text.encode() for name, text in self.module.items()}
+        if self.image is not None:
+            data[IMAGE_KEY] = self.image.reference.encode()
         data[VARIABLES_KEY] = canonical_json(self.variables)
         if self.contract is not None:
             data[CONTRACT_KEY] = canonical_json(self.contract)
@@ -79,10 +97,14 @@ def inputs_hash(
     module: Mapping[str, str],
     variables: Mapping[str, Any],
     contract: Mapping[str, Any] | None = None,
+    *,
+    image: str | None = None,
 ) -> str:
     document: Json = {"module": dict(module), "variables": dict(variables)}
     if contract is not None:
         document["contract"] = dict(contract)
+    if image is not None:
+        document["image"] = image
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
@@ -105,11 +127,8 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
     Variables are spec.variables overlaid, in order, by each variablesFrom entry:
     with `key`, one variable of that name; without, every key of the Secret or
     ConfigMap. Only variables from Secrets are secret (redacted from messages)."""
-    cm_name = module_configmap(spec)
-    configmap = configmaps.get(cm_name) if cm_name else None
-    if configmap is None:
-        raise InputsMissing(f"module ConfigMap {cm_name or '(unnamed)'} not found")
-    module = {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+    image = module_image(spec)
+    module = _module_files(spec, configmaps) if image is None else {}
     variables: Json = dict(spec.get("variables") or {})
     secret_names: set[str] = set()
     for source in variable_sources(spec):
@@ -123,7 +142,18 @@ def render(spec: Json, configmaps: Mapping[str, Json], secrets: Mapping[str, Jso
         for key in keys:
             variables[key] = decode_secret_value(secret, key)
             secret_names.add(key)
-    return Inputs(module=module, variables=variables, secret_names=frozenset(secret_names))
+    return Inputs(
+        module=module, variables=variables, secret_names=frozenset(secret_names), image=image
+    )
+
+
+def _module_files(spec: Json, configmaps: Mapping[str, Json]) -> dict[str, str]:
+    """The module's files: the data of the spec.source.configMapRef ConfigMap."""
+    cm_name = module_configmap(spec)
+    configmap = configmaps.get(cm_name) if cm_name else None
+    if configmap is None:
+        raise InputsMissing(f"module ConfigMap {cm_name or '(unnamed)'} not found")
+    return {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
 
 
 def _from_configmap(source: VariableSource, configmaps: Mapping[str, Json]) -> dict[str, str]:

@@ -139,6 +139,26 @@ def module_configmap(spec: Json) -> str:
     return _name((spec.get("source") or {}).get("configMapRef"))
 
 
+@dataclass(frozen=True, slots=True)
+class ModuleImage:
+    """spec.source.image: a module image's reference and when to pull it (the container
+    pull policies; unset reads as IfNotPresent, as for any image whose policy the
+    image volume is not given)."""
+
+    reference: str
+    pull_policy: str = "IfNotPresent"
+
+
+def module_image(spec: Json) -> ModuleImage | None:
+    """The module image of spec.source.image; None for a ConfigMap source. The API
+    server admits exactly one of configMapRef and image."""
+    source = spec.get("source") or {}
+    reference = str(source.get("image") or "")
+    if not reference:
+        return None
+    return ModuleImage(reference, str(source.get("imagePullPolicy") or "IfNotPresent"))
+
+
 def variable_sources(spec: Json) -> list[VariableSource]:
     """spec.variablesFrom, in order (later entries win). The API server admits exactly one
     of secretRef and configMapRef per entry; an entry without a configMapRef reads as a

@@ -1,0 +1,43 @@
+"""`captf image build DIR --role ROLE --tag REF`: a module image from a directory, pushed.
+
+The image holds DIR's files as the module, the OpenTofu binary and the provider mirror
+of this checkout's OpenTofu build (hack/tofu/build.sh) unless --runtime and --providers
+name others. The whole mirror goes in, not only the providers the module requires.
+Prints the pushed image's digest on standard output; exit status 1 with the reason on
+standard error when the image cannot be built or pushed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from controller.core.contract.roles import Role
+from controller.image.build import BuildError, build_and_push
+from controller.runner.binaries import TofuMissing, tofu_dir
+
+MIRROR = "mirror"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        runtime, providers = _binaries(args.runtime, args.providers)
+        digest = build_and_push(
+            Path(args.directory), Role(args.role), args.tag, runtime=runtime, providers=providers
+        )
+    except (BuildError, TofuMissing) as err:
+        print(f"captf image build: {err}", file=sys.stderr)
+        return 1
+    print(digest)
+    return 0
+
+
+def _binaries(runtime: str | None, providers: str | None) -> tuple[Path, Path | None]:
+    """The runtime and mirror given, else the local OpenTofu build's (built if missing)."""
+    if runtime is not None and providers is not None:
+        return Path(runtime), Path(providers)
+    built = tofu_dir()
+    return (
+        Path(runtime) if runtime is not None else built / "tofu",
+        Path(providers) if providers is not None else built / MIRROR,
+    )
