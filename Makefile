@@ -93,7 +93,7 @@ bench-watch: $(STAMP) kube
 # Fault injection on the whole system (not part of `make test`; docs/chaos.md).
 # The report is the last line on stdout; CHAOS_ARGS passes more flags (--help lists them).
 FAULTS ?= 1000
-chaos: $(STAMP) kube tofu
+chaos: $(STAMP) kube tofu capi
 	$(BIN)/python -m tests.chaos --faults $(FAULTS) $(CHAOS_ARGS)
 
 clean:

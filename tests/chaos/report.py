@@ -44,6 +44,20 @@ class Owner:
     is_cluster: bool
 
 
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+
+
+def owner_of(obj: Json) -> Owner:
+    """The family of a CAPTF object: a TerraformCluster's own name; a member's, the Cluster
+    its `cluster.x-k8s.io/cluster-name` label names (the workload names each Cluster after
+    its TerraformCluster)."""
+    meta = obj["metadata"]
+    is_cluster = obj["kind"] == "TerraformCluster"
+    label = (meta.get("labels") or {}).get(CLUSTER_NAME_LABEL)
+    family = meta["name"] if is_cluster or not label else str(label)
+    return Owner(meta["name"], family, is_cluster)
+
+
 def overlapping(a: JobRecord, b: JobRecord) -> bool:
     return a.start < b.end and b.start < a.end
 

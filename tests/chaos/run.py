@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import yaml
 
+from controller.dev.clusterapi import install_crds_only
 from runtime.envtest import ApiServer
 from runtime.transport import open_transport
 from tests.chaos import report
@@ -78,6 +79,8 @@ def run(cfg: Config) -> Json:
     cfg.workdir.mkdir(parents=True, exist_ok=True)
     with ApiServer(controller_manager=True) as server:
         server.install_crds(CRDS)
+        # Cluster API's CRDs, without its manager: the workload plays its part.
+        install_crds_only(server, server.workdir / "capi")
         return asyncio.run(_run(cfg, server))
 
 
@@ -247,13 +250,7 @@ def _report(
     faulting: float,
     began: float,
 ) -> Json:
-    owners = {}
-    for obj in observer.objects.values():
-        spec = obj.get("spec") or {}
-        family = (spec.get("clusterRef") or {}).get("name") or obj["metadata"]["name"]
-        owners[obj["metadata"]["uid"]] = report.Owner(
-            obj["metadata"]["name"], family, obj["kind"] == "TerraformCluster"
-        )
+    owners = {uid: report.owner_of(obj) for uid, obj in observer.objects.items()}
     jobs = list(observer.jobs.values())
     same, family = report.overlaps(jobs, owners)
     accounting = report.accounting(jobs, observer.events.values())

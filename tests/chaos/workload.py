@@ -1,12 +1,21 @@
 """The objects under test and the changes made to them.
 
-Families of five: a cluster `fNN`, its pool `fNN-pool` and three machines `fNN-mK` in
-that pool. A family shares one module ConfigMap, so a module change makes the cluster
+Families of five: a cluster `fNN`, its pool `fNN-pool` and three machines `fNN-mK` that
+depend on the pool. Each CAPTF object acts for a Cluster API object of its name (a
+`Cluster`, a `MachinePool`, `Machine`s), which the workload creates and whose part it
+plays instead of running Cluster API's manager (see docs/chaos.md): each CAPTF object is
+created with the controller owner reference Cluster API would set, members with the
+`cluster.x-k8s.io/cluster-name` label, the family's bootstrap data Secret exists, and
+the Cluster says its infrastructure is provisioned from the start. A family shares one
+module ConfigMap, so a module change makes the cluster
 and its members all want to apply at once (the cluster/member exclusion is contended);
 each object reads `fail` from a Secret of its own, so any object, machines included
 (whose inputs are immutable), can be made to fail or succeed by editing that Secret.
 The module is Terraform's built-in `terraform_data` with a precondition: a failing apply
-fails at plan time, in about the time a succeeding one takes."""
+fails at plan time, in about the time a succeeding one takes. It does not declare
+`captf_contract`, so it runs as its own root and writes nothing back for Cluster API:
+an object is Ready once its current inputs are applied (controller/core/plan/status.py),
+which is what the report's convergence check reads."""
 
 from __future__ import annotations
 
@@ -20,10 +29,20 @@ from runtime.transport import Transport
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
 API = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
+CAPTF_API_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"
+CAPI_API_VERSION = "cluster.x-k8s.io/v1beta2"
+CAPI_API = f"/apis/{CAPI_API_VERSION}"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 PLURAL = {
     "TerraformCluster": "terraformclusters",
     "TerraformMachinePool": "terraformmachinepools",
     "TerraformMachine": "terraformmachines",
+}
+# The Cluster API kind each CAPTF kind acts for, and its plural.
+OWNER = {
+    "TerraformCluster": ("Cluster", "clusters"),
+    "TerraformMachinePool": ("MachinePool", "machinepools"),
+    "TerraformMachine": ("Machine", "machines"),
 }
 MACHINES_PER_FAMILY = 3
 
@@ -61,6 +80,52 @@ class Member:
     def is_cluster(self) -> bool:
         return self.kind == "TerraformCluster"
 
+    @property
+    def owner_kind(self) -> str:
+        return OWNER[self.kind][0]
+
+
+def bootstrap_secret(family: str) -> str:
+    return f"{family}-bootstrap"
+
+
+def capi_owner(m: Member) -> Json:
+    """The Cluster API object `m` acts for, as a user (or a template) would create it: its
+    infrastructureRef names `m`, a member's names its cluster and bootstrap data."""
+    infra = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": m.kind, "name": m.name}
+    meta: Json = {"name": m.name}
+    if m.is_cluster:
+        return {
+            "apiVersion": CAPI_API_VERSION,
+            "kind": "Cluster",
+            "metadata": meta,
+            "spec": {"infrastructureRef": infra},
+        }
+    meta["labels"] = {CLUSTER_NAME_LABEL: m.family}
+    machine = {
+        "clusterName": m.family,
+        "bootstrap": {"dataSecretName": bootstrap_secret(m.family)},
+        "infrastructureRef": infra,
+    }
+    if m.kind == "TerraformMachine":
+        spec: Json = machine
+    else:
+        spec = {"clusterName": m.family, "replicas": 1, "template": {"spec": machine}}
+    return {"apiVersion": CAPI_API_VERSION, "kind": m.owner_kind, "metadata": meta, "spec": spec}
+
+
+def owner_reference(owner: Json) -> Json:
+    """The controller owner reference Cluster API sets on the infrastructure object."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
 
 def members(families: int) -> list[Member]:
     out = []
@@ -90,6 +155,10 @@ class Workload:
         base = f"{API}/namespaces/{self.ns}/{PLURAL[kind]}"
         return f"{base}/{name}" if name else base
 
+    def _capi(self, kind: str, name: str = "") -> str:
+        base = f"{CAPI_API}/namespaces/{self.ns}/{OWNER[kind][1]}"
+        return f"{base}/{name}" if name else base
+
     async def create(self) -> None:
         await self.t.request(
             "POST",
@@ -98,14 +167,38 @@ class Workload:
         )
         for m in self.members:
             if m.is_cluster:
-                self.revisions[m.family] = 1
-                body = {"metadata": {"name": f"{m.family}-module"}, "data": {"main.tf": module(1)}}
-                await self.t.request("POST", self._core("configmaps"), body=body)
+                await self._create_family(m.family)
             secret = {"metadata": {"name": f"{m.name}-vars"}, "stringData": {"fail": "false"}}
             await self.t.request("POST", self._core("secrets"), body=secret)
-            await self.t.request("POST", self._captf(m.kind), body=self._object(m))
+            owner = await self.t.request("POST", self._capi(m.kind), body=capi_owner(m))
+            await self.t.request("POST", self._captf(m.kind), body=self._object(m, owner))
+        await self.provision_clusters()
 
-    def _object(self, m: Member) -> Json:
+    async def _create_family(self, family: str) -> None:
+        """The family's module and its bootstrap data, as a bootstrap provider writes it
+        (the data under `value`)."""
+        self.revisions[family] = 1
+        body = {"metadata": {"name": f"{family}-module"}, "data": {"main.tf": module(1)}}
+        await self.t.request("POST", self._core("configmaps"), body=body)
+        bootstrap = {
+            "metadata": {"name": bootstrap_secret(family), "labels": {CLUSTER_NAME_LABEL: family}},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"format": "cloud-config", "value": "#cloud-config\n"},
+        }
+        await self.t.request("POST", self._core("secrets"), body=bootstrap)
+
+    async def provision_clusters(self) -> None:
+        """Plays Cluster API's Cluster controller: every Cluster's infrastructure is
+        provisioned. The workload's module writes nothing back (no contract), so Cluster API
+        itself would never set it; a member still waits for its TerraformCluster to be
+        Ready (applied at its current inputs) before it starts."""
+        status = {"status": {"initialization": {"infrastructureProvisioned": True}}}
+        for m in self.members:
+            if m.is_cluster:
+                path = self._capi(m.kind, m.name) + "/status"
+                await self.t.request("PATCH", path, body=status, content_type=MERGE)
+
+    def _object(self, m: Member, owner: Json) -> Json:
         spec: Json = {
             "source": {"configMapRef": {"name": f"{m.family}-module"}},
             "variables": {"size": 1},
@@ -113,16 +206,12 @@ class Workload:
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev", "failedJobsHistoryLimit": 2},
         }
+        meta: Json = {"name": m.name, "ownerReferences": [owner_reference(owner)]}
         if not m.is_cluster:
-            spec["clusterRef"] = {"name": m.family}
+            meta["labels"] = {CLUSTER_NAME_LABEL: m.family}
         if m.kind == "TerraformMachine":
-            spec["poolRef"] = {"name": f"{m.family}-pool"}
-        return {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
-            "kind": m.kind,
-            "metadata": {"name": m.name},
-            "spec": spec,
-        }
+            spec["dependsOn"] = [{"kind": "TerraformMachinePool", "name": f"{m.family}-pool"}]
+        return {"apiVersion": CAPTF_API_VERSION, "kind": m.kind, "metadata": meta, "spec": spec}
 
     # -- changes ------------------------------------------------------------------------
 
