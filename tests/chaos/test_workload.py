@@ -114,6 +114,13 @@ def test_the_module_is_its_own_root() -> None:
     assert not declares_contract({"main.tf": module(1)})
 
 
+def test_the_module_reports_health_running() -> None:
+    # The runner reads a contract kind's outputs whatever the module: without a `health`
+    # output the reading says pending, and the controller refreshes without end.
+    assert 'output "health"' in module(1)
+    assert 'state = "running"' in module(1)
+
+
 def test_a_cluster_is_its_own_family() -> None:
     obj = {"kind": "TerraformCluster", "metadata": {"name": "f00", "labels": {}}}
     assert report.owner_of(obj) == report.Owner("f00", "f00", True)

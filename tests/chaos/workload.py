@@ -15,7 +15,10 @@ The module is Terraform's built-in `terraform_data` with a precondition: a faili
 fails at plan time, in about the time a succeeding one takes. It does not declare
 `captf_contract`, so it runs as its own root and writes nothing back for Cluster API:
 an object is Ready once its current inputs are applied (controller/core/plan/status.py),
-which is what the report's convergence check reads."""
+which is what the report's convergence check reads. It still outputs a `health` that is
+running: the runner reads a contract kind's outputs whatever the module, and a reading
+without health counts as pending, which the controller refreshes (30 s, doubling to
+5 min on the scaled clock) for as long as it lasts."""
 
 from __future__ import annotations
 
@@ -66,6 +69,9 @@ resource "terraform_data" "this" {{
       error_message = "this object is set to fail"
     }}
   }}
+}}
+output "health" {{
+  value = {{ state = "running", healthy = true, message = null, reasons = [] }}
 }}
 """
 
