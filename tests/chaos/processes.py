@@ -42,7 +42,9 @@ class Incarnation:
 
 async def spawn(argv: Sequence[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as out:
+    # A fresh file: a reused workdir holds the logs of an earlier run under the same names,
+    # and an identity read from them would never match this run's leader.
+    with log.open("wb") as out:
         return await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,

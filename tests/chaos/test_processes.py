@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.processes import Incarnation
+from tests.chaos.processes import Incarnation, spawn
 
 
 @pytest.mark.parametrize(
@@ -28,3 +28,12 @@ def test_no_identity_before_the_line_is_written(tmp_path: Path) -> None:
     assert inc.leader_identity() == ""
     log.write_text("leading as host_1\n")
     assert inc.leader_identity() == "host_1"
+
+
+async def test_a_spawned_process_starts_a_fresh_log(tmp_path: Path) -> None:
+    # A reused workdir: the log of an earlier run's incarnation with the same name.
+    log = tmp_path / "controller-a.0.log"
+    log.write_text("leading as old_1\n")
+    proc = await spawn(["sh", "-c", "echo leading as new_2"], log, {})
+    await proc.wait()
+    assert Incarnation(pid=proc.pid, log=log, started=0.0).leader_identity() == "new_2"
