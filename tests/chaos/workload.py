@@ -28,6 +28,7 @@ from typing import Any
 
 from runtime.errors import ApiError
 from runtime.transport import Transport
+from tests.kube.harness import owner_reference
 
 Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
@@ -118,19 +119,6 @@ def capi_owner(m: Member) -> Json:
     else:
         spec = {"clusterName": m.family, "replicas": 1, "template": {"spec": machine}}
     return {"apiVersion": CAPI_API_VERSION, "kind": m.owner_kind, "metadata": meta, "spec": spec}
-
-
-def owner_reference(owner: Json) -> Json:
-    """The controller owner reference Cluster API sets on the infrastructure object."""
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def members(families: int) -> list[Member]:
