@@ -47,7 +47,7 @@ async def read(client: Api, jobs: Sequence[Json]) -> dict[str, str]:
             continue
         message = message_of(await _pods_of(client, job))
         if message is not None:
-            found[job["metadata"]["name"]] = result_of(message)
+            found[job["metadata"]["name"]] = result_of(message, str(job["metadata"]["uid"]))
     return found
 
 

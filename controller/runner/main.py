@@ -21,12 +21,14 @@ from pathlib import Path
 
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import Outcome
+from controller.core.jobs.run_report import ErrorKind, runtime_version
 from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.module_image import tofu_of
 from controller.runner.ops import Tofu, execute
 from controller.runner.result import RunnerResult
+from controller.runner.steps import Recorder
 from controller.runner.tofu import TofuRunner
 from controller.runner.workdir import root_dir
 from runtime.transport import open_transport
@@ -57,7 +59,13 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
     try:
         redactor = await redaction.load(env, kube)
     except redaction.RedactionError as exc:
-        result = RunnerResult(outcome=Outcome.FAILURE, message=str(exc))
+        result = RunnerResult(
+            outcome=Outcome.FAILURE,
+            message=str(exc),
+            error_kind=ErrorKind.CREDENTIALS,
+            summary="cannot read the credentials Secret to redact its values",
+            job_uid=env.job_uid,
+        )
         report(env.result_file, result, Redactor(frozenset()))
         return result
     work_dir = Path(tempfile.mkdtemp(prefix="captf-runner-", dir=env.work_dir))
@@ -71,7 +79,12 @@ async def serve(env: RunnerEnv, kube: Kube) -> RunnerResult:
     for sig in _SIGNALS:
         loop.add_signal_handler(sig, tofu.terminate)
     try:
-        result = await run_op(env, kube, tofu, root)
+        version = await version_of(tofu)
+        recorder = Recorder(tofu)
+        result = await run_op(env, kube, recorder, root)
+        result = replace(
+            result, job_uid=env.job_uid, runtime_version=version, steps=tuple(recorder.steps)
+        )
         report(env.result_file, result, redactor)
     finally:
         for sig in _SIGNALS:
@@ -88,14 +101,28 @@ async def run_op(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Runn
         return await execute(env, kube, tofu, work_dir)
     except Exception as exc:
         return RunnerResult(
-            outcome=Outcome.FAILURE, message=f"runner error: {type(exc).__name__}: {exc}"
+            outcome=Outcome.FAILURE,
+            message=f"runner error: {type(exc).__name__}: {exc}",
+            error_kind=ErrorKind.INTERNAL,
+            summary=f"runner error: {type(exc).__name__}",
         )
 
 
+async def version_of(tofu: Tofu) -> str | None:
+    """The runtime's version (`tofu version -json`); None when it says none. Not a step:
+    it belongs to every run alike."""
+    ex = await tofu.run("version", "-json", capture=True)
+    return runtime_version(ex.stdout) if ex.code == 0 else None
+
+
 def report(path: str, result: RunnerResult, redactor: Redactor) -> None:
-    """Writes the result to the termination message file. The message is redacted whole,
-    before it is cut to size, so no cut can leave part of a value behind."""
-    value = replace(result, message=redactor.text(result.message)).to_json()
+    """Writes the result to the termination message file. The message and the summary are
+    redacted whole, before they are cut to size or their values stripped, so no cut can
+    leave part of a value behind."""
+    redacted = replace(
+        result, message=redactor.text(result.message), summary=redactor.text(result.summary)
+    )
+    value = redacted.to_json()
     print(f"captf-runner: result {value}", flush=True)
     try:
         Path(path).write_text(value, encoding="utf-8")

@@ -24,13 +24,14 @@ from controller.core.basics.names import (
 from controller.core.contract import outputs as outputs_contract
 from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.core.jobs.job import Outcome
+from controller.core.jobs.run_report import ErrorKind, headline, is_lock_error
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
 from controller.runner.result import MESSAGE_LIMIT, RunnerResult, bounded
 from controller.runner.state import StateError, StateStore, StoredState, contract_reading
 from controller.runner.tofu import Exit
-from controller.runner.workdir import RenderError, render
+from controller.runner.workdir import ImageRenderError, RenderError, render
 from runtime.errors import ApiError
 
 PLAN_FILE = "tfplan"
@@ -63,8 +64,30 @@ class Stop(Exception):
         self.result = result
 
 
-def _failed(message: str, serial: int | None = None) -> RunnerResult:
-    return RunnerResult(outcome=Outcome.FAILURE, message=message, state_serial=serial)
+def _failed(
+    message: str, kind: ErrorKind, serial: int | None = None, *, summary: str | None = None
+) -> RunnerResult:
+    """A failure of `kind`. Its summary is the message's first line unless given: a line
+    the runner wrote, whose values go all the same once it is redacted (result.py)."""
+    first = message.strip().splitlines()[:1]
+    return RunnerResult(
+        outcome=Outcome.FAILURE,
+        message=message,
+        state_serial=serial,
+        error_kind=kind,
+        summary=first[0] if summary is None and first else summary or "",
+    )
+
+
+# The error kind of a tofu command that failed, by the step's name.
+_KINDS = {
+    "init": ErrorKind.INIT,
+    "plan": ErrorKind.PLAN,
+    "show": ErrorKind.PLAN,
+    "apply": ErrorKind.APPLY,
+    "apply -refresh-only": ErrorKind.REFRESH,
+    "destroy": ErrorKind.DESTROY,
+}
 
 
 def _tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None) -> RunnerResult:
@@ -74,7 +97,10 @@ def _tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None)
         saved = "" if serial is None else f"; state saved at serial {serial}"
         message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
         return RunnerResult(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
-    failed = _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", serial=serial)
+    kind = ErrorKind.STATE_LOCK if is_lock_error(ex.stderr) else _KINDS[what]
+    # The summary is tofu's own headline, never a line of its output as printed.
+    summary = headline(ex.stderr) or f"tofu {what} failed"
+    failed = _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", kind, serial, summary=summary)
     missing = _missing_outputs(ctx, ex.stderr)
     return failed if missing is None else replace(failed, missing_outputs=missing)
 
@@ -124,11 +150,11 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
     env = ctx.env
     inputs = await ctx.kube.get_secret(env.inputs_secret)
     if inputs is None:
-        raise Stop(_failed(f"inputs Secret {env.inputs_secret} not found"))
+        raise Stop(_failed(f"inputs Secret {env.inputs_secret} not found", ErrorKind.INPUTS))
     recorded = ((inputs.get("metadata") or {}).get("annotations") or {}).get(ANN_INPUTS_HASH)
     if recorded != env.inputs_hash:
         text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
-        raise Stop(_failed(text))
+        raise Stop(_failed(text, ErrorKind.INPUTS))
     try:
         render(
             ctx.work_dir,
@@ -137,9 +163,14 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
             secret_variables=env.secret_variables,
             image_dir=env.module_image_dir,
         )
+    except ImageRenderError as exc:
+        raise Stop(_failed(str(exc), ErrorKind.IMAGE_LAYOUT)) from None
+    except RenderError as exc:
+        raise Stop(_failed(str(exc), ErrorKind.INPUTS)) from None
+    try:
         old = await ctx.store.load()
-    except (RenderError, StateError) as exc:
-        raise Stop(_failed(str(exc))) from None
+    except StateError as exc:
+        raise Stop(_failed(str(exc), ErrorKind.STATE)) from None
     if old is not None:
         (ctx.work_dir / STATE_KEY).write_bytes(old.data)
     ex = await ctx.tofu.run("init", *_FLAGS)
@@ -159,7 +190,7 @@ async def _plan(ctx: OpContext, *extra: str) -> tuple[int, bytes, Json]:
     try:
         parsed = orjson.loads(shown.stdout)
     except orjson.JSONDecodeError as exc:
-        raise Stop(_failed(f"tofu show -json printed no JSON: {exc}")) from None
+        raise Stop(_failed(f"tofu show -json printed no JSON: {exc}", ErrorKind.PLAN)) from None
     return ex.code, shown.stdout, parsed
 
 
@@ -174,7 +205,8 @@ async def _plan_op(ctx: OpContext) -> RunnerResult:
     assert name is not None  # required by env for op=plan
     data = {PLAN_KEY: (ctx.work_dir / PLAN_FILE).read_bytes(), PLAN_JSON_KEY: raw}
     if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
-        return _failed(f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)")
+        text = f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)"
+        return _failed(text, ErrorKind.PLAN)
     await _put_plan_secret(ctx, name, data)
     return RunnerResult(
         outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name
@@ -205,7 +237,8 @@ async def _approved_plan(ctx: OpContext, name: str) -> Json:
     secret = await ctx.kube.get_secret(name)
     raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
     if raw is None:
-        raise Stop(_failed(f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"))
+        text = f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"
+        raise Stop(_failed(text, ErrorKind.INPUTS))
     parsed: Json = orjson.loads(base64.b64decode(raw))
     return parsed
 
@@ -247,12 +280,14 @@ async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
     assert name is not None
     shown = await ctx.tofu.run("output", "-json", "-no-color", capture=True)
     if shown.code != 0:
-        raise Stop(_failed(f"applied, but tofu output failed: {shown.stderr}", serial))
+        text = f"applied, but tofu output failed: {shown.stderr}"
+        summary = headline(shown.stderr) or "applied, but tofu output failed"
+        raise Stop(_failed(text, ErrorKind.OUTPUTS, serial, summary=summary))
     try:
         data = outputs.chosen(orjson.loads(shown.stdout or b"{}"), ctx.env.outputs_names)
     except (outputs.OutputsError, orjson.JSONDecodeError) as exc:
         text = f"applied, but outputs Secret {name} not written: {exc}"
-        raise Stop(_failed(text, serial)) from None
+        raise Stop(_failed(text, ErrorKind.OUTPUTS, serial)) from None
     body = outputs.secret_body(
         name,
         data,
@@ -312,7 +347,7 @@ async def _restore(ctx: OpContext) -> RunnerResult:
     try:
         new_serial = await ctx.store.restore(serial)
     except StateError as exc:
-        return _failed(str(exc))
+        return _failed(str(exc), ErrorKind.STATE)
     text = f"restored backup {ctx.store.backup_name(serial)} as state serial {new_serial}"
     return RunnerResult(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
 
@@ -340,9 +375,8 @@ async def _save_state(
         return await ctx.store.save(old, data, inputs_hash)
     except (StateError, ApiError) as exc:
         rescue = await _rescue(ctx, data)
-        raise Stop(
-            _failed(f"tofu ran but its state could not be saved ({exc}); {rescue}")
-        ) from None
+        text = f"tofu ran but its state could not be saved ({exc}); {rescue}"
+        raise Stop(_failed(text, ErrorKind.STATE)) from None
 
 
 async def _rescue(ctx: OpContext, data: bytes) -> str:

@@ -42,6 +42,10 @@ class RenderError(ValueError):
     """The inputs Secret cannot be rendered: the message says why."""
 
 
+class ImageRenderError(RenderError):
+    """The module image's files could not be placed: the image breaks its contract."""
+
+
 def root_dir(work: Path) -> Path:
     """The directory tofu runs in, made inside a fresh work directory."""
     root = work / ROOT_DIR
@@ -109,7 +113,7 @@ def _place_module(target: Path, inputs_secret: Json, image_dir: str | None) -> N
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise RenderError(f"the inputs Secret's {IMAGE_KEY} is not text: {exc}") from None
     except (ImageLayoutError, OSError) as exc:
-        raise RenderError(str(exc)) from None
+        raise ImageRenderError(str(exc)) from None
 
 
 def _root(

@@ -26,6 +26,7 @@ from controller.core.basics.runner_vars import RunnerVar
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import parse_time
 from controller.core.jobs.job_env import job_env
+from controller.core.jobs.run_report import ErrorKind
 
 Json = dict[str, Any]
 LONG_AGO = datetime.min.replace(tzinfo=UTC)
@@ -38,6 +39,10 @@ class Outcome(StrEnum):
     BLOCKED = "blocked"  # the guard stopped a destructive plan: waits for approval
     PLAN_CHANGED = "plan-changed"  # the approved plan no longer matched: waits
 
+
+# The Event reason of a Job whose termination message was no result of its own: the
+# controller recorded a failure of error kind `contract` in its place (termination.py).
+INVALID_RESULT = "InvalidRunnerResult"
 
 # Outcomes that count toward no backoff and no retry number.
 FREE_OUTCOMES = frozenset({Outcome.INTERRUPTED, Outcome.BLOCKED, Outcome.PLAN_CHANGED})
@@ -134,6 +139,17 @@ def result(job: Json) -> Json | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+def error_kind_of(res: Json | None) -> str | None:
+    """The error kind a result names, or None."""
+    error = (res or {}).get("error")
+    kind = error.get("kind") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _failure_event(res: Json | None) -> str:
+    return INVALID_RESULT if error_kind_of(res) == ErrorKind.CONTRACT else "JobFailed"
+
+
 def inputs_hash_of(job: Json) -> str | None:
     """The inputs hash a Job ran with: its annotation, else its runner's
     RunnerVar.INPUTS_HASH; None when the Job records neither."""
@@ -158,8 +174,12 @@ def classify(job: Json, plan_secret_readable: bool = True) -> Classified:
     reported = res.get("outcome") if res else None
     message = str(res.get("message", "")) if res else ""
     if cond["type"] == "Complete":
-        return _classify_complete(job, reported, message, plan_secret_readable)
-    return _classify_failed(job, cond.get("reason"), reported, message)
+        verdict = _classify_complete(job, reported, message, plan_secret_readable)
+    else:
+        verdict = _classify_failed(job, cond.get("reason"), reported, message)
+    if verdict.event == "JobFailed" and res is not None:
+        return Classified(verdict.outcome, _failure_event(res), verdict.message)
+    return verdict
 
 
 def _classify_complete(

@@ -6,9 +6,11 @@ controller reads it once the Job finished and records it on the Job as the
 annotation, so everything else reads a result from the Job alone.
 
 Whatever the message holds, the result recorded is one the core can read: a
-message that is not JSON, too large or not shaped like a result becomes a `failed`
-result naming what was wrong (never the message itself, which nothing vouches for),
-and follows the backoff of any counted failure."""
+message that is not JSON, too large, not shaped like a result or naming another Job's
+uid becomes a `failed` result of error kind `contract` naming what was wrong (never
+the message itself, which nothing vouches for: it may hold anything a module printed),
+and follows the backoff of any counted failure. Its Event's reason is
+InvalidRunnerResult (controller/core/jobs/job.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,13 @@ from controller.core.jobs.job import (
     is_finished,
     name_of,
 )
+from controller.core.jobs.run_report import (
+    ErrorKind,
+    one_line,
+    valid_error,
+    valid_step,
+    valid_version,
+)
 
 Json = dict[str, Any]
 
@@ -42,6 +51,7 @@ JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 NOT_JSON = "runner result is not valid JSON"
 NOT_A_RESULT = "runner result is not a valid result"
 TOO_LARGE = f"runner result is larger than {MESSAGE_LIMIT} bytes"
+OTHER_JOB = "runner result names another Job"
 
 _OUTCOMES = frozenset(o.value for o in Outcome)
 
@@ -63,7 +73,10 @@ _KEYS: Mapping[str, Callable[[object], bool]] = {
     "drift": lambda v: isinstance(v, bool),
     "outputs": _is_names,
     "contract": lambda v: isinstance(v, dict),
-    "error": lambda v: isinstance(v, dict),
+    "error": valid_error,
+    "job": lambda v: isinstance(v, str),
+    "runtimeVersion": valid_version,
+    "steps": lambda v: isinstance(v, list) and all(valid_step(s) for s in v),
 }
 
 
@@ -88,9 +101,11 @@ def message_of(pods: Iterable[Json]) -> str | None:
     return max(found)[1] if found else None
 
 
-def result_of(message: str) -> str:
-    """The annotation value to record for a termination message: the message itself when
-    it is a valid result, else a `failed` result saying what is wrong with it."""
+def result_of(message: str, uid: str) -> str:
+    """The annotation value to record for a termination message read from the pod of Job
+    `uid`: the message itself when it is a valid result of that Job (a result that names
+    no Job is one of a runner from before results named theirs), else a `failed` result
+    saying what is wrong with it."""
     if len(message.encode()) > MESSAGE_LIMIT:
         return _failed(TOO_LARGE)
     try:
@@ -99,6 +114,8 @@ def result_of(message: str) -> str:
         return _failed(NOT_JSON)
     if not _valid(parsed):
         return _failed(NOT_A_RESULT)
+    if parsed.get("job", uid) != uid:
+        return _failed(OTHER_JOB)
     return message
 
 
@@ -109,7 +126,8 @@ def _valid(parsed: object) -> bool:
 
 
 def _failed(why: str) -> str:
-    return orjson.dumps({"outcome": Outcome.FAILURE.value, "message": why}).decode()
+    error = {"kind": ErrorKind.CONTRACT.value, "summary": why}
+    return orjson.dumps({"outcome": Outcome.FAILURE.value, "message": why, "error": error}).decode()
 
 
 def with_result(job: Json, value: str) -> Json:
@@ -146,9 +164,14 @@ def recordings(
 
 
 def redacted(value: str, redactor: Redactor) -> str:
-    """A checked result (`result_of`) with its message redacted; unchanged when nothing is."""
+    """A checked result (`result_of`) with its message and summary redacted (the summary's
+    values stripped again after, as the runner does); unchanged when nothing is."""
     body = orjson.loads(value)
+    out = dict(body)
     message = body.get("message")
-    if not isinstance(message, str) or redactor.text(message) == message:
-        return value
-    return orjson.dumps(body | {"message": redactor.text(message)}).decode()
+    if isinstance(message, str):
+        out["message"] = redactor.text(message)
+    error = body.get("error")
+    if isinstance(error, dict) and isinstance(error.get("summary"), str):
+        out["error"] = error | {"summary": one_line(redactor.text(error["summary"]))}
+    return value if out == body else orjson.dumps(out).decode()

@@ -153,7 +153,11 @@ async def test_a_plan_naming_an_undeclared_output_reports_outputs_missing(
     assert result.outcome.value == "failed"
     assert result.missing_outputs == ("provider_id",)
     body = json.loads(result.to_json())
-    assert body["error"] == {"kind": "outputs-missing", "outputs": ["provider_id"]}
+    assert body["error"] == {
+        "kind": "outputs-missing",
+        "summary": "Unsupported attribute",
+        "outputs": ["provider_id"],
+    }
 
 
 def test_other_failures_carry_no_error_kind() -> None:

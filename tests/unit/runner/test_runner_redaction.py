@@ -28,6 +28,9 @@ VARIABLES = orjson.dumps({"token": DECLARED, "db": FROM_SECRET, "plain": "shown-
 # A tofu whose init prints every secret, plain and base64, on both streams, and fails.
 SCRIPT = f"""\
 import base64, sys
+if sys.argv[1:2] == ["version"]:
+    print('{{"terraform_version": "1.9.0"}}')
+    sys.exit(0)
 values = {[CREDENTIAL, FROM_SECRET, DECLARED]!r}
 for v in values:
     print("stdout " + v + " " + base64.b64encode(v.encode()).decode(), flush=True)
@@ -77,7 +80,8 @@ async def test_a_failing_module_printing_secrets_leaks_none(
     assert result.outcome is Outcome.FAILURE
     annotation = (tmp_path / "termination-log").read_text()
     log = capfd.readouterr().out
-    message = orjson.loads(annotation)["message"]
+    body = orjson.loads(annotation)
+    message = body["message"]
     assert "tofu init failed" in message
     assert "shown-in-clear" in message  # not every variable: only the secret ones
     assert message.count(REDACTED) == 3
@@ -86,8 +90,13 @@ async def test_a_failing_module_printing_secrets_leaks_none(
         for written in (annotation, log):
             assert value not in written
             assert encoded not in written
-    # Three values, plain and base64 on stdout and plain on stderr, then the result line.
-    assert log.count(REDACTED) == 9 + 3
+    # The summary is tofu's first headline, its value redacted before anything is cut.
+    assert body["error"] == {"kind": "init", "summary": f"rejected {REDACTED} for shown-in-clear"}
+    assert body["runtimeVersion"] == "1.9.0"
+    assert [step["name"] for step in body["steps"]] == ["init"]
+    # Three values, plain and base64 on stdout and plain on stderr, then the result line
+    # (its message and its summary).
+    assert log.count(REDACTED) == 9 + 3 + 1
 
 
 async def test_an_unreadable_credentials_secret_runs_nothing(

@@ -63,4 +63,5 @@ def test_a_result_too_large_without_its_message_is_a_failure_saying_so() -> None
         "outcome": "failed",
         "message": "the runner's result is larger than 4096 bytes",
         "stateSerial": 7,
+        "error": {"kind": "internal"},
     }

@@ -11,11 +11,12 @@ from controller.core.basics.names import ANN_RESULT
 from controller.core.basics.redact import REDACTED, redactor
 from controller.core.decide import snapshot
 from controller.core.decide.facts import Facts
-from controller.core.jobs.job import Outcome, classify, result
+from controller.core.jobs.job import INVALID_RESULT, Outcome, classify, result
 from controller.core.jobs.termination import (
     MESSAGE_LIMIT,
     NOT_A_RESULT,
     NOT_JSON,
+    OTHER_JOB,
     TOO_LARGE,
     Recorded,
     message_of,
@@ -29,6 +30,7 @@ from tests import builders as b
 
 Json = dict[str, Any]
 
+UID = "8c1e4f3a-0000-4000-8000-000000000001"
 VALID = '{"outcome":"succeeded","message":"applied","stateSerial":3,"outputs":["a"]}'
 FAILED = '{"outcome":"failed","message":"Error: quota exceeded"}'
 EVERY_KEY = orjson.dumps(
@@ -40,7 +42,13 @@ EVERY_KEY = orjson.dumps(
         "drift": False,
         "outputs": [],
         "contract": {"pending": []},
-        "error": {"kind": "outputs-missing", "outputs": ["endpoint"]},
+        "error": {"kind": "outputs-missing", "summary": "Unsupported …", "outputs": ["e"]},
+        "job": UID,
+        "runtimeVersion": "1.9.0",
+        "steps": [
+            {"name": "init", "exitCode": 0, "seconds": 1.5},
+            {"name": "plan", "exitCode": 1, "seconds": 2},
+        ],
     }
 ).decode()
 
@@ -62,6 +70,44 @@ ROWS: list[tuple[str, str, str | None]] = [
     ("drift that is no boolean", '{"outcome":"succeeded","drift":"yes"}', NOT_A_RESULT),
     ("outputs that are no names", '{"outcome":"succeeded","outputs":[1]}', NOT_A_RESULT),
     ("an unknown key", '{"outcome":"succeeded","accounted":true}', NOT_A_RESULT),
+    ("an error of no known kind", '{"outcome":"failed","error":{"kind":"oops"}}', NOT_A_RESULT),
+    (
+        "an error with a key more",
+        '{"outcome":"failed","error":{"kind":"apply","raw":""}}',
+        NOT_A_RESULT,
+    ),
+    (
+        "a summary too long",
+        '{"outcome":"failed","error":{"kind":"apply","summary":"' + "s" * 161 + '"}}',
+        NOT_A_RESULT,
+    ),
+    ("steps that are no list", '{"outcome":"failed","steps":{"init":0}}', NOT_A_RESULT),
+    (
+        "a step without seconds",
+        '{"outcome":"failed","steps":[{"name":"init","exitCode":0}]}',
+        NOT_A_RESULT,
+    ),
+    (
+        "a step of negative seconds",
+        '{"outcome":"failed","steps":[{"name":"init","exitCode":0,"seconds":-1}]}',
+        NOT_A_RESULT,
+    ),
+    (
+        "a step name that is text",
+        '{"outcome":"failed","steps":[{"name":"Error: x","exitCode":0,"seconds":1}]}',
+        NOT_A_RESULT,
+    ),
+    (
+        "a version that is text",
+        '{"outcome":"failed","runtimeVersion":"see https://x"}',
+        NOT_A_RESULT,
+    ),
+    ("this Job's uid", '{"outcome":"failed","job":"' + UID + '"}', None),
+    (
+        "another Job's uid",
+        '{"outcome":"succeeded","job":"8c1e4f3a-0000-4000-8000-000000000002"}',
+        OTHER_JOB,
+    ),
     ("over the limit", '{"outcome":"failed","message":"' + "x" * 4064 + '"}', TOO_LARGE),
     ("far over the limit", "x" * 100_000, TOO_LARGE),
 ]
@@ -71,11 +117,15 @@ ROWS: list[tuple[str, str, str | None]] = [
 def test_a_message_is_recorded_as_itself_or_as_a_failure_saying_why(
     message: str, recorded: str | None
 ) -> None:
-    value = result_of(message)
+    value = result_of(message, UID)
     if recorded is None:
         assert value == message
         return
-    assert orjson.loads(value) == {"outcome": "failed", "message": recorded}
+    assert orjson.loads(value) == {
+        "outcome": "failed",
+        "message": recorded,
+        "error": {"kind": "contract", "summary": recorded},
+    }
     assert message not in value  # nothing of an unchecked message is repeated
 
 
@@ -85,16 +135,18 @@ def test_the_limit_is_the_kubelets() -> None:
 
 
 def test_an_invalid_message_is_a_counted_failure_saying_why() -> None:
-    job = with_result(b.job("apply", 1, None), result_of("not json"))
+    job = with_result(b.job("apply", 1, None), result_of("not json", UID))
     classified = classify(job)
     assert classified.outcome is Outcome.FAILURE
+    assert classified.event == INVALID_RESULT
     assert NOT_JSON in classified.message
 
 
 def test_a_job_that_exited_0_with_an_invalid_message_says_so() -> None:
-    job = with_result(b.job("apply", 1, None, state="Complete"), result_of("{oops"))
+    job = with_result(b.job("apply", 1, None, state="Complete"), result_of("{oops", UID))
     classified = classify(job)
     assert classified.outcome is Outcome.FAILURE
+    assert classified.event == INVALID_RESULT
     assert f"({NOT_JSON})" in classified.message
     assert "broke the contract" in classified.message
 
@@ -163,3 +215,22 @@ def test_what_the_controller_records_is_redacted_with_the_values_the_job_carried
     }
     [clean] = recordings([job], {name: VALID}, lambda _: redactor(["s3cr3t-value"]))
     assert clean.value == VALID  # nothing to hide: recorded byte for byte
+
+
+def test_the_summary_is_redacted_before_its_values_are_stripped() -> None:
+    leaky = orjson.dumps(
+        {
+            "outcome": "failed",
+            "message": "x",
+            "error": {"kind": "apply", "summary": "denied for correcthorsebattery"},
+        }
+    ).decode()
+    job = b.job("apply", 1, None)
+    name = job["metadata"]["name"]
+    [recorded] = recordings([job], {name: leaky}, lambda _: redactor(["correcthorsebattery"]))
+    assert orjson.loads(recorded.value)["error"]["summary"] == f"denied for {REDACTED}"
+
+
+def test_a_failure_with_a_result_of_its_own_keeps_the_usual_event() -> None:
+    job = with_result(b.job("apply", 1, None), FAILED)
+    assert classify(job).event == "JobFailed"
