@@ -56,6 +56,14 @@ class JobMetrics:
             ["kind", "op", "reason"],
             registry=registry,
         )
+        self.steps = Histogram(
+            "captf_runner_step_seconds",
+            "Seconds each step (tofu command) of a finished Job's run took, as its runner "
+            "reported them; result is ok or error by the step's exit code",
+            ["kind", "op", "step", "result"],
+            buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+            registry=registry,
+        )
         self._observed: OrderedDict[str, None] = OrderedDict()
 
     def observe(self, sample: Sample) -> bool:
@@ -65,6 +73,8 @@ class JobMetrics:
         self.attempts.labels(sample.kind, sample.op, sample.outcome).observe(sample.attempt)
         if sample.failure is not None:
             self.failures.labels(sample.kind, sample.op, sample.failure).inc()
+        for step in sample.steps:
+            self.steps.labels(sample.kind, sample.op, step.name, step.result).observe(step.seconds)
         if sample.uid:
             self._observed[sample.uid] = None
             while len(self._observed) > self.REMEMBERED:

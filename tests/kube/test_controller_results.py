@@ -145,16 +145,23 @@ async def test_a_result_in_the_pod_reaches_the_job_also_across_a_restart(
     assert _recorded(await _job(kube, second["metadata"]["name"])) is None
 
     async with running_controller(apiserver, namespace, clock=clock):
-        event = await event_for(kube, second["metadata"]["name"], "JobFailed")
+        event = await event_for(kube, second["metadata"]["name"], "InvalidRunnerResult")
         assert "runner result is not valid JSON" in event["message"]
+        assert "provider crashed" not in event["message"]
         # Counted, with the usual backoff: no new Job at once.
         nxt = await next_is(kube, "InputsChangedBackoff")
         assert parse_time(nxt["at"]) == at + timedelta(minutes=1)
         recorded = _recorded(await _job(kube, second["metadata"]["name"]))
-        assert recorded == {"outcome": "failed", "message": "runner result is not valid JSON"}
-        failure = (await kube.cluster())["status"]["failures"]["apply"]
+        why = "runner result is not valid JSON"
+        error = {"kind": "contract", "summary": why}
+        assert recorded == {"outcome": "failed", "message": why, "error": error}
+        status = (await kube.cluster())["status"]
+        failure = status["failures"]["apply"]
         assert failure["count"] == 1
         assert "Error: the provider crashed" not in failure["message"]
+        last = status["lastRun"]
+        assert (last["job"], last["result"]) == (second["metadata"]["name"], "failed")
+        assert (last["errorKind"], last["summary"]) == ("contract", why)
         assert len(await kube.jobs()) == 2
 
 
@@ -171,3 +178,28 @@ async def test_a_finished_job_whose_pod_left_no_result_fails_as_before(
         await next_is(kube, "InputsChangedBackoff")
         job = await _accounted(kube, first["metadata"]["name"])
         assert RESULT not in job["metadata"]["annotations"]
+
+
+async def test_a_result_naming_another_job_is_a_counted_failure(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    kube, clock = Kube(apiserver, namespace), SteppedClock()
+    await kube.setup_cluster()
+    forged = {"outcome": "succeeded", "message": "applied", "job": "uid-of-another-job"}
+    async with running_controller(apiserver, namespace, clock=clock):
+        first = await nth_job(kube, 1)
+        name = first["metadata"]["name"]
+        await kube.finish_in_pod(
+            first, orjson.dumps(forged).decode(), at=clock.now(), complete=True
+        )
+        event = await event_for(kube, name, "InvalidRunnerResult")
+        assert "runner result names another Job" in event["message"]
+        await next_is(kube, "InputsChangedBackoff")
+        assert _recorded(await _accounted(kube, name)) == {
+            "outcome": "failed",
+            "message": "runner result names another Job",
+            "error": {"kind": "contract", "summary": "runner result names another Job"},
+        }
+        last = (await kube.cluster())["status"]["lastRun"]
+        assert (last["result"], last["errorKind"]) == ("failed", "contract")
+        assert len(await kube.jobs()) == 1

@@ -25,6 +25,10 @@ SUMMARY_LIMIT = 160
 # A runtime version as `tofu version -json` prints it ("1.9.0", "1.10.0-beta1").
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+-]{0,39}")
 STEP_NAME = re.compile(r"[a-z][a-z-]{0,31}")
+# The steps our runner records (tofu's subcommands; `refresh` is apply -refresh-only).
+# A metric labels any other name `other`: a runner image names its steps, and a label
+# must not take any value it likes.
+KNOWN_STEPS = frozenset({"init", "plan", "show", "apply", "refresh", "destroy", "output"})
 
 
 class ErrorKind(StrEnum):
@@ -108,7 +112,7 @@ def valid_version(value: object) -> bool:
 
 
 def valid_step(value: object) -> bool:
-    """{name, exitCode, seconds}: a short lowercase name, an int, a non-negative number."""
+    """{name, exitCode, seconds}: a short lowercase name, an int32, a non-negative number."""
     if not isinstance(value, Mapping) or set(value) != {"name", "exitCode", "seconds"}:
         return False
     name, code, seconds = value["name"], value["exitCode"], value["seconds"]
@@ -117,6 +121,7 @@ def valid_step(value: object) -> bool:
         and STEP_NAME.fullmatch(name) is not None
         and isinstance(code, int)
         and not isinstance(code, bool)
+        and -(2**31) <= code < 2**31
         and isinstance(seconds, int | float)
         and not isinstance(seconds, bool)
         and 0 <= seconds < 1e9

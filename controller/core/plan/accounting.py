@@ -21,6 +21,7 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name_of, result
 from controller.core.jobs.job_env import job_env
+from controller.core.jobs.run_report import KNOWN_STEPS, step_ok, valid_step
 from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
@@ -40,8 +41,18 @@ class Event:
 
 
 @dataclass(frozen=True)
+class StepSample:
+    """One step of the Job's run, for the step histogram."""
+
+    name: str
+    seconds: float
+    result: str  # "ok" or "error", by its exit code (run_report.step_ok)
+
+
+@dataclass(frozen=True)
 class Sample:
-    """One observation of the attempts histogram (and of the failures counter)."""
+    """One observation of the attempts histogram (and of the failures counter and the
+    step histogram)."""
 
     uid: str
     kind: str
@@ -49,6 +60,7 @@ class Sample:
     outcome: str
     attempt: int
     failure: str | None = None  # the Event reason of a counted failure
+    steps: tuple[StepSample, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,7 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
         outcome=record.outcome.value,
         attempt=attempt_number(history, record),
         failure=(verdict.event or "JobFailed") if failed else None,
+        steps=steps_of(record.job),
     )
     clear: tuple[str, ...] = ()
     if record.op == Op.APPLY and record.outcome == Outcome.SUCCESS:
@@ -98,6 +111,21 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
     releases = releases_of(snap, record.name)
     return Accounting(
         record.name, uid, event, sample, releases, clear, _applied_marks(snap, record)
+    )
+
+
+def steps_of(job: Json) -> tuple[StepSample, ...]:
+    """The steps the Job's recorded result reports; none when they are not well formed."""
+    steps = (result(job) or {}).get("steps")
+    if not isinstance(steps, list) or not all(valid_step(s) for s in steps):
+        return ()
+    return tuple(
+        StepSample(
+            s["name"] if s["name"] in KNOWN_STEPS else "other",
+            float(s["seconds"]),
+            "ok" if step_ok(s) else "error",
+        )
+        for s in steps
     )
 
 

@@ -18,6 +18,7 @@ from controller.core.decide.pause import pause_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import FREE_OUTCOMES, Outcome, annotations_of, result
+from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
 
 Json = dict[str, Any]
@@ -220,6 +221,7 @@ def desired(
     _set(out, "missedWindow", missed_window_of(old.get("missedWindow"), decision, now))
     history = ctx.history if ctx is not None else snap.history
     _set(out, "failures", failures_of(history))
+    _set(out, "lastRun", last_run_of(history, snap.redactor, old.get("lastRun")))
     if not (snap.spec.get("outputs") or {}).get("secretName"):
         out.pop("outputs", None)
     elif (names := outputs_of(history)) is not None:

@@ -116,13 +116,16 @@ class Process:
             await self.clock.advance(1.0 if ran else max(result.requeue_after or 0.0, 1.0))
         raise AssertionError(f"no rest after {PASSES} passes: {self.fake.writes}")
 
-    def samples(self) -> float:
+    def samples(self, name: str = "captf_job_attempts_count") -> float:
         total = 0.0
         for metric in self.registry.collect():
             for sample in metric.samples:
-                if sample.name == "captf_job_attempts_count":
+                if sample.name == name:
                     total += sample.value
         return total
+
+    def step_samples(self) -> float:
+        return self.samples("captf_runner_step_seconds_count")
 
 
 @dataclass
@@ -151,7 +154,7 @@ def _finish(fake: FakeApi, job: Json, failed: bool, *, in_pod: bool = False) -> 
     outcome = "failed" if failed else "succeeded"
     at = fake.clock_text
     stored = fake.collection(_prefix(api.job_path(ns, name)))[name]
-    result = orjson.dumps({"outcome": outcome}).decode()
+    result = _result(job, outcome)
     if in_pod:
         _pod_terminated(fake, job, result)
     else:
@@ -168,6 +171,13 @@ def _finish(fake: FakeApi, job: Json, failed: bool, *, in_pod: bool = False) -> 
     notes = {ANN_SERIAL: "1", ANN_INPUTS_HASH: annotations_of(job)[ANN_INPUTS_HASH]}
     meta = state["metadata"] | {"annotations": notes, "resourceVersion": "1", "uid": "uid-state"}
     fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {"metadata": meta}
+
+
+def _result(job: Json, outcome: str) -> str:
+    """What a runner reports: its Job's uid and its one step."""
+    step = {"name": "apply", "exitCode": 1 if outcome == "failed" else 0, "seconds": 3.5}
+    body = {"outcome": outcome, "job": job["metadata"]["uid"], "steps": [step]}
+    return orjson.dumps(body).decode()
 
 
 def _pod_terminated(fake: FakeApi, job: Json, message: str) -> None:
@@ -280,6 +290,8 @@ async def test_a_crash_at_any_write_converges_exactly_once(kind: str, k: int) ->
     assert first.samples() <= 1
     assert second.samples() <= 1
     assert first.samples() + second.samples() >= 1
+    # The step histogram is observed with the attempts, and as often.
+    assert (first.step_samples(), second.step_samples()) == (first.samples(), second.samples())
 
 
 async def test_a_retried_apply_writes_in_the_documented_order() -> None:
@@ -335,6 +347,9 @@ def _assert_at_rest(fake: FakeApi, kind: str) -> None:
     assert status["next"]["reason"] == "Idle"
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True", ready
+    last = status["lastRun"]
+    assert (last["job"], last["op"], last["result"]) == (name, "apply", "succeeded")
+    assert last["steps"] == [{"name": "apply", "exitCode": 0, "seconds": 3.5}]
 
 
 async def test_a_result_left_in_the_pod_is_recorded_on_the_job_before_its_accounting() -> None:
@@ -347,7 +362,7 @@ async def test_a_result_left_in_the_pod_is_recorded_on_the_job_before_its_accoun
         assert want_path in path, (method, path)
     _assert_at_rest(fake, CLUSTER)
     [job] = fake.of("jobs")
-    assert orjson.loads(annotations_of(job)[ANN_RESULT]) == {"outcome": "succeeded"}
+    assert orjson.loads(annotations_of(job)[ANN_RESULT])["outcome"] == "succeeded"
 
 
 @pytest.mark.parametrize("k", range(1, len(IN_POD_WRITES) + 1))
@@ -364,7 +379,7 @@ async def test_a_crash_at_any_write_with_the_result_in_the_pod_converges(k: int)
     await second.run_to_rest(key, runner)
     _assert_at_rest(fake, CLUSTER)
     [job] = fake.of("jobs")
-    assert orjson.loads(annotations_of(job)[ANN_RESULT]) == {"outcome": "succeeded"}
+    assert orjson.loads(annotations_of(job)[ANN_RESULT])["outcome"] == "succeeded"
 
 
 async def test_a_pass_at_rest_writes_nothing() -> None:

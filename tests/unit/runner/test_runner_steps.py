@@ -198,7 +198,7 @@ _steps = st.lists(
     st.builds(
         Step,
         st.from_regex(r"[a-z][a-z-]{0,31}", fullmatch=True),
-        st.integers(-(2**31), 2**31),
+        st.integers(-(2**31), 2**31 - 1),
         st.floats(0, 1e6, allow_nan=False).map(lambda s: round(s, 2)),
     ),
     max_size=300,
