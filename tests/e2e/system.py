@@ -13,12 +13,14 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import orjson
 import yaml
+from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import ANN_ACCOUNTED, ANN_RESULT, GROUP, VERSION
 from controller.core.basics.timefmt import parse_time
@@ -81,6 +83,8 @@ class System:
     jobs: Seen = field(default_factory=Seen)
     # Raises the error of the background run (controller, node, watches) if it ended.
     check: Callable[[], None] = lambda: None
+    # The controller's metrics.
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     async def until(
         self, probe: Callable[[], Awaitable[T | None]], what: str, within: float = WAIT
@@ -199,7 +203,7 @@ async def running_system(
         async with anyio.create_task_group() as tg:
             started = anyio.Event()
             args = controller_args(server, namespace, time_scale=SCALE)
-            tg.start_soon(serve, args, started, clock)
+            tg.start_soon(partial(serve, args, started, clock, registry=system.registry))
             async with ProcessNode(
                 transport,
                 images=default_images(runner_environ(tofu)),

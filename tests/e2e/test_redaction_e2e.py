@@ -1,8 +1,9 @@
 """A planted credential does not leak: a module prints the values of its credentials
 Secret, of a variable from a `variablesFrom` Secret and of a variable it declares
 sensitive, then fails; on the real API server, with real OpenTofu, none of them (nor
-their base64) reaches a Job annotation, an Event, the object's status, the runner's log
-or the controller's log."""
+their base64) reaches a Job annotation, the runner's termination message, an Event, the
+object's status (status.lastRun's summary among it), the runner's log or the
+controller's log."""
 
 from __future__ import annotations
 
@@ -86,7 +87,18 @@ async def test_a_printed_credential_is_redacted_everywhere(
     applied = await system.until(failed_condition, "ApplyJobSucceeded=False")
 
     events = await kube.call("GET", f"/api/v1/namespaces/{kube.ns}/events")
+    pods = await kube.call("GET", f"/api/v1/namespaces/{kube.ns}/pods")
+    terminated = [
+        ended.get("message", "")
+        for pod in pods["items"]
+        for container in (pod.get("status") or {}).get("containerStatuses") or []
+        if (ended := (container.get("state") or {}).get("terminated"))
+    ]
+    assert any(terminated), pods
+    last_run = (await kube.get("terraformclusters", "leaky"))["status"]["lastRun"]
     places = {
+        "termination messages": str(terminated),
+        "status.lastRun": str(last_run),
         "Job annotations": str(
             [v["metadata"].get("annotations") for v in system.jobs.of(job["metadata"]["name"])]
         ),
@@ -96,6 +108,8 @@ async def test_a_printed_credential_is_redacted_everywhere(
         "controller log": "\n".join(r.getMessage() for r in caplog.records),
     }
     assert {where: leaks(text) for where, text in places.items() if leaks(text)} == {}
+    assert last_run["job"] == job["metadata"]["name"]
+    assert (last_run["errorKind"], last_run["summary"]) == ("apply", "local-exec provisioner error")
     # The module did print them all: the runner replaced each.
     message = result_of(job)["message"]
     assert message.startswith("tofu apply failed"), message
