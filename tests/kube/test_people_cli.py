@@ -73,6 +73,12 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
             "retryInSeconds": None,
             "attempts": 1,
             "lastError": f"Job {first['metadata']['name']} failed: {TOFU_ERROR}",
+            "lastRun": {
+                "job": first["metadata"]["name"],
+                "op": "apply",
+                "result": "failed",
+                "finishedAt": row["lastRun"]["finishedAt"],
+            },
         }
 
         status, out, _ = await captf(capsys, apiserver, namespace, "get", "tfc")

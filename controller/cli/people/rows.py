@@ -40,6 +40,9 @@ class Row:
     # the running Job; 0 when the op has no failures and nothing runs.
     attempts: int
     last_error: str  # the newest unresolved failure's message, whole; "" for none
+    # status.lastRun as the controller wrote it: the newest finished Job's op, result,
+    # error kind and summary (redacted, values stripped); None before any Job finished.
+    last_run: Json | None = None
 
 
 def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) -> Row:
@@ -63,7 +66,26 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
         last_error=last_error(owned, redactor) or status_error(status),
+        last_run=_last_run(status),
     )
+
+
+_LAST_RUN_KEYS = ("job", "op", "result", "errorKind", "summary", "finishedAt")
+
+
+def _last_run(status: Json) -> Json | None:
+    found = status.get("lastRun")
+    if not isinstance(found, dict):
+        return None
+    return {key: str(found[key]) for key in _LAST_RUN_KEYS if found.get(key)}
+
+
+def last_run_cell(last_run: Json | None) -> str:
+    """`apply failed (state-lock)`: the newest run's op, result and error kind."""
+    if not last_run or not last_run.get("op"):
+        return "-"
+    text = f"{last_run['op']} {last_run.get('result', '?')}"
+    return f"{text} ({last_run['errorKind']})" if last_run.get("errorKind") else text
 
 
 def _machine(obj: Json) -> str:
@@ -135,6 +157,7 @@ def to_json(row: Row, now: datetime) -> Json:
         "retryInSeconds": _seconds(row.retry_at, now),
         "attempts": row.attempts,
         "lastError": row.last_error or None,
+        "lastRun": row.last_run,
     }
     return out
 

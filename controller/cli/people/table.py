@@ -1,14 +1,14 @@
 """`captf get`'s table, as kubectl prints one: upper-case headers, columns padded to
 the widest cell and three spaces apart, one line per object. CLUSTER is the Cluster API
 Cluster an object belongs to, MACHINE the Machine or MachinePool a member is the
-infrastructure of. Pure."""
+infrastructure of, LAST RUN the op, result and error kind of status.lastRun. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from controller.cli.people.rows import Row
+from controller.cli.people.rows import Row, last_run_cell
 
 # A cell wider than this is cut with an ellipsis; `-o json` prints it whole.
 ERROR_WIDTH = 120
@@ -70,6 +70,7 @@ def render(
         "REASON",
         "RETRY AT",
         "ATTEMPTS",
+        "LAST RUN",
         "LAST ERROR",
     ]
     if namespaces:
@@ -86,6 +87,7 @@ def render(
             row.reason or "-",
             countdown(row.retry_at, now),
             str(row.attempts),
+            last_run_cell(row.last_run),
             one_line(clean(row.last_error)) if row.last_error else "-",
         ]
         lines.append([row.namespace, *cells] if namespaces else cells)

@@ -32,6 +32,14 @@ def _backing_off() -> rows.Row:
             "at": ts(NOW + timedelta(seconds=90)),
         },
         "failures": {"apply": {"count": 2, "lastFailedAt": ts(ago(minutes=1))}},
+        "lastRun": {
+            "job": "c1-apply-00000002",
+            "op": "apply",
+            "result": "failed",
+            "errorKind": "apply",
+            "summary": "local-exec provisioner error",
+            "steps": [{"name": "init", "exitCode": 0, "seconds": 1}],
+        },
     }
     jobs = [
         job("apply", 1, "failed", finished=ago(minutes=3), result={"message": "first"}),
@@ -101,6 +109,8 @@ def test_the_table_lines_up_like_kubectl_get() -> None:
         "AT",
         "ATTEMPTS",
         "LAST",
+        "RUN",
+        "LAST",
         "ERROR",
     ]
     # Every column starts at the same offset on every line.
@@ -108,6 +118,7 @@ def test_the_table_lines_up_like_kubectl_get() -> None:
     assert lines[1][start:].startswith("False")
     assert lines[2][start:].startswith("True")
     assert "12:01:30 (in 1m30s)" in lines[1]
+    assert "apply failed (apply)" in lines[1]
     assert lines[1].endswith(
         "Job c1-apply-00000002 failed: tofu apply failed (exit 1): "
         "simulated cloud API error: throttled (attempt 2)"
@@ -210,6 +221,15 @@ def test_json_row_keeps_the_whole_error_and_the_seconds_left() -> None:
     assert out["retryInSeconds"] == 90.0
     assert out["retryAt"] == "2026-06-01T12:01:30Z"
     assert "simulated cloud API error: throttled (attempt 2)" in out["lastError"]
+    assert out["lastRun"] == {
+        "job": "c1-apply-00000002",
+        "op": "apply",
+        "result": "failed",
+        "errorKind": "apply",
+        "summary": "local-exec provisioner error",
+    }
+    idle = rows.to_json(rows.row_of(captf(), []), NOW)
+    assert idle["lastRun"] is None
 
 
 PLAN = {
