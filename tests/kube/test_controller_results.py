@@ -200,6 +200,9 @@ async def test_a_result_naming_another_job_is_a_counted_failure(
             "message": "runner result names another Job",
             "error": {"kind": "contract", "summary": "runner result names another Job"},
         }
-        last = (await kube.cluster())["status"]["lastRun"]
+        status = (await kube.cluster())["status"]
+        last = status["lastRun"]
         assert (last["result"], last["errorKind"]) == ("failed", "contract")
+        applied = next(c for c in status["conditions"] if c["type"] == "ApplyJobSucceeded")
+        assert (applied["status"], applied["reason"]) == ("False", "InvalidRunnerResult")
         assert len(await kube.jobs()) == 1

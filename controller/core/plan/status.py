@@ -17,7 +17,13 @@ from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.pause import pause_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
-from controller.core.jobs.job import FREE_OUTCOMES, Outcome, annotations_of, result
+from controller.core.jobs.job import (
+    FREE_OUTCOMES,
+    INVALID_RESULT,
+    Outcome,
+    annotations_of,
+    result,
+)
 from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
 
@@ -163,7 +169,10 @@ def _apply_condition(ctx: Context) -> Json | None:
             continue
         if record.outcome == Outcome.SUCCESS:
             return _cond("ApplyJobSucceeded", True, "ApplySucceeded", record.verdict.message)
-        return _cond("ApplyJobSucceeded", False, "ApplyFailed", record.verdict.message)
+        # A termination message that was no result of the Job's own says so by its reason.
+        invalid = record.verdict.event == INVALID_RESULT
+        reason = INVALID_RESULT if invalid else "ApplyFailed"
+        return _cond("ApplyJobSucceeded", False, reason, record.verdict.message)
     return None
 
 
