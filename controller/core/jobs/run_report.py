@@ -55,7 +55,7 @@ class ErrorKind(StrEnum):
 ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 
 # Where tofu's stderr says why it stopped: its diagnostic headlines.
-_HEADLINE = re.compile(r"^\s*(?:│\s*)?Error:\s*(\S.*)$", re.MULTILINE)
+_HEADLINE = re.compile(r"^[ \t]*(?:│[ \t]*)?Error:[ \t]*(\S.*)$", re.MULTILINE)
 _LOCK = re.compile(r"Error acquiring the state lock|Error locking state", re.IGNORECASE)
 # Values inside a headline: quoted strings, then anything long enough to be an id,
 # a key or an address, then numbers.
