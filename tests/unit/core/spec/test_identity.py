@@ -20,7 +20,7 @@ from controller.core.spec.identity import (
     selector_matches,
     verdict_of,
 )
-from tests.builders import Json, captf, capi_cluster
+from tests.builders import Json, capi_cluster, captf
 
 TEAM_A = {"team": "a", "tier": "prod"}
 
