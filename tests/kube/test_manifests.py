@@ -644,7 +644,11 @@ CONTROLLER_PERMISSIONS = (
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message.
     | {("", "pods", "list")}
-    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
+    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")}
+    # Identities: watched, held by a finalizer, their status written; Namespaces watched.
+    | {(GROUP, "terraformclusteridentities", verb) for verb in ("list", "watch", "patch")}
+    | {(GROUP, "terraformclusteridentities/status", "patch")}
+    | {("", "namespaces", verb) for verb in ("list", "watch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     | {
         ("coordination.k8s.io", "leases", verb)
@@ -728,7 +732,6 @@ def applied_rbac(apiserver: ApiServer, namespace: str, rbac_docs: list[Obj]) -> 
 
 NOT_GRANTED = [
     ("", "secrets", "update"),
-    ("", "secrets", "delete"),
     (GROUP, "terraformclusters", "update"),
     ("coordination.k8s.io", "leases", "delete"),
     ("", "configmaps", "create"),
