@@ -385,7 +385,18 @@ INVALID = {
         _set("source", {"configMapRef": {}}),
         "spec.source.configMapRef.name: Required value",
     ),
-    "no credentials": (_set("credentialsRef", ...), "spec.credentialsRef: Required value"),
+    "no credentials": (
+        _set("credentialsRef", ...),
+        "spec.identityRef (or the deprecated spec.credentialsRef) is required",
+    ),
+    "both an identity and credentials": (
+        _set("identityRef", {"kind": "TerraformClusterIdentity", "name": "aws"}),
+        "set spec.identityRef or the deprecated spec.credentialsRef, not both",
+    ),
+    "an identity of another kind": (
+        _set("identityRef", {"kind": "ConfigMap", "name": "aws"}),
+        "spec.identityRef.kind: Unsupported value",
+    ),
     "unknown approval mode": (_set("approval.mode", "auto"), "spec.approval.mode"),
     "runner account not a name": (
         _set("jobs.serviceAccountName", "Runner_1"),
@@ -427,6 +438,26 @@ def test_members_need_no_cluster_in_their_spec(
     obj["spec"]["clusterRef"] = {"name": "cluster"}
     stored = create(apiserver, obj, namespace, dry_run=True)
     assert "clusterRef" not in stored["spec"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", ["TerraformMachinePool", "TerraformMachine"])
+def test_members_may_name_no_credentials_and_inherit_their_cluster_s(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    obj = minimal(kind)
+    del obj["spec"]["credentialsRef"]
+    assert "identityRef" not in create(apiserver, obj, namespace, dry_run=True)["spec"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_takes_an_identity_ref(apiserver: ApiServer, namespace: str, kind: str) -> None:
+    obj = minimal(kind)
+    del obj["spec"]["credentialsRef"]
+    obj["spec"]["identityRef"] = {"kind": "TerraformClusterIdentity", "name": "aws"}
+    stored = create(apiserver, obj, namespace, dry_run=True)
+    assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
 
 
 @pytest.mark.kube
@@ -939,7 +970,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 6  # three kinds, three templates
+        + ["CustomResourceDefinition"] * 7  # three kinds, three templates, the identity
         + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
