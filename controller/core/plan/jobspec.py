@@ -213,6 +213,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
     # Names only: the runner reads the values itself, to redact them from what it writes.
     if cred:
         env[RunnerVar.CREDENTIALS_SECRET] = cred
+        env[RunnerVar.CREDENTIALS_DIR] = CREDENTIALS_MOUNT
     if inputs.secret_names:
         env[RunnerVar.SECRET_VARIABLES] = ",".join(sorted(inputs.secret_names))
     mounts: list[Json] = [{"name": "tmp", "mountPath": "/tmp"}]

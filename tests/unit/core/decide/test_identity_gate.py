@@ -101,6 +101,7 @@ def test_an_allowed_identity_s_job_gets_the_mirror_as_env_and_files() -> None:
     assert pod["securityContext"]["fsGroup"] == 65532
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CAPTF_CREDENTIALS_SECRET"] == "captf-identity-aws"
+    assert env["CAPTF_CREDENTIALS_DIR"] == "/var/run/captf/credentials"
     cond = [c for c in todo.status["conditions"] if c["type"] == "IdentityAllowed"]  # type: ignore[index]
     assert cond[0]["status"] == "True"
 
