@@ -130,7 +130,7 @@ async def everywhere(server: ApiServer, home: str, clock: SteppedClock) -> Async
 
 async def _mirror(kube: Kube, identity: str) -> Json | None:
     try:
-        return await kube.secret(f"captf-identity-{identity}")
+        return await kube.secret(f"captf-creds-{identity}")
     except RequestFailed as err:
         if err.status != 404:
             raise
@@ -145,9 +145,9 @@ async def test_an_identity_reaches_only_the_namespaces_it_allows(teams: Teams) -
         job = await nth_job(a, 1)
         pod = job["spec"]["template"]["spec"]
         [container] = pod["containers"]
-        assert container["envFrom"] == [{"secretRef": {"name": f"captf-identity-{name}"}}]
+        assert container["envFrom"] == [{"secretRef": {"name": f"captf-creds-{name}"}}]
         [volume] = [v for v in pod["volumes"] if v["name"] == "credentials"]
-        assert volume["secret"] == {"secretName": f"captf-identity-{name}", "defaultMode": 0o440}
+        assert volume["secret"] == {"secretName": f"captf-creds-{name}", "defaultMode": 0o440}
         [mount] = [m for m in container["volumeMounts"] if m["name"] == "credentials"]
         assert mount["mountPath"] == "/var/run/captf/credentials"
         mirror = await _mirror(a, name)
@@ -194,7 +194,7 @@ async def test_an_identity_reaches_only_the_namespaces_it_allows(teams: Teams) -
         )
         b_job = await nth_job(b, 1)
         assert b_job["spec"]["template"]["spec"]["containers"][0]["envFrom"] == [
-            {"secretRef": {"name": f"captf-identity-{name}"}}
+            {"secretRef": {"name": f"captf-creds-{name}"}}
         ]
         await condition_is(b, "IdentityAllowed", "True")
         # The label removed: team-b loses it again.

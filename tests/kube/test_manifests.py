@@ -451,6 +451,62 @@ def test_members_may_name_no_credentials_and_inherit_their_cluster_s(
 
 
 @pytest.mark.kube
+def test_an_identity_ref_names_an_identity_unless_it_says_secret(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    obj = minimal("TerraformCluster")
+    del obj["spec"]["credentialsRef"]
+    obj["spec"]["identityRef"] = {"name": "aws"}
+    stored = create(apiserver, obj, namespace, dry_run=True)
+    assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
+
+
+IDENTITIES = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformclusteridentities"
+
+
+def _identity(allowed: Obj | None, name: str = "id") -> Obj:
+    spec: Obj = {"secretRef": {"namespace": "captf-system", "name": "aws"}}
+    if allowed is not None:
+        spec["allowedNamespaces"] = allowed
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize(
+    "allowed", [None, {"list": ["a"]}, {"selector": {}}, {"list": ["a"], "selector": {}}]
+)
+def test_identities_are_cluster_scoped_and_accept_a_list_and_a_selector(
+    apiserver: ApiServer, allowed: Obj | None
+) -> None:
+    stored = apiserver.request("POST", IDENTITIES, _identity(allowed), params=DRY_RUN)
+    assert "namespace" not in stored["metadata"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize(
+    ("identity", "expected"),
+    [
+        (_identity({}), "set list, selector or both"),
+        (_identity({"list": []}, name="n" * 242), "at most 241 characters"),
+        (
+            _identity({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}),
+            "Unsupported value",
+        ),
+    ],
+)
+def test_identities_refuse_what_is_ambiguous_or_too_long(
+    apiserver: ApiServer, identity: Obj, expected: str
+) -> None:
+    error = rejection(lambda: apiserver.request("POST", IDENTITIES, identity, params=DRY_RUN))
+    assert expected in error.message
+
+
+@pytest.mark.kube
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_kind_takes_an_identity_ref(apiserver: ApiServer, namespace: str, kind: str) -> None:
     obj = minimal(kind)

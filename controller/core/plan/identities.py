@@ -2,7 +2,7 @@
 
 Kubernetes cannot hand a pod a Secret of another namespace, so the controller copies the
 identity's Secret into each namespace that both uses the identity and is allowed to (the
-mirror, `captf-identity-<identity>`), and deletes the copy from a namespace that stops
+mirror, `captf-creds-<identity>`), and deletes the copy from a namespace that stops
 being allowed: that deletion is the revocation. Nothing else is copied, and no mirror is
 owned by anything (an owner reference cannot cross namespaces).
 

@@ -31,7 +31,7 @@ Json = dict[str, Any]
 SECRET: Final = "Secret"
 # An identity's Secret, copied into a namespace that uses it, is named by this prefix and
 # the identity's name.
-IDENTITY_MIRROR_PREFIX: Final = "captf-identity-"
+IDENTITY_MIRROR_PREFIX: Final = "captf-creds-"
 CONFIGMAP: Final = "ConfigMap"
 
 

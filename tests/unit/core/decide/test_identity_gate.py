@@ -44,7 +44,7 @@ def source(**data: str) -> Json:
 
 def world(*, allowed: list[str], mirror: bool = True, **keys: str) -> list[Json]:
     out = [*base_objects(applied=False), identity(allowed, ["TOKEN"]), source(**keys)]
-    return out + ([secret("captf-identity-aws", {"TOKEN": "s3cr3t-value"})] if mirror else [])
+    return out + ([secret("captf-creds-aws", {"TOKEN": "s3cr3t-value"})] if mirror else [])
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def test_no_job_runs_until_the_identity_allows_it(
     cond = [c for c in todo.status["conditions"] if c["type"] == "IdentityAllowed"]  # type: ignore[index]
     if reason is None:  # allowed; the mirror is on its way
         assert cond[0]["status"] == "True"
-        assert "captf-identity-aws" in decision.message
+        assert "captf-creds-aws" in decision.message
     else:
         assert (cond[0]["status"], cond[0]["reason"]) == ("False", reason)
         assert f"({reason})" in decision.message
@@ -89,9 +89,9 @@ def test_an_allowed_identity_s_job_gets_the_mirror_as_env_and_files() -> None:
     assert todo.launch is not None
     pod = todo.launch.job["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    assert container["envFrom"] == [{"secretRef": {"name": "captf-identity-aws"}}]
+    assert container["envFrom"] == [{"secretRef": {"name": "captf-creds-aws"}}]
     volume = next(v for v in pod["volumes"] if v["name"] == "credentials")
-    assert volume["secret"] == {"secretName": "captf-identity-aws", "defaultMode": 0o440}
+    assert volume["secret"] == {"secretName": "captf-creds-aws", "defaultMode": 0o440}
     mount = next(m for m in container["volumeMounts"] if m["name"] == "credentials")
     assert mount == {
         "name": "credentials",
@@ -100,7 +100,7 @@ def test_an_allowed_identity_s_job_gets_the_mirror_as_env_and_files() -> None:
     }
     assert pod["securityContext"]["fsGroup"] == 65532
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["CAPTF_CREDENTIALS_SECRET"] == "captf-identity-aws"
+    assert env["CAPTF_CREDENTIALS_SECRET"] == "captf-creds-aws"
     assert env["CAPTF_CREDENTIALS_DIR"] == "/var/run/captf/credentials"
     cond = [c for c in todo.status["conditions"] if c["type"] == "IdentityAllowed"]  # type: ignore[index]
     assert cond[0]["status"] == "True"

@@ -203,7 +203,7 @@ def test_a_cluster_never_inherits() -> None:
 
 
 def test_the_runner_s_secret_is_the_mirror_or_the_named_one() -> None:
-    assert credentials_secret(IdentityRef(IDENTITY, "aws")) == "captf-identity-aws"
+    assert credentials_secret(IdentityRef(IDENTITY, "aws")) == "captf-creds-aws"
     assert credentials_secret(IdentityRef("Secret", "creds")) == "creds"
     assert credentials_secret(None) == ""
 
