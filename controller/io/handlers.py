@@ -191,10 +191,15 @@ def identity_key(name: str) -> str:
 
 
 def identity_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """The identity, and its users when what they read of it changed (its spec, its
+    coming or going): not on the controller's own status and finalizer writes."""
     obj = new or old
     assert obj is not None
     name = obj["metadata"]["name"]
-    return [identity_key(name), *_keys(caches.identity_users(name))]
+    keys = [identity_key(name)]
+    if old is None or new is None or old.get("spec") != new.get("spec"):
+        keys += _keys(caches.identity_users(name))
+    return keys
 
 
 def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:

@@ -104,8 +104,9 @@ class IdentityKeeper:
             await _delete_mirror(self.client, ns, mirrors[ns]["metadata"]["name"])
             log.info("identity %s: copy in namespace %s deleted", name, ns)
         if todo.status is not None:
+            # The answer's version is the finalizer removal's precondition below.
             body = {"status": todo.status}
-            await self.client.request(
+            identity = await self.client.request(
                 "PATCH", identity_path(name, "status"), body=body, content_type=api.MERGE
             )
         if todo.remove_finalizer:
