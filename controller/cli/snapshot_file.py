@@ -18,12 +18,16 @@ from typing import Any
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, KINDS
+from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
 
-KNOWN_KINDS = frozenset({*KINDS, *CAPI_KINDS, "Job", "Secret", "ConfigMap", "Lease"})
+# An identity, and the Namespace whose labels its selector reads, are cluster-scoped:
+# they carry no metadata.namespace.
+KNOWN_KINDS = frozenset(
+    {*KINDS, *CAPI_KINDS, "Job", "Secret", "ConfigMap", "Lease", IDENTITY, "Namespace"}
+)
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
 # The JSON types of the CAPTF fields DecideOp reads, as the CRD schema declares them: a
@@ -38,6 +42,7 @@ _SPEC: Shape = {
         {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}
     ],
     "credentialsRef": _REF,
+    "identityRef": {"kind": str, "name": str},
     "dependsOn": [{"kind": str, "name": str}],
     "jobs": {
         "image": str,
@@ -71,6 +76,13 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
     "ConfigMap": {"data": dict},
     "Secret": {"data": dict, "stringData": dict},
     "Lease": {"spec": {"holderIdentity": str}},
+    IDENTITY: {
+        "spec": {
+            "secretRef": {"namespace": str, "name": str},
+            "allowedNamespaces": {"list": [str], "selector": dict},
+            "requiredKeys": [str],
+        }
+    },
     "Cluster": {
         "spec": {"paused": bool, "infrastructureRef": _INFRA_REF},
         "status": _CAPI_STATUS,

@@ -33,10 +33,21 @@ from controller.core.leases.family import Busy, holder_of, member_jobs
 from controller.core.leases.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
 from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Accounting, Event, Sample
+from controller.core.plan.identities import IdentityPass, SourceSecret, identity_pass
 from controller.core.plan.interrupted import Record
 from controller.core.plan.launching import Launch
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
+from controller.core.spec.identity import (
+    NO_IDENTITY,
+    IdentityRef,
+    IdentityView,
+    credentials_secret,
+    identity_in_use,
+    identity_ref_of,
+    own_identity_ref,
+    secret_ref_of,
+)
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.core.spec.ready import ready_of
 from controller.core.spec.refs import (
@@ -62,6 +73,7 @@ __all__ = [
     "DEFAULT_SERVICE_ACCOUNTS",
     "JOB_UID_LABEL",
     "LEASE_API",
+    "NO_IDENTITY",
     "RUNNER_VARS_READ",
     "SECRET",
     "STALE_AFTER",
@@ -69,6 +81,9 @@ __all__ = [
     "Busy",
     "Event",
     "Facts",
+    "IdentityPass",
+    "IdentityRef",
+    "IdentityView",
     "Launch",
     "LeaseWrite",
     "ObjectRef",
@@ -80,16 +95,21 @@ __all__ = [
     "Sample",
     "Settings",
     "Snapshot",
+    "SourceSecret",
     "bootstrap_secret_of",
     "capi_cluster_ref",
     "change_of",
     "cluster_name_of",
     "configmaps_read",
     "containers",
+    "credentials_secret",
     "dependencies",
     "family",
     "holder_namespace",
     "holder_of",
+    "identity_in_use",
+    "identity_pass",
+    "identity_ref_of",
     "infrastructure_cluster_of",
     "infrastructure_ref",
     "job_env",
@@ -98,11 +118,13 @@ __all__ = [
     "message_of",
     "needs_entry",
     "needs_result",
+    "own_identity_ref",
     "owner_of",
     "plan_pass",
     "ready_of",
     "result",
     "result_of",
+    "secret_ref_of",
     "secrets_read",
     "settings_of",
     "spec_of",

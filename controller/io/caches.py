@@ -16,18 +16,24 @@ from typing import Any, Final
 
 from controller.core import (
     CONFIGMAP,
+    NO_IDENTITY,
     SECRET,
+    IdentityRef,
+    IdentityView,
     ObjectRef,
     Snapshot,
     bootstrap_secret_of,
     capi_cluster_ref,
     cluster_name_of,
     configmaps_read,
+    credentials_secret,
     dependencies,
+    identity_ref_of,
     infrastructure_cluster_of,
     job_env,
     owner_of,
     result,
+    secret_ref_of,
     secrets_read,
     spec_of,
     terraform_cluster_of,
@@ -42,6 +48,8 @@ from controller.core.basics.names import (
     CAPI_VERSION,
     CLUSTER,
     GROUP,
+    IDENTITY,
+    IDENTITY_PLURAL,
     KINDS,
     LABEL_MANAGED_BY,
     LABEL_SCOPE,
@@ -57,7 +65,9 @@ from controller.io.contents import Contents, Wanted
 from controller.io.indexes import (
     BY_BACKUP_OF,
     BY_CLUSTER,
+    BY_IDENTITY,
     BY_INPUTS_OF,
+    BY_MIRROR_OF,
     BY_NAMESPACE,
     BY_SCOPE,
     BY_UID,
@@ -102,7 +112,7 @@ class InformerSpec:
     ) -> Informer:
         narrowed = [self.labels, shard if self.sharded else None]
         selection = Selection(
-            namespace=namespace,
+            namespace=namespace if self.resource.namespaced else None,
             label_selector=",".join(s for s in narrowed if s) or None,
             metadata_only=self.metadata_only,
         )
@@ -177,6 +187,19 @@ SLOT_LEASES: Final = InformerSpec(
     indexes=LEASE_INDEXES,
 )
 
+# The cluster-scoped identities, whole, with their kind; and the Namespaces, as metadata:
+# an identity's allowedNamespaces selector reads their labels. Watched cluster-wide
+# whatever --namespace says (both are cluster-scoped).
+IDENTITIES: Final = InformerSpec(
+    resource=Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False),
+    transform=partial(with_kind, api_version=API_VERSION, kind=IDENTITY),
+)
+NAMESPACES: Final = InformerSpec(
+    resource=Resource("", "v1", "namespaces", namespaced=False),
+    metadata_only=True,
+    transform=metadata_fields("v1", "Namespace"),
+)
+
 
 # Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
 # lack it, and the owner readers ask it). Not sharded: they carry no shard label.
@@ -226,6 +249,8 @@ class Caches:
         self.own_secrets = informer(OWN_SECRETS)
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
+        self.identities = informer(IDENTITIES)
+        self.namespaces = informer(NAMESPACES)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
         apart = namespace is not None and slot_namespace not in (None, namespace)
@@ -243,6 +268,8 @@ class Caches:
             self.secrets,
             self.own_secrets,
             self.configmaps,
+            self.identities,
+            self.namespaces,
             *self.lease_caches(),
         ]
 
@@ -291,6 +318,51 @@ class Caches:
         name = terraform_cluster_of(cluster)
         return self.object(CLUSTER, ns, name) if name else None
 
+    def identity(self, name: str) -> Json | None:
+        """A TerraformClusterIdentity, as cached (with its kind)."""
+        found = self.identities.store.get(name) if name else None
+        return None if found is None else with_kind(found, API_VERSION, IDENTITY)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        found = self.namespaces.store.get(namespace) or {}
+        return dict((found.get("metadata") or {}).get("labels") or {})
+
+    def identity_users(self, name: str, namespace: str | None = None) -> list[Json]:
+        """The objects that run with identity `name` (in `namespace`, or anywhere): those
+        naming it, and the machines and pools of such a TerraformCluster that name none."""
+        direct = self.objects_by(BY_IDENTITY, name)
+        if namespace is not None:
+            direct = [o for o in direct if o["metadata"]["namespace"] == namespace]
+        found = list(direct)
+        for cluster in (o for o in direct if o["kind"] == CLUSTER):
+            ns = cluster["metadata"]["namespace"]
+            for member in self.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(cluster)}"):
+                ref = identity_ref_of(member, {})
+                if member["kind"] != CLUSTER and ref is None:
+                    found.append(member)
+        return found
+
+    def mirrors_of(self, name: str) -> dict[str, Json]:
+        """The mirrors of identity `name`, by namespace (as cached, metadata only)."""
+        return {
+            s["metadata"]["namespace"]: s for s in self.secrets.store.by_index(BY_MIRROR_OF, name)
+        }
+
+    def identity_view(self, ref: IdentityRef | None, namespace: str) -> IdentityView:
+        """What an object's decision reads of its identity: the identity, its Secret's key
+        names (the data `load_contents` loaded), the namespace's labels."""
+        if ref is None or ref.kind != IDENTITY:
+            return NO_IDENTITY
+        identity = self.identity(ref.name)
+        if identity is None:
+            return IdentityView(namespace_labels=MappingProxyType(self.namespace_labels(namespace)))
+        ns, name = secret_ref_of(identity)
+        meta = self.secret_data.metadata_of(f"{ns}/{name}") if name else None
+        data = self.secret_data.data(ns, name) if meta is not None else None
+        keys = None if meta is None else frozenset(data or {})
+        labels = MappingProxyType(self.namespace_labels(namespace))
+        return IdentityView(identity, keys, labels)
+
     def jobs_of(self, uid: str) -> list[Json]:
         """An object's Jobs, as its decision reads them. Taken once per pass and handed to
         `load_contents` and `snapshot`: on a scaled clock each call copies every Job."""
@@ -314,6 +386,13 @@ class Caches:
         wanted = [Wanted(name) for name in read]
         wanted += [Wanted(name, keys_only=True) for name in _plan_secrets(jobs)]
         await self.secret_data.load(ns, wanted)
+        # The identity's Secret, in its own namespace: its key names are checked.
+        ref = identity_ref_of(obj, self._related(obj))
+        identity = self.identity(ref.name) if ref is not None and ref.kind == IDENTITY else None
+        if identity is not None:
+            source_ns, source = secret_ref_of(identity)
+            if source_ns and source:
+                await self.secret_data.load(source_ns, [Wanted(source)])
         configmaps = configmaps_read(spec)
         if configmaps:
             await self.configmap_data.load(ns, [Wanted(name) for name in configmaps])
@@ -335,6 +414,8 @@ class Caches:
             if s["metadata"]["name"].startswith(prefix)
         ]
         related = self._related(obj)
+        ref = identity_ref_of(obj, related)
+        secret_names += [credentials_secret(ref)] if ref is not None else []
         secret_names += _cluster_state(obj, related)  # a member's inputs: the cluster's exports
         # The state's backups: a held deletion names the newest, Retain labels them all.
         secret_names += [
@@ -350,6 +431,7 @@ class Caches:
             configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(related),
+            identity=self.identity_view(ref, ns),
         )
 
     def _leases(self, ns: str) -> list[Json]:

@@ -10,6 +10,12 @@
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
   a Lease              once freed, every object waiting for a Lease
+  an identity          itself and the objects that run with it
+  a Namespace          once its labels change, every identity, and the objects there
+                       that run with one
+  an identity's Secret the identity and the objects that run with it; a mirror, the
+                       objects of its namespace that run with its identity
+  a CAPTF object       also the identity it names, when that reference comes or goes
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
 an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
@@ -20,11 +26,21 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from controller.core import CONFIGMAP, SECRET, cluster_name_of, infrastructure_ref
+from controller.core import (
+    CONFIGMAP,
+    SECRET,
+    cluster_name_of,
+    infrastructure_ref,
+    own_identity_ref,
+    secret_ref_of,
+    spec_of,
+)
 from controller.core.basics.names import (
     CAPI_CLUSTER,
     CLUSTER,
+    IDENTITY,
     KINDS,
+    LABEL_IDENTITY_MIRROR,
     LABEL_KIND,
     LABEL_NAME,
     LABEL_PLAN_OF,
@@ -68,6 +84,8 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     _add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP), enqueue)
     for leases in caches.lease_caches():
         _add(leases, partial(lease_wakes, caches), enqueue)
+    _add(caches.identities, partial(identity_wakes, caches), enqueue)
+    _add(caches.namespaces, partial(namespace_wakes, caches), enqueue)
 
 
 def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
@@ -84,6 +102,7 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
     meta = obj["metadata"]
     ns, name = meta["namespace"], meta["name"]
     keys = [] if only_own_object_writes(old, new) else [key_of(kind, ns, name)]
+    keys += _named_identities(old, new)
     if seen_by_others(old, new):
         keys += _keys(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
         if kind == CLUSTER:
@@ -145,8 +164,12 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     if kind == SECRET:
         for capi in caches.capi_by(BY_REF, f"{ns}/{kind}/{name}"):
             keys += capi_wakes(caches, str(capi.get("kind")), capi, capi)
-    # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
+    # ...the objects of the namespace that run with a mirror's identity, and every user
+    # of an identity whose Secret this is, with the identity...
     labels = meta.get("labels") or {}
+    if kind == SECRET:
+        keys += _secret_identities(caches, ns, name, labels.get(LABEL_IDENTITY_MIRROR))
+    # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
     owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
     if owner:
         owner_kind = labels.get(LABEL_KIND)
@@ -160,6 +183,56 @@ def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
     if not lease_freed(old, new):
         return []
     return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
+
+
+def identity_key(name: str) -> str:
+    """An identity's key: cluster-scoped, so its namespace is empty."""
+    return key_of(IDENTITY, "", name)
+
+
+def identity_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """The identity, and its users when what they read of it changed (its spec, its
+    coming or going): not on the controller's own status and finalizer writes."""
+    obj = new or old
+    assert obj is not None
+    name = obj["metadata"]["name"]
+    keys = [identity_key(name)]
+    if old is None or new is None or old.get("spec") != new.get("spec"):
+        keys += _keys(caches.identity_users(name))
+    return keys
+
+
+def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A Namespace whose labels changed (or that came or went): an identity's selector may
+    now allow or refuse it."""
+    labels = [((o or {}).get("metadata") or {}).get("labels") for o in (old, new)]
+    if old is not None and new is not None and labels[0] == labels[1]:
+        return []
+    ns = (new or old or {})["metadata"]["name"]
+    keys = []
+    for identity in caches.identities.store:
+        name = identity["metadata"]["name"]
+        keys += [identity_key(name), *_keys(caches.identity_users(name, ns))]
+    return keys
+
+
+def _named_identities(old: Obj | None, new: Obj | None) -> list[str]:
+    """The identities an object's own reference names, when it comes, changes or goes."""
+    refs = [own_identity_ref(spec_of(o)) if o is not None else None for o in (old, new)]
+    if old is not None and new is not None and refs[0] == refs[1]:
+        return []
+    return [identity_key(ref.name) for ref in refs if ref is not None and ref.kind == IDENTITY]
+
+
+def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None) -> list[str]:
+    keys = (
+        [identity_key(mirror_of), *_keys(caches.identity_users(mirror_of, ns))] if mirror_of else []
+    )
+    for identity in caches.identities.store:
+        if secret_ref_of(identity) == (ns, name):
+            found = identity["metadata"]["name"]
+            keys += [identity_key(found), *_keys(caches.identity_users(found))]
+    return keys
 
 
 def _keys(objects: Iterable[Json]) -> list[str]:

@@ -16,12 +16,15 @@ from controller.core import (
     cluster_name_of,
     configmaps_read,
     dependencies,
+    own_identity_ref,
     owner_of,
     secrets_read,
     spec_of,
 )
 from controller.core.basics.names import (
+    IDENTITY,
     LABEL_BACKUP_OF,
+    LABEL_IDENTITY_MIRROR,
     LABEL_SCOPE,
     LABEL_UID,
     LEASE_WAITS,
@@ -44,6 +47,11 @@ BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
 BY_BACKUP_OF: Final = "backup_of"  # "ns/name": a state backup, by its object's name
 WAITING_FOR_LEASE: Final = "lease"
+# An identity is cluster-scoped, so these two are the exception to "namespace/...":
+# "name": a CAPTF object, by the TerraformClusterIdentity its own spec names (its users,
+# in every namespace); a mirror Secret, by its identity.
+BY_IDENTITY: Final = "identity"
+BY_MIRROR_OF: Final = "mirror_of"
 
 
 def namespace_index(obj: Obj) -> Iterable[str]:
@@ -82,6 +90,11 @@ def dependency_index(obj: Obj) -> Iterable[str]:
     return [f"{ns}/{dep.kind}/{dep.name}" for dep in dependencies(spec_of(obj))]
 
 
+def identity_index(obj: Obj) -> Iterable[str]:
+    ref = own_identity_ref(spec_of(obj))
+    return [ref.name] if ref is not None and ref.kind == IDENTITY else []
+
+
 def waiting_index(obj: Obj) -> Iterable[str]:
     reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
     return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
@@ -108,6 +121,7 @@ OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_OWNER: owner_index,
     BY_DEPENDENCY: dependency_index,
     BY_WAITING: waiting_index,
+    BY_IDENTITY: identity_index,
 }
 # A Machine's or MachinePool's informer (bootstrap_index reads the kind, which list items
 # lack: the transform in caches.py restores it).
@@ -116,6 +130,7 @@ JOB_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
 SECRET_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_INPUTS_OF: inputs_of_index,
     BY_BACKUP_OF: backup_of_index,
+    BY_MIRROR_OF: label_index(LABEL_IDENTITY_MIRROR),
 }
 LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,

@@ -340,4 +340,6 @@ def _object_fields(key: str) -> dict[str, object]:
 
 def _lookup(caches: Caches, key: str) -> dict[str, object] | None:
     kind, namespace, name = parse_key(key)
+    if kind not in caches.objects:
+        return None  # an identity: cluster-scoped, its errors go to the log only
     return caches.object(kind, namespace, name)

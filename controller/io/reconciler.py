@@ -73,11 +73,12 @@ from datetime import datetime
 from typing import Any
 
 from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
-from controller.core.basics.names import FINALIZER
+from controller.core.basics.names import FINALIZER, IDENTITY
 from controller.io import accountant, api, interrupted, results
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
 from controller.io.caches import Caches
+from controller.io.identities import IdentityKeeper
 from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
@@ -99,12 +100,17 @@ class Reconciler:
     metrics: JobMetrics
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
+    # The identities share the queue (their keys name the kind): controller/io/identities.py.
+    identities: IdentityKeeper = field(init=False)
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
+        self.identities = IdentityKeeper(self.client, self.caches, self.clock)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
+        if kind == IDENTITY:
+            return await self.identities.reconcile(name)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
             self.memory.forget(key)

@@ -385,7 +385,18 @@ INVALID = {
         _set("source", {"configMapRef": {}}),
         "spec.source.configMapRef.name: Required value",
     ),
-    "no credentials": (_set("credentialsRef", ...), "spec.credentialsRef: Required value"),
+    "no credentials": (
+        _set("credentialsRef", ...),
+        "spec.identityRef (or the deprecated spec.credentialsRef) is required",
+    ),
+    "both an identity and credentials": (
+        _set("identityRef", {"kind": "TerraformClusterIdentity", "name": "aws"}),
+        "set spec.identityRef or the deprecated spec.credentialsRef, not both",
+    ),
+    "an identity of another kind": (
+        _set("identityRef", {"kind": "ConfigMap", "name": "aws"}),
+        "spec.identityRef.kind: Unsupported value",
+    ),
     "unknown approval mode": (_set("approval.mode", "auto"), "spec.approval.mode"),
     "runner account not a name": (
         _set("jobs.serviceAccountName", "Runner_1"),
@@ -427,6 +438,82 @@ def test_members_need_no_cluster_in_their_spec(
     obj["spec"]["clusterRef"] = {"name": "cluster"}
     stored = create(apiserver, obj, namespace, dry_run=True)
     assert "clusterRef" not in stored["spec"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", ["TerraformMachinePool", "TerraformMachine"])
+def test_members_may_name_no_credentials_and_inherit_their_cluster_s(
+    apiserver: ApiServer, namespace: str, kind: str
+) -> None:
+    obj = minimal(kind)
+    del obj["spec"]["credentialsRef"]
+    assert "identityRef" not in create(apiserver, obj, namespace, dry_run=True)["spec"]
+
+
+@pytest.mark.kube
+def test_an_identity_ref_names_an_identity_unless_it_says_secret(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    obj = minimal("TerraformCluster")
+    del obj["spec"]["credentialsRef"]
+    obj["spec"]["identityRef"] = {"name": "aws"}
+    stored = create(apiserver, obj, namespace, dry_run=True)
+    assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
+
+
+IDENTITIES = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformclusteridentities"
+
+
+def _identity(allowed: Obj | None, name: str = "id") -> Obj:
+    spec: Obj = {"secretRef": {"namespace": "captf-system", "name": "aws"}}
+    if allowed is not None:
+        spec["allowedNamespaces"] = allowed
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize(
+    "allowed", [None, {"list": ["a"]}, {"selector": {}}, {"list": ["a"], "selector": {}}]
+)
+def test_identities_are_cluster_scoped_and_accept_a_list_and_a_selector(
+    apiserver: ApiServer, allowed: Obj | None
+) -> None:
+    stored = apiserver.request("POST", IDENTITIES, _identity(allowed), params=DRY_RUN)
+    assert "namespace" not in stored["metadata"]
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize(
+    ("identity", "expected"),
+    [
+        (_identity({}), "set list, selector or both"),
+        (_identity({"list": []}, name="n" * 242), "at most 241 characters"),
+        (
+            _identity({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}),
+            "Unsupported value",
+        ),
+    ],
+)
+def test_identities_refuse_what_is_ambiguous_or_too_long(
+    apiserver: ApiServer, identity: Obj, expected: str
+) -> None:
+    error = rejection(lambda: apiserver.request("POST", IDENTITIES, identity, params=DRY_RUN))
+    assert expected in error.message
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_kind_takes_an_identity_ref(apiserver: ApiServer, namespace: str, kind: str) -> None:
+    obj = minimal(kind)
+    del obj["spec"]["credentialsRef"]
+    obj["spec"]["identityRef"] = {"kind": "TerraformClusterIdentity", "name": "aws"}
+    stored = create(apiserver, obj, namespace, dry_run=True)
+    assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
 
 
 @pytest.mark.kube
@@ -644,7 +731,11 @@ CONTROLLER_PERMISSIONS = (
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message.
     | {("", "pods", "list")}
-    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
+    | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")}
+    # Identities: watched, held by a finalizer, their status written; Namespaces watched.
+    | {(GROUP, "terraformclusteridentities", verb) for verb in ("list", "watch", "patch")}
+    | {(GROUP, "terraformclusteridentities/status", "patch")}
+    | {("", "namespaces", verb) for verb in ("list", "watch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     | {
         ("coordination.k8s.io", "leases", verb)
@@ -728,7 +819,6 @@ def applied_rbac(apiserver: ApiServer, namespace: str, rbac_docs: list[Obj]) -> 
 
 NOT_GRANTED = [
     ("", "secrets", "update"),
-    ("", "secrets", "delete"),
     (GROUP, "terraformclusters", "update"),
     ("coordination.k8s.io", "leases", "delete"),
     ("", "configmaps", "create"),
@@ -936,7 +1026,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 6  # three kinds, three templates
+        + ["CustomResourceDefinition"] * 7  # three kinds, three templates, the identity
         + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]

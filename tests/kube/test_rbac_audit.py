@@ -184,6 +184,45 @@ async def _scrape(port: int, token: str) -> int:
     return await eventually(answered, within=60.0, what=f"an answer from {url}")
 
 
+async def _identity_flow(kube: Kube) -> None:
+    """An identity allowing this namespace: its Secret copied here (create), the identity
+    held by its finalizer (patch) and its status written; then taken off the list, the
+    copy is deleted (delete)."""
+    secrets = f"/api/v1/namespaces/{kube.ns}/secrets"
+    await kube.call("POST", secrets, {"metadata": {"name": "aws"}, "stringData": {"K": "v"}})
+    name = f"audit-{kube.ns}"[:60]
+    identity = {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": name},
+        "spec": {
+            "secretRef": {"namespace": kube.ns, "name": "aws"},
+            "allowedNamespaces": {"list": [kube.ns]},
+        },
+    }
+    path = f"/apis/{GROUP}/v1alpha1/terraformclusteridentities"
+    await kube.call("POST", path, identity)
+    ref = {"kind": "TerraformClusterIdentity", "name": name}
+    await kube.setup_cluster("c2", identityRef=ref, credentialsRef=None)
+
+    async def mirror(present: bool) -> bool:
+        found = await kube.call("GET", f"{secrets}?labelSelector=captf.io/identity-mirror")
+        return bool(found["items"]) == present
+
+    async def held() -> bool:
+        found = await kube.call("GET", f"{path}/{name}")
+        status = found.get("status") or {}
+        return "captf.io/identity-in-use" in found["metadata"].get("finalizers", []) and bool(
+            status.get("namespaces")
+        )
+
+    await eventually(lambda: mirror(True), what="the identity's copy")
+    await eventually(held, what="the identity held, its status written")
+    patch: Json = {"spec": {"allowedNamespaces": {"list": []}}}
+    await kube.call("PATCH", f"{path}/{name}", patch, MERGE)
+    await eventually(lambda: mirror(False), what="the copy deleted")
+
+
 async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     apiserver: ApiServer, namespace: str, tmp_path: Path
 ) -> None:
@@ -254,6 +293,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
             return not found["items"]
 
         await eventually(gone, what="the pool deleted")
+        await _identity_flow(kube)
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
     refused = sorted(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.core.basics.names import ANN_RETRY, CAPI_CLUSTER, Op
+from controller.core.basics.names import ANN_RETRY, CAPI_CLUSTER, COND_IDENTITY_ALLOWED, Op
 from controller.core.basics.redact import Redactor
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
@@ -65,7 +65,7 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         reason=str(nxt.get("reason") or ""),
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
-        last_error=last_error(owned, redactor) or status_error(status),
+        last_error=identity_refusal(status) or last_error(owned, redactor) or status_error(status),
         last_run=_last_run(status),
     )
 
@@ -129,6 +129,15 @@ def last_error(jobs: list[Json], redactor: RedactorOf | None = None) -> str:
     if not streaks:
         return ""
     return max(streaks, key=lambda record: record.at).verdict.message
+
+
+def identity_refusal(status: Json) -> str:
+    """Why the object may not run with its credentials (IdentityAllowed False), before any
+    failure: while it holds, no Job starts, so it is the error to act on."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == COND_IDENTITY_ALLOWED and cond.get("status") == "False":
+            return f"{cond.get('reason')}: {cond.get('message')}"
+    return ""
 
 
 def status_error(status: Json) -> str:

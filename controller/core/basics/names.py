@@ -287,3 +287,23 @@ def inputs_secret_prefix(name: str) -> str:
 
 def op_lease_name(kind: str, name: str) -> str:
     return f"captf-op-{kind.lower()}-{name}"
+
+
+# Tenancy (docs/security.md, "Identities"): the cluster-scoped identity objects name a
+# Secret in one namespace and the namespaces allowed to use it. The controller copies
+# that Secret into each allowed namespace that uses it (the mirror), labelled with the
+# identity's name, and holds the identity with its finalizer while anything names it.
+IDENTITY: Final = "TerraformClusterIdentity"
+IDENTITY_PLURAL: Final = "terraformclusteridentities"
+IDENTITY_FINALIZER: Final = "captf.io/identity-in-use"
+LABEL_IDENTITY_MIRROR: Final = "captf.io/identity-mirror"
+# The condition on a using object, and its reasons (the True one first).
+COND_IDENTITY_ALLOWED: Final = "IdentityAllowed"
+
+
+class IdentityReason(StrEnum):
+    ALLOWED = "IdentityAllowed"
+    IDENTITY_NOT_FOUND = "IdentityNotFound"
+    NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
+    SECRET_MISSING = "SecretMissing"
+    SECRET_KEYS_MISSING = "SecretKeysMissing"

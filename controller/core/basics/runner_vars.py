@@ -38,6 +38,9 @@ class RunnerVar(StrEnum):
     OUTPUTS_NAMES = "CAPTF_OUTPUTS_NAMES"  # absent: every output; set, even empty: these
     # Names only, never values: the runner reads the values itself, to redact them.
     CREDENTIALS_SECRET = "CAPTF_CREDENTIALS_SECRET"
+    # Where that Secret's keys are files (one per key), for a module's providers that
+    # read credentials from a file; the runner itself does not read it.
+    CREDENTIALS_DIR = "CAPTF_CREDENTIALS_DIR"
     SECRET_VARIABLES = "CAPTF_SECRET_VARIABLES"
     SHARD_LABELS = "CAPTF_SHARD_LABELS"  # put on every Secret the runner writes
     # With a module image source: the image's /captf as the Job mounts it (the module at

@@ -16,6 +16,7 @@ from typing import Any
 from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
     CAPI_KINDS,
+    IDENTITY,
     KINDS,
     LABEL_BACKUP_OF,
     LABEL_KIND,
@@ -29,6 +30,13 @@ from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
 from controller.core.jobs.naming import fresh_seq, job_name
 from controller.core.jobs.sensitive import job_redactor
+from controller.core.spec.identity import (
+    NO_IDENTITY,
+    IdentityRef,
+    IdentityView,
+    identity_ref_of,
+    secret_ref_of,
+)
 
 Json = dict[str, Any]
 
@@ -52,6 +60,9 @@ class Snapshot:
     # dependencies and (for a cluster) the members; the Cluster API owner and Cluster
     # (controller/core/decide/owners.py).
     related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
+    # The identity the object (or its cluster) names, as io read it: the identity, its
+    # Secret's key names, the namespace's labels (controller/core/spec/identity.py).
+    identity: IdentityView = NO_IDENTITY
 
     @property
     def kind(self) -> str:
@@ -88,6 +99,11 @@ class Snapshot:
     @property
     def state_secret(self) -> Json | None:
         return self.secrets.get(state_secret_name(self.name))
+
+    @property
+    def identity_ref(self) -> IdentityRef | None:
+        """The object's identityRef, or its cluster's for a machine or pool without one."""
+        return identity_ref_of(self.obj, self.related)
 
     def inputs_secrets(self) -> list[Json]:
         prefix = inputs_secret_prefix(self.name)
@@ -160,6 +176,7 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     related: dict[tuple[str, str], Json] = {}
+    elsewhere: list[Json] = []  # identities, Namespaces, other namespaces' Secrets
     for item in others:
         kind = item.get("kind")
         same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
@@ -173,6 +190,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
             leases.append(item)
         elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
             related[(str(kind), name_of(item))] = item
+        else:
+            elsewhere.append(item)
     return Snapshot(
         obj=obj,
         jobs=tuple(jobs),
@@ -180,4 +199,30 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         configmaps=MappingProxyType(configmaps),
         leases=tuple(leases),
         related=MappingProxyType(related),
+        identity=_identity_view(identity_ref_of(obj, related), str(namespace or ""), elsewhere),
     )
+
+
+def _identity_view(ref: IdentityRef | None, namespace: str, items: list[Json]) -> IdentityView:
+    """The identity facts a flat list holds: the named TerraformClusterIdentity, the
+    object's Namespace, and the identity's Secret (its key names)."""
+    if ref is None or ref.kind != IDENTITY:
+        return NO_IDENTITY
+
+    def find(kind: str, ns: str, name: str) -> Json | None:
+        for item in items:
+            meta = item.get("metadata") or {}
+            if (item.get("kind"), meta.get("namespace", ""), meta.get("name")) == (kind, ns, name):
+                return item
+        return None
+
+    identity = find(IDENTITY, "", ref.name)
+    space = find("Namespace", "", namespace) or {}
+    labels = (space.get("metadata") or {}).get("labels") or {}
+    secret = find("Secret", *secret_ref_of(identity)) if identity is not None else None
+    keys = (
+        None
+        if secret is None
+        else frozenset({**(secret.get("data") or {}), **(secret.get("stringData") or {})})
+    )
+    return IdentityView(identity, keys, MappingProxyType(dict(labels)))

@@ -15,6 +15,7 @@ from controller.core.basics.names import (
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     CLUSTER,
+    IDENTITY,
     MUTABLE_KINDS,
     Op,
     Reason,
@@ -37,8 +38,9 @@ from controller.core.jobs.job import (
     is_finished,
     name_of,
 )
+from controller.core.spec.identity import credentials_secret, verdict_of
 from controller.core.spec.ready import is_ready as _is_ready
-from controller.core.spec.refs import cluster_of, credentials_of, dependencies
+from controller.core.spec.refs import cluster_of, dependencies, local_credentials_of
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").
 CACHE_WAIT = 5.0
@@ -47,6 +49,9 @@ NOT_READY_WAIT = 30.0
 STATE_WAIT = 60.0
 APPROVAL_WAIT = 600.0  # the approve annotation wakes the reconcile sooner
 SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
+# An identity that does not let the object run: the watches of identities, Namespaces
+# and Secrets wake the object when that changes; the requeue is only the fallback.
+IDENTITY_WAIT = 300.0
 
 Step = Callable[[Context], Decision | None]
 
@@ -141,7 +146,7 @@ def _unaccounted_restore(job: dict[str, object], serial: int) -> bool:
 
 def not_ready(ctx: Context) -> Decision | None:
     snap = ctx.snap
-    cred = credentials_of(snap.spec)
+    cred = local_credentials_of(snap.spec)
     if cred and cred not in snap.secrets:
         message = f"credentials Secret {cred} not found"
         return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, message=message)
@@ -318,7 +323,10 @@ def run(
     restore_serial: str | None = None,
     message: str = "",
 ) -> Decision:
-    """Run the op unless its backoff, a change window or a lease holds it back."""
+    """Run the op unless its identity, its backoff, a change window or a lease holds it back."""
+    held = identity_held(ctx, op)
+    if held is not None:
+        return held
     if op != Op.RESTORE:
         held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
         if held is not None:
@@ -336,6 +344,26 @@ def run(
         restore_serial=restore_serial,
         message=message,
     )
+
+
+def identity_held(ctx: Context, op: str) -> Requeue | None:
+    """No Job of any op, a destroy included, runs with a TerraformClusterIdentity that
+    does not allow the object's namespace, lacks its Secret or its required keys, or
+    whose mirror Secret is not in the namespace yet: its credentials would not be there
+    (or should not be). A Job already running is not stopped. A kind Secret reference
+    keeps the older rule (`not_ready`: a destroy runs, and fails without it)."""
+    ref = ctx.snap.identity_ref
+    if ref is None or ref.kind != IDENTITY:
+        return None
+    verdict = verdict_of(ref, ctx.snap.identity, ctx.snap.namespace, ctx.snap.secrets)
+    if not verdict.allowed:
+        message = f"{op} waits: {verdict.message} ({verdict.reason})"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, IDENTITY_WAIT, op=op, message=message)
+    mirror = credentials_secret(ref)
+    if mirror not in ctx.snap.secrets:
+        message = f"{op} waits for Secret {mirror}, the copy of {IDENTITY} {ref.name}'s Secret"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, op=op, message=message)
+    return None
 
 
 # The order, as docs/decisions.md's table "The order" lists it (a test holds the two

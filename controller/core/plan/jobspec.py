@@ -43,6 +43,14 @@ Json = dict[str, Any]
 MODULE_IMAGE_VOLUME = "module-image"
 MODULE_IMAGE_MOUNT = "/module-image"
 MODULE_IMAGE_DIR = f"{MODULE_IMAGE_MOUNT}/captf"
+# The credentials Secret as files, beside its keys as environment variables: one file per
+# key, readable by the runner's group only (the pod's fsGroup), never writable.
+CREDENTIALS_VOLUME = "credentials"
+CREDENTIALS_MOUNT = "/var/run/captf/credentials"
+CREDENTIALS_MODE = 0o440
+# The runner image's group (Dockerfile: uid and gid 65532): the kubelet gives the
+# credentials files this group, and the runner's process is in it.
+RUNNER_GROUP = 65532
 
 
 def inputs_secret_name(name: str, inputs: Inputs) -> str:
@@ -91,8 +99,21 @@ def inputs_secret(obj: Json, inputs: Inputs) -> Json:
     }
 
 
-def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, name: str) -> Json:
+def build_job(
+    obj: Json,
+    run: Run,
+    *,
+    inputs: Inputs,
+    policy: Policy,
+    seq: int,
+    name: str,
+    credentials: str | None = None,
+) -> Json:
+    """`credentials`: the Secret in the object's namespace the runner gets as environment
+    and files (controller/core/spec/identity.py's `credentials_secret`); None reads the
+    object's own reference."""
     meta = obj["metadata"]
+    cred = credentials_of(spec_of(obj)) if credentials is None else credentials
     notes = {ANN_RETRY: str(run.retry), ANN_SEQ: str(seq), ANN_INPUTS_HASH: inputs.hash}
     if run.drift_remediation:
         notes[ANN_DRIFT_REMEDIATION] = "true"
@@ -112,22 +133,28 @@ def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, 
             "annotations": notes,
             "ownerReferences": [owner_reference(obj)],
         },
-        "spec": _job_spec(obj, run, inputs=inputs, policy=policy, name=name),
+        "spec": _job_spec(obj, run, inputs=inputs, policy=policy, name=name, cred=cred),
     }
 
 
-def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str) -> Json:
+def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str, cred: str) -> Json:
     volumes: list[Json] = [{"name": "tmp", "emptyDir": {}}]
+    if cred:
+        secret = {"secretName": cred, "defaultMode": CREDENTIALS_MODE}
+        volumes.append({"name": CREDENTIALS_VOLUME, "secret": secret})
     if inputs.image is not None:
         # A Kubernetes image volume (beta, on by default in v1.35): the module image's
         # files, read-only; nothing of the image runs.
         image = {"reference": inputs.image.reference, "pullPolicy": inputs.image.pull_policy}
         volumes.append({"name": MODULE_IMAGE_VOLUME, "image": image})
+    context: Json = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if cred:
+        context["fsGroup"] = RUNNER_GROUP
     pod: Json = {
         "restartPolicy": "Never",
-        "containers": [_container(obj, run, inputs=inputs, name=name)],
+        "containers": [_container(obj, run, inputs=inputs, name=name, cred=cred)],
         "volumes": volumes,
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": context,
     }
     if policy.service_account:
         pod["serviceAccountName"] = policy.service_account
@@ -155,7 +182,7 @@ _JOB_UID: Json = {
 }
 
 
-def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
+def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> Json:
     meta, spec = obj["metadata"], spec_of(obj)
     env = {
         RunnerVar.OP: run.op,
@@ -183,13 +210,17 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env[RunnerVar.OBJECT_UID] = str(meta.get("uid", ""))
         if outputs.get("names") is not None:
             env[RunnerVar.OUTPUTS_NAMES] = ",".join(str(n) for n in outputs["names"])
-    cred = credentials_of(spec)
     # Names only: the runner reads the values itself, to redact them from what it writes.
     if cred:
         env[RunnerVar.CREDENTIALS_SECRET] = cred
+        env[RunnerVar.CREDENTIALS_DIR] = CREDENTIALS_MOUNT
     if inputs.secret_names:
         env[RunnerVar.SECRET_VARIABLES] = ",".join(sorted(inputs.secret_names))
     mounts: list[Json] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if cred:
+        mounts.append(
+            {"name": CREDENTIALS_VOLUME, "mountPath": CREDENTIALS_MOUNT, "readOnly": True}
+        )
     if inputs.image is not None:
         env[RunnerVar.MODULE_IMAGE_DIR] = MODULE_IMAGE_DIR
         mounts.append(

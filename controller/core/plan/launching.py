@@ -25,6 +25,7 @@ from controller.core.leases.slots import free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
+from controller.core.spec.identity import credentials_secret
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import cluster_of
 from controller.core.spec.sharding import format_labels, shard_labels
@@ -91,7 +92,16 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
     secret = None
     if inputs_secret_name(snap.name, ctx.inputs) not in snap.secrets:
         secret = inputs_secret(snap.obj, ctx.inputs)
-    job = build_job(snap.obj, run, inputs=ctx.inputs, policy=ctx.policy, seq=seq, name=name)
+    credentials = credentials_secret(snap.identity_ref)
+    job = build_job(
+        snap.obj,
+        run,
+        inputs=ctx.inputs,
+        policy=ctx.policy,
+        seq=seq,
+        name=name,
+        credentials=credentials,
+    )
     labels = shard_labels(snap.obj, settings.shard_keys)
     return labelled_launch(Launch(job, secret, claims), labels)
 

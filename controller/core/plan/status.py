@@ -8,7 +8,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.basics.names import ANN_SERIAL, BACKOFF_REASONS, MUTABLE_KINDS, Op, Reason
+from controller.core.basics.names import (
+    ANN_SERIAL,
+    BACKOFF_REASONS,
+    COND_IDENTITY_ALLOWED,
+    MUTABLE_KINDS,
+    Op,
+    Reason,
+)
 from controller.core.basics.serials import serial_of, unusable_restore_request
 from controller.core.basics.timefmt import format_time
 from controller.core.decide import triggers
@@ -26,6 +33,7 @@ from controller.core.jobs.job import (
 )
 from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
+from controller.core.spec.identity import verdict_of
 
 Json = dict[str, Any]
 
@@ -248,6 +256,7 @@ def desired(
     else:
         new_conditions = conditions_without_inputs(decision, snap)
     new_conditions += paused_condition(snap, old.get("conditions") or [])
+    new_conditions += identity_condition(snap)
     out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
     return out
 
@@ -276,6 +285,16 @@ def paused_condition(snap: Snapshot, old: list[Json]) -> list[Json]:
     if any(c.get("type") == "Paused" for c in old):
         return [_cond("Paused", False, "NotPaused", "not paused")]
     return []
+
+
+def identity_condition(snap: Snapshot) -> list[Json]:
+    """IdentityAllowed, for an object that names credentials (or inherits its cluster's):
+    True, or False with the reason no Job of it may start (controller/core/spec/identity.py)."""
+    ref = snap.identity_ref
+    if ref is None:
+        return []
+    verdict = verdict_of(ref, snap.identity, snap.namespace, snap.secrets)
+    return [_cond(COND_IDENTITY_ALLOWED, verdict.allowed, verdict.reason, verdict.message)]
 
 
 def _set(out: Json, key: str, value: Json | None) -> None:

@@ -107,6 +107,32 @@ def test_one_json_line_per_decision(
     assert orjson.loads(out) == expected
 
 
+def test_an_identity_in_the_file_is_read_as_the_controller_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The identity, its Secret (in its own namespace) and the Namespace's labels decide."""
+    spec = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws"}}
+    obj = captf(spec={**spec, "credentialsRef": None})
+    source = secret("aws", {"TOKEN": "t0ken-value"})
+    source["metadata"]["namespace"] = "captf-system"
+    identity = {
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": "aws"},
+        "spec": {
+            "secretRef": {"namespace": "captf-system", "name": "aws"},
+            "allowedNamespaces": {"selector": {"matchLabels": {"team": "a"}}},
+        },
+    }
+    copy = secret("captf-creds-aws", {"TOKEN": "t0ken-value"})
+    others = [*base_objects(applied=False), identity, source, copy]
+    for labels, expected in (({"team": "b"}, "requeue"), ({"team": "a"}, "run")):
+        space = {"kind": "Namespace", "metadata": {"name": "default", "labels": labels}}
+        path = _write(tmp_path, _snapshot(obj, [*others, space]))
+        status, out, err = _decide(capsys, path)
+        assert (status, err) == (0, "")
+        assert orjson.loads(out)["action"] == expected
+
+
 def test_verbose_adds_the_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     doc = SHAPES[1][1]
     status, out, _ = _decide(capsys, _write(tmp_path, doc), "--verbose")

@@ -323,3 +323,24 @@ def test_a_destroy_error_shows_from_status_once_its_jobs_are_pruned() -> None:
     }
     assert rows.row_of(obj, []).last_error == "tofu destroy failed"
     assert rows.status_error({}) == ""
+
+
+def test_an_identity_refusal_is_the_error_shown_first() -> None:
+    refused = {
+        "type": "IdentityAllowed",
+        "status": "False",
+        "reason": "NamespaceNotAllowed",
+        "message": "TerraformClusterIdentity aws does not allow namespace team-b",
+    }
+    status = {
+        "next": {"reason": "CredentialsNotReady", "at": ts(NOW)},
+        "conditions": [refused],
+        "failures": {"apply": {"count": 1, "lastFailedAt": ts(ago(5)), "message": "old failure"}},
+    }
+    row = rows.row_of(captf(status=status), [])
+    assert row.reason == "CredentialsNotReady"
+    assert row.last_error == (
+        "NamespaceNotAllowed: TerraformClusterIdentity aws does not allow namespace team-b"
+    )
+    allowed = {**status, "conditions": [refused | {"status": "True", "reason": "IdentityAllowed"}]}
+    assert rows.row_of(captf(status=allowed), []).last_error == "old failure"

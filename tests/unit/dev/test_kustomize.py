@@ -167,6 +167,11 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
             "terraformmachinetemplates.infrastructure.cluster.x-k8s.io",
             None,
         ),
+        (
+            "CustomResourceDefinition",
+            "terraformclusteridentities.infrastructure.cluster.x-k8s.io",
+            None,
+        ),
         ("ServiceAccount", "captf-controller", "captf-system"),
         ("ClusterRole", "captf-controller", None),
         ("ClusterRoleBinding", "captf-controller", None),

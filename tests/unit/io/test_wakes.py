@@ -16,6 +16,7 @@ from controller.core.basics.names import (
     CLUSTER,
     FINALIZER,
     LABEL_CLUSTER_NAME,
+    LABEL_IDENTITY_MIRROR,
     LABEL_NAME,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
@@ -147,3 +148,97 @@ def test_a_freed_lease_wakes_only_the_objects_waiting_for_one(
     lease["metadata"]["resourceVersion"] = "2"
     deliver(caches.leases, "MODIFIED", lease)
     assert woken == [f"{CLUSTER}/{NS}/w"]
+
+
+# --- Identities -----------------------------------------------------------------------------
+
+ON_AWS: Json = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws"}}
+
+
+def _identity(rv: int = 1, allowed: Json | None = None, status: Json | None = None) -> Json:
+    found: Json = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": "aws", "resourceVersion": str(rv)},
+        "spec": {
+            "secretRef": {"namespace": "home", "name": "aws"},
+            "allowedNamespaces": allowed or {"list": [NS]},
+        },
+    }
+    return found | ({"status": status} if status else {})
+
+
+def _namespace(rv: int, labels: dict[str, str]) -> Json:
+    return {"metadata": {"name": NS, "resourceVersion": str(rv), "labels": labels}}
+
+
+@pytest.fixture
+def users(caches: Caches) -> list[Json]:
+    """A cluster naming identity aws, its machine inheriting it, and a bystander."""
+    owner = {"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c1", "uid": "u"}
+    cluster = captf(CLUSTER, "c1", spec=ON_AWS, ownerReferences=[owner])
+    member = captf(POOL, "p1", labels={LABEL_CLUSTER_NAME: "c1"})
+    bystander = captf(CLUSTER, "other", spec={"credentialsRef": {"name": "creds"}})
+    for obj in (cluster, member, bystander):
+        caches.objects[obj["kind"]].store.upsert(obj)
+    return [cluster, member]
+
+
+IDENTITY_KEY = "TerraformClusterIdentity//aws"
+USER_KEYS = [f"{CLUSTER}/{NS}/c1", f"{POOL}/{NS}/p1"]
+
+
+@pytest.mark.usefixtures("users")
+def test_an_identity_wakes_itself_and_its_users_when_its_spec_changes(
+    caches: Caches, woken: list[str]
+) -> None:
+    deliver(caches.identities, "ADDED", _identity())
+    assert woken == [IDENTITY_KEY, *USER_KEYS]
+    woken.clear()
+    deliver(caches.identities, "MODIFIED", _identity(2, status={"namespaces": [NS]}))
+    assert woken == [IDENTITY_KEY]  # its own status write: the users read nothing new
+    woken.clear()
+    deliver(caches.identities, "MODIFIED", _identity(3, allowed={"list": []}))
+    assert woken == [IDENTITY_KEY, *USER_KEYS]
+
+
+@pytest.mark.usefixtures("users")
+def test_a_namespace_wakes_identities_and_their_users_there_when_its_labels_change(
+    caches: Caches, woken: list[str]
+) -> None:
+    caches.identities.store.upsert(_identity())
+    deliver(caches.namespaces, "ADDED", _namespace(1, {"team": "a"}))
+    woken.clear()
+    deliver(caches.namespaces, "MODIFIED", _namespace(2, {"team": "a"}))
+    assert woken == []
+    deliver(caches.namespaces, "MODIFIED", _namespace(3, {"team": "b"}))
+    assert woken == [IDENTITY_KEY, *USER_KEYS]
+
+
+@pytest.mark.usefixtures("users")
+def test_a_copy_wakes_its_users_there_and_its_identity_and_the_source_its_identity(
+    caches: Caches, woken: list[str]
+) -> None:
+    caches.identities.store.upsert(_identity())
+    copied = secret("captf-creds-aws", labels={LABEL_IDENTITY_MIRROR: "aws"})
+    caches.secrets.store.upsert(copied)
+    deliver(caches.secrets, "DELETED", copied)
+    assert set(woken) == {IDENTITY_KEY, *USER_KEYS}
+    woken.clear()
+    source = secret("aws") | {"metadata": meta("aws") | {"namespace": "home"}}
+    deliver(caches.secrets, "MODIFIED", source)
+    assert woken == [IDENTITY_KEY, *USER_KEYS]
+
+
+def test_an_object_wakes_the_identity_it_starts_or_stops_naming(
+    caches: Caches, woken: list[str]
+) -> None:
+    informer = caches.objects[CLUSTER]
+    deliver(informer, "ADDED", captf(CLUSTER, "c1", spec=ON_AWS))
+    assert woken == [f"{CLUSTER}/{NS}/c1", IDENTITY_KEY]
+    woken.clear()
+    deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 2, spec={**ON_AWS, "x": 1}))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+    woken.clear()
+    deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 3, spec={"credentialsRef": {"name": "c"}}))
+    assert woken == [f"{CLUSTER}/{NS}/c1", IDENTITY_KEY]
