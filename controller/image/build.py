@@ -12,6 +12,8 @@ from pathlib import Path
 
 from controller.core.contract.roles import Role
 from controller.image import crane, layout
+from controller.lint.module_files import ModuleUnreadable
+from controller.lint.providers import required_providers
 
 
 class BuildError(Exception):
@@ -30,24 +32,41 @@ def build_and_push(
     if providers is not None and not providers.is_dir():
         raise BuildError(f"{providers} is not a directory")
     version = runtime_version(runtime)
+    members = layout_of(module, runtime, providers)
     with tempfile.TemporaryDirectory(prefix="captf-image-") as scratch:
         layer = Path(scratch) / "layer.tar.gz"
-        write_layer(layer, layout.members(module, runtime, providers))
+        write_layer(layer, members)
         try:
             path = crane.crane_path()
             labels = layout.labels(role, version)
-            return crane.push(path, layer, tag, labels=labels, platform=layout.platform_of())
+            return crane.push(
+                path, layer, tag, labels=labels, platform=layout.platform_of(), user=layout.USER
+            )
         except crane.CraneFailed as failed:
             raise BuildError(str(failed)) from None
+
+
+def layout_of(module: Path, runtime: Path, providers: Path | None) -> list[layout.Member]:
+    """The layer's members: the mirror cut down to the providers the module and its local
+    modules require."""
+    try:
+        required = required_providers(module) if providers is not None else frozenset()
+        return layout.members(module, runtime, providers, required)
+    except ModuleUnreadable as err:
+        where = f"{module / err.file}{f':{err.line}' if err.line else ''}" if err.file else module
+        raise BuildError(f"{where}: {err.message}") from None
+    except layout.MirrorLacks as lacks:
+        raise BuildError(str(lacks)) from None
 
 
 def write_layer(path: Path, members: list[layout.Member]) -> None:
     """A gzipped tar of `members`, owned by root, dated the epoch (the gzip header too,
     which names no file): the same members make the same bytes, whoever builds them and
-    when."""
+    when. Compressed fast: the runtime is most of it, and level 9 takes 14 times as long
+    (24 s against 1.7 s for OpenTofu's 115 MB) for 13% less."""
     with (
         path.open("wb") as raw,
-        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as packed,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0, compresslevel=1) as packed,
         tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for member in members:

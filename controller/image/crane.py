@@ -27,12 +27,14 @@ def crane_path() -> Path:
         raise CraneFailed(str(missing)) from None
 
 
-def push(crane: Path, layer: Path, tag: str, *, labels: Mapping[str, str], platform: str) -> str:
+def push(
+    crane: Path, layer: Path, tag: str, *, labels: Mapping[str, str], platform: str, user: str
+) -> str:
     """Pushes a one-layer image (an empty OCI base plus `layer`) as `tag`, then sets its
-    labels and platform and pushes that under the same tag. Returns the digest."""
+    labels, platform and user and pushes that under the same tag. Returns the digest."""
     _crane(crane, "append", "--oci-empty-base", "-f", str(layer), "-t", tag)
     flags = [arg for key, value in sorted(labels.items()) for arg in ("-l", f"{key}={value}")]
-    _crane(crane, "mutate", tag, *flags, "--set-platform", platform, "-t", tag)
+    _crane(crane, "mutate", tag, *flags, "--set-platform", platform, "--user", user, "-t", tag)
     return _crane(crane, "digest", tag).strip()
 
 
