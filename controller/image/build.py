@@ -1,13 +1,18 @@
-"""Building a module image: the layer tarball of layout.members, the runtime's version
-for the labels, and the push (crane.py)."""
+"""Building a module image: what it will hold (`plan`: layout.members, the labels with
+the runtime's version, and a key naming that content), the layer tarball, and the push
+(crane.py). Built layers may be kept in a directory by key, so the same content is
+never compressed twice."""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
 import subprocess
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from controller.core.contract.roles import Role
@@ -20,30 +25,75 @@ class BuildError(Exception):
     """The image cannot be built: a missing input, an unusable runtime, a failed push."""
 
 
+@dataclass(frozen=True)
+class Planned:
+    """An image before its layer is written. `key`: a digest of everything that makes
+    the image (every member's name, mode and content, the labels, platform and user),
+    so two plans with one key push the same image."""
+
+    members: list[layout.Member]
+    labels: dict[str, str]
+    platform: str
+    key: str
+
+
 def build_and_push(
     module: Path, role: Role, tag: str, *, runtime: Path, providers: Path | None
 ) -> str:
     """Builds the image from `module`, `runtime` and `providers`, pushes it as `tag` and
     returns its digest."""
+    return push(plan(module, role, runtime=runtime, providers=providers), tag)
+
+
+def plan(module: Path, role: Role, *, runtime: Path, providers: Path | None) -> Planned:
     if not module.is_dir():
         raise BuildError(f"{module} is not a directory")
     if not runtime.is_file():
         raise BuildError(f"no runtime at {runtime}")
     if providers is not None and not providers.is_dir():
         raise BuildError(f"{providers} is not a directory")
-    version = runtime_version(runtime)
     members = layout_of(module, runtime, providers)
+    labels = layout.labels(role, runtime_version(runtime))
+    platform = layout.platform_of()
+    return Planned(members, labels, platform, content_key(members, labels, platform))
+
+
+def push(planned: Planned, tag: str, *, layers: Path | None = None) -> str:
+    """Pushes the planned image as `tag`; its digest. `layers`: a directory of layers
+    built before, by key (written there when missing)."""
     with tempfile.TemporaryDirectory(prefix="captf-image-") as scratch:
         layer = Path(scratch) / "layer.tar.gz"
-        write_layer(layer, members)
+        if layers is not None:
+            layers.mkdir(parents=True, exist_ok=True)
+            layer = layers / f"{planned.key}.tar.gz"
+        if not layer.is_file():
+            partial = layer.with_name(f"{layer.name}.{os.getpid()}.partial")
+            write_layer(partial, planned.members)
+            partial.replace(layer)
         try:
-            path = crane.crane_path()
-            labels = layout.labels(role, version)
             return crane.push(
-                path, layer, tag, labels=labels, platform=layout.platform_of(), user=layout.USER
+                crane.crane_path(),
+                layer,
+                tag,
+                labels=planned.labels,
+                platform=planned.platform,
+                user=layout.USER,
             )
         except crane.CraneFailed as failed:
             raise BuildError(str(failed)) from None
+
+
+def content_key(members: list[layout.Member], labels: dict[str, str], platform: str) -> str:
+    """The sha256 (hex) of what the image holds and says: the same key, the same image."""
+    digest = hashlib.sha256()
+    head = {"labels": labels, "platform": platform, "user": layout.USER}
+    digest.update(json.dumps(head, sort_keys=True).encode())
+    for member in members:
+        digest.update(f"\n{member.name}\0{member.mode:o}\0".encode())
+        if member.source is not None:
+            with member.source.open("rb") as data:
+                digest.update(hashlib.file_digest(data, "sha256").digest())
+    return digest.hexdigest()
 
 
 def layout_of(module: Path, runtime: Path, providers: Path | None) -> list[layout.Member]:
