@@ -7,7 +7,8 @@ OpenTofu and the providers of its mirror the module requires. The tag names the
 content (the first 16 hex digits of the image's content key), so a changed module is a
 new tag, hence an inputs change, and a layer already built for that content is taken
 from the cache (`<cache>/module-layers/`) instead of being compressed again: a warm
-`make run` only uploads it to the registry, which starts empty.
+`make run` only uploads the layers to the registry, which starts empty. The runtime's
+layer is the same in every image, so it is uploaded once.
 
 examples/clusterapi names the images at `localhost:5000/captf-examples/<name>:v1`, as a
 reader who runs a registry of their own would push them; `point_at` puts the running
@@ -84,10 +85,10 @@ def _files(directory: Path) -> list[Path]:
 
 def _push(module: Path, role: Role, name: str, host: str, tofu: Path, say: Say) -> str:
     planned = build.plan(module, role, runtime=tofu / "tofu", providers=tofu / "mirror")
-    cached = (layer_cache() / f"{planned.key}.tar.gz").is_file()
+    cached = all((layer_cache() / f"{layer.key}.tar.gz").is_file() for layer in planned.layers)
     reference = f"{host}/{REPOSITORY}/{name}:{planned.key[:TAG_DIGITS]}"
     digest = build.push(planned, reference, layers=layer_cache())
-    how = "layer cached" if cached else "layer built"
+    how = "layers cached" if cached else "layers built"
     say(f"  {reference} ({how}) {digest}")
     return reference
 

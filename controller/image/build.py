@@ -26,12 +26,21 @@ class BuildError(Exception):
 
 
 @dataclass(frozen=True)
-class Planned:
-    """An image before its layer is written. `key`: a digest of everything that makes
-    the image (every member's name, mode and content, the labels, platform and user),
-    so two plans with one key push the same image."""
+class Layer:
+    """One layer's members and `key`, a digest of every member's name, mode and content:
+    one key, one layer."""
 
     members: list[layout.Member]
+    key: str
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An image before its layers are written: the runtime's layer, shared by every image
+    of one runtime (so a registry holds it once), then the module's. `key`: a digest of
+    the layers' keys, the labels, platform and user: one key, one image."""
+
+    layers: tuple[Layer, ...]
     labels: dict[str, str]
     platform: str
     key: str
@@ -52,28 +61,29 @@ def plan(module: Path, role: Role, *, runtime: Path, providers: Path | None) -> 
         raise BuildError(f"no runtime at {runtime}")
     if providers is not None and not providers.is_dir():
         raise BuildError(f"{providers} is not a directory")
-    members = layout_of(module, runtime, providers)
+    layers = tuple(
+        Layer(m, layer_key(m)) for m in layout.split(layout_of(module, runtime, providers))
+    )
     labels = layout.labels(role, runtime_version(runtime))
     platform = layout.platform_of()
-    return Planned(members, labels, platform, content_key(members, labels, platform))
+    head = {"labels": labels, "platform": platform, "user": layout.USER}
+    key = hashlib.sha256(
+        json.dumps([head, [layer.key for layer in layers]], sort_keys=True).encode()
+    ).hexdigest()
+    return Planned(layers, labels, platform, key)
 
 
 def push(planned: Planned, tag: str, *, layers: Path | None = None) -> str:
     """Pushes the planned image as `tag`; its digest. `layers`: a directory of layers
     built before, by key (written there when missing)."""
     with tempfile.TemporaryDirectory(prefix="captf-image-") as scratch:
-        layer = Path(scratch) / "layer.tar.gz"
-        if layers is not None:
-            layers.mkdir(parents=True, exist_ok=True)
-            layer = layers / f"{planned.key}.tar.gz"
-        if not layer.is_file():
-            partial = layer.with_name(f"{layer.name}.{os.getpid()}.partial")
-            write_layer(partial, planned.members)
-            partial.replace(layer)
+        directory = layers or Path(scratch)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = [_layer_file(layer, directory) for layer in planned.layers]
         try:
             return crane.push(
                 crane.crane_path(),
-                layer,
+                files,
                 tag,
                 labels=planned.labels,
                 platform=planned.platform,
@@ -83,17 +93,37 @@ def push(planned: Planned, tag: str, *, layers: Path | None = None) -> str:
             raise BuildError(str(failed)) from None
 
 
-def content_key(members: list[layout.Member], labels: dict[str, str], platform: str) -> str:
-    """The sha256 (hex) of what the image holds and says: the same key, the same image."""
+def _layer_file(layer: Layer, directory: Path) -> Path:
+    path = directory / f"{layer.key}.tar.gz"
+    if not path.is_file():
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        write_layer(partial, layer.members)
+        partial.replace(path)
+    return path
+
+
+def layer_key(members: list[layout.Member]) -> str:
+    """The sha256 (hex) of the members' names, modes and contents."""
     digest = hashlib.sha256()
-    head = {"labels": labels, "platform": platform, "user": layout.USER}
-    digest.update(json.dumps(head, sort_keys=True).encode())
     for member in members:
         digest.update(f"\n{member.name}\0{member.mode:o}\0".encode())
         if member.source is not None:
-            with member.source.open("rb") as data:
-                digest.update(hashlib.file_digest(data, "sha256").digest())
+            digest.update(file_sha256(member.source))
     return digest.hexdigest()
+
+
+_HASHED: dict[tuple[str, int, int], bytes] = {}
+
+
+def file_sha256(path: Path) -> bytes:
+    """The file's sha256, remembered by path, size and mtime for this process: the
+    runtime, the largest file by far, is hashed once for every image built."""
+    stat = path.stat()
+    seen = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if seen not in _HASHED:
+        with path.open("rb") as data:
+            _HASHED[seen] = hashlib.file_digest(data, "sha256").digest()
+    return _HASHED[seen]
 
 
 def layout_of(module: Path, runtime: Path, providers: Path | None) -> list[layout.Member]:

@@ -1,4 +1,4 @@
-"""What a module image holds, as data: its layer's members and its labels.
+"""What a module image holds, as data: its layers' members and its labels.
 
 The image contract (docs/module-image.md): the role module under `captf/module/`,
 OpenTofu at `captf/runtime`, an optional filesystem provider mirror under
@@ -6,8 +6,9 @@ OpenTofu at `captf/runtime`, an optional filesystem provider mirror under
 The mirror holds only the providers the module requires (`HOST/NAMESPACE/TYPE`
 directories of the mirror given, packed or unpacked alike); one the mirror lacks for
 the image's platform is `MirrorLacks`.
-One layer holds it all; members are listed in a fixed order with fixed modes so the
-same inputs make the same layer."""
+Two layers hold it: the runtime's, the same for every module, then the module's and
+its mirror's; members are listed in a fixed order with fixed modes so the same inputs
+make the same layers."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def members(
     *,
     platform: str = "",
 ) -> list[Member]:
-    """The layer's members, parents before children, in name order. `required`: the
+    """The image's members, parents before children, in name order. `required`: the
     providers (`host/namespace/type`) the module requires, the only ones taken from
     the mirror `providers`."""
     found = [Member(ROOT, None, DIR_MODE)]
@@ -77,6 +78,14 @@ def members(
     if providers is not None:
         found += mirror_members(providers, required, platform or platform_of())
     return found
+
+
+def split(members: list[Member]) -> tuple[list[Member], list[Member]]:
+    """The runtime's layer (`captf/` and the runtime) and the module's (`captf/` again,
+    the module and the mirror): the runtime's is the same for every module."""
+    runtime = [m for m in members if m.name in (ROOT, RUNTIME)]
+    module = [m for m in members if m.name != RUNTIME]
+    return runtime, module
 
 
 def mirror_members(mirror: Path, required: Collection[str], platform: str) -> list[Member]:

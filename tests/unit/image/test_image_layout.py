@@ -9,7 +9,7 @@ import pytest
 
 from controller.cli.main import parser
 from controller.core.contract.roles import Role
-from controller.image.build import BuildError, layout_of, write_layer
+from controller.image.build import BuildError, layout_of, plan, write_layer
 from controller.image.layout import EXEC_MODE, FILE_MODE, labels, members, platform_of
 
 LOCAL = "registry.opentofu.org/hashicorp/local"
@@ -169,3 +169,29 @@ def test_the_command_line_takes_dir_role_tag_and_optional_binaries() -> None:
     args = parser().parse_args(["image", "build", "m", "--role", "cluster", "--tag", "r/m:1"])
     assert (args.directory, args.role, args.tag) == ("m", "cluster", "r/m:1")
     assert (args.runtime, args.providers) == (None, None)
+
+
+def test_the_runtime_has_a_layer_of_its_own_the_same_for_every_module(tmp_path: Path) -> None:
+    module, _, providers = _tree(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "main.tf").write_text("# other\n")
+    first = plan(module, Role.CLUSTER, runtime=fake_runtime(tmp_path), providers=providers)
+    second = plan(other, Role.CLUSTER, runtime=fake_runtime(tmp_path), providers=providers)
+    assert [str(m.name) for m in first.layers[0].members] == ["captf", "captf/runtime"]
+    assert first.layers[0].key == second.layers[0].key
+    assert first.layers[1].key != second.layers[1].key
+    assert "captf/runtime" not in {str(m.name) for m in first.layers[1].members}
+    again = plan(module, Role.CLUSTER, runtime=fake_runtime(tmp_path), providers=providers)
+    assert again.key == first.key
+    assert plan(module, Role.MACHINE, runtime=fake_runtime(tmp_path), providers=providers).key != (
+        first.key
+    )
+
+
+def fake_runtime(tmp_path: Path) -> Path:
+    runtime = tmp_path / "fake-tofu"
+    if not runtime.exists():
+        runtime.write_text('#!/bin/sh\necho \'{"terraform_version": "1.12.6"}\'\n')
+        runtime.chmod(0o755)
+    return runtime
