@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
 def _push_images(roles: dict[str, Path], host: str, tofu: Path) -> dict[str, str]:
     print("module images (the module, OpenTofu, the providers it requires), by content:")
     started = time.monotonic()
-    pushed = module_images.push_all(roles, EXAMPLES / "flaky", host, tofu, say=print)
+    flaky = (workload.MODULES / "cluster", EXAMPLES / "flaky")
+    pushed = module_images.push_all(roles, flaky, host, tofu, say=print)
     print(f"  pushed in {time.monotonic() - started:.1f}s", flush=True)
     return pushed
 

@@ -63,17 +63,18 @@ def layer_cache() -> Path:
 
 
 def push_all(
-    roles: dict[str, Path], flaky_overlay: Path, host: str, tofu: Path, say: Say
+    roles: dict[str, Path], flaky: tuple[Path, Path], host: str, tofu: Path, say: Say
 ) -> dict[str, str]:
     """Every image pushed to the registry at `host`: name (the roles, and `flaky`) ->
-    reference by tag."""
+    reference by tag. `flaky`: the cluster module and the overlay making the flaky
+    cluster's (the example's always: the overlay is written against it)."""
     pushed = {
         role: _push(directory, Role(role), role, host, tofu, say)
         for role, directory in roles.items()
     }
     with tempfile.TemporaryDirectory(prefix="captf-flaky-module-") as scratch:
         merged = Path(scratch)
-        for path in [*_files(roles["cluster"]), *_files(flaky_overlay)]:
+        for path in [*_files(flaky[0]), *_files(flaky[1])]:
             shutil.copyfile(path, merged / path.name)
         pushed[FLAKY] = _push(merged, Role.CLUSTER, FLAKY, host, tofu, say)
     return pushed

@@ -15,6 +15,7 @@ from runtime.envtest.registry import Registry
 from tests.registry_support import crane
 
 pytestmark = pytest.mark.kube
+FLAKY = (MODULES / "cluster", EXAMPLES / "flaky")
 
 
 def fake_tofu(tmp_path: Path) -> Path:
@@ -34,7 +35,7 @@ def test_each_module_is_pushed_by_content_and_a_second_run_reuses_the_layers(
     tofu = fake_tofu(tmp_path)
     roles = module_images.role_dirs(MODULES)
     said: list[str] = []
-    first = module_images.push_all(roles, EXAMPLES / "flaky", registry.host, tofu, said.append)
+    first = module_images.push_all(roles, FLAKY, registry.host, tofu, said.append)
     assert sorted(first) == ["cluster", "flaky", "machine", "machinepool"]
     assert len(set(first.values())) == 4
     for name, reference in first.items():
@@ -45,7 +46,7 @@ def test_each_module_is_pushed_by_content_and_a_second_run_reuses_the_layers(
     assert len(layers) == 5  # one runtime layer for all four images
 
     said.clear()
-    again = module_images.push_all(roles, EXAMPLES / "flaky", registry.host, tofu, said.append)
+    again = module_images.push_all(roles, FLAKY, registry.host, tofu, said.append)
     assert again == first
     assert all("(layers cached)" in line for line in said)
     assert sorted((tmp_path / "cache" / "module-layers").iterdir()) == layers
