@@ -6,8 +6,9 @@ The image is read from its registry with crane and the user's own registry login
 standard output, one line each (`path[:line]: severity rule: message`, the reference
 for a finding about the image as a whole), or as one JSON document with `--json`; a
 summary goes to standard error. Exit status: 0 clean (warnings pass unless
-`--strict`), 1 an error (or a warning under `--strict`), 2 an image or module that
-cannot be read, 3 a registry that fails: no such image, credentials refused or
+`--strict`), 1 an error (or a warning under `--strict`), 2 a reference that names no
+registry host or does not parse (nothing is looked up on a default registry), an image
+or module that cannot be read, 3 a registry that fails: no such image, credentials refused or
 missing, no answer. The reason is one line on standard error, built from the
 reference alone, never from what the registry or crane said."""
 
@@ -28,6 +29,7 @@ from controller.core.contract.image_lint import MODULE, MODULE_SUFFIXES, ImageFa
 from controller.core.contract.lint import Finding, Severity, has_errors, lint
 from controller.core.contract.module_facts import Where
 from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
+from controller.dev.node.reference import BadReference, parse_reference
 from controller.image.crane import CraneFailed, crane_path
 from controller.image.fetch import Crane, FetchFailed, FetchKind
 from controller.lint.image import ImageUnreadable, ReadImage, default_host, read_image, write_module
@@ -54,6 +56,11 @@ class _Unreadable(Exception):
 
 def run(args: argparse.Namespace) -> int:
     reference, role = args.reference, Role(args.role)
+    try:
+        parse_reference(reference)
+    except BadReference as bad:
+        print(f"captf lint: {bad}", file=sys.stderr)
+        return EXIT_UNREADABLE
     try:
         read = anyio.run(read_image, Crane(crane_path(), own_logins=True), reference, args.platform)
         findings = _findings(read, role)

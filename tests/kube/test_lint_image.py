@@ -217,6 +217,16 @@ def test_an_image_not_there_is_a_registry_error(
     ]
 
 
+@pytest.mark.parametrize("reference", ["ubuntu:24.04", "127.0.0.1:1/Bad/Repo:1"])
+def test_a_reference_without_a_registry_or_malformed_is_refused_before_any_request(
+    reference: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report, err = lint(capsys, reference)
+    assert (code, report) == (2, None)
+    assert err.startswith("captf lint: image ")
+    assert err.count("\n") == 1
+
+
 def test_a_registry_that_answers_nothing_is_a_registry_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
