@@ -1,8 +1,9 @@
 """`captf image build DIR --role ROLE --tag REF`: a module image from a directory, pushed.
 
-The image holds DIR's files as the module, the OpenTofu binary and the provider mirror
-of this checkout's OpenTofu build (hack/tofu/build.sh) unless --runtime and --providers
-name others. The whole mirror goes in, not only the providers the module requires.
+The image holds DIR's files as the module, the OpenTofu binary and, of the provider
+mirror, the providers the module and its local modules require; the runtime and mirror
+are this checkout's OpenTofu build's (hack/tofu/build.sh) unless --runtime and
+--providers name others. A required provider the mirror lacks fails the build.
 Prints the pushed image's digest on standard output; exit status 1 with the reason on
 standard error when the image cannot be built or pushed."""
 

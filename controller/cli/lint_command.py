@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for finding in findings:
             print(line_of(directory, finding))
-    print(f"captf lint: {directory} ({role.value}): {_counts(findings)}", file=sys.stderr)
+    print(f"captf lint: {directory} ({role.value}): {counts(findings)}", file=sys.stderr)
     return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 
@@ -54,12 +54,12 @@ def line_of(directory: Path, finding: Finding) -> str:
     return f"{place}: {finding.severity.value} {finding.rule}: {finding.message}"
 
 
-def _count(findings: list[Finding], severity: Severity) -> int:
+def count(findings: list[Finding], severity: Severity) -> int:
     return sum(finding.severity is severity for finding in findings)
 
 
-def _counts(findings: list[Finding]) -> str:
-    errors, warnings = _count(findings, Severity.ERROR), _count(findings, Severity.WARNING)
+def counts(findings: list[Finding]) -> str:
+    errors, warnings = count(findings, Severity.ERROR), count(findings, Severity.WARNING)
     return f"{errors} error(s), {warnings} warning(s)"
 
 
@@ -81,8 +81,8 @@ def report(directory: Path, role: Role, findings: list[Finding], *, failed: bool
             for finding in findings
         ],
         "summary": {
-            "errors": _count(findings, Severity.ERROR),
-            "warnings": _count(findings, Severity.WARNING),
+            "errors": count(findings, Severity.ERROR),
+            "warnings": count(findings, Severity.WARNING),
             "failed": failed,
         },
     }

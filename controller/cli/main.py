@@ -256,7 +256,7 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("lint", help="check what a module author publishes, offline")
+    p = sub.add_parser("lint", help="check what a module author publishes")
     lsub = p.add_subparsers(dest="lint", required=True)
     m = lsub.add_parser("module", help="a role module's directory against its role's contract")
     m.add_argument("directory", metavar="DIR", help="the module: its .tf and .tf.json files")
@@ -264,6 +264,17 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     m.add_argument("--strict", action="store_true", help="warnings fail the module too (exit 1)")
     m.set_defaults(func=_handler("controller.cli.lint_command"))
+    i = lsub.add_parser("image", help="a pushed module image against the image contract")
+    i.add_argument("reference", metavar="REF", help="the image: registry/repo:tag or @sha256:...")
+    i.add_argument("--role", required=True, choices=[role.value for role in Role])
+    i.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
+    i.add_argument("--strict", action="store_true", help="warnings fail the image too (exit 1)")
+    i.add_argument(
+        "--platform",
+        metavar="OS/ARCH",
+        help="the platform to check (default: linux/amd64 of an index; a single image as it is)",
+    )
+    i.set_defaults(func=_handler("controller.cli.lint_image_command"))
 
 
 def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -279,7 +290,8 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument(
         "--providers",
         metavar="PATH",
-        help="a provider filesystem mirror (default: the local build's, whole)",
+        help="a provider filesystem mirror to take the required providers from"
+        " (default: the local build's)",
     )
     b.set_defaults(func=_handler("controller.cli.image_command"))
 

@@ -6,10 +6,12 @@ installed from manifests/ as users install it (the kustomization rendered here, 
 applied): its Deployment of two leader-elected replicas under the ServiceAccount
 `captf-controller`; a process node running every pod (the controller's, and each
 runner's with the real OpenTofu) as a local process; an OCI registry on loopback
-(runtime.envtest.registry), storing under the API server's working directory, for
-images to push with crane. Then a Cluster API cluster, `demo`:
-the role modules as ConfigMaps (examples/modules, or the directory --modules names, one
-subdirectory per role), examples/clusterapi (a Cluster on a TerraformCluster,
+(runtime.envtest.registry), storing under the API server's working directory. Then a
+Cluster API cluster, `demo`: the role modules (examples/modules, or the directory
+--modules names, one subdirectory per role) built into module images and pushed to that
+registry (controller.dev.module_images), examples/clusterapi pointed at them by tag
+(spec.source.image; the process node pulls them as image volumes), a Cluster on a
+TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
 fails twice), the runner's RBAC, and `demo-kubeconfig` naming this API server as the
 workload cluster, where a stand-in registers a Node for each machine's providerID
@@ -25,6 +27,7 @@ import argparse
 import logging
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ import anyio
 import yaml
 
 from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, VERSION
-from controller.dev import workload
+from controller.dev import module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
@@ -41,6 +44,7 @@ from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
 from controller.dev.timeline import Timeline
+from controller.image.build import BuildError
 from controller.io.api import (
     CAPI_OBJECTS,
     CONFIGMAPS,
@@ -86,8 +90,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     modules_dir = Path(args.modules) if args.modules else workload.MODULES
     try:
-        modules = workload.module_configmaps(modules_dir)
-    except workload.ModuleDirInvalid as err:
+        roles = module_images.role_dirs(modules_dir)
+    except module_images.ModulesInvalid as err:
         print(f"captf dev run: --modules: {err}", file=sys.stderr)
         return 2
     try:
@@ -111,18 +115,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
         print(f"kube-controller-manager ready ({kcm}): Job status comes from its Job controller")
         print(f"OCI registry at {registry.host} (push with {registry.crane}); log {registry.log}")
+        try:
+            images = _push_images(roles, registry.host, tofu)
+        except BuildError as err:
+            print(f"captf dev run: {err}", file=sys.stderr)
+            return 2
         # On this thread: the manager is spawned by the thread that enters ClusterApi.
-        modules_of = Modules(modules_dir, modules)
+        modules_of = Modules(modules_dir, images)
         anyio.run(_run_all, args, tofu, capi, server, modules_of, registry.crane)
     return 0
 
 
+def _push_images(roles: dict[str, Path], host: str, tofu: Path) -> dict[str, str]:
+    print("module images (the module, OpenTofu, the providers it requires), by content:")
+    started = time.monotonic()
+    flaky = (workload.MODULES / "cluster", EXAMPLES / "flaky")
+    pushed = module_images.push_all(roles, flaky, host, tofu, say=print)
+    print(f"  pushed in {time.monotonic() - started:.1f}s", flush=True)
+    return pushed
+
+
 @dataclass(frozen=True)
 class Modules:
-    """The role modules' ConfigMaps, read from `directory` before anything started."""
+    """The role modules' images, pushed from `directory` before anything started: name
+    (role, or `flaky`) -> reference."""
 
     directory: Path
-    configmaps: list[Json]
+    images: dict[str, str]
 
     def shown(self) -> str:
         """The directory as a reader knows it: relative to the repository when inside."""
@@ -165,12 +184,11 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> N
         f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
         f" 2 replicas; each serves /metrics on port {port} of its pod IP"
     )
-    for obj in _objects(server.kubeconfig.read_bytes(), modules.configmaps):
+    for obj in _objects(server.kubeconfig.read_bytes(), modules.images):
         server.request("POST", _collection(obj), obj)
     minute = 60 / args.time_scale
     print(
-        f"applied the modules of {modules.shown()} (ConfigMaps captf-module-*),"
-        f" examples/clusterapi and"
+        f"applied examples/clusterapi on the module images of {modules.shown()} and"
         f" {CLUSTER}-kubeconfig (this API server is the workload cluster);"
         f" time scale {args.time_scale:g} (1m lasts {minute:.1f}s)"
     )
@@ -211,18 +229,15 @@ async def _reconcile_errors(transport: Transport) -> float:
     return await anyio.to_thread.run_sync(scrape_sum, pods["items"], family)
 
 
-def _objects(kubeconfig: bytes, modules: list[Json]) -> list[Json]:
+def _objects(kubeconfig: bytes, images: dict[str, str]) -> list[Json]:
     """Everything `make run` applies after the controller, in order: the runner's RBAC,
-    the credentials, the `modules` ConfigMaps, the workload kubeconfig, then
-    examples/clusterapi. The flaky cluster's module is always the example cluster module
-    with its failing resource added, whatever `modules` are: that overlay is written
-    against the example, and another module's names could clash with it."""
-    flaky = workload.module_configmap("cluster", "captf-module-flaky")
-    flaky["data"] |= {p.name: p.read_text() for p in sorted((EXAMPLES / "flaky").glob("*.tf"))}
-    docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS), *modules, flaky]
+    the credentials, the workload kubeconfig, then examples/clusterapi with the module
+    images pushed (`images`) in place of the example references. The flaky cluster's
+    module is the cluster module given with its failing resource added."""
+    docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS)]
     docs.append(workload.kubeconfig_secret(CLUSTER, kubeconfig))
     for path in sorted(EXAMPLES.glob("*.yaml")):
-        docs += _documents(path)
+        docs += [module_images.point_at(doc, images) for doc in _documents(path)]
     return docs
 
 

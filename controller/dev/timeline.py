@@ -26,6 +26,7 @@ from controller.core.basics.names import ANN_RETRY, CAPI_KINDS, KINDS, LABEL_UID
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.jobs.job import classify, is_finished, op_of
 from controller.core.jobs.sensitive import job_redactor
+from controller.core.jobs.termination import needs_result
 from controller.dev.phases import lines_of
 from controller.dev.replicas import Replicas
 from controller.io.api import CAPI_OBJECTS, JOBS, OBJECTS, SECRETS
@@ -167,7 +168,7 @@ class Timeline:
         retry = (new["metadata"].get("annotations") or {}).get(ANN_RETRY, "?")
         if old is None and not is_finished(new):
             self.say(f"Job/{name}", f"started: {op_of(new)}, attempt {retry}")
-        elif is_finished(new) and (old is None or not is_finished(old)):
+        elif _reported(new) and (old is None or not _reported(old)):
             verdict = classify(new)
             secrets = {s["metadata"]["name"]: s for s in self._secrets.store}
             message = job_redactor(new, secrets).text(verdict.message)
@@ -184,3 +185,10 @@ class Timeline:
             self._out.write("\r\033[K" + (" | ".join(parts) if parts else ""))
             self._out.flush()
             await anyio.sleep(0.5)
+
+
+def _reported(job: Json) -> bool:
+    """Whether a Job's outcome can be told: it finished and the controller has recorded
+    its result from the runner's termination message (or accounted it without one).
+    Before that, a finished Job reads as `completed with no result`."""
+    return is_finished(job) and not needs_result(job)

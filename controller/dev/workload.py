@@ -11,9 +11,10 @@ are (controller.dev.node.registration), or kube-controller-manager would mark it
 NotReady and Cluster API would count its machine unavailable (a MachinePool's phase
 reaches Running only with every Node Ready).
 
-The role modules the cluster's objects run are ConfigMaps, `captf-module-<role>`, read
-here from a directory per role (examples/modules/<role>, or `make run MODULES=DIR`'s);
-a directory the ConfigMap could not carry faithfully is refused before anything starts.
+The end-to-end tests run the role modules as ConfigMaps, `captf-module-<role>`, read
+here from a directory per role (examples/modules/<role>); a directory the ConfigMap
+could not carry faithfully is refused. (`make run` runs them as module images:
+controller.dev.module_images.)
 
 The bodies are plain functions so that the demo and the end-to-end tests build the
 same objects."""

@@ -7,7 +7,7 @@ and takes credentials from the user's Docker config, as it decides."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runtime.envtest.registry import RegistryMissing, registry_dir
@@ -27,12 +27,22 @@ def crane_path() -> Path:
         raise CraneFailed(str(missing)) from None
 
 
-def push(crane: Path, layer: Path, tag: str, *, labels: Mapping[str, str], platform: str) -> str:
-    """Pushes a one-layer image (an empty OCI base plus `layer`) as `tag`, then sets its
-    labels and platform and pushes that under the same tag. Returns the digest."""
-    _crane(crane, "append", "--oci-empty-base", "-f", str(layer), "-t", tag)
+def push(
+    crane: Path,
+    layers: Sequence[Path],
+    tag: str,
+    *,
+    labels: Mapping[str, str],
+    platform: str,
+    user: str,
+) -> str:
+    """Pushes an image of `layers` (on an empty OCI base) as `tag`, then sets its labels,
+    platform and user and pushes that under the same tag. Returns the digest. A layer
+    the registry holds already is not uploaded again (crane asks first)."""
+    files = [arg for layer in layers for arg in ("-f", str(layer))]
+    _crane(crane, "append", "--oci-empty-base", *files, "-t", tag)
     flags = [arg for key, value in sorted(labels.items()) for arg in ("-l", f"{key}={value}")]
-    _crane(crane, "mutate", tag, *flags, "--set-platform", platform, "-t", tag)
+    _crane(crane, "mutate", tag, *flags, "--set-platform", platform, "--user", user, "-t", tag)
     return _crane(crane, "digest", tag).strip()
 
 

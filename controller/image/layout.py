@@ -1,15 +1,19 @@
-"""What a module image holds, as data: its layer's members and its labels.
+"""What a module image holds, as data: its layers' members and its labels.
 
 The image contract (docs/module-image.md): the role module under `captf/module/`,
 OpenTofu at `captf/runtime`, an optional filesystem provider mirror under
 `captf/providers/`, and four labels saying which contract, role and runtime it carries.
-One layer holds it all; members are listed in a fixed order with fixed modes so the
-same inputs make the same layer."""
+The mirror holds only the providers the module requires (`HOST/NAMESPACE/TYPE`
+directories of the mirror given, packed or unpacked alike); one the mirror lacks for
+the image's platform is `MirrorLacks`.
+Two layers hold it: the runtime's, the same for every module, then the module's and
+its mirror's; members are listed in a fixed order with fixed modes so the same inputs
+make the same layers."""
 
 from __future__ import annotations
 
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -26,8 +30,15 @@ RUNTIME_NAME: Final = "tofu"
 DIR_MODE: Final = 0o755
 FILE_MODE: Final = 0o644
 EXEC_MODE: Final = 0o755
+# The image's USER: numeric and not root, so a Job may run it under the restricted Pod
+# Security profile (the runner's own user decides here; every file is world-readable).
+USER: Final = "65532"
 # Never part of a module: a local init's directory, state, a repository's history.
 _SKIPPED_DIRS: Final = frozenset({".terraform", ".git"})
+
+
+class MirrorLacks(Exception):
+    """The module requires a provider the mirror has no package of for the platform."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +61,64 @@ def labels(role: Role, runtime_version: str) -> dict[str, str]:
     }
 
 
-def members(module: Path, runtime: Path, providers: Path | None) -> list[Member]:
-    """The layer's members, parents before children, in name order."""
+def members(
+    module: Path,
+    runtime: Path,
+    providers: Path | None,
+    required: Collection[str] = frozenset(),
+    *,
+    platform: str = "",
+) -> list[Member]:
+    """The image's members, parents before children, in name order. `required`: the
+    providers (`host/namespace/type`) the module requires, the only ones taken from
+    the mirror `providers`."""
     found = [Member(ROOT, None, DIR_MODE)]
     found += _tree(module, MODULE, skip=_skipped)
     found.append(Member(RUNTIME, runtime, EXEC_MODE))
     if providers is not None:
-        found += _tree(providers, PROVIDERS, skip=lambda _: False)
+        found += mirror_members(providers, required, platform or platform_of())
     return found
+
+
+def split(members: list[Member]) -> tuple[list[Member], list[Member]]:
+    """The runtime's layer (`captf/` and the runtime) and the module's (`captf/` again,
+    the module and the mirror): the runtime's is the same for every module."""
+    runtime = [m for m in members if m.name in (ROOT, RUNTIME)]
+    module = [m for m in members if m.name != RUNTIME]
+    return runtime, module
+
+
+def mirror_members(mirror: Path, required: Collection[str], platform: str) -> list[Member]:
+    """`captf/providers/` with the required providers' directories of `mirror` and their
+    parents; an empty directory when the module requires none (the runner then installs
+    nothing from anywhere but it)."""
+    target = platform.replace("/", "_")
+    lacking = [address for address in sorted(required) if not has_package(mirror, address, target)]
+    if lacking:
+        raise MirrorLacks(
+            f"the module requires {', '.join(lacking)}, which the provider mirror {mirror}"
+            f" has no {target} package of"
+        )
+    found = [Member(PROVIDERS, None, DIR_MODE)]
+    parents: set[PurePosixPath] = set()
+    for address in sorted(required):
+        into = PROVIDERS / address
+        for parent in reversed(into.parents):
+            if parent.is_relative_to(PROVIDERS) and parent != PROVIDERS and parent not in parents:
+                parents.add(parent)
+                found.append(Member(parent, None, DIR_MODE))
+        found += _tree(mirror / address, into, skip=lambda _: False)
+    return found
+
+
+def has_package(mirror: Path, address: str, target: str) -> bool:
+    """Whether the mirror holds a package of `address` for `target` (`linux_amd64`):
+    unpacked, `VERSION/TARGET/` with a file in it, or packed, `*_TARGET.zip`."""
+    top = mirror / address
+    unpacked = any(
+        path.is_file() for version in top.glob("*") for path in (version / target).glob("*")
+    )
+    return unpacked or any(top.glob(f"terraform-provider-*_{target}.zip"))
 
 
 def platform_of(machine: str | None = None) -> str:

@@ -92,6 +92,38 @@ def read_module(directory: Path) -> ModuleFacts:
     return facts.done()
 
 
+@dataclass(frozen=True)
+class Block:
+    """A top-level block with its labels and string values made plain: HCL's quotes
+    taken off literals, expressions left as python-hcl2 writes them (`${...}`)."""
+
+    type: str
+    content: Any
+    file: str
+
+
+def module_blocks(directory: Path) -> list[Block]:
+    """Every top-level block of the module's files, in loading order."""
+    found: list[Block] = []
+    for path in module_files(directory):
+        text = _text(path)
+        is_json = path.name.endswith(JSON_SUFFIX)
+        blocks = _json_blocks(path.name, text) if is_json else _hcl_blocks(path.name, text)
+        syntax = _JSON if is_json else _HCL
+        found += [Block(b.type, _plain(b.content, syntax), path.name) for b in blocks]
+    return found
+
+
+def _plain(value: Any, syntax: _Syntax) -> Any:
+    if isinstance(value, dict):
+        return {syntax.label(key): _plain(item, syntax) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item, syntax) for item in value]
+    if isinstance(value, str) and syntax.literal(value):
+        return syntax.label(value)
+    return value
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")

@@ -239,6 +239,34 @@ def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: s
             assert ("Cluster", cluster) in names
 
 
+@pytest.mark.kube
+def test_the_cluster_api_examples_take_their_modules_from_images(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """examples/clusterapi's CAPTF objects, as `kubectl apply` by hand sends them (make run
+    replaces the example registry with its own)."""
+    resources = {**RESOURCES, "TerraformMachineTemplate": (CAPTF, "terraformmachinetemplates")}
+    found = {}
+    for doc in load_dir(ROOT / "examples" / "clusterapi"):
+        if doc["kind"] not in resources or not doc["kind"].startswith("Terraform"):
+            continue
+        prefix, plural = resources[doc["kind"]]
+        body = copy.deepcopy(doc) | {"metadata": doc["metadata"] | {"namespace": namespace}}
+        stored = apiserver.request(
+            "POST", f"{prefix}/namespaces/{namespace}/{plural}", body, params=DRY_RUN
+        )
+        spec = stored["spec"]
+        source = (spec.get("template") or {}).get("spec", spec)["source"]
+        found[stored["metadata"]["name"]] = source["image"]
+        assert source["imagePullPolicy"] == "IfNotPresent"
+    assert found == {
+        "demo": "localhost:5000/captf-examples/cluster:v1",
+        "demo-md-0": "localhost:5000/captf-examples/machine:v1",
+        "demo-mp-0": "localhost:5000/captf-examples/machinepool:v1",
+        "flaky": "localhost:5000/captf-examples/flaky:v1",
+    }
+
+
 def test_example_modules_use_only_terraform_data() -> None:
     modules = [d for d in load_dir(EXAMPLES) if d["kind"] == "ConfigMap"]
     assert modules

@@ -1,10 +1,11 @@
 """Pulling images from a registry into the node's image cache, keyed by digest.
 
 The registry protocol is go-containerregistry's `crane`, run as a subprocess (built
-from Go modules by hack/registry/build.sh): `crane digest` resolves a tag,
-`crane manifest` and `crane blob` fetch by digest. Nothing crane returns is
-trusted: the manifest, the config and every layer are hashed here and compared
-with the digest they were asked for, and a layer's size with its descriptor.
+from Go modules by hack/registry/build.sh) through controller/image/fetch.py:
+`crane digest` resolves a tag, `crane manifest` and `crane blob` fetch by digest.
+Nothing crane returns is trusted: the manifest, the config and every layer are
+hashed and compared with the digest they were asked for, and a layer's size with
+its descriptor.
 
     <cache>/images/sha256-<hex>/rootfs        the layers, applied in order, read-only
     <cache>/images/sha256-<hex>/manifest.json
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import platform
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,12 @@ from controller.dev.node.reference import (
     needs_pull,
     parse_reference,
 )
+from controller.image.fetch import Crane, FetchFailed
+from controller.image.layout import platform_of
 
 Json = dict[str, Any]
 
 CRANE_TIMEOUT_SECONDS = 300.0
-_INDEXES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
-_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
 class PullFailed(Exception):
@@ -89,45 +87,44 @@ class Puller:
                     message = f'image "{image}" is not present with pull policy of {NEVER}'
                     raise PullFailed(message, "ErrImageNeverPull")
                 return Pulled(cached, self._image_dir(cached) / "rootfs", pulled=False)
-            crane = _Crane(self._crane, docker_config)
-            digest = ref.digest or await crane.text("digest", str(ref))
-            # A digest already cached needs nothing more; one named by the reference
-            # itself did not even need the registry.
-            asked = not ref.digest
-            if not self._image_dir(digest).is_dir():
-                await self._fetch(crane, ref, digest)
-                asked = True
+            async with _fetching():
+                crane = self._crane_for(docker_config)
+                digest = ref.digest or await crane.digest(str(ref))
+                # A digest already cached needs nothing more; one named by the reference
+                # itself did not even need the registry.
+                asked = not ref.digest
+                if not self._image_dir(digest).is_dir():
+                    await self._fetch(crane, ref, digest)
+                    asked = True
             self._remember(ref, digest)
             return Pulled(digest, self._image_dir(digest) / "rootfs", pulled=asked)
+
+    def _crane_for(self, docker_config: Path | None) -> Crane:
+        """crane for one pull: `DOCKER_CONFIG` is always set (to the pull's credentials, else
+        an empty directory), so the node user's own registry logins are never used."""
+        if self._crane is None:
+            raise PullFailed("no crane build to pull with (run hack/registry/build.sh)")
+        return Crane(self._crane, docker_config, own_logins=False, timeout=CRANE_TIMEOUT_SECONDS)
 
     def _cached(self, ref: Reference) -> str | None:
         digest = ref.digest or _read(self._ref_file(ref))
         return digest if digest and self._image_dir(digest).is_dir() else None
 
-    async def _fetch(self, crane: _Crane, ref: Reference, digest: str) -> None:
+    async def _fetch(self, crane: Crane, ref: Reference, digest: str) -> None:
         self._cache.joinpath("images").mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=self._cache / "images"))
         try:
-            manifest = await self._manifest(crane, ref, digest)
-            await crane.verified_blob(ref, manifest["config"], staging / "config.json")
+            manifest = await crane.image_manifest(ref.name, digest, platform_of())
+            await crane.verified_blob(ref.name, manifest["config"], staging / "config.json")
             rootfs = staging / "rootfs"
             rootfs.mkdir()
             for layer in manifest.get("layers") or []:
-                blob = await crane.verified_blob(ref, layer, staging / "layer")
+                blob = await crane.verified_blob(ref.name, layer, staging / "layer")
                 await anyio.to_thread.run_sync(_unpack, blob, rootfs)
                 blob.unlink()
             await anyio.to_thread.run_sync(_seal, staging, manifest, self._image_dir(digest))
         finally:
             await anyio.to_thread.run_sync(_remove_tree, staging)
-
-    async def _manifest(self, crane: _Crane, ref: Reference, digest: str) -> Json:
-        manifest = await crane.verified_manifest(ref, digest)
-        if manifest.get("mediaType") in _INDEXES or "manifests" in manifest:
-            chosen = _platform_manifest(manifest, image=str(ref))
-            manifest = await crane.verified_manifest(ref, str(chosen["digest"]))
-        if "config" not in manifest:
-            raise PullFailed(f"{ref.at(digest)}: the manifest has no config")
-        return manifest
 
     def _remember(self, ref: Reference, digest: str) -> None:
         path = self._ref_file(ref)
@@ -143,77 +140,13 @@ class Puller:
         return self._cache / "refs" / hashlib.sha256(str(ref).encode()).hexdigest()
 
 
-class _Crane:
-    """crane for one pull: `DOCKER_CONFIG` is always set (to the pull's credentials, else
-    an empty directory), so the node user's own registry logins are never used."""
-
-    def __init__(self, binary: Path | None, docker_config: Path | None) -> None:
-        if binary is None:
-            raise PullFailed("no crane build to pull with (run hack/registry/build.sh)")
-        self._binary = binary
-        self._config = docker_config
-
-    async def text(self, *args: str) -> str:
-        return (await self._run(args)).decode().strip()
-
-    async def verified_manifest(self, ref: Reference, digest: str) -> Json:
-        raw = await self._run(("manifest", ref.at(digest)))
-        _check(raw, digest, f"manifest {ref.at(digest)}")
-        manifest: Json = json.loads(raw)
-        return manifest
-
-    async def verified_blob(self, ref: Reference, descriptor: Json, into: Path) -> Path:
-        digest = str(descriptor["digest"])
-        with into.open("wb") as out:
-            await self._run(("blob", ref.at(digest)), stdout=out)
-        size, got = await anyio.to_thread.run_sync(_file_digest, into)
-        if "size" in descriptor and size != int(descriptor["size"]):
-            raise PullFailed(
-                f"blob {ref.at(digest)}: {size} bytes, descriptor says {descriptor['size']}"
-            )
-        if got != digest:
-            raise PullFailed(f"blob {ref.at(digest)}: content has digest {got}")
-        return into
-
-    async def _run(self, args: Sequence[str], stdout: Any = None) -> bytes:
-        with tempfile.TemporaryDirectory(prefix="captf-crane-") as empty:
-            env = {"DOCKER_CONFIG": str(self._config or empty), "HOME": empty}
-            argv = [str(self._binary), *args]
-            try:
-                with anyio.fail_after(CRANE_TIMEOUT_SECONDS):
-                    done = await anyio.run_process(
-                        argv, stdout=stdout if stdout is not None else -1, check=False, env=env
-                    )
-            except TimeoutError:
-                raise PullFailed(
-                    f"crane {args[0]} {args[-1]}: no answer in {CRANE_TIMEOUT_SECONDS:g}s"
-                ) from None
-        if done.returncode != 0:
-            said = (done.stderr or b"").decode(errors="replace").strip().splitlines()
-            raise PullFailed(f"crane {args[0]} {args[-1]}: {said[-1] if said else done.returncode}")
-        return done.stdout or b""
-
-
-def _platform_manifest(index: Json, *, image: str) -> Json:
-    arch = _ARCH.get(platform.machine(), platform.machine())
-    for entry in index.get("manifests") or []:
-        found = entry.get("platform") or {}
-        if found.get("os") == "linux" and found.get("architecture") == arch:
-            return dict(entry)
-    raise PullFailed(f"{image}: no linux/{arch} image in the index")
-
-
-def _check(raw: bytes, digest: str, what: str) -> None:
-    got = "sha256:" + hashlib.sha256(raw).hexdigest()
-    if got != digest:
-        raise PullFailed(f"{what}: content has digest {got}")
-
-
-def _file_digest(path: Path) -> tuple[int, str]:
-    """The file's size and digest."""
-    with path.open("rb") as source:
-        digest = "sha256:" + hashlib.file_digest(source, "sha256").hexdigest()
-    return path.stat().st_size, digest
+@asynccontextmanager
+async def _fetching() -> AsyncIterator[None]:
+    """crane's failures as the kubelet reports a pull's: ErrImagePull, with crane's words."""
+    try:
+        yield
+    except FetchFailed as failed:
+        raise PullFailed(failed.verbose) from None
 
 
 def _seal(staging: Path, manifest: Json, into: Path) -> None:

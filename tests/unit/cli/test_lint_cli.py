@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli.main import main
+from controller.cli.main import main, parser
+from controller.core.contract.image_lint import IMAGE_RULES
 from controller.core.contract.lint import RULES
 from tests.paths import REPO
 
@@ -150,3 +151,23 @@ def test_every_rule_is_documented() -> None:
     text = (REPO / "docs" / "lint.md").read_text()
     for rule in RULES.values():
         assert f"| `{rule.id}` | {rule.severity.value} |" in text
+
+
+def test_every_image_rule_is_documented() -> None:
+    text = (REPO / "docs" / "lint.md").read_text()
+    for rule in IMAGE_RULES.values():
+        assert f"| `{rule.id}` | {rule.severity.value}" in text
+
+
+def test_lint_image_takes_a_reference_a_role_and_optionally_a_platform() -> None:
+    args = parser().parse_args(["lint", "image", "r.example/m:1", "--role", "machine"])
+    assert (args.reference, args.role, args.platform, args.json, args.strict) == (
+        "r.example/m:1",
+        "machine",
+        None,
+        False,
+        False,
+    )
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args(["lint", "image", "r.example/m:1"])
+    assert exited.value.code == 2

@@ -65,3 +65,16 @@ def test_cause_lines() -> None:
     assert cause_lines("a\n\nb\n") == ["a", "b"]
     many = "\n".join(f"l{i}" for i in range(20))
     assert cause_lines(many, keep=3) == ["l0", "... (16 lines)", "l17", "l18", "l19"]
+
+
+def test_a_finished_job_is_told_once_the_controller_has_recorded_its_result() -> None:
+    timeline, out = _timeline(30.0)
+    done = job("apply", 1, "succeeded", result={"message": "applied: 1 to change"})
+    annotations = dict(done["metadata"]["annotations"])
+    annotations.pop("captf.io/result")
+    unrecorded = done | {"metadata": done["metadata"] | {"annotations": annotations}}
+    timeline._on_job(None, unrecorded)
+    assert out.getvalue() == ""  # not "completed with no result": the pod has it still
+    timeline._on_job(unrecorded, done)
+    timeline._on_job(done, done)
+    assert out.getvalue().count("succeeded: applied: 1 to change") == 1
