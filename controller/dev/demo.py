@@ -35,7 +35,13 @@ import yaml
 from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, VERSION
 from controller.dev import workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
-from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
+from controller.dev.install import (
+    DEPLOYMENT,
+    LoopbackWebhook,
+    apply,
+    free_port,
+    on_process_node,
+)
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
@@ -157,13 +163,15 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> N
     """The controller, then the cluster's objects; Cluster API's CRDs are there already, so
     the controller's informers of Clusters, Machines and MachinePools list at once."""
     port = free_port()
-    apply(
-        server,
-        on_process_node(render(MANIFESTS), metrics_port=port, time_scale=args.time_scale),
+    webhook = LoopbackWebhook.make(free_port())
+    fitted = on_process_node(
+        render(MANIFESTS), metrics_port=port, time_scale=args.time_scale, webhook=webhook
     )
+    apply(server, fitted)
     print(
         f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
-        f" 2 replicas; each serves /metrics on port {port} of its pod IP"
+        f" 2 replicas; each serves /metrics on port {port} of its pod IP and the admission"
+        f" webhooks on {webhook.url('')} (a self-signed certificate)"
     )
     for obj in _objects(server.kubeconfig.read_bytes(), modules.configmaps):
         server.request("POST", _collection(obj), obj)

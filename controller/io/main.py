@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controller.io import capped
 from controller.io.accountant import JobMetrics
+from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
 from controller.io.handlers import wire_handlers
@@ -37,6 +38,7 @@ from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
 from controller.io.writes import NotingWrites
 from runtime import logs
+from runtime.admission import AdmissionServer
 from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
@@ -87,11 +89,15 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"captf run: {problem}", file=sys.stderr)
         return 2
-    try:
-        parse_address(config.metrics_addr)
-    except ValueError as err:
-        print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
-        return 2
+    for flag, address in (
+        ("--metrics-addr", config.metrics_addr),
+        ("--webhook-addr", config.webhook_addr),
+    ):
+        try:
+            parse_address(address) if address is not None else None
+        except ValueError as err:
+            print(f"captf run: {flag}: {err}", file=sys.stderr)
+            return 2
     try:
         asyncio.run(_until_signalled(config))
     except LeaderLost as err:
@@ -171,7 +177,11 @@ async def serve(
         health = HealthServer(registry, address=_health_addr(args), metrics=not secure)
         health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
         with pauses:
-            async with health, _secure_metrics(args, registry, transport):
+            async with (
+                health,
+                _secure_metrics(args, registry, transport),
+                _webhooks(args, transport),
+            ):
                 if secure:
                     log.info("health on http://%s/healthz", _url_host(args, health.port))
                 else:
@@ -222,6 +232,17 @@ def _secure_metrics(
     cert_dir = Path(args.metrics_cert_dir) if args.metrics_cert_dir else None
     reviewer = KubeReviewer(transport, LoopClock())
     return SecureMetricsServer(registry, reviewer, address=args.metrics_addr, cert_dir=cert_dir)
+
+
+def _webhooks(
+    args: ControllerConfig, transport: Transport
+) -> contextlib.AbstractAsyncContextManager[object]:
+    """The admission webhooks, on every replica (controller/io/admission.py)."""
+    if not args.webhook_addr:
+        return contextlib.nullcontext()
+    cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
+    reviews = Webhooks(transport).reviews()
+    return AdmissionServer(reviews, address=args.webhook_addr, cert_dir=cert_dir)
 
 
 def _url_host(args: ControllerConfig, port: int) -> str:

@@ -938,6 +938,8 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
         + ["CustomResourceDefinition"] * 6  # three kinds, three templates
         + ["Deployment", "PodDisruptionBudget"]
+        + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
+        + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "captf:dev"
