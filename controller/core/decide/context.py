@@ -153,7 +153,10 @@ def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
     if inputs is not None:
         inputs, refused, pending = _with_contract(snap, inputs)
         wait = wait or refused
-    wait = wait or _invalid(snap)
+    invalid = None if wait is not None else _invalid(snap)
+    if invalid is not None:
+        # Read as an unusable policy (Ready False for this reason), as JobPolicyInvalid is.
+        policy, wait = None, invalid
     if wait is None and inputs is not None and inputs.too_large():
         message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
         wait = Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
