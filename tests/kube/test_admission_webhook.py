@@ -29,8 +29,10 @@ import pytest
 
 from controller.dev.install import WEBHOOK_CONFIGURATIONS, LoopbackWebhook, free_port, path_of
 from controller.dev.kustomize import render
+from controller.io.admission import Webhooks
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.client import admin_ssl_context
+from runtime.transport import open_transport
 from tests.kube.harness import MERGE, Kube, condition_is, eventually, running_controller
 from tests.paths import REPO
 
@@ -272,6 +274,47 @@ async def test_a_bad_spec_stored_without_the_webhook_runs_nothing(
         assert await kube.jobs() == []
 
 
+async def test_naming_a_secret_needs_the_right_to_read_it(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """The SubjectAccessReview the webhook asks, answered by the real API server's RBAC.
+    The reviews are sent as the API server sends them once `spec.identityRef` and
+    TerraformClusterIdentity are in the schema (they are being added beside this)."""
+    kube = Kube(apiserver, namespace)
+    await kube.call(
+        "POST", f"/api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": "creds"}}
+    )
+    await _may_get_secret(kube, "carol", "creds")
+    uses = _cluster("c1") | {"spec": {"identityRef": {"kind": "Secret", "name": "creds"}}}
+    uses["metadata"]["namespace"] = namespace
+    identity: Json = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": f"id-{namespace}"},
+        "spec": {"secretRef": {"namespace": namespace, "name": "creds"}},
+    }
+    async with open_transport(str(apiserver.kubeconfig)) as transport:
+        hooks = Webhooks(transport)
+        for obj, field in ((uses, "spec.identityRef"), (identity, "spec.secretRef")):
+            allowed = await hooks.validate(
+                _review(obj["kind"], "CREATE", obj, user="carol")["request"]
+            )
+            assert allowed.allowed, allowed.message
+            refused = await hooks.validate(
+                _review(obj["kind"], "CREATE", obj, user="dave")["request"]
+            )
+            assert not refused.allowed
+            assert f"{field}: names a Secret the requester may not get" in refused.message
+        # An object that names a cluster identity is not asked to read its Secret.
+        shared = _cluster("c2") | {
+            "spec": {"identityRef": {"kind": "TerraformClusterIdentity", "name": "x"}}
+        }
+        named = await hooks.validate(
+            _review("TerraformCluster", "CREATE", shared, user="dave")["request"]
+        )
+        assert named.allowed
+
+
 # -- helpers ----------------------------------------------------------------------------
 
 
@@ -363,6 +406,23 @@ async def _may_approve(kube: Kube, user: str) -> None:
     await kube.call("POST", f"{rbac}/rolebindings", binding)
 
 
+async def _may_get_secret(kube: Kube, user: str, name: str) -> None:
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{kube.ns}"
+    rule = {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [name], "verbs": ["get"]}
+    role = {"metadata": {"name": f"read-{name}"}, "rules": [rule]}
+    binding = {
+        "metadata": {"name": f"read-{name}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"read-{name}",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+    await kube.call("POST", f"{rbac}/roles", role)
+    await kube.call("POST", f"{rbac}/rolebindings", binding)
+
+
 def _as_user(server: ApiServer, user: str, method: str, path: str, body: Json) -> Json:
     """A merge patch (or other call) as `user`: the admin impersonates them."""
     request = urllib.request.Request(
@@ -376,12 +436,14 @@ def _as_user(server: ApiServer, user: str, method: str, path: str, body: Json) -
         return answer
 
 
-def _review(kind: str, operation: str, obj: Json, old: Json | None = None) -> Json:
+def _review(
+    kind: str, operation: str, obj: Json, old: Json | None = None, user: str = "someone"
+) -> Json:
     request: Json = {
         "uid": "u-1",
         "kind": {"group": "infrastructure.cluster.x-k8s.io", "version": "v1alpha1", "kind": kind},
         "operation": operation,
-        "userInfo": {"username": "someone"},
+        "userInfo": {"username": user, "groups": ["system:authenticated"]},
         "object": obj,
         "oldObject": old,
     }
