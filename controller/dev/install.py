@@ -211,7 +211,13 @@ def _fit_webhook(pod: Json, container: Json, webhook: LoopbackWebhook | None) ->
         container["volumeMounts"] = [m for m in mounts if m["name"] != "webhook-cert"]
         pod["volumes"] = [v for v in pod.get("volumes", []) if v["name"] != "webhook-cert"]
         return
-    container["args"] = [*args, f"--webhook-addr=127.0.0.1:{webhook.port}"]
+    # The node rewrites an argument that is a mounted path, not a `--flag=path`.
+    split = [
+        part
+        for a in args
+        for part in (a.split("=", 1) if a.startswith("--webhook-cert-dir=") else [a])
+    ]
+    container["args"] = [*split, f"--webhook-addr=127.0.0.1:{webhook.port}"]
     for declared in container["ports"]:
         if declared["name"] == "webhook":
             declared["containerPort"] = webhook.port
