@@ -21,6 +21,7 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
         # By design: another replica may be writing already. One line says it all.
         log.warning("leadership handed over: %s; exiting 1 to restart as a standby", err)
         return 1
+    except WebhookCannotListen as err:
+        print(f"captf run: --webhook-addr: {err}", file=sys.stderr)
+        return 2
     except CannotListen as err:
         print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
         return 2
@@ -234,15 +238,28 @@ def _secure_metrics(
     return SecureMetricsServer(registry, reviewer, address=args.metrics_addr, cert_dir=cert_dir)
 
 
-def _webhooks(
-    args: ControllerConfig, transport: Transport
-) -> contextlib.AbstractAsyncContextManager[object]:
+class WebhookCannotListen(CannotListen):
+    """--webhook-addr cannot be served."""
+
+
+@contextlib.asynccontextmanager
+async def _webhooks(args: ControllerConfig, transport: Transport) -> AsyncIterator[None]:
     """The admission webhooks, on every replica (controller/io/admission.py)."""
     if not args.webhook_addr:
-        return contextlib.nullcontext()
+        yield
+        return
     cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
-    reviews = Webhooks(transport).reviews()
-    return AdmissionServer(reviews, address=args.webhook_addr, cert_dir=cert_dir)
+    server = AdmissionServer(
+        Webhooks(transport).reviews(), address=args.webhook_addr, cert_dir=cert_dir
+    )
+    try:
+        await server.__aenter__()
+    except CannotListen as err:
+        raise WebhookCannotListen(str(err)) from err
+    try:
+        yield
+    finally:
+        await server.__aexit__(None, None, None)
 
 
 def _url_host(args: ControllerConfig, port: int) -> str:
