@@ -2,8 +2,9 @@
 
 `spec.approvedBy` is never the requester's word. When `spec.approved` turns true, the
 webhook writes the user the API server authenticated; while it stays true the record
-stays as it was; when it turns false (or was never true) there is no approver. A request
-that names anyone else is refused, so a record can only be the truth or absent."""
+stays as it was; a plan never approved has no approver. A request that names anyone
+else is refused, so a record can only be the truth or absent. (An approval is never
+withdrawn: the validating webhook refuses `approved` turning false.)"""
 
 from __future__ import annotations
 

@@ -16,8 +16,12 @@ from controller.core.basics.names import MACHINE
 
 Json = dict[str, Any]
 
-# What a TerraformMachine may not change (docs/api.md, "A machine's inputs are immutable").
-MACHINE_INPUTS = ("source", "variables", "variablesFrom")
+# What a TerraformMachine may not change (docs/api.md, "A machine's inputs are immutable"):
+# its inputs, and the identity it was created with (the credentials that made an instance
+# are the ones that destroy it), as the public CAPTF has it.
+MACHINE_INPUTS = ("source", "variables", "variablesFrom", "identityRef")
+# What an approver writes on a TerraformPlan; the rest is what was planned.
+PLAN_APPROVAL = frozenset({"approved", "approvedBy"})
 
 
 def _spec(obj: Json) -> Json:
@@ -47,10 +51,17 @@ def machine_changes(old: Json, new: Json) -> list[Refusal]:
 
 
 def plan_changes(old: Json, new: Json) -> list[Refusal]:
-    """A plan approves changes to one target: it cannot be pointed at another."""
-    if _spec(old).get("target") != _spec(new).get("target"):
-        return [Refusal("spec.target", "is immutable: a plan belongs to one object")]
-    return []
+    """A plan records what was planned for one target; only its approval changes
+    (controller/core/admission/approval.py says how)."""
+    before, after = _spec(old), _spec(new)
+    fields = (before.keys() | after.keys()) - PLAN_APPROVAL
+    changed = sorted(k for k in fields if before.get(k) != after.get(k))
+    found = [
+        Refusal(f"spec.{k}", "is immutable: the plan records what was planned") for k in changed
+    ]
+    if before.get("approved") is True and after.get("approved") is not True:
+        found.append(Refusal("spec.approved", "cannot be withdrawn once true"))
+    return found
 
 
 def changes(kind: str, old: Json, new: Json) -> list[Refusal]:

@@ -39,8 +39,8 @@ def plan(approved: bool | None = None, by: str | None = None) -> Json:
         (plan(True, "alice"), plan(True, "alice"), "bob", Approval()),
         (plan(True, "alice"), plan(True), "bob", SET_ALICE),
         (plan(True, "alice"), plan(True, "bob"), "bob", REFUSED),
-        # Withdrawn or never given: no approver.
-        (plan(True, "alice"), plan(False, "alice"), "bob", REMOVE),
+        # Never given: no approver (a withdrawal is the validating webhook's to refuse).
+        (plan(False), plan(False, "alice"), "alice", REMOVE),
         (plan(False), plan(False), "alice", Approval()),
         (None, plan(False), "controller", Approval()),
     ],

@@ -138,6 +138,7 @@ def test_template_spec_is_immutable_by_value() -> None:
         ({"variables": {"a": 2}}, ["spec.variables"]),
         ({"variablesFrom": [{"secretRef": {"name": "s"}}]}, ["spec.variablesFrom"]),
         ({"source": {"configMapRef": {"name": "other"}}}, ["spec.source"]),
+        ({"identityRef": {"kind": "Secret", "name": "other"}}, ["spec.identityRef"]),
         ({"providerID": "p2"}, ["spec.providerID"]),
     ],
 )
@@ -245,7 +246,26 @@ def test_an_approved_plan_names_its_approver(plan: Json, refused: list[str]) -> 
     assert fields(spec_refusals("TerraformPlan", plan)) == refused
 
 
-def test_a_plan_keeps_its_target() -> None:
-    old: Json = {"spec": {"target": {"kind": "TerraformCluster", "name": "a", "uid": "1"}}}
-    new: Json = {"spec": {"target": {"kind": "TerraformCluster", "name": "b", "uid": "2"}}}
-    assert fields(update_refusals("TerraformPlan", old, new)) == ["spec.target"]
+PLANNED: Json = {
+    "target": {"kind": "TerraformCluster", "name": "a", "uid": "1"},
+    "inputsHash": "h1",
+}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "refused"),
+    [
+        ({}, {"approved": True, "approvedBy": "alice"}, []),
+        ({"target": {"kind": "TerraformCluster", "name": "b", "uid": "2"}}, {}, ["spec.target"]),
+        ({"inputsHash": "h2"}, {}, ["spec.inputsHash"]),
+        ({"approved": True, "approvedBy": "alice"}, {"approved": False}, ["spec.approved"]),
+    ],
+)
+def test_a_plan_changes_only_by_its_approval(before: Json, after: Json, refused: list[str]) -> None:
+    old: Json = {
+        "spec": PLANNED | {k: v for k, v in before.items() if k in ("approved", "approvedBy")}
+    }
+    new: Json = {"spec": PLANNED | before | after}
+    if "approvedBy" in old["spec"] and after.get("approved") is False:
+        new["spec"].pop("approvedBy", None)
+    assert fields(update_refusals("TerraformPlan", old, new)) == refused
