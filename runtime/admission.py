@@ -29,6 +29,7 @@ from typing import Any, Self
 
 import anyio
 from aiohttp import web
+from anyio.abc import TaskGroup
 
 from runtime.certs import CERT_FILE, KEY_FILE, tls_context
 from runtime.health import parse_address, serve
@@ -74,7 +75,7 @@ class AdmissionServer:
         self._host, self._port = parse_address(address)
         self._cert_dir = cert_dir
         self._runner: web.AppRunner | None = None
-        self._reloading: anyio.abc.TaskGroup | None = None
+        self._reloading: TaskGroup | None = None
         self._stack = contextlib.AsyncExitStack()
 
     @property

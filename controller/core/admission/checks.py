@@ -32,9 +32,8 @@ def spec_refusals(kind: str, obj: Json) -> list[Refusal]:
 
 def plan_refusals(plan: Json) -> list[Refusal]:
     """An approved plan records its approver (the mutating webhook writes it first)."""
-    spec = plan.get("spec") if isinstance(plan.get("spec"), dict) else {}
-    assert isinstance(spec, dict)
-    if spec.get("approved") is True and not spec.get("approvedBy"):
+    spec = plan.get("spec")
+    if isinstance(spec, dict) and spec.get("approved") is True and not spec.get("approvedBy"):
         return [Refusal("spec.approvedBy", "is required once spec.approved is true")]
     return []
 
