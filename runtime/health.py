@@ -35,14 +35,19 @@ class CannotListen(Exception):
 
 
 async def serve(
-    app: web.Application, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    reuse_port: bool = False,
 ) -> tuple[web.AppRunner, int]:
     """Starts serving `app` on host:port; returns the runner (the caller cleans it up) and
     the bound port (the one picked when `port` is 0). An address that cannot be served
     raises CannotListen, with nothing left running."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
     try:
         await site.start()
     except OSError as error:

@@ -14,10 +14,7 @@ of in-cluster metrics commonly skip verification, and the token is what protects
 
 from __future__ import annotations
 
-import datetime
 import hashlib
-import ipaddress
-import ssl
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -27,6 +24,7 @@ from typing import Any, Protocol, Self
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from runtime.certs import tls_context
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.health import parse_address, serve
@@ -104,56 +102,6 @@ def bearer_token(request: web.Request) -> str | None:
     if scheme.lower() != "bearer":
         return None
     return token.strip() or None
-
-
-def tls_context(cert_dir: Path | None, work_dir: Path) -> ssl.SSLContext:
-    """The serving context: `cert_dir`'s tls.crt/tls.key, or a self-signed pair written
-    to `work_dir`."""
-    if cert_dir is not None:
-        cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
-    else:
-        cert, key = _self_signed(work_dir)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    # cryptography is imported here, not at module level: it costs about 10 MiB of
-    # resident memory for the process's whole life, and only a self-signed serving
-    # certificate needs it.
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "captf-metrics")])
-    now = datetime.datetime.now(datetime.UTC)
-    sans = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "tls.crt", directory / "tls.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    key_path.chmod(0o600)
-    return cert_path, key_path
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

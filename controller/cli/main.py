@@ -129,6 +129,18 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=DEFAULTS.health_probe_addr,
         help="/healthz and /readyz, plain HTTP, with --metrics-secure",
     )
+    p.add_argument(
+        "--webhook-addr",
+        default=DEFAULTS.webhook_addr,
+        help="serve the admission webhooks (/validate, /mutate-terraformplan) over HTTPS "
+        "here, e.g. 0.0.0.0:9443 (default: not served)",
+    )
+    p.add_argument(
+        "--webhook-cert-dir",
+        default=DEFAULTS.webhook_cert_dir,
+        help="tls.crt and tls.key for --webhook-addr, reloaded when they change "
+        "(default: self-signed at start)",
+    )
     _add_runner_policy(p)
     p.add_argument(
         "--time-scale",

@@ -10,10 +10,18 @@ below (an import-linter contract holds them to it):
 - jobs: one Job, the history of an object's Jobs, backoff, retention, naming, the
   result read from a termination message;
 - leases: Lease writes as data, the family exclusion, run slots, stale holds;
+- admission: the checks the admission webhook makes (decide makes them again);
 - decide: the snapshot, Settings and Facts, the context, DecideOp's steps;
 - plan: the plan of one pass (accounting, the launch, pruning, the status).
 """
 
+from controller.core.admission.approval import Approval, approval
+from controller.core.admission.checks import spec_refusals, update_refusals
+from controller.core.admission.identity import SecretAccess, secret_to_review
+from controller.core.admission.kinds import ALL as ADMISSION_KINDS
+from controller.core.admission.kinds import inputs_spec
+from controller.core.admission.refusal import Refusal as AdmissionRefusal
+from controller.core.admission.refusal import message_of as refusals_message
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
@@ -68,6 +76,7 @@ from controller.core.spec.refs import (
 )
 
 __all__ = [
+    "ADMISSION_KINDS",
     "CONFIGMAP",
     "DEFAULT_IMAGES",
     "DEFAULT_SERVICE_ACCOUNTS",
@@ -78,6 +87,8 @@ __all__ = [
     "SECRET",
     "STALE_AFTER",
     "Accounting",
+    "AdmissionRefusal",
+    "Approval",
     "Busy",
     "Event",
     "Facts",
@@ -93,9 +104,11 @@ __all__ = [
     "Refusal",
     "Role",
     "Sample",
+    "SecretAccess",
     "Settings",
     "Snapshot",
     "SourceSecret",
+    "approval",
     "bootstrap_secret_of",
     "capi_cluster_ref",
     "change_of",
@@ -112,6 +125,7 @@ __all__ = [
     "identity_ref_of",
     "infrastructure_cluster_of",
     "infrastructure_ref",
+    "inputs_spec",
     "job_env",
     "live_check_needed",
     "member_jobs",
@@ -122,13 +136,17 @@ __all__ = [
     "owner_of",
     "plan_pass",
     "ready_of",
+    "refusals_message",
     "result",
     "result_of",
     "secret_ref_of",
+    "secret_to_review",
     "secrets_read",
     "settings_of",
     "spec_of",
+    "spec_refusals",
     "stale_leases",
     "terraform_cluster_of",
+    "update_refusals",
     "with_result",
 ]

@@ -59,6 +59,10 @@ class Template:
 
 _NS = Sub(f"namespace: {NAMESPACE}", "namespace: {{ .Release.Namespace }}")
 _MONITORING = ".Values.monitoring.enabled"
+_INJECT_CA = Sub(
+    f"cert-manager.io/inject-ca-from: {NAMESPACE}/captf-webhook-cert",
+    "cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/captf-webhook-cert",
+)
 
 TEMPLATES = (
     Template("rbac.yaml", "templates/rbac.yaml", (_NS,)),
@@ -84,6 +88,24 @@ TEMPLATES = (
         ),
     ),
     Template("pdb.yaml", "templates/pdb.yaml", (_NS,)),
+    Template("webhook/service.yaml", "templates/webhook/service.yaml", (_NS,)),
+    Template(
+        "webhook/certificate.yaml",
+        "templates/webhook/certificate.yaml",
+        (
+            _NS,
+            Sub(
+                f"- captf-webhook.{NAMESPACE}.svc",
+                "- captf-webhook.{{ .Release.Namespace }}.svc",
+            ),
+            Sub(
+                f"- captf-webhook.{NAMESPACE}.svc.cluster.local",
+                "- captf-webhook.{{ .Release.Namespace }}.svc.cluster.local",
+            ),
+        ),
+    ),
+    Template("webhook/validating.yaml", "templates/webhook/validating.yaml", (_NS, _INJECT_CA)),
+    Template("webhook/mutating.yaml", "templates/webhook/mutating.yaml", (_NS, _INJECT_CA)),
     Template("monitoring/service.yaml", "templates/monitoring/service.yaml", (_NS,), _MONITORING),
     Template(
         "monitoring/servicemonitor.yaml",

@@ -28,6 +28,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,15 @@ import yaml
 from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, VERSION
 from controller.dev import module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
-from controller.dev.install import DEPLOYMENT, apply, free_port, on_process_node
+from controller.dev.install import (
+    DEPLOYMENT,
+    WEBHOOK_CONFIGURATIONS,
+    LoopbackWebhook,
+    apply,
+    free_port,
+    on_process_node,
+    path_of,
+)
 from controller.dev.install import NAMESPACE as CONTROLLER_NAMESPACE
 from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
@@ -163,26 +172,32 @@ async def _run_all(
                 f"Cluster API {capi.name.removeprefix('capi-')} manager ready"
                 f" ({manager.startup_seconds:.1f}s), CRDs and webhooks installed; log {manager.log}"
             )
-            await anyio.to_thread.run_sync(_install, args, server, modules)
+            webhooks = await anyio.to_thread.run_sync(_install, args, server, modules)
             clusterctl = capi / "clusterctl"
             print(f"  {clusterctl} describe cluster {CLUSTER} --kubeconfig {KUBECONFIG}")
             print(f"  captf get --kubeconfig {KUBECONFIG} --time-scale {args.time_scale:g}")
             print("Ctrl-C stops everything.\n", flush=True)
-            errors = await _watch(args, tofu, signals, crane)
+            errors = await _watch(args, tofu, signals, crane, webhooks)
     print(f"controller_runtime_reconcile_errors_total {errors:g} (every replica, while it ran)")
 
 
-def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> None:
+def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> list[Json]:
     """The controller, then the cluster's objects; Cluster API's CRDs are there already, so
-    the controller's informers of Clusters, Machines and MachinePools list at once."""
+    the controller's informers of Clusters, Machines and MachinePools list at once. Returns
+    the webhook configurations, held back until a replica serves them: with failurePolicy
+    Fail they would refuse every create until then (the objects made here are checked by
+    the controller at reconcile, as any object stored without the webhook)."""
     port = free_port()
-    apply(
-        server,
-        on_process_node(render(MANIFESTS), metrics_port=port, time_scale=args.time_scale),
+    webhook = LoopbackWebhook.make(free_port())
+    fitted = on_process_node(
+        render(MANIFESTS), metrics_port=port, time_scale=args.time_scale, webhook=webhook
     )
+    held = [o for o in fitted if o["kind"] in WEBHOOK_CONFIGURATIONS]
+    apply(server, [o for o in fitted if o["kind"] not in WEBHOOK_CONFIGURATIONS])
     print(
         f"applied manifests/ (kustomization): Deployment {CONTROLLER_NAMESPACE}/{DEPLOYMENT},"
-        f" 2 replicas; each serves /metrics on port {port} of its pod IP"
+        f" 2 replicas; each serves /metrics on port {port} of its pod IP and the admission"
+        f" webhooks on {webhook.url('')} (a self-signed certificate)"
     )
     for obj in _objects(server.kubeconfig.read_bytes(), modules.images):
         server.request("POST", _collection(obj), obj)
@@ -196,9 +211,12 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> N
         "a Node with its providerID is registered for each machine the modules create"
         " (a stand-in for its kubelet joining), so Machines reach Running. Try:"
     )
+    return held
 
 
-async def _watch(args: argparse.Namespace, tofu: Path, signals: Any, crane: Path) -> float:
+async def _watch(
+    args: argparse.Namespace, tofu: Path, signals: Any, crane: Path, webhooks: list[Json]
+) -> float:
     async with open_transport(str(KUBECONFIG)) as transport, anyio.create_task_group() as tg:
         # Recorded before any replica starts (their ServiceAccount may read it, not
         # create it): every replica and this timeline then share one scaled timeline.
@@ -214,12 +232,29 @@ async def _watch(args: argparse.Namespace, tofu: Path, signals: Any, crane: Path
             )
             tg.start_soon(timeline.run)
             tg.start_soon(workload.NodeJoiner(transport, say=timeline.say).run)
+            tg.start_soon(_register_webhooks, transport, webhooks, timeline.say)
             async for _ in signals:
                 break
             errors = await _reconcile_errors(transport)
             print("\nstopping: controller pods, node, Cluster API, control plane ...", flush=True)
         tg.cancel_scope.cancel()
     return errors
+
+
+async def _register_webhooks(
+    transport: Transport, configurations: list[Json], say: Callable[[str, str], None]
+) -> None:
+    """The webhook configurations, once a controller replica is Ready (it serves the
+    webhooks before it is Ready)."""
+    path = f"/apis/apps/v1/namespaces/{CONTROLLER_NAMESPACE}/deployments/{DEPLOYMENT}"
+    while True:  # polled: a watch for one field of one object is not worth it here
+        deployment = await transport.request("GET", path)
+        if (deployment.get("status") or {}).get("readyReplicas"):
+            break
+        await anyio.sleep(1)
+    for obj in configurations:
+        await transport.request("POST", path_of(obj), body=obj)
+    say("webhooks", "registered: creates and spec changes of CAPTF objects are reviewed")
 
 
 async def _reconcile_errors(transport: Transport) -> float:

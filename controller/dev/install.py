@@ -11,19 +11,33 @@ runs every pod on this machine's network without isolation:
 - `--time-scale` and a text log format, for `make run`; and, for tests that share one
   API server, the namespace to watch.
 
+The admission webhooks (manifests/webhook/) need cert-manager and a Service, which the
+local cluster has neither of. With a `LoopbackWebhook`, the install stands in for both:
+it creates the Secret cert-manager would (a pair self-signed for 127.0.0.1, made here),
+points the webhook configurations at `https://127.0.0.1:PORT/...` with that certificate as
+their caBundle, and both replicas listen on that one loopback port (SO_REUSEPORT, see
+runtime/admission.py), as a Service would spread reviews over them. Without one, the
+webhooks are left out: tests that share an API server must not have their objects
+reviewed by a controller that is not running.
+
 Everything else (the ServiceAccount, its RBAC, probes, rollout, the PodDisruption-
 Budget) is the install as written."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import socket
+import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from controller.dev.kustomize import CLUSTER_SCOPED
 from controller.io.api import resource_path
 from runtime.cache.resource import Resource
+from runtime.certs import self_signed
 from runtime.envtest import RequestFailed
 
 Json = dict[str, Any]
@@ -42,7 +56,57 @@ PLURALS = {
     "PodDisruptionBudget": "poddisruptionbudgets",
     "ConfigMap": "configmaps",
     "Secret": "secrets",
+    "Service": "services",
+    "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
 }
+# What cert-manager makes in a cluster; the local cluster has no cert-manager.
+CERT_MANAGER_KINDS = {"Issuer", "Certificate"}
+WEBHOOK_CONFIGURATIONS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+WEBHOOK_SECRET = "captf-webhook-cert"
+INJECT_CA = "cert-manager.io/inject-ca-from"
+
+
+@dataclass(frozen=True)
+class LoopbackWebhook:
+    """The webhooks on 127.0.0.1:`port` with a self-signed certificate (`cert`, `key`: PEM)."""
+
+    port: int
+    cert: bytes
+    key: bytes
+
+    @classmethod
+    def make(cls, port: int) -> LoopbackWebhook:
+        with tempfile.TemporaryDirectory(prefix="captf-webhook-cert-") as work:
+            cert, key = self_signed(Path(work), common_name="captf-webhook")
+            return cls(port, cert.read_bytes(), key.read_bytes())
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    def secret(self) -> Json:
+        """The Secret cert-manager's Certificate would make."""
+        data = {"tls.crt": self.cert, "tls.key": self.key, "ca.crt": self.cert}
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+        }
+
+    def configuration(self, obj: Json) -> Json:
+        """A webhook configuration of the manifests, calling 127.0.0.1 and trusting the
+        certificate."""
+        fitted = copy.deepcopy(obj)
+        (fitted["metadata"].get("annotations") or {}).pop(INJECT_CA, None)
+        for hook in fitted["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {
+                "url": self.url(path),
+                "caBundle": base64.b64encode(self.cert).decode(),
+            }
+        return fitted
 
 
 class Api(Protocol):
@@ -103,16 +167,60 @@ def _replace(api: Api, obj: Json, attempts: int = 5) -> None:
 
 
 def on_process_node(
-    objects: list[Json], *, metrics_port: int, time_scale: float, watch: str | None = None
+    objects: list[Json],
+    *,
+    metrics_port: int,
+    time_scale: float,
+    watch: str | None = None,
+    webhook: LoopbackWebhook | None = None,
 ) -> list[Json]:
     """`objects` with the controller's Deployment fitted to the process node (see above);
-    `watch`: the only namespace it reconciles (default: all)."""
-    fitted = copy.deepcopy(objects)
-    for obj in fitted:
-        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
-            [container] = obj["spec"]["template"]["spec"]["containers"]
+    `watch`: the only namespace it reconciles (default: all); `webhook`: the admission
+    webhooks on loopback (default: left out)."""
+    fitted = []
+    for obj in copy.deepcopy(objects):
+        kind = obj["kind"]
+        if kind in CERT_MANAGER_KINDS or (kind == "Service" and _is_webhook_service(obj)):
+            continue
+        if kind in WEBHOOK_CONFIGURATIONS:
+            if webhook is not None:
+                fitted.append(webhook.configuration(obj))
+            continue
+        if kind == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
+            pod = obj["spec"]["template"]["spec"]
+            [container] = pod["containers"]
             _fit(container, metrics_port, time_scale, watch)
+            _fit_webhook(pod, container, webhook)
+            if webhook is not None:
+                fitted.append(webhook.secret())
+        fitted.append(obj)
     return fitted
+
+
+def _is_webhook_service(obj: Json) -> bool:
+    return bool(obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "webhook")
+
+
+def _fit_webhook(pod: Json, container: Json, webhook: LoopbackWebhook | None) -> None:
+    """The webhook on the loopback port, or (without one) not served at all."""
+    args = [a for a in container["args"] if not a.startswith("--webhook-addr=")]
+    if webhook is None:
+        container["args"] = [a for a in args if not a.startswith("--webhook-cert-dir=")]
+        container["ports"] = [p for p in container["ports"] if p["name"] != "webhook"]
+        mounts = container.get("volumeMounts", [])
+        container["volumeMounts"] = [m for m in mounts if m["name"] != "webhook-cert"]
+        pod["volumes"] = [v for v in pod.get("volumes", []) if v["name"] != "webhook-cert"]
+        return
+    # The node rewrites an argument that is a mounted path, not a `--flag=path`.
+    split = [
+        part
+        for a in args
+        for part in (a.split("=", 1) if a.startswith("--webhook-cert-dir=") else [a])
+    ]
+    container["args"] = [*split, f"--webhook-addr=127.0.0.1:{webhook.port}"]
+    for declared in container["ports"]:
+        if declared["name"] == "webhook":
+            declared["containerPort"] = webhook.port
 
 
 def _fit(container: Json, port: int, time_scale: float, watch: str | None) -> None:

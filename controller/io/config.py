@@ -29,6 +29,9 @@ class ControllerConfig:
     metrics_secure: bool = False
     metrics_cert_dir: str | None = None  # tls.crt, tls.key; None: self-signed at start
     health_probe_addr: str = "127.0.0.1:8081"
+    # The admission webhooks (HTTPS, every replica); None: not served.
+    webhook_addr: str | None = None
+    webhook_cert_dir: str | None = None  # tls.crt, tls.key; None: self-signed at start
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
     time_scale: float = 1.0

@@ -21,6 +21,7 @@ import os
 import secrets
 import socket
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from controller.io import capped
 from controller.io.accountant import JobMetrics
+from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
 from controller.io.handlers import wire_handlers
@@ -37,6 +39,7 @@ from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
 from controller.io.writes import NotingWrites
 from runtime import logs
+from runtime.admission import AdmissionServer
 from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
@@ -87,17 +90,24 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"captf run: {problem}", file=sys.stderr)
         return 2
-    try:
-        parse_address(config.metrics_addr)
-    except ValueError as err:
-        print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
-        return 2
+    for flag, address in (
+        ("--metrics-addr", config.metrics_addr),
+        ("--webhook-addr", config.webhook_addr),
+    ):
+        try:
+            parse_address(address) if address is not None else None
+        except ValueError as err:
+            print(f"captf run: {flag}: {err}", file=sys.stderr)
+            return 2
     try:
         asyncio.run(_until_signalled(config))
     except LeaderLost as err:
         # By design: another replica may be writing already. One line says it all.
         log.warning("leadership handed over: %s; exiting 1 to restart as a standby", err)
         return 1
+    except WebhookCannotListen as err:
+        print(f"captf run: --webhook-addr: {err}", file=sys.stderr)
+        return 2
     except CannotListen as err:
         print(f"captf run: --metrics-addr: {err}", file=sys.stderr)
         return 2
@@ -171,7 +181,11 @@ async def serve(
         health = HealthServer(registry, address=_health_addr(args), metrics=not secure)
         health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
         with pauses:
-            async with health, _secure_metrics(args, registry, transport):
+            async with (
+                health,
+                _secure_metrics(args, registry, transport),
+                _webhooks(args, transport),
+            ):
                 if secure:
                     log.info("health on http://%s/healthz", _url_host(args, health.port))
                 else:
@@ -222,6 +236,30 @@ def _secure_metrics(
     cert_dir = Path(args.metrics_cert_dir) if args.metrics_cert_dir else None
     reviewer = KubeReviewer(transport, LoopClock())
     return SecureMetricsServer(registry, reviewer, address=args.metrics_addr, cert_dir=cert_dir)
+
+
+class WebhookCannotListen(CannotListen):
+    """--webhook-addr cannot be served."""
+
+
+@contextlib.asynccontextmanager
+async def _webhooks(args: ControllerConfig, transport: Transport) -> AsyncIterator[None]:
+    """The admission webhooks, on every replica (controller/io/admission.py)."""
+    if not args.webhook_addr:
+        yield
+        return
+    cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
+    server = AdmissionServer(
+        Webhooks(transport).reviews(), address=args.webhook_addr, cert_dir=cert_dir
+    )
+    try:
+        await server.__aenter__()
+    except CannotListen as err:
+        raise WebhookCannotListen(str(err)) from err
+    try:
+        yield
+    finally:
+        await server.__aexit__(None, None, None)
 
 
 def _url_host(args: ControllerConfig, port: int) -> str:

@@ -22,7 +22,16 @@ import anyio
 import pytest
 import yaml
 
-from controller.dev.install import DEPLOYMENT, NAMESPACE, apply, free_port, on_process_node
+from controller.dev.install import (
+    DEPLOYMENT,
+    NAMESPACE,
+    WEBHOOK_CONFIGURATIONS,
+    LoopbackWebhook,
+    apply,
+    free_port,
+    on_process_node,
+    path_of,
+)
 from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import replica_of, scrape_sum
@@ -124,12 +133,23 @@ def _runner_rbac(namespace: str) -> list[Json]:
 
 @contextlib.asynccontextmanager
 async def deployed(
-    server: ApiServer, namespace: str, tofu: Path, tmp_path: Path
+    server: ApiServer,
+    namespace: str,
+    tofu: Path,
+    tmp_path: Path,
+    webhook: LoopbackWebhook | None = None,
 ) -> AsyncIterator[Stack]:
     port = free_port()
-    install = on_process_node(render(MANIFESTS), metrics_port=port, time_scale=1, watch=namespace)
+    install = on_process_node(
+        render(MANIFESTS), metrics_port=port, time_scale=1, watch=namespace, webhook=webhook
+    )
     # The CRDs are the session's (the `cluster` fixture installed them).
     install = [o for o in install if o["kind"] != "CustomResourceDefinition"]
+    configurations = [o for o in install if o["kind"] in WEBHOOK_CONFIGURATIONS]
+    for obj in configurations:
+        # The session's other tests share the API server: review this namespace only.
+        for hook in obj["webhooks"]:
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
     apply(server, install + _runner_rbac(namespace))
     kube = Kube(server, namespace)
     stack = Stack(server, kube)
@@ -142,6 +162,8 @@ async def deployed(
             try:
                 yield stack
             finally:
+                for obj in configurations:
+                    await kube.call("DELETE", path_of(obj, named=True))
                 await kube.call("DELETE", DEPLOYMENT_PATH, {"propagationPolicy": "Foreground"})
 
                 async def gone() -> bool:
@@ -234,6 +256,54 @@ async def test_a_leader_killed_during_an_apply_leaves_one_job_and_one_accounting
 
         assert await eventually(one_sample, within=30, what="the Job's metric sample") == 1
         assert took_over != killed
+
+
+async def test_both_replicas_answer_the_webhook_on_one_loopback_port(
+    cluster: ApiServer, cluster_namespace: str, tofu_build: Path, tmp_path: Path
+) -> None:
+    """The local install of the webhooks (`make run`'s): the Secret the install made
+    mounted into both replicas, the configurations calling 127.0.0.1 with its certificate.
+    Either replica answers: with one killed, the other keeps refusing bad objects."""
+    webhook = LoopbackWebhook.make(free_port())
+    async with deployed(cluster, cluster_namespace, tofu_build, tmp_path, webhook) as stack:
+        await stack.two_ready()
+        clusters = stack.kube.captf_path("terraformclusters")
+        bad = {
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "kind": "TerraformCluster",
+            "metadata": {"name": "bad"},
+            "spec": {
+                "source": {"image": "Not/A Reference"},
+                "credentialsRef": {"name": "creds"},
+                "jobs": {"image": "captf:dev"},
+            },
+        }
+
+        seen: list[str] = []
+
+        async def refused_by_the_webhook() -> str | None:
+            try:
+                await stack.kube.call("POST", clusters + "?dryRun=All", bad)
+            except RequestFailed as error:
+                seen.append(str(error))
+                return str(error) if "denied the request" in str(error) else None
+            return None
+
+        refused = await eventually(
+            refused_by_the_webhook, within=WAIT, what="the webhook's refusal"
+        )
+        assert "spec.source.image" in refused
+        [pod, *_] = await stack.controller_pods()
+        [container] = pod["status"]["containerStatuses"]
+        os.kill(int(container["containerID"].removeprefix("process://")), signal.SIGKILL)
+        # A connection the API server kept open to the killed replica is reset once (as
+        # with a pod behind a Service); every new one reaches the living replica.
+        seen.clear()
+        answers = [await refused_by_the_webhook() for _ in range(12)]
+        resets = [e for e in seen if "denied the request" not in e]
+        assert all("connection reset" in e or "EOF" in e for e in resets), resets
+        assert len(resets) <= 2, resets
+        assert all(answers[-8:]), seen
 
 
 def _about(event: Json, job: Json) -> bool:

@@ -42,16 +42,33 @@ RESOURCES = {
     "ConfigMap": ("/api/v1", "configmaps"),
     "ServiceAccount": ("/api/v1", "serviceaccounts"),
     "Pod": ("/api/v1", "pods"),
+    "Service": ("/api/v1", "services"),
     "Deployment": ("/apis/apps/v1", "deployments"),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles"),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings"),
+    "ValidatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+    ),
+    "MutatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+    ),
     **{kind: (CAPTF, plural) for kind, plural in KINDS.items()},
     **{kind: ("/apis/cluster.x-k8s.io/v1beta2", p) for kind, p in CAPI_PLURALS.items()},
 }
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+}
+# cert-manager's kinds: their CRDs are not installed here.
+CERT_MANAGER = {"Issuer", "Certificate"}
 DRY_RUN = {"dryRun": "All"}
 MERGE = "application/merge-patch+json"
 
@@ -982,7 +999,14 @@ def test_deployment_runs_the_controller_leader_elected() -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert container["livenessProbe"]["httpGet"]["port"] == "health"
     assert container["readinessProbe"]["httpGet"]["port"] == "health"
-    assert ports == {"metrics": 8443, "health": 8081}
+    assert ports == {"metrics": 8443, "health": 8081, "webhook": 9443}
+    # The admission webhooks, with the certificate cert-manager writes into its Secret.
+    assert "--webhook-addr=0.0.0.0:9443" in args
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == "webhook-cert"]
+    assert f"--webhook-cert-dir={mount['mountPath']}" in args
+    [volume] = [v for v in pod["volumes"] if v["name"] == "webhook-cert"]
+    certificate = one(load(MANIFESTS / "webhook" / "certificate.yaml"), "Certificate")
+    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     security = container["securityContext"]
@@ -1056,6 +1080,8 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
         + ["CustomResourceDefinition"] * 7  # three kinds, three templates, the identity
         + ["Deployment", "PodDisruptionBudget"]
+        + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
+        + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "captf:dev"

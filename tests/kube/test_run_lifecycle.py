@@ -204,3 +204,24 @@ def test_a_busy_metrics_port_is_one_line_and_exit_2(apiserver: ApiServer, namesp
     [line] = done.stderr.splitlines()
     assert line.startswith(f"captf run: --metrics-addr: cannot listen on {address}: ")
     assert "in use" in line
+
+
+def test_a_busy_webhook_port_names_its_flag(apiserver: ApiServer, namespace: str) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        address = f"127.0.0.1:{busy.getsockname()[1]}"
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "controller.cli.main", "run", "--no-leader-elect",
+                "--kubeconfig", str(apiserver.kubeconfig), "--namespace", namespace,
+                "--metrics-addr", "127.0.0.1:0", "--webhook-addr", address,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"captf run: --webhook-addr: cannot listen on {address}: ")

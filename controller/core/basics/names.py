@@ -176,6 +176,9 @@ class Reason(StrEnum):
 
     # Waits.
     JOB_POLICY_INVALID = "JobPolicyInvalid"
+    # What the admission webhook refuses (controller/core/admission), found at reconcile:
+    # an object stored while the webhook was down or missed. Nothing runs until it changes.
+    INVALID_SPEC = "InvalidSpec"
     # The API server refused the op's Job (or its inputs Secret or Leases); backs off.
     JOB_REFUSED = "JobRefused"
     INPUTS_TOO_LARGE = "InputsTooLarge"

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from controller.core.admission.checks import spec_refusals
+from controller.core.admission.refusal import message_of
 from controller.core.basics.names import (
     ANN_APPROVE,
     ANN_INPUTS_HASH,
@@ -151,10 +153,23 @@ def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
     if inputs is not None:
         inputs, refused, pending = _with_contract(snap, inputs)
         wait = wait or refused
+    invalid = None if wait is not None else _invalid(snap)
+    if invalid is not None:
+        # Read as an unusable policy (Ready False for this reason), as JobPolicyInvalid is.
+        policy, wait = None, invalid
     if wait is None and inputs is not None and inputs.too_large():
         message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
         wait = Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
     return Reading(policy, inputs, wait, pending)
+
+
+def _invalid(snap: Snapshot) -> Requeue | None:
+    """The wait of a spec the admission webhook would have refused: the webhook may have
+    been down (its failurePolicy lets such a request through) or not installed."""
+    refused = spec_refusals(snap.kind, snap.obj)
+    if not refused:
+        return None
+    return Requeue(Reason.INVALID_SPEC, INVALID_WAIT, message=message_of(refused))
 
 
 def _with_contract(snap: Snapshot, inputs: Inputs) -> tuple[Inputs, Requeue | None, str | None]:

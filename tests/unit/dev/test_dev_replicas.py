@@ -3,11 +3,18 @@ the process node."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 
-from controller.dev.install import on_process_node, path_of
+from controller.dev.install import (
+    WEBHOOK_CONFIGURATIONS,
+    WEBHOOK_SECRET,
+    LoopbackWebhook,
+    on_process_node,
+    path_of,
+)
 from controller.dev.kustomize import render
 from controller.dev.replicas import deployment_change, lease_change, pod_change, replica_of
 from tests.paths import REPO
@@ -113,10 +120,14 @@ def test_the_install_on_the_process_node_binds_the_pod_ip_on_the_chosen_port() -
     # Every probe names a port the container declares (the node looks it up).
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"]["port"] == "metrics"
-    # Nothing else changes, and the input is left as it was.
+    # Nothing else changes but the webhooks, left out without a LoopbackWebhook, and the
+    # input is left as it was.
+    webhook_kinds = {"Service", "Issuer", "Certificate", *WEBHOOK_CONFIGURATIONS}
     assert [o for o in fitted if o["kind"] != "Deployment"] == [
-        o for o in objects if o["kind"] != "Deployment"
+        o for o in objects if o["kind"] not in {"Deployment", *webhook_kinds}
     ]
+    assert not any(a.startswith("--webhook") for a in container["args"])
+    assert "webhook-cert" not in str(deployment)
     assert (
         "--metrics-addr=0.0.0.0:8443"
         in (
@@ -155,3 +166,30 @@ def test_tests_sharing_an_api_server_restrict_the_install_to_their_namespace() -
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[-1] == "--namespace=team-a"
     assert "--time-scale=1" in args
+
+
+def test_the_local_webhooks_call_loopback_with_their_own_certificate() -> None:
+    """No cert-manager and no Service routing here: the install makes the Secret a
+    Certificate would, and the configurations call 127.0.0.1 trusting that certificate."""
+    webhook = LoopbackWebhook.make(4343)
+    fitted = on_process_node(render(MANIFESTS), metrics_port=1, time_scale=1, webhook=webhook)
+    kinds = [o["kind"] for o in fitted]
+    assert not {"Issuer", "Certificate", "Service"} & set(kinds)
+    [secret] = [o for o in fitted if o["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == WEBHOOK_SECRET
+    # The Secret exists before the pods that mount it.
+    assert kinds.index("Secret") < kinds.index("Deployment")
+    ca = base64.b64encode(webhook.cert).decode()
+    hooks = [h for o in fitted if o["kind"] in WEBHOOK_CONFIGURATIONS for h in o["webhooks"]]
+    assert {h["clientConfig"]["url"] for h in hooks} == {
+        "https://127.0.0.1:4343/validate",
+        "https://127.0.0.1:4343/mutate-terraformplan",
+    }
+    assert all(h["clientConfig"]["caBundle"] == ca for h in hooks)
+    assert all(h["failurePolicy"] == "Fail" for h in hooks)
+    [deployment] = [o for o in fitted if o["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--webhook-addr=127.0.0.1:4343" in container["args"]
+    # Apart, so that the node rewrites the mounted path.
+    at = container["args"].index("--webhook-cert-dir")
+    assert container["args"][at + 1] == "/etc/captf/webhook"

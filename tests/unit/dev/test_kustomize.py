@@ -182,6 +182,11 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("ClusterRole", "captf-metrics-reader", None),
         ("Deployment", "captf-controller", "captf-system"),
         ("PodDisruptionBudget", "captf-controller", "captf-system"),
+        ("Service", "captf-webhook", "captf-system"),
+        ("Issuer", "captf-selfsigned", "captf-system"),
+        ("Certificate", "captf-webhook-cert", "captf-system"),
+        ("ValidatingWebhookConfiguration", "captf-validating-webhook", None),
+        ("MutatingWebhookConfiguration", "captf-mutating-webhook", None),
     ]
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]

@@ -1,0 +1,75 @@
+"""Fields that may not change once stored.
+
+A template's spec never changes: Cluster API clones machines from it, so a change would
+apply to some clones and not others; users point at a new template instead. A machine's
+inputs never change: a machine applies once, and new inputs mean a new machine (Cluster
+API rolls one out). The CRDs say the same with CEL rules; the webhook says it first, in
+the same words for every kind, and for objects stored before a rule existed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.core.admission.kinds import PLAN, TEMPLATES
+from controller.core.admission.refusal import Refusal
+from controller.core.basics.names import MACHINE
+
+Json = dict[str, Any]
+
+# What a TerraformMachine may not change (docs/api.md, "A machine's inputs are immutable"):
+# its inputs, and the identity it was created with (the credentials that made an instance
+# are the ones that destroy it), as the public CAPTF has it.
+MACHINE_INPUTS = ("source", "variables", "variablesFrom", "identityRef")
+# What an approver writes on a TerraformPlan; the rest is what was planned.
+PLAN_APPROVAL = frozenset({"approved", "approvedBy"})
+
+
+def _spec(obj: Json) -> Json:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def template_changes(kind: str, old: Json, new: Json) -> list[Refusal]:
+    if _spec(old) == _spec(new):  # values, so an apply that changes nothing passes
+        return []
+    rule = f"{kind} spec is immutable: create a new template and point its users at it"
+    return [Refusal("spec", rule)]
+
+
+def machine_changes(old: Json, new: Json) -> list[Refusal]:
+    before, after = _spec(old), _spec(new)
+    found = [
+        Refusal(f"spec.{name}", "is immutable on a TerraformMachine: create a new machine")
+        for name in MACHINE_INPUTS
+        if before.get(name) != after.get(name)
+    ]
+    # providerID is written once, by the controller, from the module's output.
+    was = before.get("providerID")
+    if was and after.get("providerID") != was:
+        found.append(Refusal("spec.providerID", "is immutable once set"))
+    return found
+
+
+def plan_changes(old: Json, new: Json) -> list[Refusal]:
+    """A plan records what was planned for one target; only its approval changes
+    (controller/core/admission/approval.py says how)."""
+    before, after = _spec(old), _spec(new)
+    fields = (before.keys() | after.keys()) - PLAN_APPROVAL
+    changed = sorted(k for k in fields if before.get(k) != after.get(k))
+    found = [
+        Refusal(f"spec.{k}", "is immutable: the plan records what was planned") for k in changed
+    ]
+    if before.get("approved") is True and after.get("approved") is not True:
+        found.append(Refusal("spec.approved", "cannot be withdrawn once true"))
+    return found
+
+
+def changes(kind: str, old: Json, new: Json) -> list[Refusal]:
+    """Every immutable field an update of `kind` changes."""
+    if kind in TEMPLATES:
+        return template_changes(kind, old, new)
+    if kind == MACHINE:
+        return machine_changes(old, new)
+    if kind == PLAN:
+        return plan_changes(old, new)
+    return []
