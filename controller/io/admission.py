@@ -10,6 +10,11 @@ SubjectAccessReview asks the API server whether the requester may `get` it.
 
 POST /mutate-terraformplan records who approved a TerraformPlan (spec.approvedBy).
 
+The deletion of a TerraformClusterIdentity that an object still names is refused (the
+objects are listed from the API server: a deletion is rare, and a cache could be a
+moment behind a create). The identity's finalizer holds it anyway when the webhook is
+not called.
+
 Refusals name the object, the field and the rule, never a value."""
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from controller.core import (
     ADMISSION_KINDS,
     SecretAccess,
     approval,
+    identity_in_use,
     inputs_spec,
     refusals_message,
     secret_to_review,
@@ -32,7 +38,14 @@ from runtime.errors import ApiError
 
 log = logging.getLogger("captf.admission")
 GROUP = "infrastructure.cluster.x-k8s.io"
+VERSION = "v1alpha1"
 PLAN = "TerraformPlan"
+IDENTITY = "TerraformClusterIdentity"
+# The objects whose Jobs use an identity, as for its finalizer. A template naming one is
+# not a user until an object is made from it (and the controller may not read templates).
+IDENTITY_USERS = ("terraformclusters", "terraformmachines", "terraformmachinepools")
+# Enough to show who uses it; the rest is counted.
+SHOWN_USERS = 5
 VALIDATE_PATH = "/validate"
 MUTATE_PLAN_PATH = "/mutate-terraformplan"
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
@@ -71,6 +84,8 @@ class Webhooks:
         kind = _kind(request)
         operation = request.get("operation")
         obj, old = request.get("object") or {}, request.get("oldObject") or {}
+        if kind == IDENTITY and operation == "DELETE":
+            return await self._identity_deletion(old)
         if kind is None or operation not in ("CREATE", "UPDATE"):
             return ALLOW
         if operation == "UPDATE":
@@ -99,6 +114,29 @@ class Webhooks:
         if found.refusal is not None:
             return _refused(PLAN, obj, found.refusal.message)
         return Answer(allowed=True, patch=found.patch)
+
+    async def _identity_deletion(self, identity: Json) -> Answer:
+        """Refused while an object names the identity: its Jobs would lose their
+        credentials, a destroy among them."""
+        name = str((identity.get("metadata") or {}).get("name", ""))
+        objects: list[Json] = []
+        try:
+            for plural in IDENTITY_USERS:
+                listed = await self._api.request("GET", f"/apis/{GROUP}/{VERSION}/{plural}")
+                kind = str(listed.get("kind", "")).removesuffix("List")
+                objects.extend({**obj, "kind": kind} for obj in listed.get("items") or [])
+        except ApiError as error:
+            log.warning("listing the users of identity %s failed: %s", name, error.status)
+            message = "cannot list the objects that may use it; try again"
+            return _refused(IDENTITY, identity, message)
+        users = identity_in_use(name, objects)
+        if not users:
+            return ALLOW
+        shown = ", ".join(users[:SHOWN_USERS])
+        more = f" and {len(users) - SHOWN_USERS} more" if len(users) > SHOWN_USERS else ""
+        return _refused(
+            IDENTITY, identity, f"in use by {shown}{more}; delete or repoint them first"
+        )
 
     async def _may_read(self, kind: str, obj: Json, access: SecretAccess, user: Json) -> Answer:
         review = {

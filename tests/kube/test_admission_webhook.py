@@ -315,6 +315,44 @@ async def test_naming_a_secret_needs_the_right_to_read_it(
         assert named.allowed
 
 
+async def test_deleting_an_identity_in_use_is_refused_with_its_users(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """The DELETE review lists the objects from the real API server: refused while a
+    TerraformCluster names the identity (saying which), allowed once it is gone. An
+    identity of the same name prefix that nobody names is allowed at once."""
+    kube = Kube(apiserver, namespace)
+    name = f"id-{namespace}"
+    clusters = kube.captf_path("terraformclusters")
+    user = _cluster("c1")
+    del user["spec"]["credentialsRef"]
+    user["spec"]["identityRef"] = {"name": name}
+    await kube.call("POST", clusters, user)
+    identity: Json = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": name},
+    }
+    unused = identity | {"metadata": {"name": f"{name}-unused"}}
+    async with open_transport(str(apiserver.kubeconfig)) as transport:
+        hooks = Webhooks(transport)
+
+        async def delete(obj: Json) -> Any:
+            review = _review("TerraformClusterIdentity", "DELETE", {}, old=obj)
+            return await hooks.validate(review["request"])
+
+        refused = await delete(identity)
+        assert not refused.allowed
+        assert f"in use by TerraformCluster {namespace}/c1" in refused.message
+        assert (await delete(unused)).allowed
+        await kube.call("DELETE", f"{clusters}/c1")
+
+        async def gone() -> bool:
+            return bool((await delete(identity)).allowed)
+
+        await eventually(gone, what="the deletion allowed once no object names it")
+
+
 # -- helpers ----------------------------------------------------------------------------
 
 
