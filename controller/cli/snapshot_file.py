@@ -18,12 +18,12 @@ from typing import Any
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, KINDS
+from controller.core.basics.names import CAPI_KINDS, KINDS, PLAN_KIND
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
 
-KNOWN_KINDS = frozenset({*KINDS, *CAPI_KINDS, "Job", "Secret", "ConfigMap", "Lease"})
+KNOWN_KINDS = frozenset({*KINDS, *CAPI_KINDS, PLAN_KIND, "Job", "Secret", "ConfigMap", "Lease"})
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
 # The JSON types of the CAPTF fields DecideOp reads, as the CRD schema declares them: a
@@ -71,6 +71,10 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
     "ConfigMap": {"data": dict},
     "Secret": {"data": dict, "stringData": dict},
     "Lease": {"spec": {"holderIdentity": str}},
+    PLAN_KIND: {
+        "spec": {"approved": bool, "approvedBy": str},
+        "status": {"inputsHash": str, "fingerprint": str, "phase": str},
+    },
     "Cluster": {
         "spec": {"paused": bool, "infrastructureRef": _INFRA_REF},
         "status": _CAPI_STATUS,

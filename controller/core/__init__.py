@@ -35,6 +35,7 @@ from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.core.plan.interrupted import Record
 from controller.core.plan.launching import Launch
+from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
@@ -73,6 +74,7 @@ __all__ = [
     "LeaseWrite",
     "ObjectRef",
     "Plan",
+    "PlanWrites",
     "Record",
     "Recorded",
     "Refusal",

@@ -29,7 +29,9 @@ class RunnerEnv:
     inputs_hash: str  # must equal the inputs Secret's captf.io/inputs-hash
     state_secret: str  # `<name>-state`; backups are `<state_secret>-<serial>`
     guarded: bool  # a plan that deletes or replaces anything ends `blocked`
-    plan_secret: str | None  # op=plan: where the plan goes
+    # op=plan: where the plan goes; op=apply: where the plan goes when the apply stops on
+    # it (blocked by the guard, or changed since approval), for a person to approve.
+    plan_secret: str | None
     approved_plan_secret: str | None  # op=apply in Manual mode: the approved plan
     restore_serial: int | None  # op=restore: the backup to bring back
     tofu: str  # the tofu binary (a path, or a name on PATH)
@@ -82,6 +84,8 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
             raise EnvError(f"{var.RESTORE_SERIAL}={raw!r} is not a non-negative integer")
         restore_serial = int(raw)
     plan_secret = _required(env, var.PLAN_SECRET) if op is Op.PLAN else None
+    if op is Op.APPLY:
+        plan_secret = _optional(env, var.PLAN_SECRET)
     return RunnerEnv(
         op=op,
         namespace=_required(env, var.NAMESPACE),

@@ -641,6 +641,9 @@ CONTROLLER_PERMISSIONS = (
     }
     | {(GROUP, f"{plural}/status", "patch") for plural in KINDS.values()}
     | {(GROUP, f"{plural}/finalizers", "update") for plural in KINDS.values()}
+    # TerraformPlans: made, pruned, their status written; never their spec.
+    | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
+    | {(GROUP, "terraformplans/status", "patch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message.
     | {("", "pods", "list")}
@@ -935,8 +938,8 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 6  # three kinds, three templates
+        + ["ClusterRole"] * 4  # captf-view, captf-edit, captf-plan-approver, captf-metrics-reader
+        + ["CustomResourceDefinition"] * 7  # three kinds, three templates, TerraformPlan
         + ["Deployment", "PodDisruptionBudget"]
     )
     [container] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]

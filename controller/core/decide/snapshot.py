@@ -21,6 +21,7 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     LABEL_UID,
+    PLAN_KIND,
     inputs_secret_prefix,
     state_secret_name,
 )
@@ -52,6 +53,8 @@ class Snapshot:
     # dependencies and (for a cluster) the members; the Cluster API owner and Cluster
     # (controller/core/decide/owners.py).
     related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
+    # The object's TerraformPlans (controller/core/decide/approvals.py).
+    plans: tuple[Json, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -156,7 +159,7 @@ def owns(obj: Json, job: Json) -> bool:
 def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    jobs, leases = [], []
+    jobs, leases, plans = [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     related: dict[tuple[str, str], Json] = {}
@@ -165,6 +168,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
         if kind == "Job" and owns(obj, item):
             jobs.append(item)
+        elif kind == PLAN_KIND and owns(obj, item):
+            plans.append(item)
         elif kind == "Secret" and same_ns:
             secrets[name_of(item)] = item
         elif kind == "ConfigMap" and same_ns:
@@ -180,4 +185,5 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         configmaps=MappingProxyType(configmaps),
         leases=tuple(leases),
         related=MappingProxyType(related),
+        plans=tuple(plans),
     )

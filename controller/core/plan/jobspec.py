@@ -170,7 +170,8 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
-    if run.op == Op.PLAN:
+    if run.op in (Op.PLAN, Op.APPLY):
+        # An apply keeps the plan it stops on (blocked, changed) under its own name.
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:
         env[RunnerVar.APPROVED_PLAN_SECRET] = plan_secret_name(run.plan_job)

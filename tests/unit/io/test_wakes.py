@@ -58,7 +58,7 @@ def changed(path: tuple[str, ...], value: Any) -> Json:
         (("metadata", "generation"), 2, True),
         (("spec",), {"x": 2}, False),
         (("metadata", "labels"), {"team": "b"}, False),
-        (("metadata", "annotations"), {"captf.io/approve": "c-plan-1"}, False),
+        (("metadata", "annotations"), {"example.com/owner": "team-a"}, False),
         (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", False),
         (("metadata", "finalizers"), [FINALIZER, "other.io/keep"], False),
     ],

@@ -160,6 +160,24 @@ async def test_guarded_destructive_plan_is_blocked_and_changes_nothing(
     assert state_annotations(kube)["captf.io/serial"] == "4"
 
 
+async def test_a_blocked_apply_keeps_the_plan_it_stopped_on_with_its_summary(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    plan = plan_json(("keep", ["update"]), ("gone", ["delete", "create"]))
+    tofu = ScriptedTofu(tmp_path, plan=plan, new_state=tfstate(5))
+    env = environ(CAPTF_GUARDED="true", CAPTF_PLAN_SECRET="c-apply-1")
+    result = await execute(env, kube, tofu, tmp_path)
+    assert (result.outcome, result.plan_secret) == (Outcome.BLOCKED, "c-apply-1")
+    kept = kube.secrets["c-apply-1"]
+    summary = orjson.loads(kept["metadata"]["annotations"]["captf.io/plan-summary"])
+    assert summary["counts"] == {"create": 0, "update": 1, "replace": 1, "delete": 0}
+    assert summary["resources"] == [
+        {"address": "keep", "action": "update"},
+        {"address": "gone", "action": "replace"},
+    ]
+    assert set(kept["data"]) == {"tfplan", "plan.json"}
+
+
 async def test_unguarded_destructive_plan_applies(kube: FakeKube, tmp_path: Path) -> None:
     tofu = ScriptedTofu(tmp_path, plan=plan_json(("gone", ["delete"])), new_state=tfstate(1))
     result = await execute(environ(), kube, tofu, tmp_path)
