@@ -32,7 +32,10 @@ class RunnerEnv:
     # op=plan: where the plan goes; op=apply: where the plan goes when the apply stops on
     # it (blocked by the guard, or changed since approval), for a person to approve.
     plan_secret: str | None
-    approved_plan_secret: str | None  # op=apply in Manual mode: the approved plan
+    approved_plan_secret: str | None  # op=apply of an approved plan: that plan
+    # op=apply of an approved plan: the fingerprint the approver saw; the fresh plan's
+    # changes must have it (the plan Secret alone could have been rewritten since).
+    approved_fingerprint: str | None = None
     restore_serial: int | None  # op=restore: the backup to bring back
     tofu: str  # the tofu binary (a path, or a name on PATH)
     tofu_cli_config: str | None  # TF_CLI_CONFIG_FILE for tofu: the provider mirror
@@ -99,6 +102,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         guarded=env.get(var.GUARDED, "").lower() == "true",
         plan_secret=plan_secret,
         approved_plan_secret=_optional(env, var.APPROVED_PLAN_SECRET) if op is Op.APPLY else None,
+        approved_fingerprint=_optional(env, var.APPROVED_FINGERPRINT) if op is Op.APPLY else None,
         restore_serial=restore_serial,
         tofu=env.get(var.TOFU) or "tofu",
         tofu_cli_config=_optional(env, var.TOFU_CLI_CONFIG),

@@ -225,19 +225,14 @@ async def _approved_plan(ctx: OpContext, name: str) -> Json:
 
 async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
     _, raw, plan = await _plan(ctx)
-    approved_name = ctx.env.approved_plan_secret
-    if approved_name is not None:
-        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
-        if differing:
-            text = f"the plan no longer matches approved plan {approved_name}: " + ", ".join(
-                differing
-            )
-            return RunnerResult(
-                outcome=Outcome.PLAN_CHANGED,
-                message=text,
-                state_serial=_serial(old),
-                plan_secret=await _keep_plan(ctx, raw, plan),
-            )
+    text = await _unapproved(ctx, plan)
+    if text is not None:
+        return RunnerResult(
+            outcome=Outcome.PLAN_CHANGED,
+            message=text,
+            state_serial=_serial(old),
+            plan_secret=await _keep_plan(ctx, raw, plan),
+        )
     destroyed = plans.destroyed(plan)
     if ctx.env.guarded and destroyed:
         text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
@@ -260,6 +255,23 @@ async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
         outputs=written,
         contract=_reading(ctx),
     )
+
+
+async def _unapproved(ctx: OpContext, plan: Json) -> str | None:
+    """Why the fresh plan is not the approved one, or None: its changes differ from the
+    approved plan Secret's (named), or its fingerprint from the one the approver saw."""
+    approved_name = ctx.env.approved_plan_secret
+    if approved_name is not None:
+        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
+        if differing:
+            named = ", ".join(differing)
+            return f"the plan no longer matches approved plan {approved_name}: {named}"
+    expected = ctx.env.approved_fingerprint
+    found = plans.summarize(plan).fingerprint
+    if expected is not None and found != expected:
+        shown = f"fingerprint {found}, approved {expected}"
+        return f"the plan's changes are not the approved ones ({shown})"
+    return None
 
 
 async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:

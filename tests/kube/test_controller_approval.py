@@ -105,6 +105,7 @@ async def test_blocked_then_approved_then_applied(apiserver: ApiServer, namespac
         # It carries out exactly the plan approved: the runner compares with it.
         assert job_notes(approved)["captf.io/plan-job"] == name
         assert job_env(approved)["CAPTF_APPROVED_PLAN_SECRET"] == name
+        assert job_env(approved)["CAPTF_APPROVED_FINGERPRINT"] == SUMMARY["fingerprint"]
         assert job_notes(approved)["captf.io/retry"] == "1"
         await plan_is(kube, name, "Approved")
         await succeed_apply(kube, approved, serial=1, at=clock.now())

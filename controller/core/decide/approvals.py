@@ -56,6 +56,16 @@ def job_summary(snap: Snapshot, job_name: str) -> PlanSummary | None:
     return decode(annotations_of(secret).get(ANN_PLAN_SUMMARY)) if secret else None
 
 
+def approved_fingerprint(snap: Snapshot, job_name: str) -> str | None:
+    """The fingerprint the approved TerraformPlan of `job_name` showed, when it knows one:
+    the apply carrying the plan out must plan exactly that."""
+    plan = next((p for p in snap.plans if name_of(p) == job_name), None)
+    if plan is None or spec_of(plan).get("approved") is not True:
+        return None
+    shown = status_of(plan).get("fingerprint")
+    return shown if isinstance(shown, str) and shown.startswith("sha256:") else None
+
+
 def approved_jobs(snap: Snapshot, inputs_hash: str) -> frozenset[str]:
     """The waiting Jobs whose TerraformPlans are approved and current."""
     return frozenset(name_of(p) for p in snap.plans if _approves(snap, p, inputs_hash))

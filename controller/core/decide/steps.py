@@ -21,7 +21,7 @@ from controller.core.basics.names import (
     backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import deletion, gates, owners, pause, triggers
+from controller.core.decide import approvals, deletion, gates, owners, pause, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -355,6 +355,7 @@ def run(
         guarded=guarded and op == Op.APPLY,
         drift_remediation=remediation and op == Op.APPLY,
         plan_job=plan_job,
+        plan_fingerprint=approvals.approved_fingerprint(ctx.snap, plan_job) if plan_job else None,
         restore_serial=restore_serial,
         message=message,
     )

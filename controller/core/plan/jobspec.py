@@ -175,6 +175,8 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str) -> Json:
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:
         env[RunnerVar.APPROVED_PLAN_SECRET] = plan_secret_name(run.plan_job)
+    if run.op == Op.APPLY and run.plan_fingerprint:
+        env[RunnerVar.APPROVED_FINGERPRINT] = run.plan_fingerprint
     if run.op == Op.RESTORE and run.restore_serial:
         env[RunnerVar.RESTORE_SERIAL] = run.restore_serial
     outputs = spec.get("outputs") or {}
