@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     SCOPE_RUN_SLOT,
 )
 from controller.io.caches import Caches
+from controller.io.handlers import plan_wakes
 from controller.io.predicates import only_own_job_writes, only_own_object_writes
 from tests.unit.io.cache_objects import (
     NS,
@@ -147,3 +148,30 @@ def test_a_freed_lease_wakes_only_the_objects_waiting_for_one(
     lease["metadata"]["resourceVersion"] = "2"
     deliver(caches.leases, "MODIFIED", lease)
     assert woken == [f"{CLUSTER}/{NS}/w"]
+
+
+def _plan(approved: bool, phase: str | None = None) -> Json:
+    labels = {"captf.io/kind": CLUSTER, LABEL_NAME: "c", "captf.io/uid": "uid-c"}
+    body: Json = {
+        "metadata": {"name": "c-apply-1", "namespace": NS, "labels": labels},
+        "spec": {"approved": approved},
+    }
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "wakes"),
+    [
+        (_plan(False), _plan(True), True),  # an approval
+        (None, _plan(False), True),  # made
+        (_plan(False, "Applied"), None, True),  # pruned, or deleted by a person
+        (_plan(False), _plan(False, "Pending"), False),  # the controller's status write
+        (_plan(True, "Pending"), _plan(True, "Approved"), False),
+    ],
+)
+def test_a_plan_wakes_its_object_unless_only_its_status_changed(
+    old: Json | None, new: Json | None, wakes: bool
+) -> None:
+    assert plan_wakes(old, new) == ([f"{CLUSTER}/{NS}/c"] if wakes else [])
