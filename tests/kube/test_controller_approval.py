@@ -8,10 +8,13 @@ plan. The annotation captf.io/approve approves nothing any more."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
+from controller.cli.main import main
 from runtime.envtest import ApiServer
 from tests.kube.harness import (
     MERGE,
@@ -193,3 +196,33 @@ async def test_a_plan_without_its_plan_secret_is_a_failure(
         await next_is(kube, "InputsChangedBackoff")
         assert (await kube.cluster())["status"]["failures"]["plan"]["count"] == 1
         assert (await kube.call("GET", kube.captf_path("terraformplans")))["items"] == []
+
+
+async def test_decide_live_reads_the_approval(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`captf decide --live` sees the TerraformPlans as the controller does: suspended
+    after the approval, it says the apply would run, not that it waits for approval."""
+    async with controller_on(apiserver, namespace) as (kube, clock):
+        blocked = await nth_job(kube, 1)
+        name = await _stop_on_plan(kube, blocked, clock.now())
+        await plan_is(kube, name, "Pending")
+        await kube.call(
+            "PATCH", kube.captf_path(CLUSTERS, "c1"), {"spec": {"suspend": True}}, MERGE
+        )
+        await next_is(kube, "WaitingForApproval")
+        await approve_plan(kube, name)
+        await next_is(kube, "Suspended")
+        capsys.readouterr()
+        argv = [
+            "decide",
+            "--live",
+            "tfc/c1",
+            "-n",
+            namespace,
+            "--kubeconfig",
+            str(apiserver.kubeconfig),
+        ]
+        assert await asyncio.to_thread(main, argv) == 0
+        decided = orjson.loads(capsys.readouterr().out)
+        assert (decided["reason"], decided.get("op")) == ("Suspended", "apply")
