@@ -14,6 +14,7 @@ from controller.cli.kinds import ref_of
 from controller.cli.live import Source, listed
 from controller.cli.people.common import Refused
 from controller.core.basics.names import LABEL_UID, PLAN_KIND
+from controller.core.basics.plan_summary import COUNTED
 from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
 from runtime.errors import ApiError
@@ -88,6 +89,9 @@ def phase_of(plan: Json) -> str:
 def waiting_plan(found: Plans) -> Json:
     """The plan the object waits on; refused, saying why, when none waits."""
     pending = [p for p in found.plans if phase_of(p) == Phase.PENDING]
+    if pending and not status_of(pending[0]).get("fingerprint"):
+        name = pending[0]["metadata"]["name"]
+        raise Refused(f"TerraformPlan {name} shows no changes yet; run the command again")
     if pending:
         return pending[0]
     nxt = (found.obj.get("status") or {}).get("next") or {}
@@ -128,6 +132,4 @@ def approve(kubeconfig: str | None, plan: Json) -> Json:
 def changes_text(plan: Json) -> str:
     """`1 to create, 0 to update, 1 to replace, 0 to delete`."""
     counts = status_of(plan).get("counts") or {}
-    return ", ".join(
-        f"{counts.get(a, 0)} to {a}" for a in ("create", "update", "replace", "delete")
-    )
+    return ", ".join(f"{counts.get(a, 0)} to {a}" for a in COUNTED)
