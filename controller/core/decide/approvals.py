@@ -48,12 +48,24 @@ def is_finished(plan: Json) -> bool:
     return status_of(plan).get("phase") in FINISHED
 
 
-def job_summary(snap: Snapshot, job_name: str) -> PlanSummary | None:
-    """The summary on the plan Secret of the object's Job `job_name`, when both are there."""
+def _plan_secret(snap: Snapshot, job_name: str) -> tuple[bool, Json | None]:
+    """Whether the Job `job_name` names a plan Secret, and that Secret when it is there."""
     job = next((j for j in snap.jobs if name_of(j) == job_name), None)
     secret_name = (result(job) or {}).get("planSecret") if job is not None else None
-    secret = snap.secrets.get(str(secret_name)) if secret_name else None
+    return bool(secret_name), snap.secrets.get(str(secret_name)) if secret_name else None
+
+
+def job_summary(snap: Snapshot, job_name: str) -> PlanSummary | None:
+    """The summary on the plan Secret of the object's Job `job_name`, when both are there."""
+    _, secret = _plan_secret(snap, job_name)
     return decode(annotations_of(secret).get(ANN_PLAN_SUMMARY)) if secret else None
+
+
+def kept_no_summary(snap: Snapshot, job_name: str) -> bool:
+    """The Job's runner kept no summary (it predates them): its Job names no plan Secret,
+    or the Secret is there without one. Not so while a named Secret is not seen yet."""
+    named, secret = _plan_secret(snap, job_name)
+    return not named or (secret is not None and job_summary(snap, job_name) is None)
 
 
 def approved_fingerprint(snap: Snapshot, job_name: str) -> str | None:

@@ -26,6 +26,7 @@ from controller.core.decide.approvals import (
     Phase,
     is_finished,
     job_summary,
+    kept_no_summary,
     status_of,
 )
 from controller.core.decide.context import Context
@@ -47,9 +48,9 @@ from controller.core.spec.sharding import shard_labels
 
 Json = dict[str, Any]
 
-# The status fields the controller owns; a pass writes them when any differs.
 # The fingerprint of a plan whose Job kept no summary.
 UNKNOWN = "unknown"
+# The status fields the controller owns; a pass writes them when any differs.
 _FIELDS = ("inputsHash", "fingerprint", "counts", "resources", "phase")
 
 
@@ -120,8 +121,10 @@ def _desired(ctx: Context, plan: Json, waiting: str | None) -> Json:
     if summary is not None:
         out |= summary.to_json()
     # A Job that kept no summary (a runner before it wrote one): nothing to show, and
-    # nothing to compare, but its plan can still be approved.
-    out.setdefault("fingerprint", UNKNOWN)
+    # nothing to compare, but its plan can still be approved. One whose plan Secret is
+    # not seen yet shows no fingerprint, and approving it counts once it does.
+    if "fingerprint" not in out and kept_no_summary(ctx.snap, name):
+        out["fingerprint"] = UNKNOWN
     job = _job(ctx, name)
     made_for = inputs_hash_of(job) if job is not None else None
     out["inputsHash"] = out.get("inputsHash") or made_for or ctx.inputs.hash

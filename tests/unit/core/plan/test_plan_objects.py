@@ -189,3 +189,24 @@ def test_a_pass_keeps_the_jobs_of_plans_not_finished_and_prunes_by_the_setting()
     assert done.plan_writes.delete == ("c1-plan-0000000a", "c1-plan-0000000b", "c1-plan-0000000c")
     assert dict(done.plan_writes.status)[PLAN1]["phase"] == "Superseded"
     assert PLAN1 not in done.prune
+
+
+@pytest.mark.parametrize(
+    ("secret_there", "summary", "fingerprint"),
+    [
+        (True, True, "sha256:ab"),  # the runner's summary
+        (True, False, "unknown"),  # a runner from before summaries: approvable, blind
+        (False, False, None),  # not seen yet: nothing to approve until it is
+    ],
+)
+def test_the_fingerprint_shown_comes_from_the_plan_secret(
+    secret_there: bool, summary: bool, fingerprint: str | None
+) -> None:
+    kept = _plan_secret() if summary else secret("p1", {"tfplan": "x"})
+    objects = [_plan_job(), *([kept] if secret_there else [])]
+    # A Manual plan whose Secret is not there reads as a failure; a blocked apply waits.
+    if not secret_there:
+        objects = [job("apply", 1, "blocked", result={"planSecret": "p1"}, finished=ago(2))]
+    writes = _writes(objects, spec=None if secret_there else {"variables": {"size": 4}})
+    [(_, status)] = writes.status
+    assert status.get("fingerprint") == fingerprint
