@@ -30,6 +30,7 @@ from controller.core.basics.names import (
     LABEL_UID,
     MACHINE,
     OWNER_KINDS,
+    PLAN_KIND,
     POOL,
 )
 from controller.core.basics.timefmt import format_time
@@ -219,6 +220,40 @@ def current_hash(module: dict[str, str] | None = None, variables: Json | None = 
     return inputs_hash(
         MODULE if module is None else module, VARIABLES if variables is None else variables
     )
+
+
+def approval(
+    job_name: str,
+    variables: Json | None = None,
+    *,
+    owner: str = "c1",
+    kind: str = CLUSTER,
+    approved: bool = True,
+    phase: str | None = "Pending",
+    fingerprint: str = "sha256:f",
+    inputs: str | None = None,
+) -> Json:
+    """The TerraformPlan of a waiting Job, as the controller made it (its status filled for
+    the inputs of `variables`), approved unless `approved` is False."""
+    status: Json = {"inputsHash": inputs or current_hash(variables=variables)}
+    status |= {"fingerprint": fingerprint, "counts": {"delete": 1}, "resources": []}
+    if phase is not None:
+        status["phase"] = phase
+    return {
+        "apiVersion": API_VERSION,
+        "kind": PLAN_KIND,
+        "metadata": {
+            "name": job_name,
+            "namespace": NS,
+            "labels": {LABEL_KIND: kind, LABEL_NAME: owner, LABEL_UID: f"uid-{owner}"},
+            "creationTimestamp": ts(ago(minutes=1)),
+        },
+        "spec": {
+            "approved": approved,
+            "target": {"kind": kind, "name": owner, "uid": f"uid-{owner}"},
+        },
+        "status": status,
+    }
 
 
 def state(name: str = "c1", serial: int | str | None = 1, inputs: str | None = None) -> Json:

@@ -13,7 +13,14 @@ from typing import Any
 
 from controller.cli.kinds import ALIASES
 from controller.cli.snapshot_file import SnapshotError
-from controller.core.basics.names import CAPI_KINDS, KINDS, LABEL_SCOPE, LABEL_UID, SCOPE_RUN_SLOT
+from controller.core.basics.names import (
+    CAPI_KINDS,
+    KINDS,
+    LABEL_SCOPE,
+    LABEL_UID,
+    PLAN_KIND,
+    SCOPE_RUN_SLOT,
+)
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.io import api
 from runtime.cache.resource import Resource
@@ -101,6 +108,7 @@ async def _read(
         obj = await t.request("GET", api.object_path(kind, ns, name))
         uid = obj["metadata"]["uid"]
         jobs = await listed(t, api.JOBS, "Job", ns, labelSelector=f"{LABEL_UID}={uid}")
+        plans = await listed(t, api.PLANS, PLAN_KIND, ns, labelSelector=f"{LABEL_UID}={uid}")
         secrets = await listed(t, api.SECRETS, "Secret", ns)
         configmaps = await listed(t, api.CONFIGMAPS, "ConfigMap", ns)
         leases = await listed(t, api.LEASES, "Lease", ns)
@@ -117,4 +125,4 @@ async def _read(
             s for s in slots if (s["metadata"].get("namespace"), s["metadata"]["name"]) not in seen
         ]
         others = [r for r in related if r["metadata"]["uid"] != uid]
-        return at, [obj, *jobs, *secrets, *leases, *slots, *configmaps, *others]
+        return at, [obj, *jobs, *plans, *secrets, *leases, *slots, *configmaps, *others]

@@ -95,6 +95,12 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
+        "--kept-plans",
+        type=int,
+        default=DEFAULTS.kept_plans,
+        help="finished TerraformPlans (Applied, Superseded, Changed) kept per object",
+    )
+    p.add_argument(
         "--watch-label-selector",
         default=None,
         help="shard: reconcile only the CAPTF objects this label selector matches, "
@@ -253,13 +259,15 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="where a scaled controller records its time origin",
     )
     _add_target(g, "cli.people.get")
-    a = sub.add_parser("approve", help="approve exactly the Job an object waits on")
+    a = sub.add_parser("approve", help="approve exactly the TerraformPlan an object waits on")
     a.add_argument("ref", metavar="KIND/NAME")
     _add_target(a, "cli.people.approve")
-    p = sub.add_parser("plan", help="plans that wait for approval")
+    p = sub.add_parser("plan", help="TerraformPlans: plans that wait for approval")
     psub = p.add_subparsers(dest="plan", required=True)
-    show = psub.add_parser("show", help="the plan an object waits to have approved")
-    show.add_argument("ref", metavar="KIND/NAME")
+    show = psub.add_parser(
+        "show", help="the plan an object waits on (KIND/NAME), or a TerraformPlan by name"
+    )
+    show.add_argument("ref", metavar="KIND/NAME|PLAN")
     _add_target(show, "cli.people.plan_show")
     r = sub.add_parser("restore", help="restore an object's state from a backup serial")
     r.add_argument("ref", metavar="KIND/NAME")

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS
+from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 
 Json = dict[str, Any]
@@ -26,7 +26,7 @@ Json = dict[str, Any]
 # An identity, and the Namespace whose labels its selector reads, are cluster-scoped:
 # they carry no metadata.namespace.
 KNOWN_KINDS = frozenset(
-    {*KINDS, *CAPI_KINDS, "Job", "Secret", "ConfigMap", "Lease", IDENTITY, "Namespace"}
+    {*KINDS, *CAPI_KINDS, PLAN_KIND, "Job", "Secret", "ConfigMap", "Lease", IDENTITY, "Namespace"}
 )
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
@@ -82,6 +82,10 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
             "allowedNamespaces": {"list": [str], "selector": dict},
             "requiredKeys": [str],
         }
+    },
+    PLAN_KIND: {
+        "spec": {"approved": bool, "approvedBy": str},
+        "status": {"inputsHash": str, "fingerprint": str, "phase": str},
     },
     "Cluster": {
         "spec": {"paused": bool, "infrastructureRef": _INFRA_REF},

@@ -44,6 +44,7 @@ from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.core.plan.identities import IdentityPass, SourceSecret, identity_pass
 from controller.core.plan.interrupted import Record
 from controller.core.plan.launching import Launch
+from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
 from controller.core.spec.identity import (
@@ -99,6 +100,7 @@ __all__ = [
     "LeaseWrite",
     "ObjectRef",
     "Plan",
+    "PlanWrites",
     "Record",
     "Recorded",
     "Refusal",

@@ -21,6 +21,7 @@ from controller.core.basics.names import (
     CAPI_VERSION,
     GROUP,
     KINDS,
+    PLAN_PLURAL,
     PLURALS,
     VERSION,
 )
@@ -53,6 +54,8 @@ OBJECTS: Final = {kind: Resource(GROUP, VERSION, PLURALS[kind]) for kind in KIND
 CAPI_OBJECTS: Final = {
     kind: Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[kind]) for kind in CAPI_KINDS
 }
+# The TerraformPlans: created, their status written and the finished ones pruned.
+PLANS: Final = Resource(GROUP, VERSION, PLAN_PLURAL)
 JOBS: Final = Resource("batch", "v1", "jobs")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 SECRETS: Final = Resource("", "v1", "secrets")
@@ -92,6 +95,10 @@ def job_path(namespace: str | None, name: str = "") -> str:
 
 def secret_path(namespace: str | None, name: str = "") -> str:
     return resource_path(SECRETS, namespace, name)
+
+
+def plan_path(namespace: str | None, name: str = "", *, sub: str = "") -> str:
+    return resource_path(PLANS, namespace, name, sub=sub)
 
 
 def lease_path(namespace: str | None, name: str = "") -> str:

@@ -55,6 +55,8 @@ from controller.core.basics.names import (
     LABEL_SCOPE,
     LABEL_UID,
     MANAGER,
+    PLAN_KIND,
+    PLAN_PLURAL,
     PLURALS,
     SCOPE_RUN_SLOT,
     VERSION,
@@ -152,6 +154,14 @@ JOBS: Final = InformerSpec(
     transform=job_fields,
     indexes=JOB_INDEXES,
 )
+# The TerraformPlans, by their object's uid label; sharded like the Jobs.
+PLANS: Final = InformerSpec(
+    resource=Resource(GROUP, VERSION, PLAN_PLURAL),
+    labels=LABEL_UID,
+    sharded=True,
+    transform=partial(with_kind, api_version=API_VERSION, kind=PLAN_KIND),
+    indexes=JOB_INDEXES,
+)
 # The user's Secrets (and Secrets CAPTF wrote before it labelled them), as metadata:
 # `Caches.secret_data` holds the data of the ones objects read.
 SECRETS: Final = InformerSpec(
@@ -245,6 +255,7 @@ class Caches:
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
         self.capi = {kind: informer(spec) for kind, spec in CAPI.items()}
         self.jobs = informer(JOBS)
+        self.plans = informer(PLANS)
         self.secrets = informer(SECRETS)
         self.own_secrets = informer(OWN_SECRETS)
         self.configmaps = informer(CONFIGMAPS)
@@ -265,6 +276,7 @@ class Caches:
             *self.objects.values(),
             *self.capi.values(),
             self.jobs,
+            self.plans,
             self.secrets,
             self.own_secrets,
             self.configmaps,
@@ -432,7 +444,13 @@ class Caches:
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(related),
             identity=self.identity_view(ref, ns),
+            plans=tuple(self.plans_of(meta.get("uid", ""))),
         )
+
+    def plans_of(self, uid: str) -> list[Json]:
+        """An object's TerraformPlans (with their kind)."""
+        found = self.plans.store.by_index(BY_UID, uid) if uid else []
+        return [with_kind(p, API_VERSION, PLAN_KIND) for p in found]
 
     def _leases(self, ns: str) -> list[Json]:
         slots = [

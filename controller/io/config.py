@@ -6,7 +6,7 @@ tests and the demo that start a controller without a command line."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from controller.core import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS, Settings, settings_of
 
@@ -35,6 +35,8 @@ class ControllerConfig:
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
     time_scale: float = 1.0
+    # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
+    kept_plans: int = 3
     log_format: str | None = None  # "json" or "text"; None: text on a terminal
 
     @classmethod
@@ -46,14 +48,17 @@ class ControllerConfig:
         """What makes the settings unusable, or None."""
         if self.max_concurrent_runs < 1 or self.workers < 1 or self.time_scale <= 0:
             return "--max-concurrent-runs, --workers and --time-scale must be positive"
+        if self.kept_plans < 0:
+            return "--kept-plans must not be negative"
         return None
 
     def settings(self, slot_namespace: str) -> Settings:
         """What the plan reads of these flags (as `captf decide` builds it from its own);
         `slot_namespace`: the controller's namespace, once resolved."""
-        return settings_of(
+        shared = settings_of(
             self, slot_namespace=slot_namespace, watch_label_selector=self.watch_label_selector
         )
+        return replace(shared, kept_plans=self.kept_plans)
 
 
 DEFAULTS = ControllerConfig()

@@ -16,6 +16,7 @@
   an identity's Secret the identity and the objects that run with it; a mirror, the
                        objects of its namespace that run with its identity
   a CAPTF object       also the identity it names, when that reference comes or goes
+  a TerraformPlan      its object (by its labels), unless only its status changed
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
 an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
@@ -60,6 +61,7 @@ from controller.io.predicates import (
     lease_freed,
     only_own_job_writes,
     only_own_object_writes,
+    only_plan_status,
     seen_by_others,
 )
 from runtime.cache import Informer
@@ -77,6 +79,7 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     for kind, informer in caches.capi.items():
         _add(informer, partial(capi_wakes, caches, kind), enqueue)
     _add(caches.jobs, job_wakes, enqueue)
+    _add(caches.plans, plan_wakes, enqueue)
     for informer in (caches.secrets, caches.own_secrets):
         informer.add_handler(caches.secret_data.forget_deleted)
         _add(informer, partial(data_wakes, caches, SECRET), enqueue)
@@ -143,8 +146,16 @@ def job_wakes(old: Obj | None, new: Obj | None) -> list[str]:
     return [] if key is None else [key]
 
 
+def plan_wakes(old: Obj | None, new: Obj | None) -> list[str]:
+    """A TerraformPlan approved (or changed, deleted, made) wakes its object."""
+    if only_plan_status(old, new):
+        return []
+    key = owner_key(new or old or {})
+    return [] if key is None else [key]
+
+
 def owner_key(job: Obj) -> str | None:
-    """The object a CAPTF Job belongs to, from its labels."""
+    """The object a CAPTF Job (or TerraformPlan) belongs to, from its labels."""
     labels = job.get("metadata", {}).get("labels") or {}
     kind, name = labels.get(LABEL_KIND), labels.get(LABEL_NAME)
     ns = job.get("metadata", {}).get("namespace")

@@ -56,6 +56,19 @@ def _accounting_aside(job: Obj) -> tuple[object, ...]:
     return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
 
 
+def only_plan_status(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a TerraformPlan update changed only its status, which the controller alone
+    writes; a person's approval (spec), a deletion, or anything else does wake."""
+    if old is None or new is None:
+        return False
+    return _status_aside(old) == _status_aside(new)
+
+
+def _status_aside(obj: Obj) -> tuple[object, ...]:
+    meta = obj["metadata"]
+    return (obj.get("spec"), meta.get("uid"), meta.get("deletionTimestamp"), meta.get("labels"))
+
+
 def seen_by_others(old: Obj | None, new: Obj | None) -> bool:
     """Whether what other objects wait on changed: its Ready condition (dependants and
     members wait for it), or whether it runs a Job (a cluster and its members never run

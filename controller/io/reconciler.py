@@ -48,6 +48,9 @@ state left, plans the rest; every step is idempotent):
   7. Events              Before the status that shows what they announce: a pass that
                          finds the status written finds the Event recorded (each is
                          named for what it announces, so a replay is refused).
+  7b. TerraformPlans    The plan a waiting Job gets, each plan's status, the finished
+                         ones pruned (plan_writes.py): before the status that names the
+                         plan to approve, so the status names only plans that exist.
   8. spec write-back     The contract's spec fields (the endpoint, providerID,
                          providerIDList; the endpoint-source annotation), one merge
                          patch over the version read, before the status that says
@@ -74,7 +77,7 @@ from typing import Any
 
 from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
 from controller.core.basics.names import FINALIZER, IDENTITY
-from controller.io import accountant, api, interrupted, results
+from controller.io import accountant, api, interrupted, plan_writes, results
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
 from controller.io.caches import Caches
@@ -195,6 +198,8 @@ class Reconciler:
             await accountant.emit(self.client, obj, event, now)
         if todo.announces_refusal:
             self.memory.announced(key)
+        if todo.plan_writes:
+            await plan_writes.carry_out(self.client, snap.namespace, todo.plan_writes)
         if todo.spec_patch is not None:
             # Over the version read: a field written once must not overwrite one a user
             # set since the cache's copy.

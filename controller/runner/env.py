@@ -29,8 +29,13 @@ class RunnerEnv:
     inputs_hash: str  # must equal the inputs Secret's captf.io/inputs-hash
     state_secret: str  # `<name>-state`; backups are `<state_secret>-<serial>`
     guarded: bool  # a plan that deletes or replaces anything ends `blocked`
-    plan_secret: str | None  # op=plan: where the plan goes
-    approved_plan_secret: str | None  # op=apply in Manual mode: the approved plan
+    # op=plan: where the plan goes; op=apply: where the plan goes when the apply stops on
+    # it (blocked by the guard, or changed since approval), for a person to approve.
+    plan_secret: str | None
+    approved_plan_secret: str | None  # op=apply of an approved plan: that plan
+    # op=apply of an approved plan: the fingerprint the approver saw; the fresh plan's
+    # changes must have it (the plan Secret alone could have been rewritten since).
+    approved_fingerprint: str | None = None
     restore_serial: int | None  # op=restore: the backup to bring back
     tofu: str  # the tofu binary (a path, or a name on PATH)
     tofu_cli_config: str | None  # TF_CLI_CONFIG_FILE for tofu: the provider mirror
@@ -82,6 +87,8 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
             raise EnvError(f"{var.RESTORE_SERIAL}={raw!r} is not a non-negative integer")
         restore_serial = int(raw)
     plan_secret = _required(env, var.PLAN_SECRET) if op is Op.PLAN else None
+    if op is Op.APPLY:
+        plan_secret = _optional(env, var.PLAN_SECRET)
     return RunnerEnv(
         op=op,
         namespace=_required(env, var.NAMESPACE),
@@ -95,6 +102,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         guarded=env.get(var.GUARDED, "").lower() == "true",
         plan_secret=plan_secret,
         approved_plan_secret=_optional(env, var.APPROVED_PLAN_SECRET) if op is Op.APPLY else None,
+        approved_fingerprint=_optional(env, var.APPROVED_FINGERPRINT) if op is Op.APPLY else None,
         restore_serial=restore_serial,
         tofu=env.get(var.TOFU) or "tofu",
         tofu_cli_config=_optional(env, var.TOFU_CLI_CONFIG),

@@ -15,6 +15,7 @@ import orjson
 
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
+    ANN_PLAN_SUMMARY,
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
     SECRET_SIZE_LIMIT,
@@ -201,24 +202,37 @@ def _summary(plan: Json) -> str:
 
 async def _plan_op(ctx: OpContext) -> RunnerResult:
     _, raw, plan = await _plan(ctx)
-    name = ctx.env.plan_secret
-    assert name is not None  # required by env for op=plan
-    data = {PLAN_KEY: (ctx.work_dir / PLAN_FILE).read_bytes(), PLAN_JSON_KEY: raw}
-    if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
-        text = f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)"
-        return _failed(text, ErrorKind.PLAN)
-    await _put_plan_secret(ctx, name, data)
+    name = await _keep_plan(ctx, raw, plan)
+    if name is None:
+        return _failed(
+            f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)", ErrorKind.PLAN
+        )
     return RunnerResult(
         outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name
     )
 
 
-async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes]) -> None:
-    # Owned by this Job: the plan lives exactly as long as the Job that made it,
-    # which is what an approval names.
+async def _keep_plan(ctx: OpContext, raw: bytes, plan: Json) -> str | None:
+    """The plan Secret, written when the Job was given one (a plan; an apply, for the plan
+    it stops on): the saved plan, its JSON, and its summary for the TerraformPlan. Its
+    name, or None when none was asked for or the plan is larger than a Secret."""
+    name = ctx.env.plan_secret
+    if name is None:
+        return None
+    data = {PLAN_KEY: (ctx.work_dir / PLAN_FILE).read_bytes(), PLAN_JSON_KEY: raw}
+    if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
+        return None
+    await _put_plan_secret(ctx, name, data, plans.summarize(plan).encode())
+    return name
+
+
+async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes], summary: str) -> None:
+    # Owned by this Job: the plan lives exactly as long as the Job that made it, which is
+    # what a TerraformPlan is named after. The summary holds addresses and actions only.
     metadata: Json = {
         "name": name,
         "labels": {LABEL_PLAN_OF: ctx.env.object_name} | ctx.env.written_labels,
+        "annotations": {ANN_PLAN_SUMMARY: summary},
     }
     if ctx.env.job_uid:
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
@@ -244,21 +258,25 @@ async def _approved_plan(ctx: OpContext, name: str) -> Json:
 
 
 async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
-    _, _, plan = await _plan(ctx)
-    approved_name = ctx.env.approved_plan_secret
-    if approved_name is not None:
-        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
-        if differing:
-            text = f"the plan no longer matches approved plan {approved_name}: " + ", ".join(
-                differing
-            )
-            return RunnerResult(
-                outcome=Outcome.PLAN_CHANGED, message=text, state_serial=_serial(old)
-            )
+    _, raw, plan = await _plan(ctx)
+    text = await _unapproved(ctx, plan)
+    if text is not None:
+        return RunnerResult(
+            outcome=Outcome.PLAN_CHANGED,
+            message=text,
+            state_serial=_serial(old),
+            plan_secret=await _keep_plan(ctx, raw, plan),
+        )
     destroyed = plans.destroyed(plan)
     if ctx.env.guarded and destroyed:
         text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
-        return RunnerResult(outcome=Outcome.BLOCKED, message=text, state_serial=_serial(old))
+        # The plan it stopped on is kept: approving it approves exactly those changes.
+        return RunnerResult(
+            outcome=Outcome.BLOCKED,
+            message=text,
+            state_serial=_serial(old),
+            plan_secret=await _keep_plan(ctx, raw, plan),
+        )
     ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
     serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
     if ex.code != 0:
@@ -271,6 +289,23 @@ async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
         outputs=written,
         contract=_reading(ctx),
     )
+
+
+async def _unapproved(ctx: OpContext, plan: Json) -> str | None:
+    """Why the fresh plan is not the approved one, or None: its changes differ from the
+    approved plan Secret's (named), or its fingerprint from the one the approver saw."""
+    approved_name = ctx.env.approved_plan_secret
+    if approved_name is not None:
+        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
+        if differing:
+            named = ", ".join(differing)
+            return f"the plan no longer matches approved plan {approved_name}: {named}"
+    expected = ctx.env.approved_fingerprint
+    found = plans.summarize(plan).fingerprint
+    if expected is not None and found != expected:
+        shown = f"fingerprint {found}, approved {expected}"
+        return f"the plan's changes are not the approved ones ({shown})"
+    return None
 
 
 async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:

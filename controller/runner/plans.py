@@ -6,7 +6,12 @@ is one of ["no-op"], ["create"], ["read"], ["update"], ["delete"],
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
+
+import orjson
+
+from controller.core.basics.plan_summary import PlanSummary, action_of, summary_of
 
 Json = dict[str, Any]
 
@@ -62,3 +67,15 @@ def differences(approved: Json, fresh: Json) -> list[str]:
     old = {str(e["address"]): e for e in fingerprint(approved)}
     new = {str(e["address"]): e for e in fingerprint(fresh)}
     return sorted(a for a in old.keys() | new.keys() if old.get(a) != new.get(a))
+
+
+def summarize(plan: Json) -> PlanSummary:
+    """Addresses and actions of what the plan changes, and the fingerprint of its changes
+    (a hash over `fingerprint`, which holds values: the hash shows none of them)."""
+    changes = [
+        (str(c.get("address", "?")), action)
+        for c in _resource_changes(plan)
+        if (action := action_of(_actions(c))) is not None
+    ]
+    canonical = orjson.dumps(fingerprint(plan), option=orjson.OPT_SORT_KEYS)
+    return summary_of(changes, f"sha256:{hashlib.sha256(canonical).hexdigest()}")

@@ -32,6 +32,9 @@ CONTROLLERS = (
     "node-lifecycle-controller",
     "taint-eviction-controller",
     "pod-garbage-collector-controller",
+    # The built-in view, edit and admin ClusterRoles take their rules from the roles
+    # labelled to aggregate into them.
+    "clusterrole-aggregation-controller",
 )
 
 

@@ -23,7 +23,7 @@ from tests.e2e.system import (
     finished_at,
     result_of,
 )
-from tests.kube.harness import MERGE, condition, event_for, events_of
+from tests.kube.harness import MERGE, approve_plan, condition, event_for, events_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
@@ -165,8 +165,20 @@ async def test_a_replacement_is_blocked_until_approved(system: System) -> None:
     assert status["stateSerial"] == before["stateSerial"]
     assert status["appliedInputsHash"] == before["appliedInputsHash"] != status["inputsHash"]
 
+    # Its TerraformPlan shows what the blocked apply would have done, from tofu's plan.
     name = blocked["metadata"]["name"]
-    await system.kube.annotate("terraformclusters", "web", {"captf.io/approve": name})
+
+    async def pending() -> Json | None:
+        try:
+            plan: Json = await system.kube.get("terraformplans", name)
+        except RequestFailed:
+            return None
+        return plan if (plan.get("status") or {}).get("phase") == "Pending" else None
+
+    plan = await system.until(pending, "web's TerraformPlan pending")
+    assert plan["status"]["resources"] == [{"address": "local_file.managed", "action": "replace"}]
+    assert plan["status"]["counts"]["replace"] == 1
+    await approve_plan(system.kube, name)
     approved = await applied(system, "web", 3)
     assert "captf.io/guarded" not in approved["metadata"]["annotations"]
     assert (system.infra / "managed.txt").read_text() == "replaced"

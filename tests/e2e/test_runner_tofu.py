@@ -230,6 +230,12 @@ async def test_approved_plan_applies_only_while_it_still_matches(obj: Object) ->
     planned = await obj.run("plan", CAPTF_PLAN_SECRET="c-plan-1")
     assert (planned.outcome, planned.plan_secret) == (Outcome.SUCCESS, "c-plan-1")
     assert obj.file.read_text() == "hello"  # a plan changes nothing
+    # Its summary, from OpenTofu's own JSON: addresses and actions, no value.
+    notes = obj.kube.secrets["c-plan-1"]["metadata"]["annotations"]
+    summary = orjson.loads(notes["captf.io/plan-summary"])
+    assert summary["resources"] == [{"address": "local_file.managed", "action": "replace"}]
+    assert summary["counts"] == {"create": 0, "update": 0, "replace": 1, "delete": 0}
+    assert "approved" not in notes["captf.io/plan-summary"]
 
     obj.file.unlink()  # the world moved since the plan was approved
     changed = await obj.run("apply", CAPTF_APPROVED_PLAN_SECRET="c-plan-1")

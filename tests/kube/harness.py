@@ -22,6 +22,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import (
+    ANN_PLAN_SUMMARY,
     ANN_RESULT,
     CAPI_API_VERSION,
     CLUSTER,
@@ -312,11 +313,39 @@ async def write_state(
         )
 
 
-async def write_plan(kube: Kube, name: str, data: dict[str, str], of: str = "c1") -> None:
-    """Plays the runner's plan write: the plan Secret, labelled as the runner labels it."""
+async def write_plan(
+    kube: Kube, name: str, data: dict[str, str], of: str = "c1", summary: Json | None = None
+) -> None:
+    """Plays the runner's plan write: the plan Secret, labelled as the runner labels it,
+    with the plan's summary (addresses, actions, counts, fingerprint) when given."""
     labels = {LABEL_PLAN_OF: of} | MANAGED_BY
-    body = {"metadata": {"name": name, "labels": labels}, "data": data}
+    meta: Json = {"name": name, "labels": labels}
+    if summary is not None:
+        meta["annotations"] = {ANN_PLAN_SUMMARY: orjson.dumps(summary).decode()}
+    body = {"metadata": meta, "data": data}
     await kube.call("POST", f"/api/v1/namespaces/{kube.ns}/secrets", body)
+
+
+async def plan_is(kube: Kube, name: str, phase: str) -> Json:
+    """Waits until the TerraformPlan `name` exists in that phase; returns it."""
+
+    async def probe() -> Json | None:
+        try:
+            plan = await kube.get("terraformplans", name)
+        except RequestFailed as err:
+            if err.status == 404:
+                return None
+            raise
+        return plan if (plan.get("status") or {}).get("phase") == phase else None
+
+    return await eventually(probe, what=f"TerraformPlan {name} in phase {phase}")
+
+
+async def approve_plan(kube: Kube, name: str) -> Json:
+    """A person's approval: spec.approved on the TerraformPlan."""
+    return await kube.call(
+        "PATCH", kube.captf_path("terraformplans", name), {"spec": {"approved": True}}, MERGE
+    )
 
 
 async def nth_job(kube: Kube, n: int, selector: str = "captf.io/op=apply") -> Json:

@@ -1,5 +1,4 @@
-"""Events for what succeeded, on the real API server: one per Job, like the failures; and
-the Warning for an approval that approves nothing."""
+"""Events for what succeeded, on the real API server: one per Job, like the failures."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from tests.kube.harness import (
     events_of,
     eventually,
     job_env,
-    next_is,
     nth_job,
     succeed_apply,
     write_plan,
@@ -52,28 +50,4 @@ async def test_a_manual_plan_is_announced_as_ready(apiserver: ApiServer, namespa
         await write_plan(kube, secret, {"plan.json": "e30="})
         await kube.finish(plan, "succeeded", at=clock.now(), result={"planSecret": secret})
         event = await event_for(kube, name, "PlanReady")
-        assert event["message"].endswith(f"annotate captf.io/approve={name} to apply it")
-
-
-async def test_an_approval_of_the_wrong_job_is_a_warning(
-    apiserver: ApiServer, namespace: str
-) -> None:
-    async with controller_on(apiserver, namespace) as (kube, clock):
-        blocked = await nth_job(kube, 1)
-        await kube.finish(blocked, "blocked", at=clock.now())
-        await next_is(kube, "WaitingForApproval")
-        await kube.annotate("terraformclusters", "c1", {"captf.io/approve": "c1-apply-typo"})
-
-        async def warned() -> list[Json]:
-            return await events_of(kube, "ApprovalIgnored")
-
-        [event] = await eventually(warned, what="an ApprovalIgnored Warning")
-        assert event["type"] == "Warning"
-        assert event["message"] == (
-            "captf.io/approve=c1-apply-typo approves nothing: "
-            f"Job {blocked['metadata']['name']} is the one waiting"
-        )
-        await clock.advance(600)  # the wait's recheck: still one Warning, still waiting
-        await next_is(kube, "WaitingForApproval")
-        assert len(await events_of(kube, "ApprovalIgnored")) == 1
-        assert len(await kube.jobs()) == 1
+        assert event["message"].endswith(f"approve TerraformPlan {name} to apply it")

@@ -773,6 +773,9 @@ CONTROLLER_PERMISSIONS = (
     }
     | {(GROUP, f"{plural}/status", "patch") for plural in KINDS.values()}
     | {(GROUP, f"{plural}/finalizers", "update") for plural in KINDS.values()}
+    # TerraformPlans: made, pruned, their status written; never their spec.
+    | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
+    | {(GROUP, "terraformplans/status", "patch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message.
     | {("", "pods", "list")}
@@ -1077,8 +1080,8 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["ClusterRole"] * 3  # captf-view, captf-edit, captf-metrics-reader
-        + ["CustomResourceDefinition"] * 7  # three kinds, three templates, the identity
+        + ["ClusterRole"] * 4  # captf-view, captf-edit, captf-plan-approver, captf-metrics-reader
+        + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
         + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]

@@ -22,6 +22,7 @@ from tests.kube.harness import (
     new_job,
     next_is,
     nth_job,
+    plan_is,
     write_plan,
 )
 
@@ -116,7 +117,7 @@ async def test_get_refuses_an_unknown_kind(
     assert err.startswith("captf get: 'pods' is not a CAPTF kind")
 
 
-async def test_approve_approves_exactly_the_blocked_apply(
+async def test_approve_approves_exactly_the_waiting_plan(
     apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with controller_on(apiserver, namespace) as (kube, clock):
@@ -124,26 +125,30 @@ async def test_approve_approves_exactly_the_blocked_apply(
         name = blocked["metadata"]["name"]
 
         # Running, not waiting: refused, saying what the controller does instead.
+        await next_is(kube, "JobRunning")
         status, _, err = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
         assert status == 1
-        assert "nothing of TerraformCluster/c1 waits for approval" in err
-        assert '"reason":"JobRunning"' in err
-        assert "captf.io/approve" not in _notes(await kube.cluster())
+        assert "nothing of TerraformCluster/c1 waits for approval (JobRunning" in err
 
-        await kube.finish(blocked, "blocked", at=clock.now())
-        await next_is(kube, "WaitingForApproval")
+        await _stop_on_plan(kube, blocked, clock.now(), "blocked")
+        await plan_is(kube, name, "Pending")
         status, out, _ = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
         assert status == 0
-        assert f"approved Job {name}" in out
-        assert _notes(await kube.cluster())["captf.io/approve"] == name
+        assert out == (
+            f"TerraformCluster/c1: approved TerraformPlan {name} "
+            "(1 to create, 0 to update, 0 to replace, 0 to delete)\n"
+        )
+        assert (await kube.get("terraformplans", name))["spec"]["approved"] is True
+        assert "captf.io/approve" not in _notes(await kube.cluster())
 
         # The controller acts on it: the approved apply runs unguarded.
         approved = await new_job(kube, blocked)
         assert job_env(approved)["CAPTF_GUARDED"] == "false"
+        await plan_is(kube, name, "Approved")
 
         status, _, err = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
         assert status == 1
-        assert f"captf.io/approve already names {name}" in err
+        assert f"TerraformPlan {name} is approved and its apply is due" in err
 
 
 async def test_plan_show_prints_the_waiting_plan(
@@ -151,29 +156,40 @@ async def test_plan_show_prints_the_waiting_plan(
 ) -> None:
     async with controller_on(apiserver, namespace, approval={"mode": "Manual"}) as (kube, clock):
         plan = await nth_job(kube, 1, "captf.io/op=plan")
-        await _play_plan(kube, plan, clock.now())
-        await next_is(kube, "WaitingForApproval")
+        name = plan["metadata"]["name"]
+        await _stop_on_plan(kube, plan, clock.now(), "succeeded")
+        await plan_is(kube, name, "Pending")
 
-        status, out, _ = await captf(capsys, apiserver, namespace, "plan", "show", "tfc/c1")
-        assert status == 0
-        lines = out.splitlines()
-        assert (
-            lines[0]
-            == f"TerraformCluster/c1 waits for approval of Job {plan['metadata']['name']} (plan)."
-        )
-        assert "  + create  terraform_data.x" in lines
-        assert "      input: null -> 1" in lines
-        assert "Plan: 1 to add, 0 to change, 0 to destroy." in lines
-        assert lines[-1].startswith("To let it proceed: captf approve TerraformCluster/c1")
+        for ref in ("tfc/c1", name):
+            status, out, _ = await captf(capsys, apiserver, namespace, "plan", "show", ref)
+            assert status == 0
+            lines = out.splitlines()
+            assert lines[:4] == [
+                f"TerraformPlan {name} of TerraformCluster/c1",
+                "Phase:        Pending",
+                "Approved:     no",
+                "Approved by:  -",
+            ]
+            assert "Changes:      1 to create, 0 to update, 0 to replace, 0 to delete" in lines
+            assert "  create  terraform_data.x" in lines
+            # The admin may read the plan Secret: its values follow, as tofu shows them.
+            assert "  + create  terraform_data.x" in lines
+            assert "      input: null -> 1" in lines
+            assert lines[-1] == "To approve it: captf approve TerraformCluster/c1"
 
         status, _, _ = await captf(capsys, apiserver, namespace, "approve", "tfc/c1")
         assert status == 0
         apply = await nth_job(kube, 1)
         assert job_env(apply)["CAPTF_APPROVED_PLAN_SECRET"] == job_env(plan)["CAPTF_PLAN_SECRET"]
+        await plan_is(kube, name, "Approved")
+        status, out, _ = await captf(capsys, apiserver, namespace, "plan", "show", name)
+        assert "Phase:        Approved" in out.splitlines()
+        assert "To approve it" not in out
 
 
-async def _play_plan(kube: Kube, plan: Json, at: Any) -> None:
-    secret = job_env(plan)["CAPTF_PLAN_SECRET"]
+async def _stop_on_plan(kube: Kube, job: Json, at: Any, outcome: str) -> None:
+    """Plays a runner that keeps its plan: the plan Secret with its summary, then the result."""
+    secret = job_env(job)["CAPTF_PLAN_SECRET"]
     shown = {
         "resource_changes": [
             {
@@ -182,9 +198,14 @@ async def _play_plan(kube: Kube, plan: Json, at: Any) -> None:
             }
         ]
     }
+    summary = {
+        "fingerprint": "sha256:0a",
+        "counts": {"create": 1, "update": 0, "replace": 0, "delete": 0},
+        "resources": [{"address": "terraform_data.x", "action": "create"}],
+    }
     data = {"plan.json": base64.b64encode(orjson.dumps(shown)).decode(), "tfplan": "AA=="}
-    await write_plan(kube, secret, data)
-    await kube.finish(plan, "succeeded", at=at, result={"planSecret": secret})
+    await write_plan(kube, secret, data, summary=summary)
+    await kube.finish(job, outcome, at=at, result={"planSecret": secret})
 
 
 async def test_restore_asks_only_for_a_backup_that_exists(

@@ -25,12 +25,15 @@ from runtime.envtest.process import free_ports
 from tests.kube.harness import (
     MERGE,
     Kube,
+    approve_plan,
     condition_is,
     eventually,
     new_job,
     nth_job,
+    plan_is,
     running_controller,
     succeed_apply,
+    write_plan,
 )
 from tests.kube.test_controller_leases import _create_pool
 
@@ -42,6 +45,7 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 # Checked by admission (OwnerReferencesPermissionEnforcement, when a cluster enables it)
 # as a permission, never sent as a request: no audit entry can show it used.
 NOT_REQUESTS = {(GROUP, "<captf kind>/finalizers", "update")}
+SUMMARY = {"fingerprint": "sha256:0a", "counts": {"replace": 1}, "resources": []}
 
 
 def _docs(namespace: str) -> list[Json]:
@@ -246,13 +250,28 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         metrics_addr=f"127.0.0.1:{metrics_port}",
         metrics_cert_dir=None,
         health_probe_addr="127.0.0.1:0",
+        kept_plans=0,
     ):
         # A scrape: the controller reviews the scraper's token with the API server.
         assert await _scrape(metrics_port, scraper) == 200
         assert await _scrape(metrics_port, await _token(kube, "nobody")) == 403
-        first = await nth_job(kube, 1)
+        # The guard blocks the first apply: its TerraformPlan is made, approved, carried
+        # out, and (--kept-plans 0) pruned once Applied.
+        blocked = await nth_job(kube, 1)
+        plan = blocked["metadata"]["name"]
+        await write_plan(kube, plan, {"plan.json": "e30="}, summary=SUMMARY)
+        await kube.finish(blocked, "blocked", at=clock.now(), result={"planSecret": plan})
+        await plan_is(kube, plan, "Pending")
+        await approve_plan(kube, plan)
+        first = await new_job(kube, blocked)
         await succeed_apply(kube, first, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
+
+        async def plan_pruned() -> bool:
+            found = await kube.call("GET", kube.captf_path("terraformplans"))
+            return not found["items"]
+
+        await eventually(plan_pruned, what="the applied TerraformPlan pruned")
         # A pool: its Job is recorded on the cluster's operation Lease and dropped again.
         await _create_pool(kube)
         pool_job = await nth_job(kube, 1, "captf.io/name=p1")
@@ -264,7 +283,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         # inputs Secret), then the next apply succeeds and the oldest success is pruned.
         patch = {"spec": {"variables": {"size": 2}}}
         await kube.call("PATCH", kube.captf_path(CLUSTERS, "c1"), patch, MERGE)
-        second = await new_job(kube, first, selector="captf.io/name=c1,captf.io/op=apply")
+        second = await new_job(kube, blocked, first, selector="captf.io/name=c1,captf.io/op=apply")
 
         async def active() -> bool:
             status = (await kube.cluster()).get("status") or {}
@@ -273,7 +292,9 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         # Deleted while the status names it: the controller must read both live.
         await eventually(active, what="the second apply active")
         await kube.delete_job(second["metadata"]["name"])
-        third = await new_job(kube, first, second, selector="captf.io/name=c1,captf.io/op=apply")
+        third = await new_job(
+            kube, blocked, first, second, selector="captf.io/name=c1,captf.io/op=apply"
+        )
         await succeed_apply(kube, third, serial=2, at=clock.now())
 
         async def pruned() -> bool:
@@ -349,8 +370,10 @@ async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
         }
         await kube.call("POST", f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
         labels = role["metadata"]["labels"]
-        if name != "captf-metrics-reader":
+        if name not in ("captf-metrics-reader", "captf-plan-approver"):
             assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+        else:  # approving plans is a role of its own, never part of edit
+            assert not any(key.startswith("rbac.authorization.k8s.io/aggregate") for key in labels)
     try:
         for plural in _KINDS:
             assert _allowed(kube, "captf-view", "list", plural)
@@ -360,6 +383,15 @@ async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
         for user in ("captf-view", "captf-edit"):
             assert not _allowed(kube, user, "get", "secrets", group="")
             assert not _allowed(kube, user, "update", "terraformclusters/status")
+            # Plans are read through view (which aggregates into edit too), approved by
+            # neither.
+            for verb in ("create", "update", "patch", "delete"):
+                assert not _allowed(kube, user, verb, "terraformplans")
+        assert _allowed(kube, "captf-view", "list", "terraformplans")
+        for verb in ("update", "patch"):
+            assert _allowed(kube, "captf-plan-approver", verb, "terraformplans")
+        assert not _allowed(kube, "captf-plan-approver", "patch", "terraformplans/status")
+        assert not _allowed(kube, "captf-plan-approver", "create", "terraformplans")
     finally:
         for role in roles:
             await kube.call("DELETE", f"{RBAC}/clusterroles/{role['metadata']['name']}")

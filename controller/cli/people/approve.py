@@ -1,20 +1,22 @@
-"""`captf approve KIND/NAME`: annotates captf.io/approve with exactly the Job that waits."""
+"""`captf approve KIND/NAME`: sets spec.approved on exactly the TerraformPlan that waits.
+
+It needs update (patch) on terraformplans: the captf-plan-approver role, which the
+edit role does not include (docs/security.md, "Approvals")."""
 
 from __future__ import annotations
 
 import argparse
 
-from controller.cli.people.annotate import annotate
 from controller.cli.people.common import run_command, source_of
-from controller.cli.people.waiting import read_live, waiting_job
-from controller.core.basics.names import ANN_APPROVE
+from controller.cli.people.plans import approve, changes_text, read_plans, waiting_plan
 
 
 def _approve(args: argparse.Namespace) -> int:
-    live = read_live(args.ref, source=source_of(args))
-    job = waiting_job(live)
-    annotate(args.kubeconfig, live.snap.obj, {ANN_APPROVE: job})
-    print(f"{live.who}: approved Job {job} (captf.io/approve={job})")
+    found = read_plans(args.ref, source=source_of(args))
+    plan = waiting_plan(found)
+    approve(args.kubeconfig, plan)
+    name = plan["metadata"]["name"]
+    print(f"{found.who}: approved TerraformPlan {name} ({changes_text(plan)})")
     return 0
 
 

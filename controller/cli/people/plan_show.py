@@ -1,64 +1,112 @@
-"""`captf plan show KIND/NAME`: the plan that waits for approval, in human form.
+"""`captf plan show KIND/NAME` (the plan the object waits on, else its newest) or
+`captf plan show PLAN`: a TerraformPlan in human form.
 
-The waiting Job is found as `captf approve` finds it. A plan Job's plan is in the
-Secret its result names; an apply that waits (blocked, or its plan changed) shows
-the plan it carried out in Manual mode, else the message its runner left, which
-names what it would destroy (in Auto mode no plan is kept)."""
+What it shows comes from the TerraformPlan: phase, who approved, counts, addresses
+and actions, never a value. When the reader may read the plan Secret (named after
+the plan) and it is still there, the plan's changes follow, as `tofu show` would
+print them, sensitive values masked."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import binascii
 from typing import Any
 
 import orjson
 
+from controller.cli.live import Source
 from controller.cli.people.common import Refused, run_command, source_of
 from controller.cli.people.plan_text import render_plan
-from controller.cli.people.waiting import Live, read_live, waiting_job
-from controller.core.basics.names import ANN_APPROVE, ANN_PLAN_JOB, Op
-from controller.core.jobs.job import annotations_of, name_of, op_of, result
+from controller.cli.people.plans import (
+    Plans,
+    changes_text,
+    phase_of,
+    read_plan,
+    read_plans,
+)
+from controller.core.basics.plan_summary import COUNTED
+from controller.core.decide.approvals import Phase, spec_of, status_of
+from controller.io import api
 from controller.runner.ops import PLAN_JSON_KEY
+from runtime.errors import ApiError
+from runtime.transport import open_transport
 
 Json = dict[str, Any]
 
 
 def _show(args: argparse.Namespace) -> int:
-    live = read_live(args.ref, source=source_of(args))
-    waiting = waiting_job(live)
-    jobs = {name_of(j): j for j in live.snap.jobs}
-    job = jobs.get(waiting)
-    if job is None:
-        raise Refused(f"Job {waiting} that {live.who} waits on is gone")
-    print(f"{live.who} waits for approval of Job {waiting} ({op_of(job)}).")
-    # Redacted again as the controller does: the runner's pass is the first, not the only.
-    message = live.snap.redactor(job).text(str((result(job) or {}).get("message") or ""))
-    if message:
-        print(f"Its runner said: {message}")
-    plan_job = job if op_of(job) == Op.PLAN else jobs.get(annotations_of(job).get(ANN_PLAN_JOB, ""))
-    plan = _saved_plan(live, plan_job)
-    if plan is None:
-        print("No saved plan: an apply in Auto mode keeps only its runner's message.")
+    source = source_of(args)
+    if "/" in args.ref:
+        found = read_plans(args.ref, source=source)
+        plan = _chosen(found)
     else:
-        print(f"\nPlan {name_of(plan_job or {})}:")
-        print("\n".join(render_plan(plan)))
-    print(f"\nTo let it proceed: captf approve {live.kind}/{live.name}  ({ANN_APPROVE}={waiting})")
+        plan = read_plan(args.ref, source=source)
+    print("\n".join(describe(plan)))
+    details = _saved_plan(source, plan["metadata"]["name"])
+    if details is not None:
+        print("\n" + "\n".join([details] if isinstance(details, str) else render_plan(details)))
+    if phase_of(plan) == Phase.PENDING and not spec_of(plan).get("approved"):
+        target = spec_of(plan).get("target") or {}
+        print(f"\nTo approve it: captf approve {target.get('kind')}/{target.get('name')}")
     return 0
 
 
-def _saved_plan(live: Live, plan_job: Json | None) -> Json | None:
-    if plan_job is None:
-        return None
-    secret_name = str((result(plan_job) or {}).get("planSecret") or "")
-    secret = live.snap.secrets.get(secret_name)
+def _chosen(found: Plans) -> Json:
+    """The plan that waits, else the newest."""
+    pending = [p for p in found.plans if phase_of(p) == Phase.PENDING]
+    if pending:
+        return pending[0]
+    if not found.plans:
+        raise Refused(f"{found.who} has no TerraformPlan: nothing of it waited for approval")
+    return found.plans[0]
+
+
+def describe(plan: Json) -> list[str]:
+    """The plan's lines: what it is, its phase and approval, its changes."""
+    spec, status = spec_of(plan), status_of(plan)
+    target = spec.get("target") or {}
+    approved = "yes" if spec.get("approved") is True else "no"
+    listed = status.get("resources") or []
+    counts = status.get("counts") or {}
+    total = sum(int(counts.get(a, 0)) for a in COUNTED)
+    lines = [
+        f"TerraformPlan {plan['metadata']['name']} of {target.get('kind')}/{target.get('name')}",
+        f"Phase:        {phase_of(plan)}",
+        f"Approved:     {approved}",
+        f"Approved by:  {spec.get('approvedBy') or '-'}",
+        f"Inputs hash:  {status.get('inputsHash') or '-'}",
+        f"Fingerprint:  {status.get('fingerprint') or '-'}",
+        f"Changes:      {changes_text(plan)}",
+    ]
+    width = max((len(str(r.get("action", ""))) for r in listed), default=0)
+    lines += [f"  {str(r.get('action', '')).ljust(width)}  {r.get('address', '')}" for r in listed]
+    if total > len(listed):
+        lines.append(f"  ({len(listed)} of {total} listed)")
+    return lines
+
+
+def _saved_plan(source: Source, name: str) -> Json | str | None:
+    """The plan Secret's plan; a line saying why not when it cannot be read; None when gone."""
+
+    async def get() -> Json | None:
+        async with open_transport(source.kubeconfig) as t:
+            return await api.get_or_none(t, api.secret_path(source.namespace, name))
+
+    try:
+        secret = asyncio.run(get())
+    except ApiError as err:
+        if err.status == 403:
+            return f"(the plan's values are in Secret {name}, which you may not read)"
+        raise
     raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
     if raw is None:
-        raise Refused(f"plan Secret {secret_name or '?'} of Job {name_of(plan_job)} is gone")
+        return None
     try:
         plan = orjson.loads(base64.b64decode(raw))
     except (binascii.Error, orjson.JSONDecodeError):
-        raise Refused(f"plan Secret {secret_name} holds no readable plan") from None
+        return f"(plan Secret {name} holds no readable plan)"
     return plan if isinstance(plan, dict) else None
 
 

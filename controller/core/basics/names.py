@@ -16,6 +16,10 @@ CLUSTER: Final = "TerraformCluster"
 POOL: Final = "TerraformMachinePool"
 MACHINE: Final = "TerraformMachine"
 KINDS: Final = (CLUSTER, POOL, MACHINE)
+# A plan that waits for a person, owned by its target (one of KINDS): approving is setting
+# its spec.approved (docs/security.md, "Approvals").
+PLAN_KIND: Final = "TerraformPlan"
+PLAN_PLURAL: Final = "terraformplans"
 PLURALS: Final = {
     CLUSTER: "terraformclusters",
     POOL: "terraformmachinepools",
@@ -78,7 +82,7 @@ ANN_INPUTS_HASH: Final = "captf.io/inputs-hash"
 ANN_PLAN_JOB: Final = "captf.io/plan-job"
 
 # Annotations on CAPTF objects.
-ANN_APPROVE: Final = "captf.io/approve"
+# (captf.io/approve, the approval before TerraformPlan, is ignored where it is still found.)
 # ANN_RESTORE_SERIAL is also the object's restore request.
 # Ends a held deletion, or a failing destroy, without a destroy: its value must be the
 # object's metadata.uid, so that it cannot be copied onto another object by accident.
@@ -96,6 +100,9 @@ LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
 ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
 LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
 LABEL_PLAN_OF: Final = "captf.io/plan-of"
+# On a plan Secret: what the plan changes, as addresses and actions only (never a value),
+# with a fingerprint of the changes (controller/core/basics/plan_summary.py).
+ANN_PLAN_SUMMARY: Final = "captf.io/plan-summary"
 LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
 # On every Secret CAPTF writes (durable inputs, state and its backups and rescues,
 # plans, outputs): the controller caches these with their data, by this label, and the

@@ -31,8 +31,11 @@ class RunnerVar(StrEnum):
     STATE_SECRET = "CAPTF_STATE_SECRET"
     GUARDED = "CAPTF_GUARDED"  # "true": a plan that deletes or replaces anything is blocked
     WORK_DIR = "CAPTF_WORK_DIR"
-    PLAN_SECRET = "CAPTF_PLAN_SECRET"  # op=plan
-    APPROVED_PLAN_SECRET = "CAPTF_APPROVED_PLAN_SECRET"  # op=apply in Manual mode
+    PLAN_SECRET = "CAPTF_PLAN_SECRET"  # op=plan; op=apply: the plan it stops on
+    APPROVED_PLAN_SECRET = "CAPTF_APPROVED_PLAN_SECRET"  # op=apply of an approved plan
+    # op=apply of an approved plan: the fingerprint its TerraformPlan showed the approver;
+    # the fresh plan must have it, whatever the plan Secret holds by then.
+    APPROVED_FINGERPRINT = "CAPTF_APPROVED_FINGERPRINT"
     RESTORE_SERIAL = "CAPTF_RESTORE_SERIAL"  # op=restore
     OUTPUTS_SECRET = "CAPTF_OUTPUTS_SECRET"  # op=apply with spec.outputs
     OUTPUTS_NAMES = "CAPTF_OUTPUTS_NAMES"  # absent: every output; set, even empty: these

@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from controller.core.admission.checks import spec_refusals
 from controller.core.admission.refusal import message_of
 from controller.core.basics.names import (
-    ANN_APPROVE,
     ANN_INPUTS_HASH,
     ANN_PLAN_JOB,
     ANN_SERIAL,
@@ -25,7 +25,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.contract.roles import declares_contract
-from controller.core.decide import contract_inputs
+from controller.core.decide import approvals, contract_inputs
 from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -60,10 +60,10 @@ class Context:
     def history(self) -> History:
         return self.snap.history
 
-    @property
-    def approved(self) -> str | None:
-        """The Job named by the object's approve annotation."""
-        return self.snap.annotations.get(ANN_APPROVE) or None
+    @cached_property
+    def approved(self) -> frozenset[str]:
+        """The waiting Jobs whose TerraformPlans are approved and current."""
+        return approvals.approved_jobs(self.snap, self.inputs.hash)
 
     @property
     def state_inputs_hash(self) -> str | None:

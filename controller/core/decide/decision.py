@@ -19,7 +19,8 @@ class Run:
     retry: int  # 1 + counted failures of the op since its last success
     guarded: bool = False
     drift_remediation: bool = False
-    plan_job: str | None = None  # the approved plan an apply carries out (Manual mode)
+    plan_job: str | None = None  # the approved plan an apply carries out
+    plan_fingerprint: str | None = None  # what its TerraformPlan showed the approver
     restore_serial: str | None = None
     # Why the trigger holds, for `captf decide -v`; not part of the decision's identity.
     message: str = field(default="", compare=False)

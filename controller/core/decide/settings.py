@@ -27,6 +27,8 @@ class Settings:
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
     # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
     shard_keys: tuple[str, ...] = ()
+    # --kept-plans: finished TerraformPlans kept per object (controller/core/plan/plan_objects.py).
+    kept_plans: int = 3
 
 
 class Flags(Protocol):

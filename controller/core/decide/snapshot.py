@@ -22,6 +22,7 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     LABEL_UID,
+    PLAN_KIND,
     inputs_secret_prefix,
     state_secret_name,
 )
@@ -63,6 +64,8 @@ class Snapshot:
     # The identity the object (or its cluster) names, as io read it: the identity, its
     # Secret's key names, the namespace's labels (controller/core/spec/identity.py).
     identity: IdentityView = NO_IDENTITY
+    # The object's TerraformPlans (controller/core/decide/approvals.py).
+    plans: tuple[Json, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -172,7 +175,7 @@ def owns(obj: Json, job: Json) -> bool:
 def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    jobs, leases = [], []
+    jobs, leases, plans = [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     related: dict[tuple[str, str], Json] = {}
@@ -182,6 +185,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         same_ns = item.get("metadata", {}).get("namespace", namespace) == namespace
         if kind == "Job" and owns(obj, item):
             jobs.append(item)
+        elif kind == PLAN_KIND and owns(obj, item):
+            plans.append(item)
         elif kind == "Secret" and same_ns:
             secrets[name_of(item)] = item
         elif kind == "ConfigMap" and same_ns:
@@ -200,6 +205,7 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         leases=tuple(leases),
         related=MappingProxyType(related),
         identity=_identity_view(identity_ref_of(obj, related), str(namespace or ""), elsewhere),
+        plans=tuple(plans),
     )
 
 

@@ -22,7 +22,7 @@ from controller.core.basics.names import (
     backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import deletion, gates, owners, pause, triggers
+from controller.core.decide import approvals, deletion, gates, owners, pause, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -37,6 +37,7 @@ from controller.core.jobs.job import (
     inputs_hash_of,
     is_finished,
     name_of,
+    result,
 )
 from controller.core.spec.identity import credentials_secret, verdict_of
 from controller.core.spec.ready import is_ready as _is_ready
@@ -47,7 +48,7 @@ CACHE_WAIT = 5.0
 RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
 NOT_READY_WAIT = 30.0
 STATE_WAIT = 60.0
-APPROVAL_WAIT = 600.0  # the approve annotation wakes the reconcile sooner
+APPROVAL_WAIT = 600.0  # an approval (a TerraformPlan's change) wakes the reconcile sooner
 SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
 # An identity that does not let the object run: the watches of identities, Namespaces
 # and Secrets wake the object when that changes; the requeue is only the fallback.
@@ -177,28 +178,31 @@ def approval(ctx: Context) -> Decision | None:
     waiting_on = awaiting_approval(ctx)
     if waiting_on is None:
         return None
-    message = f"annotate captf.io/approve={waiting_on} to let the apply proceed"
+    message = (
+        f"approve TerraformPlan {waiting_on} (spec.approved=true; captf approve "
+        f"{ctx.snap.kind}/{ctx.snap.name}) to let the apply proceed"
+    )
     return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
 
 
 def awaiting_approval(ctx: Context) -> str | None:
-    """The Job `captf.io/approve` must name: a blocked or plan-changed apply, or (Manual)
-    an unused plan; None when nothing waits. `captf approve` reads the same function.
+    """The Job whose TerraformPlan (of the same name) waits for a person: a blocked or
+    plan-changed apply, or (Manual) an unused plan; None when nothing waits. `captf
+    approve` and the TerraformPlans' lifecycle read the same function.
 
-    Each wait holds on its own until the annotation names its Job: approving an apply
-    does not approve a plan made after it."""
+    Each wait holds on its own until its own plan is approved: approving an apply does
+    not approve a plan made after it."""
     waits: list[str] = []
     last = ctx.history.newest(Op.APPLY)
-    if last is not None and not _wait_moved_on(ctx, last):
-        if last.outcome == Outcome.BLOCKED:
+    stopped = last is not None and last.outcome in (Outcome.BLOCKED, Outcome.PLAN_CHANGED)
+    if last is not None and stopped and not _wait_moved_on(ctx, last):
+        # New inputs end the wait: its plan, and so its approval, was for the old ones.
+        made_for = inputs_hash_of(last.job)
+        if made_for is None or made_for == ctx.inputs.hash:
             waits.append(last.name)
-        elif last.outcome == Outcome.PLAN_CHANGED:
-            made_for = inputs_hash_of(last.job)
-            if made_for is None or made_for == ctx.inputs.hash:  # new inputs end the wait
-                waits.append(last.name)
     if ctx.policy.manual and (plan := ctx.open_plan()) is not None:
         waits.append(plan.name)
-    return next((name for name in waits if name != ctx.approved), None)
+    return next((name for name in waits if name not in ctx.approved), None)
 
 
 def _wait_moved_on(ctx: Context, apply_job: Finished) -> bool:
@@ -219,13 +223,16 @@ def apply(ctx: Context) -> Decision | None:
     guarded = _guarded(ctx)
     why = due.message
     if not ctx.policy.manual:
+        block = _approved_block(ctx)
+        kept = _kept_plan(block) if block is not None else None
         return run(
             ctx,
             Op.APPLY,
             due.trigger,
             guarded=guarded,
             remediation=due.drift_remediation,
-            message=why,
+            plan_job=kept,
+            message=why if kept is None else f"{why}; carrying out approved plan {kept}",
         )
     plan_job = _approved_plan(ctx)
     if plan_job is None:
@@ -247,26 +254,41 @@ def _guarded(ctx: Context) -> bool:
 
 
 def _approved_block(ctx: Context) -> Finished | None:
-    """The newest apply, when it was blocked, `captf.io/approve` names it, and it ran with
-    the current inputs: approving a blocked apply approves the destruction its plan showed
-    for those inputs, not for inputs changed since."""
+    """The newest apply, when it stopped for a person (blocked by the guard, or its plan
+    changed since approval and it kept the new plan), its TerraformPlan is approved, and
+    it ran with the current inputs: approving it approves the changes its plan showed for
+    those inputs, not for inputs changed since."""
     last = ctx.history.newest(Op.APPLY)
-    if last is None or last.outcome != Outcome.BLOCKED or ctx.approved != last.name:
+    if last is None or last.name not in ctx.approved:
+        return None
+    changed = last.outcome == Outcome.PLAN_CHANGED and _kept_plan(last) is not None
+    if last.outcome != Outcome.BLOCKED and not changed:
         return None
     made_for = inputs_hash_of(last.job)
     return last if made_for is None or made_for == ctx.inputs.hash else None
 
 
 def _approved_plan(ctx: Context) -> str | None:
-    """The plan an apply carries out in Manual mode: the plan of an approved blocked apply
-    (approving it approves that plan's destruction), or an approved open plan."""
+    """The plan an apply carries out in Manual mode: the plan an approved blocked apply
+    stopped on (approving it approves those changes), or for a blocked apply that kept
+    none the plan it carried out, or an approved open plan."""
     block = _approved_block(ctx)
     if block is not None:
-        carried_out = annotations_of(block.job).get(ANN_PLAN_JOB) or _plan_before(ctx, block)
+        carried_out = (
+            _kept_plan(block)
+            or annotations_of(block.job).get(ANN_PLAN_JOB)
+            or _plan_before(ctx, block)
+        )
         if carried_out:
             return carried_out
     plan = ctx.open_plan()
-    return plan.name if plan is not None and ctx.approved == plan.name else None
+    return plan.name if plan is not None and plan.name in ctx.approved else None
+
+
+def _kept_plan(apply_job: Finished) -> str | None:
+    """The apply Job itself, when it kept the plan it stopped on (its result names the
+    plan Secret, named after the Job): its approved apply compares with that plan."""
+    return apply_job.name if (result(apply_job.job) or {}).get("planSecret") else None
 
 
 def _plan_before(ctx: Context, apply_job: Finished) -> str | None:
@@ -341,6 +363,7 @@ def run(
         guarded=guarded and op == Op.APPLY,
         drift_remediation=remediation and op == Op.APPLY,
         plan_job=plan_job,
+        plan_fingerprint=approvals.approved_fingerprint(ctx.snap, plan_job) if plan_job else None,
         restore_serial=restore_serial,
         message=message,
     )

@@ -10,7 +10,6 @@ from typing import Any
 
 from controller.core.basics.names import (
     ANN_APPLIED,
-    ANN_APPROVE,
     ANN_INTERRUPTED_APPLY,
     ANN_RETRY,
     Op,
@@ -241,5 +240,5 @@ def success_event(record: Finished) -> tuple[str, str] | None:
         case Op.RESTORE:
             return RESTORED, said
         case Op.PLAN:
-            return PLAN_READY, f"{said}; annotate {ANN_APPROVE}={record.name} to apply it"
+            return PLAN_READY, f"{said}; approve TerraformPlan {record.name} to apply it"
     return None

@@ -197,10 +197,13 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
-    if run.op == Op.PLAN:
+    if run.op in (Op.PLAN, Op.APPLY):
+        # An apply keeps the plan it stops on (blocked, changed) under its own name.
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:
         env[RunnerVar.APPROVED_PLAN_SECRET] = plan_secret_name(run.plan_job)
+    if run.op == Op.APPLY and run.plan_fingerprint:
+        env[RunnerVar.APPROVED_FINGERPRINT] = run.plan_fingerprint
     if run.op == Op.RESTORE and run.restore_serial:
         env[RunnerVar.RESTORE_SERIAL] = run.restore_serial
     outputs = spec.get("outputs") or {}

@@ -23,7 +23,6 @@ from typing import Any
 
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
-    ANN_APPROVE,
     ANN_BLOCK_MOVE,
     ANN_RESTORE_SERIAL,
     FINALIZER,
@@ -31,7 +30,6 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
-from controller.core.decide import approvals
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -42,7 +40,7 @@ from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.jobs.termination import Recorded, recordings
-from controller.core.plan import accounting, keeping, status, writeback
+from controller.core.plan import accounting, keeping, plan_objects, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -58,6 +56,7 @@ from controller.core.plan.launching import (
     refusal_event,
     still_refused,
 )
+from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
 from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
@@ -94,6 +93,9 @@ class Plan:
     # Labels and owners of the state, backups and inputs: a Retain, an adoption.
     secret_patches: tuple[SecretPatch, ...] = ()
     launch: Launch | None = None
+    # The object's TerraformPlans: the one a waiting Job gets, their status, the finished
+    # ones pruned (controller/core/plan/plan_objects.py).
+    plan_writes: PlanWrites = NO_WRITES
     # The contract's spec write-back (controller/core/plan/writeback.py): a merge patch of
     # the object carrying only those fields; None: nothing to write.
     spec_patch: Json | None = None
@@ -158,9 +160,10 @@ def plan(
         restore_tried=restore_tried,
         accounts=accounts,
         gone=gone,
-        prune=_prune(snap, books, policy),
+        prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
         secret_patches=keeping.patches_of(ctx, decision),
         launch=launch,
+        plan_writes=plan_objects.writes_of(ctx, settings.kept_plans),
         spec_patch=None if deleted or contract is None else contract.spec,
         status=None if deleted else status.merge_patch(stored, desired),
         metadata=_metadata(books, policy),
@@ -168,7 +171,6 @@ def plan(
             refused
             + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
-            + _approval_event(books, ctx)
             + keeping.events_of(ctx, decision)
         ),
         announces_refusal=bool(refused),
@@ -274,21 +276,15 @@ def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
     return {"lastRestoredSerial": tried}
 
 
-def _prune(snap: Snapshot, books: Snapshot, policy: Policy | None) -> tuple[str, ...]:
+def _prune(
+    snap: Snapshot, books: Snapshot, policy: Policy | None, planned: frozenset[str]
+) -> tuple[str, ...]:
     """Accounted Jobs past the limits. The active Job (before and after this pass) and the
-    Job the approve annotation names always stay."""
+    Jobs of TerraformPlans not finished (`planned`) always stay."""
     if policy is None:
         return ()
-    keep = frozenset(
-        filter(
-            None,
-            [
-                snap.status.get("activeJob"),
-                books.status.get("activeJob"),
-                snap.annotations.get(ANN_APPROVE),
-            ],
-        )
-    )
+    active = [snap.status.get("activeJob"), books.status.get("activeJob")]
+    keep = frozenset(filter(None, active)) | planned
     history = books.history
     doomed = retention.prune(
         history,
@@ -358,15 +354,3 @@ def _restore_event(snap: Snapshot, stored: Json) -> tuple[Event, ...]:
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     name = f"{snap.name[:200]}.restoreserial.{digest}"
     return (Event(name, "Warning", RESTORE_SERIAL_INVALID, warning),)
-
-
-def _approval_event(snap: Snapshot, ctx: Context | None) -> tuple[Event, ...]:
-    """One Warning per distinct mistake in captf.io/approve (the Event name is derived from
-    it, so every later pass finds it already recorded)."""
-    if ctx is None or not snap.annotations.get(ANN_APPROVE):
-        return ()
-    why = approvals.ignored_approval(ctx)
-    if why is None:
-        return ()
-    name = f"{snap.name}.{approvals.REASON.lower()}-{approvals.event_suffix(why)}"
-    return (Event(name, "Warning", approvals.REASON, why),)

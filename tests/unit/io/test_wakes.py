@@ -24,6 +24,7 @@ from controller.core.basics.names import (
     SCOPE_RUN_SLOT,
 )
 from controller.io.caches import Caches
+from controller.io.handlers import plan_wakes
 from controller.io.predicates import only_own_job_writes, only_own_object_writes
 from tests.unit.io.cache_objects import (
     NS,
@@ -59,7 +60,7 @@ def changed(path: tuple[str, ...], value: Any) -> Json:
         (("metadata", "generation"), 2, True),
         (("spec",), {"x": 2}, False),
         (("metadata", "labels"), {"team": "b"}, False),
-        (("metadata", "annotations"), {"captf.io/approve": "c-plan-1"}, False),
+        (("metadata", "annotations"), {"example.com/owner": "team-a"}, False),
         (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", False),
         (("metadata", "finalizers"), [FINALIZER, "other.io/keep"], False),
     ],
@@ -242,3 +243,30 @@ def test_an_object_wakes_the_identity_it_starts_or_stops_naming(
     woken.clear()
     deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 3, spec={"credentialsRef": {"name": "c"}}))
     assert woken == [f"{CLUSTER}/{NS}/c1", IDENTITY_KEY]
+
+
+def _plan(approved: bool, phase: str | None = None) -> Json:
+    labels = {"captf.io/kind": CLUSTER, LABEL_NAME: "c", "captf.io/uid": "uid-c"}
+    body: Json = {
+        "metadata": {"name": "c-apply-1", "namespace": NS, "labels": labels},
+        "spec": {"approved": approved},
+    }
+    if phase is not None:
+        body["status"] = {"phase": phase}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "wakes"),
+    [
+        (_plan(False), _plan(True), True),  # an approval
+        (None, _plan(False), True),  # made
+        (_plan(False, "Applied"), None, True),  # pruned, or deleted by a person
+        (_plan(False), _plan(False, "Pending"), False),  # the controller's status write
+        (_plan(True, "Pending"), _plan(True, "Approved"), False),
+    ],
+)
+def test_a_plan_wakes_its_object_unless_only_its_status_changed(
+    old: Json | None, new: Json | None, wakes: bool
+) -> None:
+    assert plan_wakes(old, new) == ([f"{CLUSTER}/{NS}/c"] if wakes else [])

@@ -12,6 +12,7 @@ import pytest
 
 from controller.core.basics.redact import redactor
 from controller.core.jobs.job import Outcome
+from controller.runner import plans
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import report, run_op
 from controller.runner.ops import execute
@@ -158,6 +159,24 @@ async def test_guarded_destructive_plan_is_blocked_and_changes_nothing(
     assert "keep" not in result.message
     assert "apply" not in tofu.commands()
     assert state_annotations(kube)["captf.io/serial"] == "4"
+
+
+async def test_a_blocked_apply_keeps_the_plan_it_stopped_on_with_its_summary(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    plan = plan_json(("keep", ["update"]), ("gone", ["delete", "create"]))
+    tofu = ScriptedTofu(tmp_path, plan=plan, new_state=tfstate(5))
+    env = environ(CAPTF_GUARDED="true", CAPTF_PLAN_SECRET="c-apply-1")
+    result = await execute(env, kube, tofu, tmp_path)
+    assert (result.outcome, result.plan_secret) == (Outcome.BLOCKED, "c-apply-1")
+    kept = kube.secrets["c-apply-1"]
+    summary = orjson.loads(kept["metadata"]["annotations"]["captf.io/plan-summary"])
+    assert summary["counts"] == {"create": 0, "update": 1, "replace": 1, "delete": 0}
+    assert summary["resources"] == [
+        {"address": "keep", "action": "update"},
+        {"address": "gone", "action": "replace"},
+    ]
+    assert set(kept["data"]) == {"tfplan", "plan.json"}
 
 
 async def test_unguarded_destructive_plan_applies(kube: FakeKube, tmp_path: Path) -> None:
@@ -351,3 +370,22 @@ async def test_a_long_error_is_bounded_with_its_headline(kube: FakeKube, tmp_pat
     assert result.message.endswith("Error: the real cause")
     assert len(result.message.encode()) <= 2048
     assert orjson.loads(result.to_json())["message"] == result.message
+
+
+async def test_an_approved_plan_is_applied_only_with_the_fingerprint_approved(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    """The plan Secret may have been rewritten since the approver saw the TerraformPlan:
+    the fresh plan must have the fingerprint shown, whatever the Secret holds."""
+    fresh = plan_json(("x", ["delete"]))
+    kube.put(secret("c-plan", {"plan.json": orjson.dumps(fresh)}))  # rewritten to match
+    shown = plans.summarize(plan_json(("x", ["update"]))).fingerprint
+    tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
+    env = environ(CAPTF_APPROVED_PLAN_SECRET="c-plan", CAPTF_APPROVED_FINGERPRINT=shown)
+    result = await execute(env, kube, tofu, tmp_path)
+    assert result.outcome is Outcome.PLAN_CHANGED
+    assert f"approved {shown}" in result.message
+    assert "apply" not in tofu.commands()
+    matching = environ(CAPTF_APPROVED_FINGERPRINT=plans.summarize(fresh).fingerprint)
+    applied = await execute(matching, kube, ScriptedTofu(tmp_path, plan=fresh), tmp_path)
+    assert applied.outcome is Outcome.SUCCESS

@@ -59,3 +59,35 @@ def test_differences_name_changed_values_actions_and_new_resources() -> None:
         ]
     }
     assert plans.differences(PLAN, fresh) == ["b", "c", "z"]
+
+
+def test_the_summary_lists_addresses_and_actions_and_counts_them() -> None:
+    summary = plans.summarize(PLAN).to_json()
+    assert summary["counts"] == {"create": 1, "update": 1, "replace": 2, "delete": 1}
+    assert summary["resources"] == [
+        {"address": "b", "action": "create"},
+        {"address": "c", "action": "update"},
+        {"address": "d", "action": "replace"},
+        {"address": "e", "action": "delete"},
+        {"address": "f", "action": "replace"},
+        {"address": "h", "action": "forget"},
+    ]
+    assert summary["fingerprint"].startswith("sha256:")
+
+
+def test_the_summary_holds_no_value_and_its_fingerprint_follows_the_values() -> None:
+    secret_value = {"password": "hunter2-very-secret"}
+    one = {"resource_changes": [change("b", ["create"], secret_value)]}
+    other = {"resource_changes": [change("b", ["create"], {"password": "other"})]}
+    encoded = plans.summarize(one).encode()
+    assert "hunter2" not in encoded
+    assert plans.summarize(one).fingerprint != plans.summarize(other).fingerprint
+    shuffled = {"resource_changes": list(reversed(PLAN["resource_changes"]))}
+    assert plans.summarize(shuffled).fingerprint == plans.summarize(PLAN).fingerprint
+
+
+def test_the_summary_lists_at_most_fifty_addresses_and_counts_them_all() -> None:
+    many = {"resource_changes": [change(f"r{i:03}", ["create"]) for i in range(120)]}
+    summary = plans.summarize(many)
+    assert len(summary.resources) == 50
+    assert dict(summary.counts)["create"] == 120

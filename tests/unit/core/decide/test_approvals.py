@@ -1,56 +1,60 @@
-"""A captf.io/approve that approves nothing is named, with why; one that works, or is
-history, is not."""
+"""Which waiting Jobs their TerraformPlans approve: approved, current, and showing the
+changes the Job's plan makes. The old annotation approves nothing."""
 
 from __future__ import annotations
 
 import pytest
 
+from controller.core.basics.names import ANN_PLAN_SUMMARY
 from controller.core.decide import snapshot
-from controller.core.decide.approvals import ignored_approval
+from controller.core.decide.approvals import approved_jobs
 from controller.core.decide.context import Context
-from controller.core.decide.steps import context_of
-from tests.builders import NOW, Json, ago, base_objects, captf, job, secret
+from controller.core.decide.steps import awaiting_approval, context_of
+from tests.builders import NOW, Json, ago, approval, base_objects, captf, job, secret
+
+BLOCKED = job("apply", 1, "blocked", finished=ago(minutes=2), result={"planSecret": "b1"})
+NAME = "c1-apply-00000001"
 
 
-def _ctx(approve: str | None, jobs: list[Json], *, manual: bool = False) -> Context:
-    spec = {"approval": {"mode": "Manual"}} if manual else {}
-    obj = captf(annotations={"captf.io/approve": approve} if approve else None, spec=spec)
-    ctx = context_of(snapshot.build(obj, [*base_objects(), *jobs]), NOW)
+def _plan_secret(fingerprint: str) -> Json:
+    kept = secret("b1", {"plan.json": "{}"})
+    summary = f'{{"fingerprint": "{fingerprint}", "counts": {{"delete": 1}}, "resources": []}}'
+    kept["metadata"]["annotations"] = {ANN_PLAN_SUMMARY: summary}
+    return kept
+
+
+def _ctx(*others: Json, annotations: dict[str, str] | None = None) -> Context:
+    obj = captf(annotations=annotations)
+    ctx = context_of(snapshot.build(obj, [*base_objects(), BLOCKED, *others]), NOW)
     assert isinstance(ctx, Context)
     return ctx
 
 
-BLOCKED = job("apply", 1, "blocked", finished=ago(minutes=2))
-FAILED = job("apply", 1, "failed", finished=ago(minutes=2))
-RUNNING = job("apply", 2, None, state="Running")
-
-
 @pytest.mark.parametrize(
-    ("approve", "jobs", "why"),
+    ("others", "approved"),
     [
-        (None, [BLOCKED], None),
-        ("c1-apply-00000001", [BLOCKED], None),  # approves the waiting Job
-        ("c1-apply-0000000x", [BLOCKED], "Job c1-apply-00000001 is the one waiting"),
-        ("c1-apply-00000001", [FAILED], "it is a apply Job that failed; only a plan"),
-        ("c1-apply-00000002", [FAILED, RUNNING], "that Job is still running"),
-        ("c1-gone-00000000", [FAILED], None),  # nothing waits: history, not a mistake
+        ([approval(NAME), _plan_secret("sha256:f")], True),
+        ([approval(NAME)], True),  # its plan Secret gone: the status is what was seen
+        ([approval(NAME, approved=False), _plan_secret("sha256:f")], False),
+        ([approval(NAME, {"size": 9}), _plan_secret("sha256:f")], False),  # other inputs
+        ([approval(NAME), _plan_secret("sha256:other")], False),  # other changes
+        ([approval(NAME, fingerprint="")], False),  # status not filled yet
+        ([approval(NAME, phase="Superseded")], False),  # finished
+        ([approval(NAME, phase="Applied")], False),
+        ([approval(NAME, phase=None)], True),  # phase not written yet: not finished
+        ([approval(NAME, owner="c2")], False),  # another object's plan
+        ([approval("c1-apply-0000000f")], False),  # another Job's plan: nothing waits on it
     ],
 )
-def test_ignored_approvals(approve: str | None, jobs: list[Json], why: str | None) -> None:
-    found = ignored_approval(_ctx(approve, jobs))
-    if why is None:
-        assert found is None
-    else:
-        assert found is not None
-        assert why in found
-        assert found.startswith(f"captf.io/approve={approve} approves nothing")
+def test_an_approval_counts_only_while_the_plan_is_current(
+    others: list[Json], approved: bool
+) -> None:
+    ctx = _ctx(*others)
+    assert (NAME in approved_jobs(ctx.snap, ctx.inputs.hash)) is approved
+    assert awaiting_approval(ctx) == (None if approved else NAME)
 
 
-def test_approving_an_older_plan_names_the_newer_one() -> None:
-    old = job("plan", 1, "succeeded", finished=ago(minutes=30), result={"planSecret": "p1"})
-    new = job("plan", 2, "succeeded", finished=ago(minutes=1), result={"planSecret": "p2"})
-    plans = [secret(name, {"plan.json": "{}"}) for name in ("p1", "p2")]
-    ctx = _ctx("c1-plan-00000001", [old, new, *plans], manual=True)
-    found = ignored_approval(ctx)
-    assert found is not None
-    assert "Job c1-plan-00000002 is the one waiting" in found
+def test_the_old_annotation_approves_nothing() -> None:
+    ctx = _ctx(annotations={"captf.io/approve": NAME})
+    assert approved_jobs(ctx.snap, ctx.inputs.hash) == frozenset()
+    assert awaiting_approval(ctx) == NAME

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from controller.core.basics.names import ANN_APPROVE, ANN_RESTORE_SERIAL, FINALIZER
+from controller.core.basics.names import ANN_RESTORE_SERIAL, FINALIZER
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Decision, Requeue, Run, to_json
 from controller.core.decide.steps import decide
 from controller.core.plan.status import missed_window_of
-from tests.builders import NOW, ago, base_objects, captf, decided, job
+from tests.builders import NOW, ago, approval, base_objects, captf, decided, job
 
 Json = dict[str, Any]
 # NOW is Monday 2026-06-01 12:00Z.
@@ -64,8 +64,8 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     ),
     (
         "an approved blocked apply still waits for the window",
-        captf(spec=_obj(LATER, **NEW), annotations={ANN_APPROVE: "c1-apply-00000001"}),
-        [*base_objects(), job("apply", 1, "blocked")],
+        captf(spec=_obj(LATER, **NEW)),
+        [*base_objects(), job("apply", 1, "blocked"), approval("c1-apply-00000001", {"size": 4})],
         _outside("apply"),
     ),
     (

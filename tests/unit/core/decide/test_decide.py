@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from controller.core.basics.names import (
-    ANN_APPROVE,
     ANN_DRIFT_REMEDIATION,
     ANN_INPUTS_HASH,
     ANN_INTERRUPTED_APPLY,
@@ -26,6 +25,7 @@ from controller.core.decide.triggers import jitter
 from tests.builders import (
     NOW,
     ago,
+    approval,
     base_objects,
     capi_cluster,
     captf,
@@ -249,8 +249,8 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     ),
     (
         "blocked apply approved: apply runs (retry 1: blocked counts nowhere)",
-        captf(spec=NEW_VARS, annotations={ANN_APPROVE: "c1-apply-00000001"}),
-        [*base_objects(), job("apply", 1, "blocked")],
+        captf(spec=NEW_VARS),
+        [*base_objects(), job("apply", 1, "blocked"), approval("c1-apply-00000001", {"size": 4})],
         _run("apply", "InputsChanged"),
     ),
     (
@@ -299,14 +299,12 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
     ),
     (
         "Manual: an approved plan is applied",
-        captf(
-            spec=NEW_VARS | {"approval": {"mode": "Manual"}},
-            annotations={ANN_APPROVE: "c1-plan-00000001"},
-        ),
+        captf(spec=NEW_VARS | {"approval": {"mode": "Manual"}}),
         [
             *base_objects(),
             secret("c1-plan-1", {"tfplan": "x"}),
             job("plan", 1, "succeeded", result={"planSecret": "c1-plan-1"}),
+            approval("c1-plan-00000001", {"size": 4}),
         ],
         _run("apply", "InputsChanged"),
     ),
@@ -580,12 +578,14 @@ def test_decide(obj: Json, others: list[Json], expected: Json) -> None:
 
 
 def test_manual_approved_plan_names_the_plan_job() -> None:
-    obj = captf(
-        spec=NEW_VARS | {"approval": {"mode": "Manual"}},
-        annotations={ANN_APPROVE: "c1-plan-00000001"},
-    )
+    obj = captf(spec=NEW_VARS | {"approval": {"mode": "Manual"}})
     plan = job("plan", 1, "succeeded", result={"planSecret": "c1-plan-1"})
-    others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan]
+    others = [
+        *base_objects(),
+        secret("c1-plan-1", {"tfplan": "x"}),
+        plan,
+        approval("c1-plan-00000001", {"size": 4}),
+    ]
     decision = decide(snapshot.build(obj, others), NOW)
     assert to_json(decision, verbose=True)["planJob"] == "c1-plan-00000001"
     used = job(
@@ -600,8 +600,8 @@ def test_guard_applies_until_the_blocked_apply_is_approved() -> None:
     plain = decide(snapshot.build(captf(spec=NEW_VARS), base_objects()), NOW)
     approved = decide(
         snapshot.build(
-            captf(spec=NEW_VARS, annotations={ANN_APPROVE: blocked["metadata"]["name"]}),
-            [*base_objects(), blocked],
+            captf(spec=NEW_VARS),
+            [*base_objects(), blocked, approval(blocked["metadata"]["name"], {"size": 4})],
         ),
         NOW,
     )

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from controller.core.basics.names import ANN_APPROVE, ANN_DRIFT_REMEDIATION
+from controller.core.basics.names import ANN_DRIFT_REMEDIATION
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
-from tests.builders import NOW, ago, base_objects, captf, decided, job, secret
+from tests.builders import NOW, ago, approval, base_objects, captf, decided, job, secret
 
 Json = dict[str, Any]
 
@@ -114,9 +114,10 @@ def _blocked_then_planned(mode: str, *, approve: str | None = None) -> Json:
     before a switch to Auto)."""
     blocked = job("apply", 1, "blocked", finished=ago(10), created=ago(12))
     plan = job("plan", 1, "succeeded", result={"planSecret": "p1"}, finished=ago(5))
-    notes = {ANN_APPROVE: approve} if approve else None
-    obj = captf(spec={"approval": {"mode": mode}}, annotations=notes)
-    return decided(obj, [*base_objects(), secret("p1", {"tfplan": "x"}), blocked, plan])
+    obj = captf(spec={"approval": {"mode": mode}})
+    approved = [approval(approve)] if approve else []
+    others = [*base_objects(), secret("p1", {"tfplan": "x"}), blocked, plan, *approved]
+    return decided(obj, others)
 
 
 def test_auto_a_blocked_apply_waits_whatever_plans_exist() -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
-    ANN_APPROVE,
     ANN_INPUTS_HASH,
     ANN_RESTORE_SERIAL,
     ANN_SEQ,
@@ -27,6 +26,7 @@ from controller.core.plan import accounting
 from tests.builders import (
     NOW,
     ago,
+    approval,
     base_objects,
     captf,
     current_hash,
@@ -247,13 +247,13 @@ def test_a_member_lease_is_known_by_its_name_without_labels() -> None:
 def test_approving_a_blocked_apply_does_not_unguard_inputs_changed_since() -> None:
     blocked = job("apply", 1, "blocked", finished=ago(10))
     blocked["metadata"]["annotations"][ANN_INPUTS_HASH] = current_hash(variables={"size": 4})
-    approve = {ANN_APPROVE: blocked["metadata"]["name"]}
-    same = captf(spec={"variables": {"size": 4}}, annotations=approve)
-    changed = captf(spec={"variables": {"size": 5}}, annotations=approve)
-    unguarded = to_json(decide(snapshot.build(same, [*base_objects(), blocked]), NOW), verbose=True)
-    guarded = to_json(
-        decide(snapshot.build(changed, [*base_objects(), blocked]), NOW), verbose=True
-    )
+    # Its plan approved for the inputs it ran with (size 4); then the inputs change.
+    approve = approval(blocked["metadata"]["name"], {"size": 4})
+    same = captf(spec={"variables": {"size": 4}})
+    changed = captf(spec={"variables": {"size": 5}})
+    others = [*base_objects(), blocked, approve]
+    unguarded = to_json(decide(snapshot.build(same, others), NOW), verbose=True)
+    guarded = to_json(decide(snapshot.build(changed, others), NOW), verbose=True)
     assert (unguarded["reason"], unguarded["guarded"]) == ("InputsChanged", False)
     assert (guarded["reason"], guarded["guarded"]) == ("InputsChanged", True)
 
@@ -398,8 +398,8 @@ def test_manual_approving_a_blocked_apply_reruns_the_apply_not_a_new_plan() -> N
     plan = job("plan", 1, "succeeded", result={"planSecret": "c1-plan-1"}, finished=ago(10))
     blocked = job("apply", 1, "blocked", finished=ago(5), created=ago(8))
     obj = captf(spec=MANUAL | {"variables": {"size": 4}})
-    obj["metadata"]["annotations"] = {ANN_APPROVE: blocked["metadata"]["name"]}
-    others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan, blocked]
+    approve = approval(blocked["metadata"]["name"], {"size": 4})
+    others = [*base_objects(), secret("c1-plan-1", {"tfplan": "x"}), plan, blocked, approve]
     out = to_json(decide(snapshot.build(obj, others), NOW), verbose=True)
     assert out == {
         "action": "run",
@@ -413,7 +413,7 @@ def test_manual_approving_a_blocked_apply_reruns_the_apply_not_a_new_plan() -> N
         "carrying out approved plan c1-plan-00000001",
     }
     # Without a plan before it (none left), a plan runs first, as for any Manual apply.
-    assert decided(obj, [*base_objects(), blocked])["op"] == "plan"
+    assert decided(obj, [*base_objects(), blocked, approve])["op"] == "plan"
 
 
 def _manual_after_an_apply(outcome: str, *, approved: bool, variables: Json) -> Json:
@@ -422,9 +422,10 @@ def _manual_after_an_apply(outcome: str, *, approved: bool, variables: Json) -> 
     plan1 = job("plan", 1, "succeeded", result={"planSecret": "p1"}, finished=ago(20))
     apply = job("apply", 1, outcome, finished=ago(15), created=ago(18), annotations=ran_with)
     plan2 = job("plan", 2, "succeeded", result={"planSecret": "p2"}, finished=ago(5))
-    notes = {ANN_APPROVE: apply["metadata"]["name"]} if approved else None
-    obj = captf(spec=MANUAL | {"variables": variables}, annotations=notes)
+    obj = captf(spec=MANUAL | {"variables": variables})
     plans = [secret("p1", {"tfplan": "x"}), secret("p2", {"tfplan": "y"})]
+    if approved:
+        plans.append(approval(apply["metadata"]["name"], variables))
     return decided(obj, [*base_objects(), *plans, plan1, apply, plan2])
 
 
@@ -461,8 +462,8 @@ def test_manual_approving_the_new_plan_runs_its_apply(outcome: str, variables: J
     apply = job("apply", 1, outcome, finished=ago(15), created=ago(18), annotations=ran_with)
     plan2 = job("plan", 2, "succeeded", result={"planSecret": "p2"}, finished=ago(5))
     obj = captf(spec=MANUAL | {"variables": variables})
-    obj["metadata"]["annotations"] = {ANN_APPROVE: plan2["metadata"]["name"]}
     plans = [secret("p1", {"tfplan": "x"}), secret("p2", {"tfplan": "y"})]
+    plans.append(approval(plan2["metadata"]["name"], variables))
     others = [*base_objects(), *plans, plan1, apply, plan2]
     out = to_json(decide(snapshot.build(obj, others), NOW), verbose=True)
     assert (out["action"], out.get("op"), out.get("planJob")) == (

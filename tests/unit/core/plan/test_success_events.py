@@ -41,7 +41,7 @@ def test_a_plan_says_how_to_approve_it() -> None:
         [job("plan", 1, "succeeded", result={"message": "planned"})], lambda _j: True
     )
     event = success_event(record)
-    assert event == ("PlanReady", "planned; annotate captf.io/approve=c1-plan-00000001 to apply it")
+    assert event == ("PlanReady", "planned; approve TerraformPlan c1-plan-00000001 to apply it")
 
 
 @pytest.mark.parametrize("outcome", ["failed", "interrupted", "blocked", "plan-changed"])
