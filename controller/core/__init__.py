@@ -14,10 +14,12 @@ below (an import-linter contract holds them to it):
 - plan: the plan of one pass (accounting, the launch, pruning, the status).
 """
 
+from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
+from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import result
+from controller.core.jobs.job import is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -77,6 +79,7 @@ __all__ = [
     "Recorded",
     "Refusal",
     "Role",
+    "RunnerFacts",
     "Sample",
     "Settings",
     "Snapshot",
@@ -92,6 +95,7 @@ __all__ = [
     "holder_of",
     "infrastructure_cluster_of",
     "infrastructure_ref",
+    "is_finished",
     "job_env",
     "live_check_needed",
     "member_jobs",
@@ -103,6 +107,7 @@ __all__ = [
     "ready_of",
     "result",
     "result_of",
+    "runner_rbac",
     "secrets_read",
     "settings_of",
     "spec_of",

@@ -62,6 +62,7 @@ _MONITORING = ".Values.monitoring.enabled"
 
 TEMPLATES = (
     Template("rbac.yaml", "templates/rbac.yaml", (_NS,)),
+    Template("runner-rbac.yaml", "templates/runner-rbac.yaml"),
     Template("user-roles.yaml", "templates/user-roles.yaml"),
     Template(
         "deployment.yaml",

@@ -11,7 +11,7 @@ images to push with crane. Then a Cluster API cluster, `demo`:
 the role modules as ConfigMaps (examples/modules, or the directory --modules names, one
 subdirectory per role), examples/clusterapi (a Cluster on a TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
-fails twice), the runner's RBAC, and `demo-kubeconfig` naming this API server as the
+fails twice), and `demo-kubeconfig` naming this API server as the
 workload cluster, where a stand-in registers a Node for each machine's providerID
 (controller.dev.workload). Time is compressed (--time-scale): the 1-minute first retry
 takes 60/K seconds.
@@ -47,7 +47,6 @@ from controller.io.api import (
     OBJECTS,
     PODS,
     SECRETS,
-    SERVICE_ACCOUNTS,
     resource_path,
 )
 from controller.io.main import TIME_ORIGIN
@@ -64,10 +63,9 @@ EXAMPLES = REPO / "examples" / "clusterapi"
 CREDENTIALS = REPO / "examples" / "objects" / "00-credentials.yaml"
 CLUSTER = "demo"
 CRDS = MANIFESTS / "crds"
-RUNNER_RBAC = MANIFESTS / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
-# What the examples and the runner's RBAC hold, by kind.
+# What the examples hold, by kind.
 _EXAMPLE_RESOURCES = {
     **OBJECTS,
     **CAPI_OBJECTS,
@@ -75,9 +73,6 @@ _EXAMPLE_RESOURCES = {
     "MachineDeployment": Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments"),
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
-    "ServiceAccount": SERVICE_ACCOUNTS,
-    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
 }
 Json = dict[str, Any]
 
@@ -212,14 +207,15 @@ async def _reconcile_errors(transport: Transport) -> float:
 
 
 def _objects(kubeconfig: bytes, modules: list[Json]) -> list[Json]:
-    """Everything `make run` applies after the controller, in order: the runner's RBAC,
-    the credentials, the `modules` ConfigMaps, the workload kubeconfig, then
-    examples/clusterapi. The flaky cluster's module is always the example cluster module
-    with its failing resource added, whatever `modules` are: that overlay is written
-    against the example, and another module's names could clash with it."""
+    """Everything `make run` applies after the controller, in order: the credentials
+    (the runner's RBAC is the controller's to provide), the `modules` ConfigMaps, the
+    workload kubeconfig, then examples/clusterapi. The flaky cluster's module is always
+    the example cluster module with its failing resource added, whatever `modules` are:
+    that overlay is written against the example, and another module's names could clash
+    with it."""
     flaky = workload.module_configmap("cluster", "captf-module-flaky")
     flaky["data"] |= {p.name: p.read_text() for p in sorted((EXAMPLES / "flaky").glob("*.tf"))}
-    docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS), *modules, flaky]
+    docs = [*_documents(CREDENTIALS), *modules, flaky]
     docs.append(workload.kubeconfig_secret(CLUSTER, kubeconfig))
     for path in sorted(EXAMPLES.glob("*.yaml")):
         docs += _documents(path)

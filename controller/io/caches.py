@@ -18,6 +18,7 @@ from controller.core import (
     CONFIGMAP,
     SECRET,
     ObjectRef,
+    RunnerFacts,
     Snapshot,
     bootstrap_secret_of,
     capi_cluster_ref,
@@ -44,10 +45,14 @@ from controller.core.basics.names import (
     GROUP,
     KINDS,
     LABEL_MANAGED_BY,
+    LABEL_RUNNER,
+    LABEL_RUNNER_RBAC,
     LABEL_SCOPE,
     LABEL_UID,
     MANAGER,
     PLURALS,
+    RUNNER_ACCOUNT,
+    RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
     VERSION,
     inputs_secret_prefix,
@@ -65,6 +70,7 @@ from controller.io.indexes import (
     JOB_INDEXES,
     LEASE_INDEXES,
     OBJECT_INDEXES,
+    RUNNER_INDEXES,
     SECRET_INDEXES,
 )
 from controller.io.jobtimes import ToClock, on_clock
@@ -178,6 +184,23 @@ SLOT_LEASES: Final = InformerSpec(
 )
 
 
+# The runner's RBAC (controller/core/decide/runner_rbac.py), as metadata: the
+# ServiceAccounts that may run Jobs (the provided captf-runner and opted-in overrides),
+# and the RoleBindings the controller provided. Label-selected: a namespace's other
+# accounts and bindings cost nothing, and one object of each per namespace is the rule.
+RUNNER_ACCOUNTS: Final = InformerSpec(
+    resource=Resource("", "v1", "serviceaccounts"),
+    labels=f"{LABEL_RUNNER}=true",
+    transform=metadata_fields("v1", "ServiceAccount"),
+    indexes=RUNNER_INDEXES,
+)
+RUNNER_BINDINGS: Final = InformerSpec(
+    resource=Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
+    labels=f"{LABEL_RUNNER_RBAC}={RUNNER_RBAC_MANAGED}",
+    transform=metadata_fields("rbac.authorization.k8s.io/v1", "RoleBinding"),
+)
+
+
 # Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
 # lack it, and the owner readers ask it). Not sharded: they carry no shard label.
 CAPI: Final = {
@@ -226,6 +249,8 @@ class Caches:
         self.own_secrets = informer(OWN_SECRETS)
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
+        self.runner_accounts = informer(RUNNER_ACCOUNTS)
+        self.runner_bindings = informer(RUNNER_BINDINGS)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
         apart = namespace is not None and slot_namespace not in (None, namespace)
@@ -243,6 +268,8 @@ class Caches:
             self.secrets,
             self.own_secrets,
             self.configmaps,
+            self.runner_accounts,
+            self.runner_bindings,
             *self.lease_caches(),
         ]
 
@@ -269,6 +296,23 @@ class Caches:
             for kind, inf in self.objects.items()
             for o in inf.store.by_index(index, value)
         ]
+
+    def runner_facts(self, namespace: str) -> RunnerFacts:
+        """The namespace's runner RBAC as cached: what its decisions read."""
+        accounts = self.runner_accounts.store.by_index(BY_NAMESPACE, namespace)
+        binding = self.runner_bindings.store.get(f"{namespace}/{RUNNER_ACCOUNT}")
+        return RunnerFacts(
+            accounts=MappingProxyType(
+                {a["metadata"]["name"]: a["metadata"].get("labels") or {} for a in accounts}
+            ),
+            binding=binding is not None,
+        )
+
+    def objects_in(self, namespace: str) -> int:
+        """How many CAPTF objects of the namespace are cached."""
+        return sum(
+            len(inf.store.by_index(BY_NAMESPACE, namespace)) for inf in self.objects.values()
+        )
 
     def capi_object(self, kind: str, namespace: str, name: str) -> Json | None:
         """A cached Cluster, Machine or MachinePool (with its kind)."""

@@ -10,6 +10,7 @@
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
   a Lease              once freed, every object waiting for a Lease
+  a runner account     the objects that name it (an opt-in label set or taken away)
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
 an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
@@ -32,6 +33,7 @@ from controller.core.basics.names import (
 )
 from controller.io.caches import Caches
 from controller.io.indexes import (
+    BY_ACCOUNT,
     BY_CLUSTER,
     BY_DEPENDENCY,
     BY_OWNER,
@@ -68,6 +70,7 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     _add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP), enqueue)
     for leases in caches.lease_caches():
         _add(leases, partial(lease_wakes, caches), enqueue)
+    _add(caches.runner_accounts, partial(account_wakes, caches), enqueue)
 
 
 def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
@@ -160,6 +163,14 @@ def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
     if not lease_freed(old, new):
         return []
     return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
+
+
+def account_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """The watch shows only accounts labelled captf.io/runner=true: an add is an opt-in,
+    a delete an opt-out (or the account gone)."""
+    meta = (new or old or {}).get("metadata", {})
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    return _keys(caches.objects_by(BY_ACCOUNT, f"{ns}/{name}"))
 
 
 def _keys(objects: Iterable[Json]) -> list[str]:

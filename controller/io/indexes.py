@@ -44,6 +44,7 @@ BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
 BY_BACKUP_OF: Final = "backup_of"  # "ns/name": a state backup, by its object's name
 WAITING_FOR_LEASE: Final = "lease"
+BY_ACCOUNT: Final = "account"  # "ns/name": an object, by the ServiceAccount it names
 
 
 def namespace_index(obj: Obj) -> Iterable[str]:
@@ -101,6 +102,13 @@ def backup_of_index(secret: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{owner}"] if owner else []
 
 
+def account_index(obj: Obj) -> Iterable[str]:
+    """The runner ServiceAccount an object names (spec.jobs.serviceAccountName)."""
+    account = (spec_of(obj).get("jobs") or {}).get("serviceAccountName")
+    ns = obj.get("metadata", {}).get("namespace", "")
+    return [f"{ns}/{account}"] if isinstance(account, str) and account else []
+
+
 OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_REF: ref_index,
@@ -108,6 +116,7 @@ OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_OWNER: owner_index,
     BY_DEPENDENCY: dependency_index,
     BY_WAITING: waiting_index,
+    BY_ACCOUNT: account_index,
 }
 # A Machine's or MachinePool's informer (bootstrap_index reads the kind, which list items
 # lack: the transform in caches.py restores it).
@@ -121,3 +130,5 @@ LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_SCOPE: label_index(LABEL_SCOPE),
 }
+# The runner's ServiceAccounts, by namespace: the few a namespace's decisions read.
+RUNNER_INDEXES: Final[dict[str, IndexFunc]] = {BY_NAMESPACE: namespace_index}

@@ -31,13 +31,14 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
-from controller.core.decide import approvals
+from controller.core.decide import approvals, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import decide_in
+from controller.core.decide.steps import NOT_READY_WAIT, decide_in
 from controller.core.jobs import backoff, retention
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
@@ -93,6 +94,9 @@ class Plan:
     prune: tuple[str, ...] = ()
     # Labels and owners of the state, backups and inputs: a Retain, an adoption.
     secret_patches: tuple[SecretPatch, ...] = ()
+    # The runner's ServiceAccount and RoleBinding to create before the launch's Job
+    # (controller/core/decide/runner_rbac.py): only in a pass that launches one.
+    runner_rbac: tuple[Json, ...] = ()
     launch: Launch | None = None
     # The contract's spec write-back (controller/core/plan/writeback.py): a merge patch of
     # the object carrying only those fields; None: nothing to write.
@@ -140,12 +144,14 @@ def plan(
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
     ctx = reading.context(books, now, settings, facts)
-    decision, launch = _decision(reading, ctx)
+    rbac = _runner_verdict(snap, policy, facts)
+    decision, launch = _decision(reading, ctx, rbac)
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
     contract = writeback.write_back(ctx) if ctx is not None else None
-    desired = status.desired(books, decision, ctx, now, writeback=contract)
+    runner_condition = rbac.condition() if rbac is not None else None
+    desired = status.desired(books, decision, ctx, now, writeback=contract, runner=runner_condition)
     restore_tried = _restore_tried(snap, todo)
     stored = snap.status | (restore_tried or {})
     meta = snap.obj.get("metadata", {})
@@ -160,6 +166,7 @@ def plan(
         gone=gone,
         prune=_prune(snap, books, policy),
         secret_patches=keeping.patches_of(ctx, decision),
+        runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
         launch=launch,
         spec_patch=None if deleted or contract is None else contract.spec,
         status=None if deleted else status.merge_patch(stored, desired),
@@ -180,15 +187,30 @@ def plan(
     )
 
 
-def _decision(reading: Reading, ctx: Context | None) -> tuple[Decision, Launch | None]:
+def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verdict | None:
+    """The runner RBAC of the object's account; None when the policy cannot be read or
+    nothing was read of the namespace's RBAC (`captf decide` from a file)."""
+    if policy is None or facts.runner is None:
+        return None
+    return runner_rbac.verdict(snap.namespace, policy.service_account, facts.runner)
+
+
+def _decision(
+    reading: Reading, ctx: Context | None, rbac: Verdict | None
+) -> tuple[Decision, Launch | None]:
     """DecideOp in the pass's context (or the wait of a policy or inputs unusable), once
-    the refusal wait and the cached Leases have had their say; and the Launch of a Run."""
+    the refusal wait, the runner's RBAC and the cached Leases have had their say; and
+    the Launch of a Run."""
     if reading.wait is not None:
         return reading.wait, None
     assert ctx is not None  # no wait: both were read
     decision = decide_in(ctx)
     if isinstance(decision, Run):
         decision = still_refused(ctx, decision) or decision
+    if isinstance(decision, Run) and rbac is not None and not rbac.ready:
+        # No Job: its pod could not be created, or would run as an account whose owner
+        # did not consent. A label change on the account wakes the object.
+        return Requeue(Reason.RUNNER_RBAC_NOT_READY, NOT_READY_WAIT, message=rbac.message), None
     if not isinstance(decision, Run):
         return decision, None
     started = launch_of(ctx, decision)
