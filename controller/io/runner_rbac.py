@@ -4,8 +4,10 @@ once their namespace holds no CAPTF object and runs no CAPTF Job.
 
 Creating: a create answered AlreadyExists means the cache did not show the object as
 the controller's (it lags the controller's own create, or the object was applied by
-hand, as before the controller provided it): it is taken over, its labels set; a
-RoleBinding that binds another role or account is replaced (roleRef is immutable).
+hand, as before the controller provided it): it is taken over. A ServiceAccount gets
+its labels (a merge patch; deleting it would invalidate the tokens of pods running as
+it); a RoleBinding that is not the controller's is replaced, since its roleRef is
+immutable and the hand-applied one bound the old per-namespace Role.
 
 Removing: the caches' view first (free); then, only when they show the namespace
 empty, live lists (one request per CAPTF kind, `limit=1`, and one of the namespace's
@@ -49,17 +51,20 @@ async def provide(client: Api, creates: Sequence[Json]) -> None:
 async def _take_over(client: Api, resource: Resource, body: Json) -> None:
     meta = body["metadata"]
     path = api.resource_path(resource, meta["namespace"], meta["name"])
-    if body["kind"] == "RoleBinding":
-        found = await api.get_or_none(client, path)
-        differs = found is not None and any(
-            found.get(k) != body[k] for k in ("roleRef", "subjects")
-        )
-        if differs:
-            await _delete(client, path)
-            await api.create(client, api.resource_path(resource, meta["namespace"]), body)
-            log.info("%s/%s RoleBinding replaced for the runner", meta["namespace"], meta["name"])
-            return
-    await api.merge_patch(client, path, {"metadata": {"labels": meta["labels"]}})
+    if body["kind"] == "ServiceAccount":
+        await api.merge_patch(client, path, {"metadata": {"labels": meta["labels"]}})
+        return
+    found = await api.get_or_none(client, path)
+    labels = (found or {}).get("metadata", {}).get("labels")
+    if found is not None and runner_rbac.is_managed(labels) and _binds_as(found, body):
+        return  # the controller's own, not yet in the cache
+    await _delete(client, path)
+    await api.create(client, api.resource_path(resource, meta["namespace"]), body)
+    log.info("%s/%s RoleBinding replaced for the runner", meta["namespace"], meta["name"])
+
+
+def _binds_as(found: Json, wanted: Json) -> bool:
+    return all(found.get(k) == wanted[k] for k in ("roleRef", "subjects"))
 
 
 async def remove_if_unused(client: Api, caches: Caches, namespace: str) -> None:

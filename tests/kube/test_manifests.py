@@ -665,7 +665,7 @@ CONTROLLER_PERMISSIONS = (
     | {("", "serviceaccounts", verb) for verb in ("list", "watch", "create", "patch", "delete")}
     | {
         ("rbac.authorization.k8s.io", "rolebindings", verb)
-        for verb in ("get", "list", "watch", "create", "patch", "delete")
+        for verb in ("get", "list", "watch", "create", "delete")
     }
     | {("rbac.authorization.k8s.io", "clusterroles", "bind")}
 )
@@ -769,6 +769,7 @@ NOT_GRANTED = [
     ("rbac.authorization.k8s.io", "roles", "create"),
     ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
     ("rbac.authorization.k8s.io", "rolebindings", "update"),
+    ("rbac.authorization.k8s.io", "rolebindings", "patch"),
     ("", "serviceaccounts/token", "create"),
 ]
 
