@@ -63,18 +63,28 @@ from controller.io.indexes import (
     BY_BACKUP_OF,
     BY_CLUSTER,
     BY_INPUTS_OF,
+    BY_INVOLVED,
     BY_NAMESPACE,
     BY_SCOPE,
     BY_UID,
     CAPI_INDEXES,
+    EVENT_INDEXES,
     JOB_INDEXES,
     LEASE_INDEXES,
     OBJECT_INDEXES,
+    POD_INDEXES,
     RUNNER_INDEXES,
     SECRET_INDEXES,
 )
-from controller.io.jobtimes import ToClock, on_clock
-from controller.io.trimming import Transform, job_fields, metadata_fields, own_secret_fields
+from controller.io.jobtimes import ToClock, on_clock, times_on_clock
+from controller.io.trimming import (
+    Transform,
+    event_fields,
+    job_fields,
+    metadata_fields,
+    own_secret_fields,
+    pod_fields,
+)
 from runtime.cache import IndexFunc, Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
@@ -90,6 +100,7 @@ class InformerSpec:
 
     resource: Resource
     labels: str | None = None  # its label selector
+    fields: str | None = None  # its field selector
     # Narrowed further by a shard's selector (`--watch-label-selector`): the CAPTF objects,
     # and what CAPTF makes for them, which carry the object's labels of the selector's keys
     # (controller/core/spec/sharding.py). The user's Secrets and ConfigMaps do not.
@@ -110,6 +121,7 @@ class InformerSpec:
         selection = Selection(
             namespace=namespace,
             label_selector=",".join(s for s in narrowed if s) or None,
+            field_selector=self.fields,
             metadata_only=self.metadata_only,
         )
         return Informer(
@@ -201,6 +213,27 @@ RUNNER_BINDINGS: Final = InformerSpec(
 )
 
 
+# What says a running Job cannot start (controller/core/jobs/starting.py), watched so a
+# Job stuck so wakes its object within seconds. The runner pods while Pending only (the
+# field selector): one pod per starting Job, gone from the cache once it runs; and the
+# Job controller's FailedCreate Events about Jobs (kept an hour by the API server), none
+# while Jobs start normally. Neither is sharded: a pod carries the object's labels, not
+# the shard's; the lookups go by the object's uid and the Job's name.
+PENDING_PODS: Final = InformerSpec(
+    resource=Resource("", "v1", "pods"),
+    labels=LABEL_UID,
+    fields="status.phase=Pending",
+    transform=pod_fields,
+    indexes=POD_INDEXES,
+)
+FAILED_CREATES: Final = InformerSpec(
+    resource=Resource("", "v1", "events"),
+    fields="involvedObject.kind=Job,reason=FailedCreate",
+    transform=event_fields,
+    indexes=EVENT_INDEXES,
+)
+
+
 # Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
 # lack it, and the owner readers ask it). Not sharded: they carry no shard label.
 CAPI: Final = {
@@ -251,6 +284,8 @@ class Caches:
         self.leases = informer(LEASES)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
+        self.pending_pods = informer(PENDING_PODS)
+        self.failed_creates = informer(FAILED_CREATES)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
         apart = namespace is not None and slot_namespace not in (None, namespace)
@@ -270,6 +305,8 @@ class Caches:
             self.configmaps,
             self.runner_accounts,
             self.runner_bindings,
+            self.pending_pods,
+            self.failed_creates,
             *self.lease_caches(),
         ]
 
@@ -387,6 +424,7 @@ class Caches:
             for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
         ]
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
+        events, pods = self._starting(obj, jobs)
         return Snapshot(
             obj=obj,
             jobs=tuple(jobs),
@@ -394,7 +432,28 @@ class Caches:
             configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(related),
+            events=events,
+            pods=pods,
         )
+
+    def _starting(
+        self, obj: Json, jobs: Sequence[Json]
+    ) -> tuple[tuple[Json, ...], tuple[Json, ...]]:
+        """The FailedCreate Events about the object's Jobs and its Pending runner pods,
+        their times on the decision clock."""
+        ns = obj["metadata"]["namespace"]
+        events = [
+            e
+            for job in jobs
+            for e in self.failed_creates.store.by_index(
+                BY_INVOLVED, f"{ns}/{job['metadata']['name']}"
+            )
+        ]
+        pods = list(self.pending_pods.store.by_index(BY_UID, str(obj["metadata"].get("uid", ""))))
+        if self._job_clock is not None:
+            events = [times_on_clock(e, self._job_clock) for e in events]
+            pods = [times_on_clock(p, self._job_clock) for p in pods]
+        return tuple(events), tuple(pods)
 
     def _leases(self, ns: str) -> list[Json]:
         slots = [

@@ -31,6 +31,7 @@ class ControllerConfig:
     health_probe_addr: str = "127.0.0.1:8081"
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
+    cannot_start_grace: float = 60.0  # seconds a Job that cannot start is reported, then ended
     time_scale: float = 1.0
     log_format: str | None = None  # "json" or "text"; None: text on a terminal
 

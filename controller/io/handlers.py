@@ -11,6 +11,8 @@
                        machines and pools whose owner takes its bootstrap data from it
   a Lease              once freed, every object waiting for a Lease
   a runner account     the objects that name it (an opt-in label set or taken away)
+  a Pending pod        its object (a container waiting on an image pull failure)
+  a FailedCreate Event the object of the Job it is about
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
 an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
@@ -71,6 +73,8 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
     for leases in caches.lease_caches():
         _add(leases, partial(lease_wakes, caches), enqueue)
     _add(caches.runner_accounts, partial(account_wakes, caches), enqueue)
+    _add(caches.pending_pods, pod_wakes, enqueue)
+    _add(caches.failed_creates, partial(event_wakes, caches), enqueue)
 
 
 def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
@@ -163,6 +167,20 @@ def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
     if not lease_freed(old, new):
         return []
     return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
+
+
+def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:
+    """A runner pod carries its object's kind and name labels, as its Job does."""
+    key = owner_key(new or old or {})
+    return [] if key is None or new is None else [key]
+
+
+def event_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    event = new or old or {}
+    involved = event.get("involvedObject") or {}
+    job = caches.job(event.get("metadata", {}).get("namespace", ""), involved.get("name", ""))
+    key = owner_key(job) if job is not None and new is not None else None
+    return [] if key is None else [key]
 
 
 def account_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:

@@ -44,6 +44,7 @@ BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
 BY_BACKUP_OF: Final = "backup_of"  # "ns/name": a state backup, by its object's name
 WAITING_FOR_LEASE: Final = "lease"
+BY_INVOLVED: Final = "involved"  # "ns/name": an Event, by the Job it is about
 BY_ACCOUNT: Final = "account"  # "ns/name": an object, by the ServiceAccount it names
 
 
@@ -132,3 +133,14 @@ LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
 }
 # The runner's ServiceAccounts, by namespace: the few a namespace's decisions read.
 RUNNER_INDEXES: Final[dict[str, IndexFunc]] = {BY_NAMESPACE: namespace_index}
+# A Pending runner pod, by its object's uid label (the Job's pod template carries it).
+POD_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
+
+
+def involved_index(event: Obj) -> Iterable[str]:
+    involved = event.get("involvedObject") or {}
+    ns = event.get("metadata", {}).get("namespace", "")
+    return [f"{ns}/{involved['name']}"] if involved.get("name") else []
+
+
+EVENT_INDEXES: Final[dict[str, IndexFunc]] = {BY_INVOLVED: involved_index}

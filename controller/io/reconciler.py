@@ -27,6 +27,9 @@ state left, plans the rest; every step is idempotent):
                          before the Job is accounted: the accounted Job's annotation is
                          then the one record. A crash before it reads the pod again; a
                          pod gone by then leaves a Job without a result, as before.
+  1c. stuck Jobs ended  A Job that cannot start, past its grace: its failed result and
+                         a one-second deadline in one patch (the Job controller then fails
+                         it); a replay finds the result recorded and patches nothing.
   2. restore tried       status.lastRestoredSerial before the restore Job is accounted:
                          once accounted, the status is the only record of the attempt.
   3. accounting          Per finished Job: Event (deterministic name: a replay is
@@ -175,6 +178,8 @@ class Reconciler:
             obj = await _add_finalizer(self.client, obj)
         for recorded in todo.results:
             await results.record(self.client, snap.namespace, recorded)
+        for ending in todo.end_jobs:
+            await results.end(self.client, snap.namespace, ending)
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:

@@ -644,8 +644,10 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, f"{plural}/status", "patch") for plural in KINDS.values()}
     | {(GROUP, f"{plural}/finalizers", "update") for plural in KINDS.values()}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
-    # A finished Job's pods, for the runner's result in the termination message.
-    | {("", "pods", "list")}
+    # A finished Job's pods, for the runner's result in the termination message; the
+    # Pending ones watched, and the FailedCreate Events, for a Job that cannot start.
+    | {("", "pods", "list"), ("", "pods", "watch")}
+    | {("", "events", "list"), ("", "events", "watch")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     | {
@@ -758,7 +760,6 @@ NOT_GRANTED = [
     ("", "configmaps", "create"),
     ("", "configmaps", "update"),
     ("", "pods", "get"),
-    ("", "pods", "watch"),
     ("", "pods", "patch"),
     ("", "pods/status", "patch"),
     ("batch", "jobs", "update"),

@@ -104,6 +104,9 @@ LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
 LABEL_MANAGED_BY: Final = "captf.io/managed-by"
 MANAGER: Final = "captf"
 MANAGED_BY: Final = {LABEL_MANAGED_BY: MANAGER}
+# The error kind of the result the controller records on a Job it ended because the Job
+# could not start (controller/core/jobs/starting.py).
+CANNOT_START: Final = "CannotStart"
 # The runner's identity in each namespace the controller provides
 # (controller/core/decide/runner_rbac.py): a ServiceAccount and a RoleBinding to the
 # static ClusterRole of manifests/runner-rbac.yaml, all three named RUNNER_ACCOUNT.
@@ -196,6 +199,10 @@ class Reason(StrEnum):
     BOOTSTRAP_DATA_INVALID = "BootstrapDataInvalid"
     JOB_CACHE_BEHIND = "JobCacheBehind"
     JOB_RUNNING = "JobRunning"
+    # A running Job whose pods cannot be created (the Job controller's FailedCreate) or
+    # whose image cannot be pulled: reported at once, ended as a failure after a grace.
+    JOB_CANNOT_START = "JobCannotStart"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     CREDENTIALS_NOT_READY = "CredentialsNotReady"
     DEPENDENCIES_NOT_READY = "DependenciesNotReady"
     OWNER_NOT_READY = "OwnerNotReady"

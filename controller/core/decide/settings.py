@@ -27,6 +27,9 @@ class Settings:
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
     # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
     shard_keys: tuple[str, ...] = ()
+    # --cannot-start-grace: seconds a Job that cannot start (FailedCreate, an image pull
+    # failure) is reported before it is ended as a failure (controller/core/jobs/starting.py).
+    cannot_start_grace: float = 60.0
 
 
 class Flags(Protocol):
@@ -54,4 +57,5 @@ def settings_of(
         slot_namespace=slot_namespace,
         runner=runner_policy(flags),
         shard_keys=selector_keys(watch_label_selector),
+        cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
     )

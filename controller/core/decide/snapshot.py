@@ -52,6 +52,10 @@ class Snapshot:
     # dependencies and (for a cluster) the members; the Cluster API owner and Cluster
     # (controller/core/decide/owners.py).
     related: Mapping[tuple[str, str], Json] = field(default_factory=_empty)
+    # What says a running Job cannot start (controller/core/jobs/starting.py): the Job
+    # controller's FailedCreate Events about the object's Jobs, and their Pending pods.
+    events: tuple[Json, ...] = ()
+    pods: tuple[Json, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -156,7 +160,7 @@ def owns(obj: Json, job: Json) -> bool:
 def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    jobs, leases = [], []
+    jobs, leases, events, pods = [], [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     related: dict[tuple[str, str], Json] = {}
@@ -171,6 +175,10 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
             configmaps[name_of(item)] = item
         elif kind == "Lease":
             leases.append(item)
+        elif kind == "Event" and same_ns:
+            events.append(item)
+        elif kind == "Pod" and same_ns:
+            pods.append(item)
         elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
             related[(str(kind), name_of(item))] = item
     return Snapshot(
@@ -180,4 +188,6 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         configmaps=MappingProxyType(configmaps),
         leases=tuple(leases),
         related=MappingProxyType(related),
+        events=tuple(events),
+        pods=tuple(pods),
     )

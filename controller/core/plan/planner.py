@@ -38,8 +38,8 @@ from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import NOT_READY_WAIT, decide_in
-from controller.core.jobs import backoff, retention
+from controller.core.decide.steps import NOT_READY_WAIT, decide_in, to_end
+from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.jobs.termination import Recorded, recordings
@@ -88,6 +88,9 @@ class Plan:
     # The results read from finished Jobs' pods, recorded on the Jobs before the
     # accounting: once a Job is accounted, its annotation is the only record left.
     results: tuple[Recorded, ...] = ()
+    # Running Jobs that cannot start, past their grace: each gets its failed result and
+    # a one-second deadline, so the Job controller fails it (controller/core/jobs/starting.py).
+    end_jobs: tuple[Recorded, ...] = ()
     restore_tried: Json | None = None  # a status patch written before the accounting
     accounts: tuple[Accounting, ...] = ()
     gone: Gone | None = None
@@ -161,6 +164,7 @@ def plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
         results=recordings(snap.jobs, facts.results, snap.redactor),
+        end_jobs=_end_jobs(ctx, decision),
         restore_tried=restore_tried,
         accounts=accounts,
         gone=gone,
@@ -217,6 +221,21 @@ def _decision(
     if isinstance(started, Requeue):
         return started, None  # the cached Leases say wait
     return decision, started
+
+
+_CANNOT_START = frozenset({Reason.JOB_CANNOT_START, Reason.IMAGE_PULL_BACK_OFF})
+
+
+def _end_jobs(ctx: Context | None, decision: Decision) -> tuple[Recorded, ...]:
+    """The Job a pass that waits on a Job that cannot start ends, once its grace passed."""
+    if ctx is None or not isinstance(decision, Requeue) or decision.reason not in _CANNOT_START:
+        return ()
+    found = to_end(ctx)
+    if found is None:
+        return ()
+    job, stuck = found
+    value = starting.ended_result(job, stuck, ctx.snap.redactor(job))
+    return (Recorded(name_of(job), str(job.get("metadata", {}).get("uid", "")), value),)
 
 
 def requeue_of(decision: Decision) -> float | None:
