@@ -32,6 +32,9 @@ CONTROLLERS = (
     "node-lifecycle-controller",
     "taint-eviction-controller",
     "pod-garbage-collector-controller",
+    # A ResourceQuota refuses pods only once this controller has computed its status:
+    # without it a quota is never enforced, and a Job it would stop starts anyway.
+    "resourcequota-controller",
 )
 
 

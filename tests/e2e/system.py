@@ -170,12 +170,18 @@ def result_of(job: Json) -> Json:
 
 @contextlib.asynccontextmanager
 async def running_system(
-    server: ApiServer, namespace: str, tmp_path: Path, tofu: Path, crane: Path | None = None
+    server: ApiServer,
+    namespace: str,
+    tmp_path: Path,
+    tofu: Path,
+    crane: Path | None = None,
+    **controller: Any,
 ) -> AsyncIterator[System]:
     """The controller and a process node (pods of `namespace` only) until the block ends;
     the runner pods run as the namespace's `captf-runner` ServiceAccount, which the
     controller provides (bound to manifests/runner-rbac.yaml's ClusterRole): nothing is
-    applied in the namespace by hand. With `crane`, the node pulls image volumes with it."""
+    applied in the namespace by hand. With `crane`, the node pulls image volumes with it;
+    `controller` overrides the controller's settings."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
     infra.mkdir()
@@ -197,7 +203,7 @@ async def running_system(
             await informer.wait_synced()
         async with anyio.create_task_group() as tg:
             started = anyio.Event()
-            args = controller_args(server, namespace, time_scale=SCALE)
+            args = controller_args(server, namespace, time_scale=SCALE, **controller)
             tg.start_soon(serve, args, started, clock)
             async with ProcessNode(
                 transport,

@@ -62,7 +62,7 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         reason=str(nxt.get("reason") or ""),
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
-        last_error=last_error(owned, redactor) or status_error(status),
+        last_error=cannot_start(status) or last_error(owned, redactor) or status_error(status),
     )
 
 
@@ -107,6 +107,26 @@ def last_error(jobs: list[Json], redactor: RedactorOf | None = None) -> str:
     if not streaks:
         return ""
     return max(streaks, key=lambda record: record.at).verdict.message
+
+
+# The waits of a running Job that cannot start: the row's error is their cause.
+CANNOT_START = frozenset({"JobCannotStart", "ImagePullBackOff", "RunnerRBACNotReady"})
+
+
+def cannot_start(status: Json) -> str:
+    """The Waiting condition's message while a Job cannot start (or may not, for its
+    account): the cause (`serviceaccount "x" not found`, the image) is the row's error."""
+    reason = str((status.get("next") or {}).get("reason") or "")
+    if reason not in CANNOT_START:
+        return ""
+    for cond in status.get("conditions") or []:
+        if (
+            isinstance(cond, dict)
+            and cond.get("type") == "Waiting"
+            and cond.get("reason") == reason
+        ):
+            return str(cond.get("message") or "")
+    return ""
 
 
 def status_error(status: Json) -> str:
