@@ -92,6 +92,13 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_kubeconfig(p)
     p.add_argument("--namespace", default=None, help="watch only this namespace (default: all)")
     p.add_argument(
+        "--namespaces",
+        default=None,
+        metavar="A,B",
+        help="watch only these namespaces, one watch each: the controller then needs Roles "
+        "in them, no ClusterRole (variants/namespaced; default: all)",
+    )
+    p.add_argument(
         "--controller-namespace",
         default=None,
         help="namespace of run-slot and leader Leases (default: from the pod, else 'default')",

@@ -32,7 +32,13 @@ from controller.core.jobs.termination import (
 )
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of, member_jobs
-from controller.core.leases.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
+from controller.core.leases.stale import (
+    STALE_AFTER,
+    holder_namespace,
+    needs_entry,
+    stale_leases,
+    unwatched,
+)
 from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.core.plan.interrupted import Record
@@ -113,5 +119,6 @@ __all__ = [
     "spec_of",
     "stale_leases",
     "terraform_cluster_of",
+    "unwatched",
     "with_result",
 ]

@@ -86,6 +86,7 @@ from controller.io.trimming import (
     pod_fields,
 )
 from runtime.cache import IndexFunc, Informer, Resource, Selection
+from runtime.cache.namespaced import Namespaced
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
@@ -108,6 +109,25 @@ class InformerSpec:
     metadata_only: bool = False  # PartialObjectMetadata: the data is fetched on demand
     transform: Transform | None = None  # trimming.py
     indexes: Mapping[str, IndexFunc] = field(default_factory=dict)  # indexes.py
+
+    def cache(
+        self,
+        transport: ListWatchTransport,
+        *,
+        clock: Clock,
+        namespaces: tuple[str, ...] | None,
+        shard: str | None,
+    ) -> Informer:
+        """Its informer over every namespace (None), one, or several (one watch each)."""
+        if namespaces is None or len(namespaces) == 1:
+            only = None if namespaces is None else namespaces[0]
+            return self.informer(transport, clock=clock, namespace=only, shard=shard)
+        return Namespaced(
+            {
+                ns: self.informer(transport, clock=clock, namespace=ns, shard=shard)
+                for ns in namespaces
+            }
+        )
 
     def informer(
         self,
@@ -259,20 +279,22 @@ class Caches:
         transport: ListWatchTransport,
         *,
         clock: Clock,
-        namespace: str | None,
+        namespace: str | tuple[str, ...] | None,
         label_selector: str | None = None,
         job_clock: ToClock | None = None,
         slot_namespace: str | None = None,
     ) -> None:
-        """`job_clock`: moves the Jobs' wall-clock times onto a scaled decision clock
-        (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
-        where the run slots live; watched for them when `namespace` is another."""
+        """`namespace`: the one watched, or several (an informer per namespace each), or
+        None for all. `job_clock`: moves the Jobs' wall-clock times onto a scaled decision
+        clock (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
+        where the run slots live; watched for them when it is not among those watched."""
         self._job_clock = job_clock
+        watched = (namespace,) if isinstance(namespace, str) else namespace
         informer = partial(
-            InformerSpec.informer,
+            InformerSpec.cache,
             transport=transport,
             clock=clock,
-            namespace=namespace,
+            namespaces=watched,
             shard=label_selector,
         )
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
@@ -288,8 +310,9 @@ class Caches:
         self.failed_creates = informer(FAILED_CREATES)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
-        apart = namespace is not None and slot_namespace not in (None, namespace)
-        self.slot_leases = informer(SLOT_LEASES, namespace=slot_namespace) if apart else None
+        apart = watched is not None and slot_namespace not in (None, *watched)
+        slots = (slot_namespace,) if slot_namespace is not None else None
+        self.slot_leases = informer(SLOT_LEASES, namespaces=slots) if apart else None
         self.secret_data = Contents(
             transport, SECRETS.resource, self.secrets.store, whole=self.own_secrets.store
         )
