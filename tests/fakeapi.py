@@ -23,6 +23,8 @@ from controller.core.basics.names import (
     CAPI_PLURALS,
     KINDS,
     LABEL_MANAGED_BY,
+    LABEL_RUNNER,
+    LABEL_RUNNER_RBAC,
     LABEL_SCOPE,
     LABEL_UID,
     MANAGER,
@@ -247,6 +249,14 @@ class FakeApi:
         _fill(caches.configmaps, self.of("configmaps"), version)
         leases = [lease for lease in self.of("leases") if LABEL_SCOPE in _labels(lease)]
         _fill(caches.leases, leases, version)
+        accounts = [a for a in self.of("serviceaccounts") if _labels(a).get(LABEL_RUNNER)]
+        _fill(caches.runner_accounts, accounts, version)
+        bindings = self.of("rolebindings")
+        _fill(
+            caches.runner_bindings,
+            [b for b in bindings if LABEL_RUNNER_RBAC in _labels(b)],
+            version,
+        )
 
 
 def _labels(obj: Json) -> dict[str, str]:

@@ -125,4 +125,27 @@ async def _read(
             s for s in slots if (s["metadata"].get("namespace"), s["metadata"]["name"]) not in seen
         ]
         others = [r for r in related if r["metadata"]["uid"] != uid]
-        return at, [obj, *jobs, *plans, *secrets, *leases, *slots, *configmaps, *others]
+        # What says a running Job cannot start, as the controller watches it.
+        pods = await listed(
+            t,
+            api.PODS,
+            "Pod",
+            ns,
+            labelSelector=f"{LABEL_UID}={uid}",
+            fieldSelector="status.phase=Pending",
+        )
+        events = await listed(
+            t, api.EVENTS, "Event", ns, fieldSelector="involvedObject.kind=Job,reason=FailedCreate"
+        )
+        return at, [
+            obj,
+            *jobs,
+            *plans,
+            *secrets,
+            *leases,
+            *slots,
+            *configmaps,
+            *others,
+            *pods,
+            *events,
+        ]

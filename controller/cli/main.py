@@ -52,6 +52,15 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         help="comma-separated globs for spec.jobs.serviceAccountName; the first plain name is "
         "what Jobs run as when an object names none (default: %(default)s)",
     )
+    p.add_argument(
+        "--cannot-start-grace",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long a Job whose pods cannot be created or whose image cannot be pulled "
+        "is reported before it is ended as a failure (default: %(default)gs; on the "
+        "decision clock)",
+    )
 
 
 def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,6 +91,13 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the controller")
     _add_kubeconfig(p)
     p.add_argument("--namespace", default=None, help="watch only this namespace (default: all)")
+    p.add_argument(
+        "--namespaces",
+        default=None,
+        metavar="A,B",
+        help="watch only these namespaces, one watch each: the controller then needs Roles "
+        "in them, no ClusterRole (variants/namespaced; default: all)",
+    )
     p.add_argument(
         "--controller-namespace",
         default=None,

@@ -22,10 +22,12 @@ from controller.core.admission.kinds import ALL as ADMISSION_KINDS
 from controller.core.admission.kinds import inputs_spec
 from controller.core.admission.refusal import Refusal as AdmissionRefusal
 from controller.core.admission.refusal import message_of as refusals_message
+from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
+from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import result
+from controller.core.jobs.job import is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -38,7 +40,13 @@ from controller.core.jobs.termination import (
 )
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of, member_jobs
-from controller.core.leases.stale import STALE_AFTER, holder_namespace, needs_entry, stale_leases
+from controller.core.leases.stale import (
+    STALE_AFTER,
+    holder_namespace,
+    needs_entry,
+    stale_leases,
+    unwatched,
+)
 from controller.core.leases.writes import LEASE_API, LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Accounting, Event, Sample
 from controller.core.plan.identities import IdentityPass, SourceSecret, identity_pass
@@ -105,6 +113,7 @@ __all__ = [
     "Recorded",
     "Refusal",
     "Role",
+    "RunnerFacts",
     "Sample",
     "SecretAccess",
     "Settings",
@@ -128,6 +137,7 @@ __all__ = [
     "infrastructure_cluster_of",
     "infrastructure_ref",
     "inputs_spec",
+    "is_finished",
     "job_env",
     "live_check_needed",
     "member_jobs",
@@ -141,6 +151,7 @@ __all__ = [
     "refusals_message",
     "result",
     "result_of",
+    "runner_rbac",
     "secret_ref_of",
     "secret_to_review",
     "secrets_read",
@@ -149,6 +160,7 @@ __all__ = [
     "spec_refusals",
     "stale_leases",
     "terraform_cluster_of",
+    "unwatched",
     "update_refusals",
     "with_result",
 ]

@@ -66,6 +66,7 @@ _INJECT_CA = Sub(
 
 TEMPLATES = (
     Template("rbac.yaml", "templates/rbac.yaml", (_NS,)),
+    Template("runner-rbac.yaml", "templates/runner-rbac.yaml"),
     Template("user-roles.yaml", "templates/user-roles.yaml"),
     Template(
         "deployment.yaml",

@@ -13,7 +13,7 @@ registry (controller.dev.module_images), examples/clusterapi pointed at them by 
 (spec.source.image; the process node pulls them as image volumes), a Cluster on a
 TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
-fails twice), the runner's RBAC, and `demo-kubeconfig` naming this API server as the
+fails twice), and `demo-kubeconfig` naming this API server as the
 workload cluster, where a stand-in registers a Node for each machine's providerID
 (controller.dev.workload). Time is compressed (--time-scale): the 1-minute first retry
 takes 60/K seconds.
@@ -60,7 +60,6 @@ from controller.io.api import (
     OBJECTS,
     PODS,
     SECRETS,
-    SERVICE_ACCOUNTS,
     resource_path,
 )
 from controller.io.main import TIME_ORIGIN
@@ -77,10 +76,9 @@ EXAMPLES = REPO / "examples" / "clusterapi"
 CREDENTIALS = REPO / "examples" / "objects" / "00-credentials.yaml"
 CLUSTER = "demo"
 CRDS = MANIFESTS / "crds"
-RUNNER_RBAC = MANIFESTS / "runner-rbac.yaml"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
-# What the examples and the runner's RBAC hold, by kind.
+# What the examples hold, by kind.
 _EXAMPLE_RESOURCES = {
     **OBJECTS,
     **CAPI_OBJECTS,
@@ -88,9 +86,6 @@ _EXAMPLE_RESOURCES = {
     "MachineDeployment": Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments"),
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
-    "ServiceAccount": SERVICE_ACCOUNTS,
-    "Role": Resource("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
 }
 Json = dict[str, Any]
 
@@ -265,11 +260,12 @@ async def _reconcile_errors(transport: Transport) -> float:
 
 
 def _objects(kubeconfig: bytes, images: dict[str, str]) -> list[Json]:
-    """Everything `make run` applies after the controller, in order: the runner's RBAC,
-    the credentials, the workload kubeconfig, then examples/clusterapi with the module
-    images pushed (`images`) in place of the example references. The flaky cluster's
-    module is the cluster module given with its failing resource added."""
-    docs = [*_documents(RUNNER_RBAC), *_documents(CREDENTIALS)]
+    """Everything `make run` applies after the controller, in order: the credentials (the
+    runner's RBAC is the controller's to provide), the workload kubeconfig, then
+    examples/clusterapi with the module images pushed (`images`) in place of the example
+    references. The flaky cluster's module is the cluster module given with its failing
+    resource added."""
+    docs = [*_documents(CREDENTIALS)]
     docs.append(workload.kubeconfig_secret(CLUSTER, kubeconfig))
     for path in sorted(EXAMPLES.glob("*.yaml")):
         docs += [module_images.point_at(doc, images) for doc in _documents(path)]

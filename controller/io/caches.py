@@ -21,6 +21,7 @@ from controller.core import (
     IdentityRef,
     IdentityView,
     ObjectRef,
+    RunnerFacts,
     Snapshot,
     bootstrap_secret_of,
     capi_cluster_ref,
@@ -52,12 +53,16 @@ from controller.core.basics.names import (
     IDENTITY_PLURAL,
     KINDS,
     LABEL_MANAGED_BY,
+    LABEL_RUNNER,
+    LABEL_RUNNER_RBAC,
     LABEL_SCOPE,
     LABEL_UID,
     MANAGER,
     PLAN_KIND,
     PLAN_PLURAL,
     PLURALS,
+    RUNNER_ACCOUNT,
+    RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
     VERSION,
     inputs_secret_prefix,
@@ -69,19 +74,31 @@ from controller.io.indexes import (
     BY_CLUSTER,
     BY_IDENTITY,
     BY_INPUTS_OF,
+    BY_INVOLVED,
     BY_MIRROR_OF,
     BY_NAMESPACE,
     BY_SCOPE,
     BY_UID,
     CAPI_INDEXES,
+    EVENT_INDEXES,
     JOB_INDEXES,
     LEASE_INDEXES,
     OBJECT_INDEXES,
+    POD_INDEXES,
+    RUNNER_INDEXES,
     SECRET_INDEXES,
 )
-from controller.io.jobtimes import ToClock, on_clock
-from controller.io.trimming import Transform, job_fields, metadata_fields, own_secret_fields
+from controller.io.jobtimes import ToClock, on_clock, times_on_clock
+from controller.io.trimming import (
+    Transform,
+    event_fields,
+    job_fields,
+    metadata_fields,
+    own_secret_fields,
+    pod_fields,
+)
 from runtime.cache import IndexFunc, Informer, Resource, Selection
+from runtime.cache.namespaced import Namespaced
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
@@ -96,6 +113,7 @@ class InformerSpec:
 
     resource: Resource
     labels: str | None = None  # its label selector
+    fields: str | None = None  # its field selector
     # Narrowed further by a shard's selector (`--watch-label-selector`): the CAPTF objects,
     # and what CAPTF makes for them, which carry the object's labels of the selector's keys
     # (controller/core/spec/sharding.py). The user's Secrets and ConfigMaps do not.
@@ -103,6 +121,25 @@ class InformerSpec:
     metadata_only: bool = False  # PartialObjectMetadata: the data is fetched on demand
     transform: Transform | None = None  # trimming.py
     indexes: Mapping[str, IndexFunc] = field(default_factory=dict)  # indexes.py
+
+    def cache(
+        self,
+        transport: ListWatchTransport,
+        *,
+        clock: Clock,
+        namespaces: tuple[str, ...] | None,
+        shard: str | None,
+    ) -> Informer:
+        """Its informer over every namespace (None), one, or several (one watch each)."""
+        if namespaces is None or len(namespaces) == 1:
+            only = None if namespaces is None else namespaces[0]
+            return self.informer(transport, clock=clock, namespace=only, shard=shard)
+        return Namespaced(
+            {
+                ns: self.informer(transport, clock=clock, namespace=ns, shard=shard)
+                for ns in namespaces
+            }
+        )
 
     def informer(
         self,
@@ -116,6 +153,7 @@ class InformerSpec:
         selection = Selection(
             namespace=namespace if self.resource.namespaced else None,
             label_selector=",".join(s for s in narrowed if s) or None,
+            field_selector=self.fields,
             metadata_only=self.metadata_only,
         )
         return Informer(
@@ -211,6 +249,44 @@ NAMESPACES: Final = InformerSpec(
 )
 
 
+# The runner's RBAC (controller/core/decide/runner_rbac.py), as metadata: the
+# ServiceAccounts that may run Jobs (the provided captf-runner and opted-in overrides),
+# and the RoleBindings the controller provided. Label-selected: a namespace's other
+# accounts and bindings cost nothing, and one object of each per namespace is the rule.
+RUNNER_ACCOUNTS: Final = InformerSpec(
+    resource=Resource("", "v1", "serviceaccounts"),
+    labels=f"{LABEL_RUNNER}=true",
+    transform=metadata_fields("v1", "ServiceAccount"),
+    indexes=RUNNER_INDEXES,
+)
+RUNNER_BINDINGS: Final = InformerSpec(
+    resource=Resource("rbac.authorization.k8s.io", "v1", "rolebindings"),
+    labels=f"{LABEL_RUNNER_RBAC}={RUNNER_RBAC_MANAGED}",
+    transform=metadata_fields("rbac.authorization.k8s.io/v1", "RoleBinding"),
+)
+
+
+# What says a running Job cannot start (controller/core/jobs/starting.py), watched so a
+# Job stuck so wakes its object within seconds. The runner pods while Pending only (the
+# field selector): one pod per starting Job, gone from the cache once it runs; and the
+# Job controller's FailedCreate Events about Jobs (kept an hour by the API server), none
+# while Jobs start normally. Neither is sharded: a pod carries the object's labels, not
+# the shard's; the lookups go by the object's uid and the Job's name.
+PENDING_PODS: Final = InformerSpec(
+    resource=Resource("", "v1", "pods"),
+    labels=LABEL_UID,
+    fields="status.phase=Pending",
+    transform=pod_fields,
+    indexes=POD_INDEXES,
+)
+FAILED_CREATES: Final = InformerSpec(
+    resource=Resource("", "v1", "events"),
+    fields="involvedObject.kind=Job,reason=FailedCreate",
+    transform=event_fields,
+    indexes=EVENT_INDEXES,
+)
+
+
 # Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
 # lack it, and the owner readers ask it). Not sharded: they carry no shard label.
 CAPI: Final = {
@@ -236,20 +312,22 @@ class Caches:
         transport: ListWatchTransport,
         *,
         clock: Clock,
-        namespace: str | None,
+        namespace: str | tuple[str, ...] | None,
         label_selector: str | None = None,
         job_clock: ToClock | None = None,
         slot_namespace: str | None = None,
     ) -> None:
-        """`job_clock`: moves the Jobs' wall-clock times onto a scaled decision clock
-        (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
-        where the run slots live; watched for them when `namespace` is another."""
+        """`namespace`: the one watched, or several (an informer per namespace each), or
+        None for all. `job_clock`: moves the Jobs' wall-clock times onto a scaled decision
+        clock (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
+        where the run slots live; watched for them when it is not among those watched."""
         self._job_clock = job_clock
+        watched = (namespace,) if isinstance(namespace, str) else namespace
         informer = partial(
-            InformerSpec.informer,
+            InformerSpec.cache,
             transport=transport,
             clock=clock,
-            namespace=namespace,
+            namespaces=watched,
             shard=label_selector,
         )
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
@@ -262,10 +340,15 @@ class Caches:
         self.leases = informer(LEASES)
         self.identities = informer(IDENTITIES)
         self.namespaces = informer(NAMESPACES)
+        self.runner_accounts = informer(RUNNER_ACCOUNTS)
+        self.runner_bindings = informer(RUNNER_BINDINGS)
+        self.pending_pods = informer(PENDING_PODS)
+        self.failed_creates = informer(FAILED_CREATES)
         # Restricted to one namespace, the controller still frees and counts the run slots
         # of its own: without them every object waits for a slot once all are taken.
-        apart = namespace is not None and slot_namespace not in (None, namespace)
-        self.slot_leases = informer(SLOT_LEASES, namespace=slot_namespace) if apart else None
+        apart = watched is not None and slot_namespace not in (None, *watched)
+        slots = (slot_namespace,) if slot_namespace is not None else None
+        self.slot_leases = informer(SLOT_LEASES, namespaces=slots) if apart else None
         self.secret_data = Contents(
             transport, SECRETS.resource, self.secrets.store, whole=self.own_secrets.store
         )
@@ -282,6 +365,10 @@ class Caches:
             self.configmaps,
             self.identities,
             self.namespaces,
+            self.runner_accounts,
+            self.runner_bindings,
+            self.pending_pods,
+            self.failed_creates,
             *self.lease_caches(),
         ]
 
@@ -308,6 +395,23 @@ class Caches:
             for kind, inf in self.objects.items()
             for o in inf.store.by_index(index, value)
         ]
+
+    def runner_facts(self, namespace: str) -> RunnerFacts:
+        """The namespace's runner RBAC as cached: what its decisions read."""
+        accounts = self.runner_accounts.store.by_index(BY_NAMESPACE, namespace)
+        binding = self.runner_bindings.store.get(f"{namespace}/{RUNNER_ACCOUNT}")
+        return RunnerFacts(
+            accounts=MappingProxyType(
+                {a["metadata"]["name"]: a["metadata"].get("labels") or {} for a in accounts}
+            ),
+            binding=binding is not None,
+        )
+
+    def objects_in(self, namespace: str) -> int:
+        """How many CAPTF objects of the namespace are cached."""
+        return sum(
+            len(inf.store.by_index(BY_NAMESPACE, namespace)) for inf in self.objects.values()
+        )
 
     def capi_object(self, kind: str, namespace: str, name: str) -> Json | None:
         """A cached Cluster, Machine or MachinePool (with its kind)."""
@@ -436,6 +540,7 @@ class Caches:
             for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
         ]
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
+        events, pods = self._starting(obj, jobs)
         return Snapshot(
             obj=obj,
             jobs=tuple(jobs),
@@ -445,7 +550,28 @@ class Caches:
             related=MappingProxyType(related),
             identity=self.identity_view(ref, ns),
             plans=tuple(self.plans_of(meta.get("uid", ""))),
+            events=events,
+            pods=pods,
         )
+
+    def _starting(
+        self, obj: Json, jobs: Sequence[Json]
+    ) -> tuple[tuple[Json, ...], tuple[Json, ...]]:
+        """The FailedCreate Events about the object's Jobs and its Pending runner pods,
+        their times on the decision clock."""
+        ns = obj["metadata"]["namespace"]
+        events = [
+            e
+            for job in jobs
+            for e in self.failed_creates.store.by_index(
+                BY_INVOLVED, f"{ns}/{job['metadata']['name']}"
+            )
+        ]
+        pods = list(self.pending_pods.store.by_index(BY_UID, str(obj["metadata"].get("uid", ""))))
+        if self._job_clock is not None:
+            events = [times_on_clock(e, self._job_clock) for e in events]
+            pods = [times_on_clock(p, self._job_clock) for p in pods]
+        return tuple(events), tuple(pods)
 
     def plans_of(self, uid: str) -> list[Json]:
         """An object's TerraformPlans (with their kind)."""

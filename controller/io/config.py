@@ -15,6 +15,8 @@ from controller.core import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS, Settings, 
 class ControllerConfig:
     kubeconfig: str | None = None  # default: $KUBECONFIG, ~/.kube/config, in-cluster
     namespace: str | None = None  # watch only this namespace; None: all
+    # --namespaces a,b: watch only these (an informer per namespace each; Roles suffice).
+    namespaces: str | None = None
     controller_namespace: str | None = None  # run slots and the leader Lease; None: the pod's
     max_concurrent_runs: int = 10
     # A reconcile spends most of its time waiting on the API server (a status write, a
@@ -34,6 +36,7 @@ class ControllerConfig:
     webhook_cert_dir: str | None = None  # tls.crt, tls.key; None: self-signed at start
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
+    cannot_start_grace: float = 60.0  # seconds a Job that cannot start is reported, then ended
     time_scale: float = 1.0
     # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
     kept_plans: int = 3
@@ -44,8 +47,24 @@ class ControllerConfig:
         given = vars(args)
         return cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given})
 
+    def watched(self) -> tuple[str, ...] | None:
+        """The namespaces watched, None for all: --namespaces, else --namespace."""
+        if self.namespaces:
+            names = [n.strip() for n in self.namespaces.split(",") if n.strip()]
+            return tuple(dict.fromkeys(names))
+        return (self.namespace,) if self.namespace else None
+
+    def watched_filter(self) -> str | frozenset[str] | None:
+        """What the janitor judges: the watched namespaces (None: all)."""
+        found = self.watched()
+        return None if found is None else frozenset(found)
+
     def problem(self) -> str | None:
         """What makes the settings unusable, or None."""
+        if self.namespace and self.namespaces:
+            return "--namespace and --namespaces exclude each other"
+        if self.namespaces is not None and not self.watched():
+            return "--namespaces needs at least one namespace"
         if self.max_concurrent_runs < 1 or self.workers < 1 or self.time_scale <= 0:
             return "--max-concurrent-runs, --workers and --time-scale must be positive"
         if self.kept_plans < 0:

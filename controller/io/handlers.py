@@ -17,6 +17,9 @@
                        objects of its namespace that run with its identity
   a CAPTF object       also the identity it names, when that reference comes or goes
   a TerraformPlan      its object (by its labels), unless only its status changed
+  a runner account     the objects that name it (an opt-in label set or taken away)
+  a Pending pod        its object (a container waiting on an image pull failure)
+  a FailedCreate Event the object of the Job it is about
 
 A handler runs in the watch loop, so it only enqueues keys. Every fan-out goes through
 an index (indexes.py): a change wakes the objects it concerns, never its namespace."""
@@ -49,6 +52,7 @@ from controller.core.basics.names import (
 )
 from controller.io.caches import Caches
 from controller.io.indexes import (
+    BY_ACCOUNT,
     BY_CLUSTER,
     BY_DEPENDENCY,
     BY_OWNER,
@@ -89,6 +93,9 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
         _add(leases, partial(lease_wakes, caches), enqueue)
     _add(caches.identities, partial(identity_wakes, caches), enqueue)
     _add(caches.namespaces, partial(namespace_wakes, caches), enqueue)
+    _add(caches.runner_accounts, partial(account_wakes, caches), enqueue)
+    _add(caches.pending_pods, pod_wakes, enqueue)
+    _add(caches.failed_creates, partial(event_wakes, caches), enqueue)
 
 
 def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
@@ -244,6 +251,28 @@ def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None
             found = identity["metadata"]["name"]
             keys += [identity_key(found), *_keys(caches.identity_users(found))]
     return keys
+
+
+def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:
+    """A runner pod carries its object's kind and name labels, as its Job does."""
+    key = owner_key(new or old or {})
+    return [] if key is None or new is None else [key]
+
+
+def event_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    event = new or old or {}
+    involved = event.get("involvedObject") or {}
+    job = caches.job(event.get("metadata", {}).get("namespace", ""), involved.get("name", ""))
+    key = owner_key(job) if job is not None and new is not None else None
+    return [] if key is None else [key]
+
+
+def account_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """The watch shows only accounts labelled captf.io/runner=true: an add is an opt-in,
+    a delete an opt-out (or the account gone)."""
+    meta = (new or old or {}).get("metadata", {})
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    return _keys(caches.objects_by(BY_ACCOUNT, f"{ns}/{name}"))
 
 
 def _keys(objects: Iterable[Json]) -> list[str]:

@@ -52,6 +52,8 @@ WAITING_FOR_LEASE: Final = "lease"
 # in every namespace); a mirror Secret, by its identity.
 BY_IDENTITY: Final = "identity"
 BY_MIRROR_OF: Final = "mirror_of"
+BY_INVOLVED: Final = "involved"  # "ns/name": an Event, by the Job it is about
+BY_ACCOUNT: Final = "account"  # "ns/name": an object, by the ServiceAccount it names
 
 
 def namespace_index(obj: Obj) -> Iterable[str]:
@@ -114,6 +116,13 @@ def backup_of_index(secret: Obj) -> Iterable[str]:
     return [f"{meta.get('namespace', '')}/{owner}"] if owner else []
 
 
+def account_index(obj: Obj) -> Iterable[str]:
+    """The runner ServiceAccount an object names (spec.jobs.serviceAccountName)."""
+    account = (spec_of(obj).get("jobs") or {}).get("serviceAccountName")
+    ns = obj.get("metadata", {}).get("namespace", "")
+    return [f"{ns}/{account}"] if isinstance(account, str) and account else []
+
+
 OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_REF: ref_index,
@@ -122,6 +131,7 @@ OBJECT_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_DEPENDENCY: dependency_index,
     BY_WAITING: waiting_index,
     BY_IDENTITY: identity_index,
+    BY_ACCOUNT: account_index,
 }
 # A Machine's or MachinePool's informer (bootstrap_index reads the kind, which list items
 # lack: the transform in caches.py restores it).
@@ -136,3 +146,16 @@ LEASE_INDEXES: Final[dict[str, IndexFunc]] = {
     BY_NAMESPACE: namespace_index,
     BY_SCOPE: label_index(LABEL_SCOPE),
 }
+# The runner's ServiceAccounts, by namespace: the few a namespace's decisions read.
+RUNNER_INDEXES: Final[dict[str, IndexFunc]] = {BY_NAMESPACE: namespace_index}
+# A Pending runner pod, by its object's uid label (the Job's pod template carries it).
+POD_INDEXES: Final[dict[str, IndexFunc]] = {BY_UID: label_index(LABEL_UID)}
+
+
+def involved_index(event: Obj) -> Iterable[str]:
+    involved = event.get("involvedObject") or {}
+    ns = event.get("metadata", {}).get("namespace", "")
+    return [f"{ns}/{involved['name']}"] if involved.get("name") else []
+
+
+EVENT_INDEXES: Final[dict[str, IndexFunc]] = {BY_INVOLVED: involved_index}

@@ -36,6 +36,7 @@ from controller.core import (
     holder_namespace,
     needs_entry,
     stale_leases,
+    unwatched,
 )
 from controller.io import api, leases
 from controller.io.api import Api
@@ -64,7 +65,11 @@ SWEEP_EVERY = 60.0
 
 
 async def sweep(
-    client: Api, caches: Caches, launches: Launches, clock: Clock, watched: str | None
+    client: Api,
+    caches: Caches,
+    launches: Launches,
+    clock: Clock,
+    watched: str | frozenset[str] | None,
 ) -> list[str]:
     """One pass; returns the names of the Leases freed."""
     stale = list(
@@ -113,14 +118,18 @@ async def _free_holders(
 
 
 async def _free_member_entries(
-    client: Api, caches: Caches, creating: set[str], now: datetime, watched: str | None
+    client: Api,
+    caches: Caches,
+    creating: set[str],
+    now: datetime,
+    watched: str | frozenset[str] | None,
 ) -> list[str]:
     """Drops stale member entries from the cached cluster Leases; the cached version's
     resourceVersion is the precondition, so an entry written meanwhile is never lost."""
     freed = []
     for lease in caches.all_leases():
         namespace = lease["metadata"].get("namespace", "")
-        if watched is not None and namespace != watched:
+        if unwatched(namespace, watched):
             continue
         live = _live_in(caches, namespace, creating)
         stale = family.stale_members(lease, live=live, now=now, after=STALE_AFTER)
@@ -161,7 +170,11 @@ def _live_in(caches: Caches, namespace: str, creating: set[str]) -> Callable[[st
 
 
 async def sweep_forever(
-    client: Api, caches: Caches, launches: Launches, clock: Clock, watched: str | None
+    client: Api,
+    caches: Caches,
+    launches: Launches,
+    clock: Clock,
+    watched: str | frozenset[str] | None,
 ) -> None:
     """Sweeps every SWEEP_EVERY seconds. A failed sweep (the API server unreachable, an
     error answer) is logged and the next one tries again: the janitor never takes the

@@ -55,3 +55,14 @@ def _move(holder: Json, key: str, to_clock: ToClock) -> None:
     except TimeFormatError:
         # Left as written: the core reports an unreadable time where it reads it.
         return
+
+
+def times_on_clock(obj: Json, to_clock: ToClock) -> Json:
+    """A copy of a Pod or Event (as cached) with the times a decision reads moved: the
+    creation time, an Event's first time and event time."""
+    moved = dict(obj)
+    moved["metadata"] = meta = dict(obj.get("metadata") or {})
+    _move(meta, "creationTimestamp", to_clock)
+    _move(moved, "firstTimestamp", to_clock)
+    _move(moved, "eventTime", to_clock)
+    return moved

@@ -153,7 +153,7 @@ async def serve(
         caches = Caches(
             transport,
             clock=LoopClock(),
-            namespace=args.namespace,
+            namespace=args.watched(),
             label_selector=args.watch_label_selector,
             job_clock=job_clock,
             slot_namespace=ns,
@@ -331,7 +331,7 @@ async def _control(parts: _Parts) -> None:
                 caches,
                 reconciler.memory,
                 clock,
-                args.namespace,
+                args.watched_filter(),
                 name="lease janitor",
             )
             if parts.started is not None:

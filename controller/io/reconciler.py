@@ -27,6 +27,9 @@ state left, plans the rest; every step is idempotent):
                          before the Job is accounted: the accounted Job's annotation is
                          then the one record. A crash before it reads the pod again; a
                          pod gone by then leaves a Job without a result, as before.
+  1c. stuck Jobs ended  A Job that cannot start, past its grace: its failed result and
+                         a one-second deadline in one patch (the Job controller then fails
+                         it); a replay finds the result recorded and patches nothing.
   2. restore tried       status.lastRestoredSerial before the restore Job is accounted:
                          once accounted, the status is the only record of the attempt.
   3. accounting          Per finished Job: Event (deterministic name: a replay is
@@ -40,6 +43,9 @@ state left, plans the rest; every step is idempotent):
   5. pruning             Only accounted Jobs, so pruning never loses an accounting.
   5b. Secret metadata    A Retain's labels (and the inputs' owner taken off), an
                          adoption's; each patch is idempotent and a crash replays it.
+  5c. runner RBAC        The namespace's captf-runner ServiceAccount and RoleBinding,
+                         when the caches do not show them, before the Job that runs as
+                         the account (created or taken over: idempotent).
   6. launch              Inputs Secret, Leases, then the Job: no Job runs without its
                          Leases. A crash before the Job leaves Leases held in the name of
                          the Job the same decision names again (deterministic names);
@@ -63,7 +69,9 @@ state left, plans the rest; every step is idempotent):
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
- 11. finalizer removed  Last: the object goes once nothing is left to do.
+ 11. finalizer removed  Last: the object goes once nothing is left to do. Its key's
+                         next pass finds it gone, and with it the namespace's last
+                         object the runner RBAC goes too (controller/io/runner_rbac.py).
 
 A 409 (a Lease or the object changed meanwhile, a create raced) stops the block and
 retries the reconcile through the rate limiter: a conflict is a retry, not an error."""
@@ -77,7 +85,7 @@ from typing import Any
 
 from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
 from controller.core.basics.names import FINALIZER, IDENTITY
-from controller.io import accountant, api, interrupted, plan_writes, results
+from controller.io import accountant, api, interrupted, plan_writes, results, runner_rbac
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
 from controller.io.caches import Caches
@@ -117,6 +125,8 @@ class Reconciler:
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
             self.memory.forget(key)
+            # The last object of a namespace takes the runner's RBAC with it.
+            await runner_rbac.remove_if_unused(self.client, self.caches, namespace)
             return DONE
         snap, found = await self._observe(obj)
         facts = await self._facts(key, snap, found)
@@ -146,6 +156,7 @@ class Reconciler:
             deleted_by_us=self.memory.deleted,
             refusal=self.memory.refusal(key),
             results=found,
+            runner=self.caches.runner_facts(snap.namespace),
         )
 
     async def _carry_out(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> Result:
@@ -176,6 +187,8 @@ class Reconciler:
             obj = await _add_finalizer(self.client, obj)
         for recorded in todo.results:
             await results.record(self.client, snap.namespace, recorded)
+        for ending in todo.end_jobs:
+            await results.end(self.client, snap.namespace, ending)
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:
@@ -189,6 +202,8 @@ class Reconciler:
             await api.delete_job(self.client, snap.namespace, job)
         for change in todo.secret_patches:
             await api.patch_secret(self.client, snap.namespace, change.name, change.patch)
+        # The runner's account and its binding before the first Job that runs as it.
+        await runner_rbac.provide(self.client, todo.runner_rbac)
         if todo.launch is not None:
             with self.memory.launching(todo.launch.name):
                 await launch(self.client, todo.launch, now)

@@ -77,3 +77,18 @@ async def record(client: Api, namespace: str, recorded: Recorded) -> None:
     except ApiError as err:
         if err.status != 404 and not (err.status == 422 and "metadata.uid" in str(err)):
             raise
+
+
+async def end(client: Api, namespace: str, ending: Recorded) -> None:
+    """Ends a Job that cannot start (controller/core/jobs/starting.py): its failed result
+    and activeDeadlineSeconds 1, in one patch of exactly that incarnation. The Job
+    controller fails it (DeadlineExceeded) and deletes its pod; the result says why."""
+    meta: Json = {"annotations": {ANN_RESULT: ending.value}}
+    if ending.uid:
+        meta["uid"] = ending.uid
+    patch = {"metadata": meta, "spec": {"activeDeadlineSeconds": 1}}
+    try:
+        await api.merge_patch(client, api.job_path(namespace, ending.job), patch)
+    except ApiError as err:
+        if err.status != 404 and not (err.status == 422 and "metadata.uid" in str(err)):
+            raise

@@ -199,3 +199,50 @@ def _is_state(name: str, labels: dict[str, str]) -> bool:
     """The state Secret `<name>-state` of the object its captf.io/name label names."""
     owner = labels.get(LABEL_NAME)
     return bool(owner) and name == state_secret_name(str(owner)) and LABEL_BACKUP_OF not in labels
+
+
+# What the controller reads of a Pending runner pod (controller/core/jobs/starting.py):
+# its identity, its labels (the Job's name, the object's), its creation time, and of each
+# container's status its image and waiting reason and message. Nothing else.
+POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "labels")
+
+
+def pod_fields(pod: Obj) -> Obj:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    kept_status: Json = {"phase": status.get("phase")}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        statuses = [_container_waiting(c) for c in status.get(key) or [] if isinstance(c, dict)]
+        if statuses:
+            kept_status[key] = statuses
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {k: meta[k] for k in POD_METADATA if k in meta},
+        "status": kept_status,
+    }
+
+
+def _container_waiting(container: Json) -> Json:
+    waiting = (container.get("state") or {}).get("waiting")
+    kept: Json = {"name": container.get("name"), "image": container.get("image")}
+    if isinstance(waiting, dict):
+        kept["state"] = {"waiting": {k: waiting[k] for k in ("reason", "message") if k in waiting}}
+    return kept
+
+
+# Of the Job controller's FailedCreate Events: whom they are about, what they say, when.
+EVENT_KEYS = ("reason", "message", "firstTimestamp", "lastTimestamp", "eventTime", "count")
+
+
+def event_fields(event: Obj) -> Obj:
+    meta = event.get("metadata") or {}
+    involved = event.get("involvedObject") or {}
+    kept: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {k: meta[k] for k in DATA_METADATA if k in meta}
+        | ({"creationTimestamp": meta["creationTimestamp"]} if "creationTimestamp" in meta else {}),
+        "involvedObject": {k: involved[k] for k in ("kind", "name", "uid") if k in involved},
+    }
+    return kept | {k: event[k] for k in EVENT_KEYS if k in event}

@@ -35,6 +35,9 @@ CONTROLLERS = (
     # The built-in view, edit and admin ClusterRoles take their rules from the roles
     # labelled to aggregate into them.
     "clusterrole-aggregation-controller",
+    # A ResourceQuota refuses pods only once this controller has computed its status:
+    # without it a quota is never enforced, and a Job it would stop starts anyway.
+    "resourcequota-controller",
 )
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from controller.dev.node import ProcessNode, default_images
 from controller.runner.binaries import runner_environ, tofu_dir
+from runtime.errors import ApiError
 from runtime.transport import Transport, open_transport
 
 RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
@@ -42,7 +43,7 @@ class NodeRunner:
     """A process node for the workload's namespace, in the harness's own event loop: the
     Job controller (kube-controller-manager, started with the API server) makes the pods,
     the node runs each runner (and OpenTofu) as a local process under the `captf-runner`
-    ServiceAccount of manifests/runner-rbac.yaml.
+    ServiceAccount the controllers provide (manifests/runner-rbac.yaml's ClusterRole).
     Job times are the Job controller's, on the wall clock; the controllers move them onto
     the scaled timeline as they read them (controller/io/jobtimes.py)."""
 
@@ -68,19 +69,19 @@ class NodeRunner:
 
 
 async def _grant_runner_rbac(transport: Transport, namespace: str) -> None:
-    """manifests/runner-rbac.yaml in `namespace`: the `captf-runner` ServiceAccount (the
-    runner Jobs' default identity), its Role, and the RoleBinding, its subject moved here."""
-    paths = {
-        "ServiceAccount": f"/api/v1/namespaces/{namespace}/serviceaccounts",
-        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/roles",
-        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
-    }
+    """manifests/runner-rbac.yaml's ClusterRole, once per API server; the controllers
+    provide the `captf-runner` ServiceAccount and its RoleBinding in `namespace`."""
+    del namespace  # nothing is applied there by hand
     for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
         if not doc:
             continue
-        for subject in doc.get("subjects") or []:
-            subject["namespace"] = namespace
-        await transport.request("POST", paths[doc["kind"]], body=doc)
+        try:
+            await transport.request(
+                "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", body=doc
+            )
+        except ApiError as err:
+            if err.status != 409:
+                raise
 
 
 RUNNERS: dict[str, type[JobRunner]] = {"node": NodeRunner}

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import anyio
 import orjson
-import yaml
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import ANN_ACCOUNTED, ANN_RESULT, GROUP, VERSION
@@ -32,7 +31,7 @@ from runtime.cache import Informer, Resource, Selection
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.transport import Transport, open_transport
-from tests.kube.harness import Kube, controller_args, eventually
+from tests.kube.harness import Kube, controller_args, eventually, install_runner_role
 
 Json = dict[str, Any]
 T = TypeVar("T")
@@ -41,7 +40,6 @@ T = TypeVar("T")
 SCALE = 60.0
 # Real seconds to wait for anything that runs OpenTofu (a few seconds each on 2 cores).
 WAIT = 90.0
-RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
 RUNNER_ACCOUNT = "captf-runner"
 CLUSTERS = Resource(GROUP, VERSION, "terraformclusters")
 JOBS = Resource("batch", "v1", "jobs")
@@ -176,17 +174,24 @@ def result_of(job: Json) -> Json:
 
 @contextlib.asynccontextmanager
 async def running_system(
-    server: ApiServer, namespace: str, tmp_path: Path, tofu: Path, crane: Path | None = None
+    server: ApiServer,
+    namespace: str,
+    tmp_path: Path,
+    tofu: Path,
+    crane: Path | None = None,
+    **controller: Any,
 ) -> AsyncIterator[System]:
     """The controller and a process node (pods of `namespace` only) until the block ends;
-    the runner pods run as the namespace's `captf-runner` ServiceAccount, with the RBAC of
-    manifests/runner-rbac.yaml. With `crane`, the node pulls image volumes with it."""
+    the runner pods run as the namespace's `captf-runner` ServiceAccount, which the
+    controller provides (bound to manifests/runner-rbac.yaml's ClusterRole): nothing is
+    applied in the namespace by hand. With `crane`, the node pulls image volumes with it;
+    `controller` overrides the controller's settings."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
     infra.mkdir()
     node = f"node-{namespace}"[:63]
     pods_dir = Path(tempfile.mkdtemp(prefix="captf-pods-"))
-    install_runner_rbac(server, namespace)
+    install_runner_role(server)
     async with (
         open_transport(str(server.kubeconfig)) as transport,
         contextlib.AsyncExitStack() as stack,
@@ -202,7 +207,7 @@ async def running_system(
             await informer.wait_synced()
         async with anyio.create_task_group() as tg:
             started = anyio.Event()
-            args = controller_args(server, namespace, time_scale=SCALE)
+            args = controller_args(server, namespace, time_scale=SCALE, **controller)
             tg.start_soon(partial(serve, args, started, clock, registry=system.registry))
             async with ProcessNode(
                 transport,
@@ -221,21 +226,6 @@ async def running_system(
                 finally:
                     tg.cancel_scope.cancel()
     shutil.rmtree(pods_dir, ignore_errors=True)
-
-
-def install_runner_rbac(server: ApiServer, namespace: str) -> None:
-    """manifests/runner-rbac.yaml in `namespace`, its RoleBinding's subject moved there."""
-    paths = {
-        "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-        "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
-        "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
-    }
-    for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
-        if not doc:
-            continue
-        for subject in doc.get("subjects") or []:
-            subject["namespace"] = namespace
-        server.request("POST", paths[doc["kind"]].format(ns=namespace), doc)
 
 
 async def in_background(

@@ -119,6 +119,19 @@ async def test_a_real_apply_creates_state(system: System) -> None:
     assert notes["captf.io/serial"] == str(status["stateSerial"])
     assert result_of(job)["stateSerial"] == status["stateSerial"] > 0
     assert (condition({"status": status}, "ApplyJobSucceeded") or {}).get("status") == "True"
+    # Nothing was applied in the namespace by hand: the runner ran as the account the
+    # controller provided, bound to the runner's ClusterRole.
+    account = await system.kube.call("GET", _runner_path(system, "serviceaccounts"))
+    assert account["metadata"]["labels"]["captf.io/runner-rbac"] == "managed"
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == "captf-runner"
+
+
+def _runner_path(system: System, plural: str) -> str:
+    if plural == "rolebindings":
+        return (
+            f"/apis/rbac.authorization.k8s.io/v1/namespaces/{system.kube.ns}/{plural}/captf-runner"
+        )
+    return f"/api/v1/namespaces/{system.kube.ns}/{plural}/captf-runner"
 
 
 async def test_a_changed_variable_reapplies(system: System) -> None:
@@ -260,6 +273,21 @@ async def test_deleting_the_object_destroys_and_removes_the_finalizer(system: Sy
     # Retain is how a state outlives its object).
     secrets = await system.kube.call("GET", f"/api/v1/namespaces/{system.kube.ns}/secrets")
     assert [s for s in secrets["items"] if s["metadata"]["name"].startswith("web-state")] == []
+
+    # The namespace's last object went after its destroy finished: the runner's account
+    # and binding go with it.
+    async def runner_rbac_gone() -> bool:
+        for plural in ("rolebindings", "serviceaccounts"):
+            try:
+                await system.kube.call("GET", _runner_path(system, plural))
+            except RequestFailed as err:
+                if err.status != 404:
+                    raise
+                continue
+            return False
+        return True
+
+    await system.until(runner_rbac_gone, "the runner's RBAC removed")
 
 
 async def test_the_delay_table_with_the_time_scale(system: System, tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio
 import pytest
-import yaml
 
 from controller.dev.install import (
     DEPLOYMENT,
@@ -122,15 +121,6 @@ class Stack:
         return [j for j in jobs if j["metadata"]["name"].startswith(f"{name}-apply-")]
 
 
-def _runner_rbac(namespace: str) -> list[Json]:
-    docs = [d for d in yaml.safe_load_all((MANIFESTS / "runner-rbac.yaml").read_text()) if d]
-    for doc in docs:
-        doc["metadata"]["namespace"] = namespace
-        for subject in doc.get("subjects", []):
-            subject["namespace"] = namespace
-    return docs
-
-
 @contextlib.asynccontextmanager
 async def deployed(
     server: ApiServer,
@@ -150,7 +140,9 @@ async def deployed(
         # The session's other tests share the API server: review this namespace only.
         for hook in obj["webhooks"]:
             hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    apply(server, install + _runner_rbac(namespace))
+    # Nothing for the runner is applied in the namespace: the deployed controller, under
+    # its manifests' RBAC, provides the account and its binding.
+    apply(server, install)
     kube = Kube(server, namespace)
     stack = Stack(server, kube)
     async with open_transport(str(server.kubeconfig)) as transport:
@@ -194,6 +186,10 @@ async def test_two_replicas_are_ready_and_a_rolling_update_creates_no_job_twice(
         await _setup(stack, "c1", QUICK)
         await stack.applied("c1")
         [job] = await stack.apply_jobs("c1")
+        account = await stack.kube.call(
+            "GET", f"/api/v1/namespaces/{cluster_namespace}/serviceaccounts/{RUNNER_ACCOUNT}"
+        )
+        assert account["metadata"]["labels"]["captf.io/runner-rbac"] == "managed"
 
         # Any change to the pod template rolls the Deployment: new replicas one at a
         # time, each Ready (as a standby) before an old one stops.

@@ -15,10 +15,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 import orjson
+import yaml
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import (
@@ -44,6 +46,7 @@ from runtime.envtest import ApiServer, RequestFailed
 Json = dict[str, Any]
 T = TypeVar("T")
 MERGE = "application/merge-patch+json"
+RUNNER_ROLE = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
 MODULE = {"main.tf": 'variable "size" {}\nresource "terraform_data" "x" { input = var.size }\n'}
 
 
@@ -523,6 +526,19 @@ async def eventually(
             return last
         await asyncio.sleep(0.2)
     raise AssertionError(f"timed out after {within}s waiting for {what or probe}; last: {last!r}")
+
+
+def install_runner_role(server: ApiServer) -> None:
+    """The runner's ClusterRole (manifests/runner-rbac.yaml), once per API server: its name
+    is fixed (the controller binds it by name) and its rules the same for every test."""
+    for doc in yaml.safe_load_all(RUNNER_ROLE.read_text()):
+        if not doc:
+            continue
+        try:
+            server.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", doc)
+        except RequestFailed as err:
+            if err.status != 409:
+                raise
 
 
 def controller_args(server: ApiServer, namespace: str, **over: Any) -> ControllerConfig:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from controller.core.basics.timefmt import parse_time
+from controller.core.decide.runner_rbac import role_binding, service_account
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
@@ -25,6 +26,7 @@ from tests.kube.harness import (
     condition_is,
     event_for,
     eventually,
+    install_runner_role,
     next_is,
     nth_job,
     running_controller,
@@ -33,21 +35,18 @@ from tests.kube.harness import (
 
 pytestmark = pytest.mark.kube
 Json = dict[str, Any]
-RUNNER_RBAC = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"
 RESULT = "captf.io/result"
 
 
 async def _as_runner(kube: Kube, tmp_path: Path) -> Path:
-    """A kubeconfig of the runner's ServiceAccount, granted manifests/runner-rbac.yaml."""
-    paths = {
-        "ServiceAccount": f"/api/v1/namespaces/{kube.ns}/serviceaccounts",
-        "Role": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{kube.ns}/roles",
-        "RoleBinding": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{kube.ns}/rolebindings",
-    }
-    for doc in yaml.safe_load_all(RUNNER_RBAC.read_text()):
-        for subject in doc.get("subjects", []):
-            subject["namespace"] = kube.ns
-        await kube.call("POST", paths[doc["kind"]], doc)
+    """A kubeconfig of the runner's ServiceAccount, bound to manifests/runner-rbac.yaml's
+    ClusterRole as the controller binds it."""
+    await asyncio.to_thread(install_runner_role, kube.server)
+    rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{kube.ns}/rolebindings"
+    await kube.call(
+        "POST", f"/api/v1/namespaces/{kube.ns}/serviceaccounts", service_account(kube.ns)
+    )
+    await kube.call("POST", rbac, role_binding(kube.ns))
     answer = await kube.call(
         "POST",
         f"/api/v1/namespaces/{kube.ns}/serviceaccounts/captf-runner/token",

@@ -21,9 +21,11 @@ import pytest
 import yaml
 
 from controller.core.basics.names import CAPI_PLURALS
+from controller.core.decide.runner_rbac import role_binding
 from controller.dev.kustomize import render
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.client import admin_ssl_context
+from tests.kube.harness import install_runner_role
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -777,8 +779,10 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
     | {(GROUP, "terraformplans/status", "patch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
-    # A finished Job's pods, for the runner's result in the termination message.
-    | {("", "pods", "list")}
+    # A finished Job's pods, for the runner's result in the termination message; the
+    # Pending ones watched, and the FailedCreate Events, for a Job that cannot start.
+    | {("", "pods", "list"), ("", "pods", "watch")}
+    | {("", "events", "list"), ("", "events", "watch")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch", "delete")}
     # Identities: watched, held by a finalizer, their status written; Namespaces watched.
     | {(GROUP, "terraformclusteridentities", verb) for verb in ("list", "watch", "patch")}
@@ -798,16 +802,28 @@ CONTROLLER_PERMISSIONS = (
     }
     | {("authentication.k8s.io", "tokenreviews", "create")}
     | {("authorization.k8s.io", "subjectaccessreviews", "create")}
+    # The runner's identity in the objects' namespaces, and `bind` on its ClusterRole.
+    | {("", "serviceaccounts", verb) for verb in ("list", "watch", "create", "patch", "delete")}
+    | {
+        ("rbac.authorization.k8s.io", "rolebindings", verb)
+        for verb in ("get", "list", "watch", "create", "delete")
+    }
+    | {("rbac.authorization.k8s.io", "clusterroles", "bind")}
 )
+# The one grant limited to named objects: binding the runner's ClusterRole, no other.
+NAMED_GRANTS = {("rbac.authorization.k8s.io", "clusterroles", "bind"): ["captf-runner"]}
 
 
 def _grants(role: Obj) -> set[tuple[str, str, str]]:
     grants = set()
     for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        assert set(rule) - {"resourceNames"} == {"apiGroups", "resources", "verbs"}, rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
-                grants |= {(group, resource, verb) for verb in rule["verbs"]}
+                found = {(group, resource, verb) for verb in rule["verbs"]}
+                for grant in found:
+                    assert rule.get("resourceNames") == NAMED_GRANTS.get(grant), rule
+                grants |= found
     return grants
 
 
@@ -834,7 +850,16 @@ def rbac_docs(namespace: str) -> list[Obj]:
     return docs
 
 
-def _allowed(api: ApiServer, sa: str, namespace: str, group: str, resource: str, verb: str) -> bool:
+def _allowed(
+    api: ApiServer,
+    sa: str,
+    namespace: str,
+    group: str,
+    resource: str,
+    verb: str,
+    *,
+    name: str = "",
+) -> bool:
     resource, _, subresource = resource.partition("/")
     review = {
         "apiVersion": "authorization.k8s.io/v1",
@@ -848,6 +873,7 @@ def _allowed(api: ApiServer, sa: str, namespace: str, group: str, resource: str,
                 "resource": resource,
                 "subresource": subresource,
                 "verb": verb,
+                "name": name,
             },
         },
     }
@@ -872,7 +898,6 @@ NOT_GRANTED = [
     ("", "configmaps", "create"),
     ("", "configmaps", "update"),
     ("", "pods", "get"),
-    ("", "pods", "watch"),
     ("", "pods", "patch"),
     ("", "pods/status", "patch"),
     ("batch", "jobs", "update"),
@@ -881,6 +906,10 @@ NOT_GRANTED = [
     (GROUP, "terraformmachines", "delete"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
     ("rbac.authorization.k8s.io", "roles", "create"),
+    ("rbac.authorization.k8s.io", "clusterroles", "escalate"),
+    ("rbac.authorization.k8s.io", "rolebindings", "update"),
+    ("rbac.authorization.k8s.io", "rolebindings", "patch"),
+    ("", "serviceaccounts/token", "create"),
 ]
 
 
@@ -892,18 +921,24 @@ def test_controller_service_account_can_do_its_work_and_no_more(
     def allowed(group: str, resource: str, verb: str) -> bool:
         return _allowed(apiserver, "captf-controller", namespace, group, resource, verb)
 
-    assert {g for g in CONTROLLER_PERMISSIONS if not allowed(*g)} == set()
+    named = set(NAMED_GRANTS)
+    assert {g for g in CONTROLLER_PERMISSIONS - named if not allowed(*g)} == set()
     assert {g for g in NOT_GRANTED if allowed(*g)} == set()
+    bind = ("rbac.authorization.k8s.io", "clusterroles", "bind")
+    # `bind` names the runner's ClusterRole: binding admin or edit stays an escalation.
+    assert _allowed(apiserver, "captf-controller", namespace, *bind, name="captf-runner")
+    for other in ("admin", "edit", "cluster-admin"):
+        assert not _allowed(apiserver, "captf-controller", namespace, *bind, name=other)
 
 
 @pytest.mark.kube
 def test_runner_role_lets_the_runner_write_state_and_touch_no_job(
     apiserver: ApiServer, namespace: str
 ) -> None:
-    for doc in load(MANIFESTS / "runner-rbac.yaml"):
-        for subject in doc.get("subjects", []):
-            subject["namespace"] = namespace
-        create(apiserver, doc, namespace)
+    """The ClusterRole of the manifests, bound as the controller binds it (the binding the
+    core builds), grants the runner its Secrets in that namespace and nothing on Jobs."""
+    install_runner_role(apiserver)
+    create(apiserver, role_binding(namespace), namespace)
 
     def allowed(group: str, resource: str, verb: str) -> bool:
         return _allowed(apiserver, "captf-runner", namespace, group, resource, verb)
@@ -922,6 +957,29 @@ def test_runner_role_lets_the_runner_write_state_and_touch_no_job(
     ]
     assert [g for g in granted if not allowed(*g)] == []
     assert [g for g in denied if allowed(*g)] == []
+    # Bound in this namespace only: another namespace's Secrets stay out of reach.
+    assert not _allowed_in(apiserver, "captf-runner", namespace, "default", "", "secrets", "get")
+
+
+def _allowed_in(
+    api: ApiServer, sa: str, sa_namespace: str, namespace: str, group: str, resource: str, verb: str
+) -> bool:
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{sa_namespace}:{sa}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{sa_namespace}"],
+            "resourceAttributes": {
+                "namespace": namespace,
+                "group": group,
+                "resource": resource,
+                "verb": verb,
+            },
+        },
+    }
+    answer = api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+    return bool(answer["status"].get("allowed"))
 
 
 # -- Deployment and the install as a whole -------------------------------------------
@@ -1052,12 +1110,12 @@ def test_disruption_budget_lets_one_controller_replica_go_at_a_time() -> None:
     assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
 
 
-def test_kustomization_installs_every_manifest_but_the_runner_example() -> None:
+def test_kustomization_installs_every_manifest() -> None:
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     # monitoring/ is its own kustomization: it needs the Prometheus Operator's CRDs.
     files = {str(p.relative_to(MANIFESTS)) for p in MANIFESTS.rglob("*.yaml")}
     files = {f for f in files if not f.startswith("monitoring/")}
-    assert set(kustomization["resources"]) == files - {"kustomization.yaml", "runner-rbac.yaml"}
+    assert set(kustomization["resources"]) == files - {"kustomization.yaml"}
     namespaces = {
         doc["metadata"].get("namespace")
         for name in kustomization["resources"]
@@ -1080,7 +1138,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["ClusterRole"] * 4  # captf-view, captf-edit, captf-plan-approver, captf-metrics-reader
+        + ["ClusterRole"] * 5  # captf-runner, -view, -edit, -plan-approver, -metrics-reader
         + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate

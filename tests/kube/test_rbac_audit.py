@@ -20,7 +20,7 @@ import yaml
 
 from controller.core.basics.names import GROUP
 from runtime.clock import SteppedClock
-from runtime.envtest import ApiServer
+from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.process import free_ports
 from tests.kube.harness import (
     MERGE,
@@ -46,6 +46,53 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 # as a permission, never sent as a request: no audit entry can show it used.
 NOT_REQUESTS = {(GROUP, "<captf kind>/finalizers", "update")}
 SUMMARY = {"fingerprint": "sha256:0a", "counts": {"replace": 1}, "resources": []}
+
+
+# Checked by the RBAC escalation rules when the controller creates the runner's
+# RoleBinding: a permission, not a request (the RoleBinding's creation shows it held).
+NOT_REQUESTS |= {("rbac.authorization.k8s.io", "clusterroles", "bind")}
+
+
+async def _legacy_runner_rbac(kube: Kube) -> None:
+    """The runner's identity as it was applied by hand before the controller provided it:
+    an unlabelled ServiceAccount, a Role, and a RoleBinding to that Role. The controller
+    takes the account and the binding over (nothing for the runner is created here on
+    the controller's behalf: it must do that under its own RBAC)."""
+    ns = kube.ns
+    await kube.call(
+        "POST", f"/api/v1/namespaces/{ns}/serviceaccounts", {"metadata": {"name": "captf-runner"}}
+    )
+    role = {
+        "metadata": {"name": "captf-runner"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+    }
+    await kube.call("POST", f"{RBAC}/namespaces/{ns}/roles", role)
+    binding = {
+        "metadata": {"name": "captf-runner"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "captf-runner",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "captf-runner", "namespace": ns}],
+    }
+    await kube.call("POST", f"{RBAC}/namespaces/{ns}/rolebindings", binding)
+
+
+async def _runner_rbac(kube: Kube) -> tuple[Json | None, Json | None]:
+    """The namespace's captf-runner ServiceAccount and RoleBinding, or None for each gone."""
+    found: list[Json | None] = []
+    for path in (
+        f"/api/v1/namespaces/{kube.ns}/serviceaccounts/captf-runner",
+        f"{RBAC}/namespaces/{kube.ns}/rolebindings/captf-runner",
+    ):
+        try:
+            found.append(await kube.call("GET", path))
+        except RequestFailed as err:
+            if err.status != 404:
+                raise
+            found.append(None)
+    return found[0], found[1]
 
 
 def _docs(namespace: str) -> list[Json]:
@@ -236,6 +283,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await kube.call("POST", _path(doc, namespace), doc)
     kubeconfig = await _token_kubeconfig(kube, apiserver, "captf-controller", tmp_path / "kc")
     scraper = await _metrics_reader(kube)
+    await _legacy_runner_rbac(kube)
     await kube.setup_cluster(jobs={"successfulJobsHistoryLimit": 1})
     clock = SteppedClock()
     [metrics_port] = free_ports(1)
@@ -255,9 +303,19 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         # A scrape: the controller reviews the scraper's token with the API server.
         assert await _scrape(metrics_port, scraper) == 200
         assert await _scrape(metrics_port, await _token(kube, "nobody")) == 403
-        # The guard blocks the first apply: its TerraformPlan is made, approved, carried
-        # out, and (--kept-plans 0) pruned once Applied.
+        # The guard blocks the first apply. Before that first Job: the runner's account
+        # taken over, its binding replaced by one to the runner's ClusterRole (which the
+        # controller may bind, and no other).
         blocked = await nth_job(kube, 1)
+        account, binding = await _runner_rbac(kube)
+        assert account is not None
+        assert binding is not None
+        assert account["metadata"]["labels"]["captf.io/runner-rbac"] == "managed"
+        assert binding["roleRef"]["kind"] == "ClusterRole"
+        assert binding["roleRef"]["name"] == "captf-runner"
+        assert blocked["spec"]["template"]["spec"]["serviceAccountName"] == "captf-runner"
+        # Its TerraformPlan is made, approved, carried out, and (--kept-plans 0) pruned
+        # once Applied.
         plan = blocked["metadata"]["name"]
         await write_plan(kube, plan, {"plan.json": "e30="}, summary=SUMMARY)
         await kube.finish(blocked, "blocked", at=clock.now(), result={"planSecret": plan})
@@ -314,6 +372,15 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
             return not found["items"]
 
         await eventually(gone, what="the pool deleted")
+        # The namespace's last object: once its destroy is done, the runner's RBAC goes.
+        await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
+        destroy = await nth_job(kube, 1, "captf.io/name=c1,captf.io/op=destroy")
+        await kube.finish_in_pod(destroy, done, at=datetime.now(UTC), complete=True)
+
+        async def runner_rbac_gone() -> bool:
+            return await _runner_rbac(kube) == (None, None)
+
+        await eventually(runner_rbac_gone, what="the runner's RBAC removed with the last object")
         await _identity_flow(kube)
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")

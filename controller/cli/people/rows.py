@@ -65,7 +65,10 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         reason=str(nxt.get("reason") or ""),
         retry_at=_time(nxt.get("at")),
         attempts=_attempts(status, op, running),
-        last_error=identity_refusal(status) or last_error(owned, redactor) or status_error(status),
+        last_error=identity_refusal(status)
+        or cannot_start(status)
+        or last_error(owned, redactor)
+        or status_error(status),
         last_run=_last_run(status),
     )
 
@@ -137,6 +140,26 @@ def identity_refusal(status: Json) -> str:
     for cond in status.get("conditions") or []:
         if cond.get("type") == COND_IDENTITY_ALLOWED and cond.get("status") == "False":
             return f"{cond.get('reason')}: {cond.get('message')}"
+    return ""
+
+
+# The waits of a running Job that cannot start: the row's error is their cause.
+CANNOT_START = frozenset({"JobCannotStart", "ImagePullBackOff", "RunnerRBACNotReady"})
+
+
+def cannot_start(status: Json) -> str:
+    """The Waiting condition's message while a Job cannot start (or may not, for its
+    account): the cause (`serviceaccount "x" not found`, the image) is the row's error."""
+    reason = str((status.get("next") or {}).get("reason") or "")
+    if reason not in CANNOT_START:
+        return ""
+    for cond in status.get("conditions") or []:
+        if (
+            isinstance(cond, dict)
+            and cond.get("type") == "Waiting"
+            and cond.get("reason") == reason
+        ):
+            return str(cond.get("message") or "")
     return ""
 
 

@@ -111,6 +111,19 @@ LABEL_OUTPUTS_OF: Final = "captf.io/outputs-of"
 LABEL_MANAGED_BY: Final = "captf.io/managed-by"
 MANAGER: Final = "captf"
 MANAGED_BY: Final = {LABEL_MANAGED_BY: MANAGER}
+# The error kind of the result the controller records on a Job it ended because the Job
+# could not start (controller/core/jobs/starting.py).
+CANNOT_START: Final = "CannotStart"
+# The runner's identity in each namespace the controller provides
+# (controller/core/decide/runner_rbac.py): a ServiceAccount and a RoleBinding to the
+# static ClusterRole of manifests/runner-rbac.yaml, all three named RUNNER_ACCOUNT.
+RUNNER_ACCOUNT: Final = "captf-runner"
+# On the ServiceAccount and RoleBinding the controller created: it removes only these.
+LABEL_RUNNER_RBAC: Final = "captf.io/runner-rbac"
+RUNNER_RBAC_MANAGED: Final = "managed"
+# "true" on a ServiceAccount that may run CAPTF Jobs: an override account
+# (spec.jobs.serviceAccountName naming another) opts in with it; the provided one has it.
+LABEL_RUNNER: Final = "captf.io/runner"
 # On every Secret CAPTF writes (state, backups, inputs): `clusterctl move` carries
 # Secrets that chain to a Cluster by owners or carry this label, and a state has no owner
 # (it outlives its object by design), so without it the state would stay behind.
@@ -196,9 +209,15 @@ class Reason(StrEnum):
     BOOTSTRAP_DATA_INVALID = "BootstrapDataInvalid"
     JOB_CACHE_BEHIND = "JobCacheBehind"
     JOB_RUNNING = "JobRunning"
+    # A running Job whose pods cannot be created (the Job controller's FailedCreate) or
+    # whose image cannot be pulled: reported at once, ended as a failure after a grace.
+    JOB_CANNOT_START = "JobCannotStart"
+    IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
     CREDENTIALS_NOT_READY = "CredentialsNotReady"
     DEPENDENCIES_NOT_READY = "DependenciesNotReady"
     OWNER_NOT_READY = "OwnerNotReady"
+    # The Jobs' ServiceAccount may not run them: an override without the opt-in label.
+    RUNNER_RBAC_NOT_READY = "RunnerRBACNotReady"
     STATE_UNREADABLE = "StateUnreadable"
     STATE_LOST = "StateLost"
     WAITING_FOR_APPROVAL = "WaitingForApproval"

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+from controller.core.decide.runner_rbac import RunnerFacts
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -45,6 +47,9 @@ class Facts:
     # the `captf.io/result` value, checked by controller/core/jobs/termination.py), not yet
     # recorded on their Jobs. The Snapshot's Jobs show them already; the plan records them.
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The namespace's runner RBAC as the caches show it (controller/core/decide/
+    # runner_rbac.py); None: not read (`captf decide`), so nothing is created or held.
+    runner: RunnerFacts | None = None
 
 
 NO_FACTS = Facts()

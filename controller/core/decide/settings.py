@@ -29,6 +29,9 @@ class Settings:
     shard_keys: tuple[str, ...] = ()
     # --kept-plans: finished TerraformPlans kept per object (controller/core/plan/plan_objects.py).
     kept_plans: int = 3
+    # --cannot-start-grace: seconds a Job that cannot start (FailedCreate, an image pull
+    # failure) is reported before it is ended as a failure (controller/core/jobs/starting.py).
+    cannot_start_grace: float = 60.0
 
 
 class Flags(Protocol):
@@ -56,4 +59,5 @@ def settings_of(
         slot_namespace=slot_namespace,
         runner=runner_policy(flags),
         shard_keys=selector_keys(watch_label_selector),
+        cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
     )

@@ -66,6 +66,10 @@ class Snapshot:
     identity: IdentityView = NO_IDENTITY
     # The object's TerraformPlans (controller/core/decide/approvals.py).
     plans: tuple[Json, ...] = ()
+    # What says a running Job cannot start (controller/core/jobs/starting.py): the Job
+    # controller's FailedCreate Events about the object's Jobs, and their Pending pods.
+    events: tuple[Json, ...] = ()
+    pods: tuple[Json, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -175,7 +179,7 @@ def owns(obj: Json, job: Json) -> bool:
 def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     """Sorts a flat list of API objects into a snapshot of `obj`."""
     namespace = obj.get("metadata", {}).get("namespace")
-    jobs, leases, plans = [], [], []
+    jobs, leases, plans, events, pods = [], [], [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     related: dict[tuple[str, str], Json] = {}
@@ -193,6 +197,10 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
             configmaps[name_of(item)] = item
         elif kind == "Lease":
             leases.append(item)
+        elif kind == "Event" and same_ns:
+            events.append(item)
+        elif kind == "Pod" and same_ns:
+            pods.append(item)
         elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
             related[(str(kind), name_of(item))] = item
         else:
@@ -206,6 +214,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         related=MappingProxyType(related),
         identity=_identity_view(identity_ref_of(obj, related), str(namespace or ""), elsewhere),
         plans=tuple(plans),
+        events=tuple(events),
+        pods=tuple(pods),
     )
 
 

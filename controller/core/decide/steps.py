@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from controller.core.basics.names import (
     ANN_ABANDON,
@@ -28,7 +29,7 @@ from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs import backoff
+from controller.core.jobs import backoff, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import (
     Outcome,
@@ -99,10 +100,42 @@ def cache_behind(ctx: Context) -> Decision | None:
 
 
 def running(ctx: Context) -> Decision | None:
-    busy = sorted(name_of(j) for j in ctx.snap.jobs if not is_finished(j))
+    """A running Job is awaited; one that cannot start says why, and once the grace has
+    passed the plan ends it (controller/core/plan/planner.py), checked again soon."""
+    busy = sorted((j for j in ctx.snap.jobs if not is_finished(j)), key=name_of)
     if not busy:
         return None
-    return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {busy[0]} is running")
+    name = name_of(busy[0])
+    stuck = stuck_job(ctx, busy[0])
+    if stuck is None:
+        return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {name} is running")
+    left = starting.overdue(stuck, ctx.now, ctx.settings.cannot_start_grace)
+    if left > 0:
+        grace = f"{ctx.settings.cannot_start_grace:g}s"
+        message = f"{stuck.message(name)}; ended as a failure {grace} after it began"
+        return Requeue(stuck.reason, min(left, RUNNING_WAIT), message=message)
+    message = f"{stuck.message(name)}; ended as a failure"
+    return Requeue(stuck.reason, starting.ENDING_WAIT, message=message)
+
+
+def to_end(ctx: Context) -> tuple[dict[str, Any], starting.Stuck] | None:
+    """The running Job to end now: it cannot start, its grace has passed, and it has not
+    been ended already (its result recorded; the Job controller has yet to fail it)."""
+    busy = sorted((j for j in ctx.snap.jobs if not is_finished(j)), key=name_of)
+    if not busy or starting.was_ended(busy[0]):
+        return None
+    stuck = stuck_job(ctx, busy[0])
+    if stuck is None or starting.overdue(stuck, ctx.now, ctx.settings.cannot_start_grace) > 0:
+        return None
+    return busy[0], stuck
+
+
+def stuck_job(ctx: Context, job: dict[str, Any]) -> starting.Stuck | None:
+    """Why the running Job cannot start, its cause redacted; None while it may."""
+    stuck = starting.stuck_of(job, ctx.snap.events, ctx.snap.pods)
+    if stuck is None:
+        return None
+    return replace(stuck, cause=ctx.snap.redactor(job).text(stuck.cause))
 
 
 def destroy(ctx: Context) -> Decision | None:

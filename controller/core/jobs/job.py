@@ -19,6 +19,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_RESULT,
     ANN_SEQ,
+    CANNOT_START,
     LABEL_OP,
     Op,
 )
@@ -200,6 +201,16 @@ def _classify_complete(
 
 def _classify_failed(job: Json, reason: object, reported: object, message: str) -> Classified:
     name = name_of(job)
+    error = (result(job) or {}).get("error")
+    if (
+        reason == "DeadlineExceeded"
+        and isinstance(error, dict)
+        and error.get("kind") == CANNOT_START
+    ):
+        # Ended by the controller: its pods could not be created or its image pulled.
+        return Classified(
+            Outcome.FAILURE, "JobCannotStart", message or f"Job {name} could not start"
+        )
     if reason == "DeadlineExceeded":
         # Counted even when the runner says interrupted: a step that always hangs
         # must reach the cap instead of retrying at once forever.

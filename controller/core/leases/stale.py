@@ -22,13 +22,21 @@ Json = dict[str, Any]
 STALE_AFTER = 600.0
 
 
+def unwatched(namespace: str, watched: str | frozenset[str] | None) -> bool:
+    """Whether `namespace` is outside what the controller watches (None: every one; a
+    name: that one, `--namespace`; a set: those, `--namespaces`)."""
+    if watched is None:
+        return False
+    return namespace != watched if isinstance(watched, str) else namespace not in watched
+
+
 def stale_leases(
     leases: Iterable[Json],
     *,
     job_exists: Callable[[str, str], bool],
     creating: set[str],
     now: datetime,
-    watched: str | None,
+    watched: str | frozenset[str] | None,
 ) -> Iterator[Json]:
     """Held Leases whose holder Job does not exist and was taken over STALE_AFTER ago."""
     for lease in leases:
@@ -37,7 +45,7 @@ def stale_leases(
         if not holder or holder in creating:
             continue
         namespace = holder_namespace(lease)
-        if watched is not None and namespace != watched:
+        if unwatched(namespace, watched):
             continue  # a Job this controller cannot see: not ours to judge
         if job_exists(namespace, str(holder)):
             continue

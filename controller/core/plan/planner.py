@@ -30,13 +30,15 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
+from controller.core.decide import runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import decide_in
-from controller.core.jobs import backoff, retention
+from controller.core.decide.steps import NOT_READY_WAIT, decide_in, to_end
+from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.jobs.termination import Recorded, recordings
@@ -86,12 +88,18 @@ class Plan:
     # The results read from finished Jobs' pods, recorded on the Jobs before the
     # accounting: once a Job is accounted, its annotation is the only record left.
     results: tuple[Recorded, ...] = ()
+    # Running Jobs that cannot start, past their grace: each gets its failed result and
+    # a one-second deadline, so the Job controller fails it (controller/core/jobs/starting.py).
+    end_jobs: tuple[Recorded, ...] = ()
     restore_tried: Json | None = None  # a status patch written before the accounting
     accounts: tuple[Accounting, ...] = ()
     gone: Gone | None = None
     prune: tuple[str, ...] = ()
     # Labels and owners of the state, backups and inputs: a Retain, an adoption.
     secret_patches: tuple[SecretPatch, ...] = ()
+    # The runner's ServiceAccount and RoleBinding to create before the launch's Job
+    # (controller/core/decide/runner_rbac.py): only in a pass that launches one.
+    runner_rbac: tuple[Json, ...] = ()
     launch: Launch | None = None
     # The object's TerraformPlans: the one a waiting Job gets, their status, the finished
     # ones pruned (controller/core/plan/plan_objects.py).
@@ -142,12 +150,14 @@ def plan(
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
     ctx = reading.context(books, now, settings, facts)
-    decision, launch = _decision(reading, ctx)
+    rbac = _runner_verdict(snap, policy, facts)
+    decision, launch = _decision(reading, ctx, rbac)
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
     contract = writeback.write_back(ctx) if ctx is not None else None
-    desired = status.desired(books, decision, ctx, now, writeback=contract)
+    runner_condition = rbac.condition() if rbac is not None else None
+    desired = status.desired(books, decision, ctx, now, writeback=contract, runner=runner_condition)
     restore_tried = _restore_tried(snap, todo)
     stored = snap.status | (restore_tried or {})
     meta = snap.obj.get("metadata", {})
@@ -157,11 +167,13 @@ def plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
         results=recordings(snap.jobs, facts.results, snap.redactor),
+        end_jobs=_end_jobs(ctx, decision),
         restore_tried=restore_tried,
         accounts=accounts,
         gone=gone,
         prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
         secret_patches=keeping.patches_of(ctx, decision),
+        runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
         launch=launch,
         plan_writes=plan_objects.writes_of(ctx, settings.kept_plans),
         spec_patch=None if deleted or contract is None else contract.spec,
@@ -182,21 +194,51 @@ def plan(
     )
 
 
-def _decision(reading: Reading, ctx: Context | None) -> tuple[Decision, Launch | None]:
+def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verdict | None:
+    """The runner RBAC of the object's account; None when the policy cannot be read or
+    nothing was read of the namespace's RBAC (`captf decide` from a file)."""
+    if policy is None or facts.runner is None:
+        return None
+    return runner_rbac.verdict(snap.namespace, policy.service_account, facts.runner)
+
+
+def _decision(
+    reading: Reading, ctx: Context | None, rbac: Verdict | None
+) -> tuple[Decision, Launch | None]:
     """DecideOp in the pass's context (or the wait of a policy or inputs unusable), once
-    the refusal wait and the cached Leases have had their say; and the Launch of a Run."""
+    the refusal wait, the runner's RBAC and the cached Leases have had their say; and
+    the Launch of a Run."""
     if reading.wait is not None:
         return reading.wait, None
     assert ctx is not None  # no wait: both were read
     decision = decide_in(ctx)
     if isinstance(decision, Run):
         decision = still_refused(ctx, decision) or decision
+    if isinstance(decision, Run) and rbac is not None and not rbac.ready:
+        # No Job: its pod could not be created, or would run as an account whose owner
+        # did not consent. A label change on the account wakes the object.
+        return Requeue(Reason.RUNNER_RBAC_NOT_READY, NOT_READY_WAIT, message=rbac.message), None
     if not isinstance(decision, Run):
         return decision, None
     started = launch_of(ctx, decision)
     if isinstance(started, Requeue):
         return started, None  # the cached Leases say wait
     return decision, started
+
+
+_CANNOT_START = frozenset({Reason.JOB_CANNOT_START, Reason.IMAGE_PULL_BACK_OFF})
+
+
+def _end_jobs(ctx: Context | None, decision: Decision) -> tuple[Recorded, ...]:
+    """The Job a pass that waits on a Job that cannot start ends, once its grace passed."""
+    if ctx is None or not isinstance(decision, Requeue) or decision.reason not in _CANNOT_START:
+        return ()
+    found = to_end(ctx)
+    if found is None:
+        return ()
+    job, stuck = found
+    value = starting.ended_result(job, stuck, ctx.snap.redactor(job))
+    return (Recorded(name_of(job), str(job.get("metadata", {}).get("uid", "")), value),)
 
 
 def requeue_of(decision: Decision) -> float | None:

@@ -22,6 +22,7 @@ from controller.core.decide import triggers
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.pause import pause_of
+from controller.core.decide.runner_rbac import CONDITION as RUNNER_RBAC_CONDITION
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import (
@@ -226,6 +227,7 @@ def desired(
     now: datetime,
     *,
     writeback: WriteBack | None = None,
+    runner: Json | None = None,
 ) -> Json:
     """The status the object should show after this pass. `snap.status` is the status as
     bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
@@ -257,8 +259,17 @@ def desired(
         new_conditions = conditions_without_inputs(decision, snap)
     new_conditions += paused_condition(snap, old.get("conditions") or [])
     new_conditions += identity_condition(snap)
+    new_conditions += _runner_condition(runner, old.get("conditions") or [])
     out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
     return out
+
+
+def _runner_condition(runner: Json | None, old: list[Json]) -> list[Json]:
+    """RunnerRBACReady as this pass found it; when the pass read nothing of the runner's
+    RBAC (its policy unreadable, `captf decide`), as stored."""
+    if runner is not None:
+        return [runner]
+    return [c for c in old if c.get("type") == RUNNER_RBAC_CONDITION]
 
 
 def _with_contract(out: Json, new_conditions: list[Json], writeback: WriteBack) -> list[Json]:

@@ -344,3 +344,16 @@ def test_an_identity_refusal_is_the_error_shown_first() -> None:
     )
     allowed = {**status, "conditions": [refused | {"status": "True", "reason": "IdentityAllowed"}]}
     assert rows.row_of(captf(status=allowed), []).last_error == "old failure"
+
+
+def test_a_job_that_cannot_start_shows_its_cause_instead_of_running() -> None:
+    cause = (
+        'Job c1-apply-1 cannot start: pods "x" is forbidden: serviceaccount "deployer" not found'
+    )
+    waiting = {"type": "Waiting", "status": "True", "reason": "JobCannotStart", "message": cause}
+    status = {"next": {"reason": "JobCannotStart"}, "conditions": [waiting]}
+    row = rows.row_of(captf(status=status), [])
+    assert (row.reason, row.last_error) == ("JobCannotStart", cause)
+    # Any other wait keeps the Waiting message out of the error column.
+    other = {"next": {"reason": "JobRunning"}, "conditions": [waiting | {"reason": "JobRunning"}]}
+    assert rows.row_of(captf(status=other), []).last_error == ""

@@ -178,6 +178,7 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("ClusterRoleBinding", "captf-controller", None),
         ("Role", "captf-controller-leases", "captf-system"),
         ("RoleBinding", "captf-controller-leases", "captf-system"),
+        ("ClusterRole", "captf-runner", None),
         ("ClusterRole", "captf-view", None),
         ("ClusterRole", "captf-edit", None),
         ("ClusterRole", "captf-plan-approver", None),

@@ -28,6 +28,7 @@ from controller.core.basics.names import (
     POOL,
 )
 from controller.core.basics.timefmt import format_time
+from controller.core.decide.runner_rbac import role_binding, service_account
 from controller.core.decide.settings import Settings
 from controller.core.jobs.job import annotations_of, is_finished
 from controller.core.spec.policy import RunnerPolicy
@@ -59,6 +60,11 @@ def _world(kind: str) -> FakeApi:
         fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), captf())
         _create_all(fake, owners_of(captf()))
         return fake
+    # The cluster ran first: the namespace has the runner's RBAC already.
+    fake.create(f"/api/v1/namespaces/{NS}/serviceaccounts", service_account(NS))
+    fake.create(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", role_binding(NS)
+    )
     ready = captf(ready=True, finalizers=[FINALIZER])
     fake.create(_prefix(api.object_path(CLUSTER, NS, "c1")), ready)
     pool = captf(POOL, "p1", spec={"source": {"configMapRef": {"name": "c1-module"}}})
@@ -200,6 +206,8 @@ SCENARIOS = {CLUSTER: "c1", POOL: "p1"}
 # The writes of one apply, in the order the reconciler makes them.
 CLUSTER_WRITES = [
     ("PATCH", "terraformclusters/c1"),  # finalizer
+    ("POST", "serviceaccounts"),  # the runner's, before the namespace's first Job
+    ("POST", "rolebindings"),  # to the runner's ClusterRole
     ("POST", "secrets"),  # durable inputs
     ("POST", "leases"),  # run slot
     ("POST", "leases"),  # the cluster's operation Lease
@@ -233,7 +241,7 @@ POOL_WRITES = [
 # An apply that fails once, then succeeds: the failure waits out its backoff, and once
 # the success is accounted the resolved failure is pruned.
 RETRY_WRITES = [
-    *CLUSTER_WRITES[:7],
+    *CLUSTER_WRITES[:9],
     ("POST", "events"),  # JobFailed
     ("PUT", "leases/captf-op-terraformcluster-c1"),
     ("PUT", "leases/captf-run-slot-0"),
@@ -255,7 +263,7 @@ RETRY_WRITES = [
 ]
 WRITES = {CLUSTER: CLUSTER_WRITES, POOL: POOL_WRITES}
 # The result left in the pod: recorded on the Job first, then the Job is accounted.
-IN_POD_WRITES = [*CLUSTER_WRITES[:7], ("PATCH", "jobs/"), *CLUSTER_WRITES[7:]]
+IN_POD_WRITES = [*CLUSTER_WRITES[:9], ("PATCH", "jobs/"), *CLUSTER_WRITES[9:]]
 
 
 @pytest.mark.parametrize("kind", [CLUSTER, POOL])
