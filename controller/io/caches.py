@@ -98,7 +98,7 @@ from controller.io.trimming import (
     pod_fields,
 )
 from runtime.cache import IndexFunc, Informer, Resource, Selection
-from runtime.cache.namespaced import Namespaced
+from runtime.cache.namespaced import Namespaced, Unwatched
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
@@ -316,11 +316,13 @@ class Caches:
         label_selector: str | None = None,
         job_clock: ToClock | None = None,
         slot_namespace: str | None = None,
+        cluster_scoped: bool = True,
     ) -> None:
         """`namespace`: the one watched, or several (an informer per namespace each), or
         None for all. `job_clock`: moves the Jobs' wall-clock times onto a scaled decision
         clock (`jobtimes`); None at scale 1. `slot_namespace`: the controller's namespace,
-        where the run slots live; watched for them when it is not among those watched."""
+        where the run slots live; watched for them when it is not among those watched.
+        `cluster_scoped`: whether identities and Namespaces (cluster-scoped) are watched."""
         self._job_clock = job_clock
         watched = (namespace,) if isinstance(namespace, str) else namespace
         informer = partial(
@@ -338,8 +340,11 @@ class Caches:
         self.own_secrets = informer(OWN_SECRETS)
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
-        self.identities = informer(IDENTITIES)
-        self.namespaces = informer(NAMESPACES)
+        # A controller given --namespaces may list nothing cluster-wide (its Roles are in
+        # those namespaces only): it sees no identity, and an object naming one reads
+        # IdentityNotFound (docs/security.md, "Namespaced install").
+        self.identities = informer(IDENTITIES) if cluster_scoped else Unwatched(IDENTITIES.resource)
+        self.namespaces = informer(NAMESPACES) if cluster_scoped else Unwatched(NAMESPACES.resource)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
         self.pending_pods = informer(PENDING_PODS)

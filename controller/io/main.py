@@ -157,6 +157,7 @@ async def serve(
             label_selector=args.watch_label_selector,
             job_clock=job_clock,
             slot_namespace=ns,
+            cluster_scoped=not args.namespaces,
         )
         capped.register(registry, caches)
         pauses = PauseWatch()

@@ -127,3 +127,29 @@ class Namespaced(Informer):
         informer = self._informers.get(str(namespace))
         if informer is not None:
             informer.note_write(obj)
+
+
+class Unwatched(Informer):
+    """A cluster-scoped resource a process restricted to a few namespaces may not list:
+    read as always empty and always synced, so that nothing waits for it and every
+    reader sees "not found". It makes no request."""
+
+    def __init__(self, resource: Resource) -> None:
+        # Not Informer.__init__: this one lists and watches nothing.
+        self.resource = resource
+        self.store = Store()
+        self.synced = asyncio.Event()
+        self.synced.set()
+        self._handlers = []
+
+    def add_handler(self, handler: Handler) -> None:
+        """Nothing is ever delivered."""
+
+    async def wait_synced(self) -> None:
+        return None
+
+    async def run(self) -> None:
+        await asyncio.Event().wait()
+
+    def note_write(self, obj: Obj) -> None:
+        """Nothing is cached."""
