@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.core.contract.roles import Role
+from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
@@ -51,6 +52,14 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         metavar="GLOBS",
         help="comma-separated globs for spec.jobs.serviceAccountName; the first plain name is "
         "what Jobs run as when an object names none (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-module-image-size",
+        type=int,
+        default=DEFAULT_SIZE_LIMIT,
+        metavar="BYTES",
+        help="the largest module image (spec.source.image) a Job may run: the sum of its "
+        "layers' sizes as its manifest states them (default: %(default)s, 1 GiB)",
     )
 
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-from controller.core import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS, Settings, settings_of
+from controller.core import (
+    DEFAULT_IMAGES,
+    DEFAULT_SERVICE_ACCOUNTS,
+    DEFAULT_SIZE_LIMIT,
+    Settings,
+    settings_of,
+)
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class ControllerConfig:
     health_probe_addr: str = "127.0.0.1:8081"
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
+    max_module_image_size: int = DEFAULT_SIZE_LIMIT  # bytes of a module image's layers
     time_scale: float = 1.0
     log_format: str | None = None  # "json" or "text"; None: text on a terminal
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
 
+from controller.core.spec.image import ImageFact
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -45,6 +47,9 @@ class Facts:
     # the `captf.io/result` value, checked by controller/core/jobs/termination.py), not yet
     # recorded on their Jobs. The Snapshot's Jobs show them already; the plan records them.
     results: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # The registry's answer for the object's module image (controller/io/registry.py):
+    # looked up because the plan asked (`asked`), or found in io's short cache.
+    image: ImageFact | None = None
 
 
 NO_FACTS = Facts()

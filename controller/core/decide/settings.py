@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.policy import OPEN, RunnerPolicy, runner_policy
 from controller.core.spec.sharding import selector_keys
 
@@ -27,6 +28,8 @@ class Settings:
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
     # Jobs and the Secrets written for it (controller/core/spec/sharding.py).
     shard_keys: tuple[str, ...] = ()
+    # --max-module-image-size: bytes of compressed layers a module image may have.
+    image_size_limit: int = DEFAULT_SIZE_LIMIT
 
 
 class Flags(Protocol):
@@ -54,4 +57,5 @@ def settings_of(
         slot_namespace=slot_namespace,
         runner=runner_policy(flags),
         shard_keys=selector_keys(watch_label_selector),
+        image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
     )

@@ -11,7 +11,7 @@ from typing import Any
 from controller.core.basics.names import ANN_SERIAL, BACKOFF_REASONS, MUTABLE_KINDS, Op, Reason
 from controller.core.basics.serials import serial_of, unusable_restore_request
 from controller.core.basics.timefmt import format_time
-from controller.core.decide import triggers
+from controller.core.decide import pinning, triggers
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.pause import pause_of
@@ -19,6 +19,7 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import FREE_OUTCOMES, Outcome, annotations_of, result
 from controller.core.plan.writeback import WriteBack
+from controller.core.spec.refs import module_image
 
 Json = dict[str, Any]
 
@@ -208,6 +209,7 @@ def desired(
     now: datetime,
     *,
     writeback: WriteBack | None = None,
+    image_condition: Json | None = None,
 ) -> Json:
     """The status the object should show after this pass. `snap.status` is the status as
     bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
@@ -236,9 +238,21 @@ def desired(
             new_conditions = _with_contract(out, new_conditions, writeback)
     else:
         new_conditions = conditions_without_inputs(decision, snap)
+    if image_condition is not None:
+        new_conditions.append(image_condition)
+    _image(out, snap, history)
     new_conditions += paused_condition(snap, old.get("conditions") or [])
     out["conditions"] = merge_conditions(old.get("conditions") or [], new_conditions, now)
     return out
+
+
+def _image(out: Json, snap: Snapshot, history: History) -> None:
+    """status.image: the module image and digest of the newest Job that ran one; kept
+    while no Job kept says; gone with an image source."""
+    if module_image(snap.spec) is None:
+        out.pop("image", None)
+    elif (shown := pinning.status_image(history)) is not None:
+        out["image"] = shown
 
 
 def _with_contract(out: Json, new_conditions: list[Json], writeback: WriteBack) -> list[Json]:
