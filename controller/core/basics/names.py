@@ -76,9 +76,10 @@ ANN_ACCOUNTED: Final = "captf.io/accounted"
 ANN_INPUTS_HASH: Final = "captf.io/inputs-hash"
 # The plan Job whose plan an approved apply carries out (Manual mode).
 ANN_PLAN_JOB: Final = "captf.io/plan-job"
-# On a Job of a module image: the reference as the spec named it (its volume names the
-# digest); status.image reads the two.
+# On a Job of a module image: the reference as the spec named it, and the digest its
+# volume names; status.image reads them (the controller's Job cache keeps no pod spec).
 ANN_MODULE_IMAGE: Final = "captf.io/module-image"
+ANN_MODULE_IMAGE_DIGEST: Final = "captf.io/module-image-digest"
 
 # Annotations on CAPTF objects.
 ANN_APPROVE: Final = "captf.io/approve"

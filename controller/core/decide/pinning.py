@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_MODULE_IMAGE,
+    ANN_MODULE_IMAGE_DIGEST,
     MUTABLE_KINDS,
     Op,
     Reason,
@@ -233,22 +234,13 @@ def condition(
 
 def status_image(history: History) -> Json | None:
     """status.image: the reference and digest of the newest finished Job of a module
-    image; None when no Job kept says (the status keeps what it showed)."""
+    image (its annotations); None when no Job kept says (the status keeps what it showed)."""
     for record in history:
-        reference = annotations_of(record.job).get(ANN_MODULE_IMAGE)
-        digest = reference_digest(_volume_reference(record.job))
+        notes = annotations_of(record.job)
+        reference, digest = notes.get(ANN_MODULE_IMAGE), notes.get(ANN_MODULE_IMAGE_DIGEST)
         if reference and digest:
             return {"reference": reference, "digest": digest}
     return None
-
-
-def _volume_reference(job: Json) -> str:
-    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-    for volume in pod.get("volumes") or []:
-        image = volume.get("image")
-        if isinstance(image, dict):
-            return str(image.get("reference") or "")
-    return ""
 
 
 def _cond(true: bool, reason: str, message: str) -> Json:

@@ -15,6 +15,7 @@ from controller.core.basics.names import (
     ANN_GUARDED,
     ANN_INPUTS_HASH,
     ANN_MODULE_IMAGE,
+    ANN_MODULE_IMAGE_DIGEST,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
@@ -106,6 +107,8 @@ def build_job(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, seq: int, 
     if inputs.image is not None:
         # The reference as the spec named it (the volume names the digest): status.image.
         notes[ANN_MODULE_IMAGE] = inputs.image.reference
+        if inputs.image.digest:
+            notes[ANN_MODULE_IMAGE_DIGEST] = inputs.image.digest
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
