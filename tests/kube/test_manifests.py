@@ -646,6 +646,8 @@ CONTROLLER_PERMISSIONS = (
     | {("", "pods", "list")}
     | {("", "secrets", verb) for verb in ("get", "list", "watch", "create", "patch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
+    # The runner ServiceAccount's imagePullSecrets, before a module image's lookup.
+    | {("", "serviceaccounts", "get")}
     | {
         ("coordination.k8s.io", "leases", verb)
         for verb in ("get", "list", "watch", "create", "update")
