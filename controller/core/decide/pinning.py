@@ -218,9 +218,14 @@ def condition(
     old = next((c for c in snap.status.get("conditions") or [] if c.get("type") == CONDITION), None)
     same = fact is not None and fact.reference == image.reference
     if same and isinstance(fact, Resolved) and fact.digest != image.digest and image.digest:
+        keeps = (
+            "the next drift check or apply resolves it again"
+            if snap.kind in MUTABLE_KINDS
+            else "an immutable machine never resolves its tag again"
+        )
         message = (
-            f"{image.reference} now names {short(fact.digest)}; this {snap.kind} keeps "
-            f"{short(image.digest)}, the digest it was applied with"
+            f"{image.reference} now names {short(fact.digest)}; this {snap.kind} runs "
+            f"{short(image.digest)}: {keeps}"
         )
         return _cond(True, "TagMoved", message)
     if same and fact is not None and fact.asked and isinstance(fact, Resolved):
