@@ -110,14 +110,16 @@ def known_digest(snap: Snapshot, reference: str) -> str:
     applied = applied_image(snap)
     if snap.kind not in MUTABLE_KINDS and applied is not None and applied.reference == reference:
         return applied.digest
+    # Newest first; among Secrets of one second (a move recreates them all at once) the
+    # applied one's.
     found = [
-        (str(created_at(secret) or ""), image.digest)
+        (str(created_at(secret) or ""), image == applied, image.digest)
         for secret in snap.inputs_secrets()
         if (image := secret_image(secret)) is not None
         and image.reference == reference
         and image.digest
     ]
-    return max(found)[1] if found else ""
+    return max(found)[2] if found else ""
 
 
 def refusal(fact: Resolved, kind: str, limit: int) -> Requeue | None:
