@@ -107,7 +107,10 @@ class ImageRegistry:
     for the cache; concurrent lookups of one key may both ask, which is harmless)."""
 
     clock: Clock
-    crane: Path | None = field(default_factory=crane_binary)
+    # None: found on the first lookup (`crane_binary`, off the event loop: it may run
+    # the development build's check script), so a controller that never meets a module
+    # image never looks.
+    crane: Path | None = None
     _cache: dict[tuple[str, str, str], tuple[ImageFact, float]] = field(default_factory=dict)
 
     def peek(self, reference: str, namespace: str) -> ImageFact | None:
@@ -135,6 +138,8 @@ class ImageRegistry:
         return fact
 
     async def _ask(self, reference: str, auths: Json) -> ImageFact:
+        if self.crane is None:
+            self.crane = await anyio.to_thread.run_sync(crane_binary)
         try:
             with tempfile.TemporaryDirectory(prefix="captf-lookup-") as private:
                 if auths:
