@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.core.contract.roles import Role
+from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
@@ -60,6 +61,14 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         help="how long a Job whose pods cannot be created or whose image cannot be pulled "
         "is reported before it is ended as a failure (default: %(default)gs; on the "
         "decision clock)",
+    )
+    p.add_argument(
+        "--max-module-image-size",
+        type=int,
+        default=DEFAULT_SIZE_LIMIT,
+        metavar="BYTES",
+        help="the largest module image (spec.source.image) a Job may run: the sum of its "
+        "layers' sizes as its manifest states them (default: %(default)s, 1 GiB)",
     )
 
 

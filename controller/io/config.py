@@ -8,7 +8,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields, replace
 
-from controller.core import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS, Settings, settings_of
+from controller.core import (
+    DEFAULT_IMAGES,
+    DEFAULT_SERVICE_ACCOUNTS,
+    DEFAULT_SIZE_LIMIT,
+    Settings,
+    settings_of,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class ControllerConfig:
     allowed_images: str = ",".join(DEFAULT_IMAGES)
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
     cannot_start_grace: float = 60.0  # seconds a Job that cannot start is reported, then ended
+    max_module_image_size: int = DEFAULT_SIZE_LIMIT  # bytes of a module image's layers
     time_scale: float = 1.0
     # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
     kept_plans: int = 3

@@ -10,6 +10,10 @@ everything else, in four steps:
              (controller/io/results.py): the Snapshot shows each on its Job, as it will
              be once the plan's first write lands, so the whole pass (the plan Secrets
              loaded, the accounting, the decision) reads one view.
+  lookup     when the plan needs a module image's reference resolved before its Job
+             (controller/core/decide/pinning.py): the registry lookup
+             (controller/io/registry.py), and the plan made again with its answer in
+             the Facts. The first plan is dropped unwritten.
   plan       the core's Plan (controller/core/plan/planner.py) from the Snapshot, the
              Facts and the operator's Settings: every write of the pass, as data.
   carry out  the plan's writes, in the order below. The only rule consulted on the
@@ -79,11 +83,19 @@ retries the reconcile through the rate limiter: a conflict is a retry, not an er
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from controller.core import Facts, Plan, Settings, Snapshot, live_check_needed, plan_pass
+from controller.core import (
+    Facts,
+    Plan,
+    Settings,
+    Snapshot,
+    live_check_needed,
+    module_image,
+    plan_pass,
+)
 from controller.core.basics.names import FINALIZER, IDENTITY
 from controller.io import accountant, api, interrupted, plan_writes, results, runner_rbac
 from controller.io.accountant import JobMetrics
@@ -94,6 +106,7 @@ from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
+from controller.io.registry import ImageRegistry
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -111,12 +124,15 @@ class Reconciler:
     metrics: JobMetrics
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
+    registry: ImageRegistry | None = None  # module image lookups; default: crane's
     # The identities share the queue (their keys name the kind): controller/io/identities.py.
     identities: IdentityKeeper = field(init=False)
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
         self.identities = IdentityKeeper(self.client, self.caches, self.clock)
+        if self.registry is None:
+            self.registry = ImageRegistry(self.clock)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
@@ -132,6 +148,11 @@ class Reconciler:
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)
+        if todo.image_lookup is not None:
+            assert self.registry is not None
+            found_image = await self.registry.resolve(self.client, todo.image_lookup)
+            facts = replace(facts, image=found_image)
+            todo = plan_pass(snap, now, settings=self.settings, facts=facts)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:
@@ -150,6 +171,8 @@ class Reconciler:
         pending = self.memory.pending_for(snap.obj["metadata"]["uid"], snap.job_names())
         missing = live_check_needed(snap, pending)
         gone = missing is not None and await interrupted.confirmed_gone(self.client, snap, missing)
+        image = module_image(snap.spec)
+        assert self.registry is not None
         return Facts(
             pending_jobs=pending,
             active_gone=gone,
@@ -157,6 +180,8 @@ class Reconciler:
             refusal=self.memory.refusal(key),
             results=found,
             runner=self.caches.runner_facts(snap.namespace),
+            # A cached answer for the same reference, if any: it may only note a moved tag.
+            image=self.registry.peek(image.reference, snap.namespace) if image else None,
         )
 
     async def _carry_out(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> Result:

@@ -789,6 +789,8 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, "terraformclusteridentities/status", "patch")}
     | {("", "namespaces", verb) for verb in ("list", "watch")}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
+    # The runner ServiceAccount's imagePullSecrets, before a module image's lookup.
+    | {("", "serviceaccounts", "get")}
     | {
         ("coordination.k8s.io", "leases", verb)
         for verb in ("get", "list", "watch", "create", "update")

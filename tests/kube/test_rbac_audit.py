@@ -337,6 +337,10 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await condition_is(
             kube, "Ready", "True", "Applied", name="p1", plural="terraformmachinepools"
         )
+        # A module image: its lookup reads the runner ServiceAccount's pull Secrets (no
+        # registry listens there, so it waits without a Job).
+        await kube.setup_cluster("img", files={}, source={"image": "127.0.0.1:1/none/module:1"})
+        await condition_is(kube, "ImageResolved", "False", "RegistryUnavailable", name="img")
         # A new input; its apply is deleted while it runs (read live, recorded on the
         # inputs Secret), then the next apply succeeds and the oldest success is pruned.
         patch = {"spec": {"variables": {"size": 2}}}

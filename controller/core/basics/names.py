@@ -80,6 +80,10 @@ ANN_ACCOUNTED: Final = "captf.io/accounted"
 ANN_INPUTS_HASH: Final = "captf.io/inputs-hash"
 # The plan Job whose plan an approved apply carries out (Manual mode).
 ANN_PLAN_JOB: Final = "captf.io/plan-job"
+# On a Job of a module image: the reference as the spec named it, and the digest its
+# volume names; status.image reads them (the controller's Job cache keeps no pod spec).
+ANN_MODULE_IMAGE: Final = "captf.io/module-image"
+ANN_MODULE_IMAGE_DIGEST: Final = "captf.io/module-image-digest"
 
 # Annotations on CAPTF objects.
 # (captf.io/approve, the approval before TerraformPlan, is ignored where it is still found.)
@@ -247,11 +251,23 @@ class Reason(StrEnum):
     WAITING_FOR_CLUSTER_INFRASTRUCTURE = "WaitingForClusterInfrastructure"
     WAITING_FOR_BOOTSTRAP_DATA = "WaitingForBootstrapData"
     DELETION_BLOCKED = "DeletionBlocked"  # a cluster's machines and pools go first
+    # Module images (controller/core/decide/pinning.py): a Job that needs the reference
+    # resolved waits for io's lookup; a lookup that failed or found an image the checks
+    # refuse waits as the ImageResolved condition says.
+    IMAGE_RESOLVING = "ImageResolving"
+    IMAGE_NOT_FOUND = "ImageNotFound"
+    REGISTRY_UNAUTHORIZED = "RegistryUnauthorized"
+    REGISTRY_UNAVAILABLE = "RegistryUnavailable"
+    IMAGE_TOO_LARGE = "ImageTooLarge"
+    IMAGE_ROLE_MISMATCH = "ImageRoleMismatch"
     # Triggers.
     DELETING = "Deleting"
     RESTORE_REQUESTED = "RestoreRequested"
     INTERRUPTED_APPLY = "InterruptedApply"
     INPUTS_CHANGED = "InputsChanged"
+    # A cluster's or pool's tag now names another digest than the one applied, and
+    # nothing else of the inputs changed.
+    IMAGE_TAG_MOVED = "ImageTagMoved"
     LAST_APPLY_FAILED = "LastApplyFailed"
     NO_STATE = "NoState"
     STATE_WITHOUT_INPUTS_HASH = "StateWithoutInputsHash"
@@ -271,6 +287,7 @@ TRIGGERS: Final = frozenset(
         Reason.RESTORE_REQUESTED,
         Reason.INTERRUPTED_APPLY,
         Reason.INPUTS_CHANGED,
+        Reason.IMAGE_TAG_MOVED,
         Reason.LAST_APPLY_FAILED,
         Reason.NO_STATE,
         Reason.STATE_WITHOUT_INPUTS_HASH,

@@ -25,7 +25,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.contract.roles import declares_contract
-from controller.core.decide import approvals, contract_inputs
+from controller.core.decide import approvals, contract_inputs, pinning
 from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -33,6 +33,7 @@ from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, created_at, inputs_hash_of, op_of
+from controller.core.spec.image import DEFAULT_SIZE_LIMIT, ImageFact
 from controller.core.spec.inputs import Inputs, InputsMissing, render
 from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
 
@@ -136,8 +137,15 @@ class Reading:
         return Context(snap, now, self.policy, self.inputs, settings, facts)
 
 
-def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
-    """Reads the policy (under the operator's runner policy) and renders the inputs."""
+def read_spec(
+    snap: Snapshot,
+    runner: RunnerPolicy,
+    *,
+    image: ImageFact | None = None,
+    image_size_limit: int = DEFAULT_SIZE_LIMIT,
+) -> Reading:
+    """Reads the policy (under the operator's runner policy) and renders the inputs, a
+    module image's with the digest its Job runs (`image`: io's lookup, see pinning.py)."""
     wait = None
     try:
         policy: Policy | None = read_policy(snap.spec, runner)
@@ -151,6 +159,11 @@ def read_spec(snap: Snapshot, runner: RunnerPolicy) -> Reading:
         wait = wait or Requeue(Reason.DURABLE_INPUTS_MISSING, INVALID_WAIT, message=str(err))
     pending = None
     if inputs is not None:
+        chosen = pinning.choose(snap, inputs, image, image_size_limit)
+        if isinstance(chosen, Requeue):
+            wait = wait or chosen
+        else:
+            inputs = chosen
         inputs, refused, pending = _with_contract(snap, inputs)
         wait = wait or refused
     invalid = None if wait is not None else _invalid(snap)
@@ -200,7 +213,9 @@ def context_of(
 ) -> Context | Requeue:
     """What every step reads, or the wait when the policy or the inputs cannot be used."""
     settings = settings or Settings()
-    reading = read_spec(snap, settings.runner)
+    reading = read_spec(
+        snap, settings.runner, image=facts.image, image_size_limit=settings.image_size_limit
+    )
     if reading.wait is not None:
         return reading.wait
     ctx = reading.context(snap, now, settings, facts)

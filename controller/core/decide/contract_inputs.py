@@ -40,7 +40,14 @@ from controller.core.contract.roles import Role, UnknownKind, contract_for_kind
 from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of, dig
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, created_at
-from controller.core.spec.inputs import CONTRACT_KEY, IMAGE_KEY, VARIABLES_KEY, Inputs, Json
+from controller.core.spec.inputs import (
+    CONTRACT_KEY,
+    IMAGE_DIGEST_KEY,
+    IMAGE_KEY,
+    VARIABLES_KEY,
+    Inputs,
+    Json,
+)
 from controller.core.spec.refs import ModuleImage, ObjectRef, infrastructure_cluster_of
 
 # The state Secret's key of the root's contract outputs; the cache keeps it "" when it
@@ -208,14 +215,17 @@ def _inputs_of(secret: Json, current: Inputs) -> Inputs | None:
 
 
 def _image_of(data: Json, current: Inputs) -> ModuleImage | None:
-    """The module image an inputs Secret names (its reference; the pull policy is the
-    current spec's, as the Secret does not keep it), or None for a ConfigMap source."""
+    """The module image an inputs Secret names (its reference and the digest pinned with
+    it; the pull policy is the current spec's, as the Secret does not keep it), or None
+    for a ConfigMap source."""
     raw = data.get(IMAGE_KEY)
     reference = _text(raw) if raw is not None else None
     if not reference:
         return None
     policy = current.image.pull_policy if current.image is not None else "IfNotPresent"
-    return ModuleImage(reference, policy)
+    raw_digest = data.get(IMAGE_DIGEST_KEY)
+    digest = (_text(raw_digest) if raw_digest is not None else None) or ""
+    return ModuleImage(reference, policy, digest)
 
 
 def _owner(snap: Snapshot, kind: str) -> str:

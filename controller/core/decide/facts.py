@@ -13,6 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 
 from controller.core.decide.runner_rbac import RunnerFacts
+from controller.core.spec.image import ImageFact
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class Facts:
     # The namespace's runner RBAC as the caches show it (controller/core/decide/
     # runner_rbac.py); None: not read (`captf decide`), so nothing is created or held.
     runner: RunnerFacts | None = None
+    # The registry's answer for the object's module image (controller/io/registry.py):
+    # looked up because the plan asked (`asked`), or found in io's short cache.
+    image: ImageFact | None = None
 
 
 NO_FACTS = Facts()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.policy import OPEN, RunnerPolicy, runner_policy
 from controller.core.spec.sharding import selector_keys
 
@@ -32,6 +33,8 @@ class Settings:
     # --cannot-start-grace: seconds a Job that cannot start (FailedCreate, an image pull
     # failure) is reported before it is ended as a failure (controller/core/jobs/starting.py).
     cannot_start_grace: float = 60.0
+    # --max-module-image-size: bytes of compressed layers a module image may have.
+    image_size_limit: int = DEFAULT_SIZE_LIMIT
 
 
 class Flags(Protocol):
@@ -60,4 +63,5 @@ def settings_of(
         runner=runner_policy(flags),
         shard_keys=selector_keys(watch_label_selector),
         cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
+        image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
     )

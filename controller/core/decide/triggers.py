@@ -20,6 +20,7 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.core.decide import pinning
 from controller.core.decide.context import Context
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished
@@ -87,6 +88,9 @@ def apply_due(ctx: Context) -> ApplyDue | None:
         if job := interrupted_apply(ctx):
             return ApplyDue(Reason.INTERRUPTED_APPLY, message=f"apply Job {job} vanished as it ran")
         if ctx.snap.state_secret is None or ctx.state_inputs_hash != ctx.inputs.hash:
+            moved = pinning.tag_moved(ctx)
+            if moved is not None:
+                return ApplyDue(Reason.IMAGE_TAG_MOVED, message=moved)
             message = f"inputs {ctx.inputs.hash8} are not the ones the state was applied with"
             return ApplyDue(Reason.INPUTS_CHANGED, message=message)
         if _last_apply_failed(ctx):

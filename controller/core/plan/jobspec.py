@@ -14,6 +14,8 @@ from controller.core.basics.names import (
     ANN_DRIFT_REMEDIATION,
     ANN_GUARDED,
     ANN_INPUTS_HASH,
+    ANN_MODULE_IMAGE,
+    ANN_MODULE_IMAGE_DIGEST,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
@@ -123,6 +125,11 @@ def build_job(
         notes[ANN_RESTORE_SERIAL] = run.restore_serial
     if run.plan_job:
         notes[ANN_PLAN_JOB] = run.plan_job
+    if inputs.image is not None:
+        # The reference as the spec named it (the volume names the digest): status.image.
+        notes[ANN_MODULE_IMAGE] = inputs.image.reference
+        if inputs.image.digest:
+            notes[ANN_MODULE_IMAGE_DIGEST] = inputs.image.digest
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -145,7 +152,11 @@ def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str,
     if inputs.image is not None:
         # A Kubernetes image volume (beta, on by default in v1.35): the module image's
         # files, read-only; nothing of the image runs.
-        image = {"reference": inputs.image.reference, "pullPolicy": inputs.image.pull_policy}
+        # By digest once one is known: what ran is known by construction.
+        image = {
+            "reference": inputs.image.volume_reference,
+            "pullPolicy": inputs.image.pull_policy,
+        }
         volumes.append({"name": MODULE_IMAGE_VOLUME, "image": image})
     context: Json = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     if cred:

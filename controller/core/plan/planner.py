@@ -30,7 +30,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
-from controller.core.decide import runner_rbac
+from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -59,6 +59,7 @@ from controller.core.plan.launching import (
     still_refused,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
+from controller.core.spec.image import ImageLookup
 from controller.core.spec.policy import Policy
 
 Json = dict[str, Any]
@@ -119,6 +120,9 @@ class Plan:
     requeue: float | None = None  # seconds; None: done until something changes
     # The snapshot as bookkeeping leaves it: what the decision read.
     books: Snapshot | None = field(default=None, compare=False)
+    # A registry lookup the Job needs first: io makes it and plans the pass again with
+    # its answer in the Facts; this plan then starts nothing (controller/core/decide/pinning.py).
+    image_lookup: ImageLookup | None = None
 
 
 def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
@@ -140,7 +144,10 @@ def plan(
     facts: Facts = NO_FACTS,
 ) -> Plan:
     settings = settings or Settings()
-    reading = read_spec(snap, settings.runner)  # the pass's one read of policy and inputs
+    # The pass's one read of policy and inputs (a module image's with io's lookup).
+    reading = read_spec(
+        snap, settings.runner, image=facts.image, image_size_limit=settings.image_size_limit
+    )
     policy = reading.policy
     history = snap.history
     todo = accounting.unaccounted(history)
@@ -152,12 +159,24 @@ def plan(
     ctx = reading.context(books, now, settings, facts)
     rbac = _runner_verdict(snap, policy, facts)
     decision, launch = _decision(reading, ctx, rbac)
+    lookup = _lookup(ctx, decision)
+    if lookup is not None and isinstance(decision, Run):
+        decision, launch = pinning.resolving(decision, lookup.reference), None
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
     contract = writeback.write_back(ctx) if ctx is not None else None
     runner_condition = rbac.condition() if rbac is not None else None
-    desired = status.desired(books, decision, ctx, now, writeback=contract, runner=runner_condition)
+    image = pinning.condition(snap, reading.inputs, facts.image, _wait_of(reading, decision))
+    desired = status.desired(
+        books,
+        decision,
+        ctx,
+        now,
+        writeback=contract,
+        runner=runner_condition,
+        image_condition=image,
+    )
     restore_tried = _restore_tried(snap, todo)
     stored = snap.status | (restore_tried or {})
     meta = snap.obj.get("metadata", {})
@@ -191,7 +210,21 @@ def plan(
         and decision.reason in _LET_GO,
         requeue=requeue_of(decision),
         books=books,
+        image_lookup=lookup,
     )
+
+
+def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
+    """The registry lookup io makes before planning the pass again (pinning.py)."""
+    reference = pinning.lookup_needed(ctx, decision) if ctx is not None else None
+    if reference is None or ctx is None:
+        return None
+    return ImageLookup(reference, ctx.snap.namespace, ctx.policy.service_account)
+
+
+def _wait_of(reading: Reading, decision: Decision) -> Requeue | None:
+    """The wait the inputs reading imposed, as decided (an image lookup's failure)."""
+    return decision if reading.wait is not None and isinstance(decision, Requeue) else None
 
 
 def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verdict | None:

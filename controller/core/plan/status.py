@@ -18,7 +18,7 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.serials import serial_of, unusable_restore_request
 from controller.core.basics.timefmt import format_time
-from controller.core.decide import triggers
+from controller.core.decide import pinning, triggers
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.pause import pause_of
@@ -35,6 +35,7 @@ from controller.core.jobs.job import (
 from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
+from controller.core.spec.refs import module_image
 
 Json = dict[str, Any]
 
@@ -228,6 +229,7 @@ def desired(
     *,
     writeback: WriteBack | None = None,
     runner: Json | None = None,
+    image_condition: Json | None = None,
 ) -> Json:
     """The status the object should show after this pass. `snap.status` is the status as
     bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
@@ -257,6 +259,9 @@ def desired(
             new_conditions = _with_contract(out, new_conditions, writeback)
     else:
         new_conditions = conditions_without_inputs(decision, snap)
+    if image_condition is not None:
+        new_conditions.append(image_condition)
+    _image(out, snap, history)
     new_conditions += paused_condition(snap, old.get("conditions") or [])
     new_conditions += identity_condition(snap)
     new_conditions += _runner_condition(runner, old.get("conditions") or [])
@@ -270,6 +275,15 @@ def _runner_condition(runner: Json | None, old: list[Json]) -> list[Json]:
     if runner is not None:
         return [runner]
     return [c for c in old if c.get("type") == RUNNER_RBAC_CONDITION]
+
+
+def _image(out: Json, snap: Snapshot, history: History) -> None:
+    """status.image: the module image and digest of the newest Job that ran one; kept
+    while no Job kept says; gone with an image source."""
+    if module_image(snap.spec) is None:
+        out.pop("image", None)
+    elif (shown := pinning.status_image(history)) is not None:
+        out["image"] = shown
 
 
 def _with_contract(out: Json, new_conditions: list[Json], writeback: WriteBack) -> list[Json]:

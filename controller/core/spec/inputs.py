@@ -9,8 +9,10 @@ spec (no uid, no metadata), so a moved object hashes the same and re-applies not
 Without contract inputs the document is the two-key one, so every hash recorded before
 the contract keeps its value. A module image source (spec.source.image) leaves
 "module" empty and adds `"image": <reference>`: the controller never sees the image's
-files, so a new reference is what changes the inputs (a moved tag is not seen). The pull
-policy is not hashed: it changes when the image is fetched, not what runs."""
+files, so a new reference is what changes the inputs. Once the reference is resolved
+to a digest (controller/core/decide/pinning.py), the document adds `"imageDigest":
+<sha256:...>` too: a new digest behind the same tag is new inputs. The pull policy is
+not hashed: it changes when the image is fetched, not what runs."""
 
 from __future__ import annotations
 
@@ -39,6 +41,8 @@ VARIABLES_KEY = "variables.json"
 CONTRACT_KEY = "contract.json"
 # With a module image source: its reference, in place of the `module.<file>` keys.
 IMAGE_KEY = "image"
+# With a module image source: the digest the Job ran, the pin (absent before any lookup).
+IMAGE_DIGEST_KEY = "image.digest"
 
 
 class InputsMissing(LookupError):
@@ -62,8 +66,14 @@ class Inputs:
 
     @property
     def hash(self) -> str:
-        reference = self.image.reference if self.image is not None else None
-        return inputs_hash(self.module, self.variables, self.contract_hashed, image=reference)
+        image = self.image
+        return inputs_hash(
+            self.module,
+            self.variables,
+            self.contract_hashed,
+            image=image.reference if image is not None else None,
+            digest=image.digest if image is not None else "",
+        )
 
     @property
     def hash8(self) -> str:
@@ -76,6 +86,8 @@ class Inputs:
         data = {f"module.{name}": text.encode() for name, text in self.module.items()}
         if self.image is not None:
             data[IMAGE_KEY] = self.image.reference.encode()
+            if self.image.digest:
+                data[IMAGE_DIGEST_KEY] = self.image.digest.encode()
         data[VARIABLES_KEY] = canonical_json(self.variables)
         if self.contract is not None:
             data[CONTRACT_KEY] = canonical_json(self.contract)
@@ -99,12 +111,15 @@ def inputs_hash(
     contract: Mapping[str, Any] | None = None,
     *,
     image: str | None = None,
+    digest: str = "",
 ) -> str:
     document: Json = {"module": dict(module), "variables": dict(variables)}
     if contract is not None:
         document["contract"] = dict(contract)
     if image is not None:
         document["image"] = image
+    if image is not None and digest:
+        document["imageDigest"] = digest
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 

@@ -26,6 +26,7 @@ from controller.core.basics.names import (
     LABEL_CLUSTER_NAME,
     OWNER_KINDS,
 )
+from controller.core.spec.image import pinned, reference_digest
 
 Json = dict[str, Any]
 SECRET: Final = "Secret"
@@ -166,6 +167,15 @@ class ModuleImage:
 
     reference: str
     pull_policy: str = "IfNotPresent"
+    # The digest the Job runs (controller/core/decide/pinning.py chooses it): the pin of
+    # the durable inputs, a fresh lookup's, or the reference's own; "" when none is known.
+    digest: str = ""
+
+    @property
+    def volume_reference(self) -> str:
+        """What the Job's image volume names: `repository@digest` once a digest is known,
+        so what ran is known by construction."""
+        return pinned(self.reference, self.digest)
 
 
 def module_image(spec: Json) -> ModuleImage | None:
@@ -175,7 +185,8 @@ def module_image(spec: Json) -> ModuleImage | None:
     reference = str(source.get("image") or "")
     if not reference:
         return None
-    return ModuleImage(reference, str(source.get("imagePullPolicy") or "IfNotPresent"))
+    policy = str(source.get("imagePullPolicy") or "IfNotPresent")
+    return ModuleImage(reference, policy, reference_digest(reference))
 
 
 def variable_sources(spec: Json) -> list[VariableSource]:

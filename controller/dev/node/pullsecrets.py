@@ -14,8 +14,6 @@ with the pod."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 from dataclasses import dataclass, field
@@ -23,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.dev.node.env import ObjectReader
+from controller.io.registry import auths_of as auths_of  # one reader, the controller's too
 
 Json = dict[str, Any]
-
-DOCKER_CONFIG_JSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
-DOCKER_CFG = ("kubernetes.io/dockercfg", ".dockercfg")
 
 
 @dataclass(frozen=True)
@@ -60,26 +56,6 @@ async def pull_credentials(pod: Json, reader: ObjectReader, directory: Path) -> 
         return Credentials(None, skipped)
     _write_private(directory / "config.json", json.dumps({"auths": auths}))
     return Credentials(directory, skipped)
-
-
-def auths_of(secret: Json) -> Json:
-    """The registry -> credentials map of one Secret; ValueError when it holds none."""
-    kind = str(secret.get("type") or "")
-    data = secret.get("data") or {}
-    for secret_type, key in (DOCKER_CONFIG_JSON, DOCKER_CFG):
-        if kind != secret_type:
-            continue
-        if key not in data:
-            raise ValueError(f"type {kind} without the key {key}")
-        try:
-            decoded = json.loads(base64.b64decode(data[key]))
-        except (binascii.Error, ValueError) as exc:
-            raise ValueError(f"{key} is not base64 JSON: {exc}") from None
-        auths = decoded.get("auths") if secret_type == DOCKER_CONFIG_JSON[0] else decoded
-        if not isinstance(auths, dict):
-            raise ValueError(f"{key} has no auths")
-        return dict(auths)
-    raise ValueError(f"type {kind or 'Opaque'} is not {DOCKER_CONFIG_JSON[0]}")
 
 
 def _write_private(path: Path, text: str) -> None:
