@@ -341,6 +341,14 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         # registry listens there, so it waits without a Job).
         await kube.setup_cluster("img", files={}, source={"image": "127.0.0.1:1/none/module:1"})
         await condition_is(kube, "ImageResolved", "False", "RegistryUnavailable", name="img")
+        # Never applied, it goes without a destroy (and leaves c1 the namespace's last).
+        await kube.call("DELETE", kube.captf_path(CLUSTERS, "img"))
+
+        async def img_gone() -> bool:
+            names = (await kube.call("GET", kube.captf_path(CLUSTERS)))["items"]
+            return all(o["metadata"]["name"] != "img" for o in names)
+
+        await eventually(img_gone, what="the image cluster deleted")
         # A new input; its apply is deleted while it runs (read live, recorded on the
         # inputs Secret), then the next apply succeeds and the oldest success is pruned.
         patch = {"spec": {"variables": {"size": 2}}}
