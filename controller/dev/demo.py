@@ -216,7 +216,9 @@ async def _watch(
         # Recorded before any replica starts (their ServiceAccount may read it, not
         # create it): every replica and this timeline then share one scaled timeline.
         clock = await scaled_clock(transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale)
-        images = default_images(runner_environ(tofu))
+        # The controller image's ENV: the Dockerfile puts crane on its PATH, and a
+        # process here inherits none, so it is named (controller/io/registry.py).
+        images = default_images(runner_environ(tofu) | {"CAPTF_CRANE": str(crane)})
         async with ProcessNode(transport, images=images, log_dir=".local/pod-logs", crane=crane):
             timeline = Timeline(
                 transport,

@@ -748,7 +748,9 @@ def test_printer_columns_show_what_the_object_waits_for(
     path = item("TerraformMachine", namespace, "p")
     create(apiserver, minimal("TerraformMachine", "p"), namespace)
     at = "2099-01-01T00:01:00Z"
-    apiserver.request("PATCH", f"{path}/status", {"status": _status(at)}, MERGE)
+    image = {"reference": "registry.example/m/machine:1", "digest": "sha256:" + "a" * 64}
+    status = _status(at) | {"image": image}
+    apiserver.request("PATCH", f"{path}/status", {"status": status}, MERGE)
     table = _table(apiserver, path)
     names = [c["name"] for c in table["columnDefinitions"]]
     assert names[:7] == ["Name", "Cluster", "Ready", "Op", "Waiting", "Retry at", "Active job"]
@@ -761,6 +763,8 @@ def test_printer_columns_show_what_the_object_waits_for(
         "InputsChangedBackoff",
         at,
     )
+    # The module image and the digest the newest Job ran: what `kubectl get` shows pinned.
+    assert (cells["Image"], cells["Digest"]) == (image["reference"], image["digest"])
 
 
 # -- RBAC ---------------------------------------------------------------------------------

@@ -38,12 +38,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def images() -> ImageTable:
-    """The default table, with the OpenTofu build as the captf image's ENV when it exists."""
+    """The default table, with the OpenTofu build and crane as the captf image's ENV when
+    they exist (the controller looks module images up with crane)."""
+    found = crane()
+    env = {"CAPTF_CRANE": str(found)} if found is not None else {}
     try:
-        return default_images(runner_environ(tofu_dir(build=False)))
+        return default_images(runner_environ(tofu_dir(build=False)) | env)
     except TofuMissing as exc:
         logger.warning("no OpenTofu build, runner pods will not find tofu: %s", exc)
-        return default_images({})
+        return default_images(env)
 
 
 def crane() -> Path | None:
