@@ -20,6 +20,13 @@ tests/unit/test_reconcile_replay.py, starts every restart from nothing).
   refusal streaks   The object's Jobs the API server refused, for the next pass to
                     plan the wait and the Warning. Forgotten when a Job of the
                     object is created, when the object is gone, or after REFUSAL_TTL.
+  image answers     The registry's answer to the module image lookup a plan asked for
+                    (controller/io/registry.py), handed to the object's next passes as
+                    asked (the core lets only such an answer choose the digest). Kept
+                    as long as the registry caches it (SUCCESS_TTL, FAILURE_TTL), and
+                    forgotten once a Job of the object is created or the object is gone:
+                    one answer starts at most one Job, and a failure's wait always
+                    outlasts it, so the Run after the wait asks again.
 
 One event loop uses it (the reconciler's workers and the janitor): every method
 runs to completion without an await, so it needs no lock."""
@@ -33,7 +40,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from controller.core import Refusal
+from controller.core import ImageFact, Refusal
 from controller.core.basics.names import BACKOFF_CAP
 from runtime.clock import Clock
 
@@ -114,6 +121,9 @@ class Memory:
         self._pending: _Expiring[str, str] = _Expiring(PENDING_TTL, clock)  # Job -> owner uid
         self._deleted: _Expiring[str, None] = _Expiring(DELETED_TTL, clock)
         self._refusals: _Expiring[str, Refusal] = _Expiring(REFUSAL_TTL, clock)  # object key
+        # Object key -> the answer its plan asked for, and until when (monotonic) it is fresh.
+        self._answers: dict[str, tuple[ImageFact, float]] = {}
+        self._clock = clock
         # Launches in flight, and holders the janitor is freeing: never the same name at once.
         self._launching: set[str] = set()
         self._freeing: set[str] = set()
@@ -122,9 +132,10 @@ class Memory:
 
     def launched(self, key: str, job: str, *, owner: str) -> None:
         """A Job of the object `key` (uid `owner`) was created: pending until the cache
-        shows it; the object's refusal streak is over."""
+        shows it; the object's refusal streak is over, and its image answer used."""
         self._pending.set(job, owner)
         self._refusals.pop(key)
+        self._answers.pop(key, None)
 
     def pending_for(self, owner: str, seen: Set[str]) -> frozenset[str]:
         """The Jobs created for the object `owner` that its cache does not show (`seen`
@@ -200,6 +211,26 @@ class Memory:
     def refusal(self, key: str) -> Refusal | None:
         return self._refusals.get(key)
 
+    # Image answers.
+
+    def answered(self, key: str, fact: ImageFact, ttl: float) -> None:
+        """The registry answered the lookup the object's plan asked for; fresh for `ttl`
+        seconds (as long as the registry caches it)."""
+        now = self._clock.monotonic()
+        for stale in [k for k, (_, until) in self._answers.items() if until <= now]:
+            del self._answers[stale]
+        self._answers[key] = (fact, now + ttl)
+
+    def answer(self, key: str, reference: str) -> ImageFact | None:
+        """The fresh answer the object's plan asked for about `reference`, or None."""
+        found = self._answers.get(key)
+        if found is None or found[1] <= self._clock.monotonic():
+            self._answers.pop(key, None)
+            return None
+        return found[0] if found[0].reference == reference else None
+
     def forget(self, key: str) -> None:
-        """The object is gone: its streak with it (its Jobs' entries expire on their own)."""
+        """The object is gone: its streak and its image answer with it (its Jobs' entries
+        expire on their own)."""
         self._refusals.pop(key)
+        self._answers.pop(key, None)
