@@ -21,12 +21,13 @@ tests/unit/test_reconcile_replay.py, starts every restart from nothing).
                     plan the wait and the Warning. Forgotten when a Job of the
                     object is created, when the object is gone, or after REFUSAL_TTL.
   image answers     The registry's answer to the module image lookup a plan asked for
-                    (controller/io/registry.py), handed to the object's next passes as
-                    asked (the core lets only such an answer choose the digest). Kept
-                    as long as the registry caches it (SUCCESS_TTL, FAILURE_TTL), and
-                    forgotten once a Job of the object is created or the object is gone:
-                    one answer starts at most one Job, and a failure's wait always
-                    outlasts it, so the Run after the wait asks again.
+                    (controller/io/registry.py), handed as asked (the core lets only
+                    such an answer choose the digest) to the object's next pass, and
+                    to that one only: one answer decides one plan, as if that plan had
+                    asked. Not handed over once the object's deletion began after the
+                    ask (a deletion may need no image; if it does, its plan asks).
+                    Forgotten once read, when the object is gone, or once the
+                    registry's cache drops it (SUCCESS_TTL, FAILURE_TTL).
 
 One event loop uses it (the reconciler's workers and the janitor): every method
 runs to completion without an await, so it needs no lock."""
@@ -121,8 +122,9 @@ class Memory:
         self._pending: _Expiring[str, str] = _Expiring(PENDING_TTL, clock)  # Job -> owner uid
         self._deleted: _Expiring[str, None] = _Expiring(DELETED_TTL, clock)
         self._refusals: _Expiring[str, Refusal] = _Expiring(REFUSAL_TTL, clock)  # object key
-        # Object key -> the answer its plan asked for, and until when (monotonic) it is fresh.
-        self._answers: dict[str, tuple[ImageFact, float]] = {}
+        # Object key -> the answer its plan asked for, whether that pass was deleting the
+        # object, and until when (monotonic) the answer is fresh.
+        self._answers: dict[str, tuple[ImageFact, bool, float]] = {}
         self._clock = clock
         # Launches in flight, and holders the janitor is freeing: never the same name at once.
         self._launching: set[str] = set()
@@ -132,10 +134,9 @@ class Memory:
 
     def launched(self, key: str, job: str, *, owner: str) -> None:
         """A Job of the object `key` (uid `owner`) was created: pending until the cache
-        shows it; the object's refusal streak is over, and its image answer used."""
+        shows it; the object's refusal streak is over."""
         self._pending.set(job, owner)
         self._refusals.pop(key)
-        self._answers.pop(key, None)
 
     def pending_for(self, owner: str, seen: Set[str]) -> frozenset[str]:
         """The Jobs created for the object `owner` that its cache does not show (`seen`
@@ -213,21 +214,23 @@ class Memory:
 
     # Image answers.
 
-    def answered(self, key: str, fact: ImageFact, ttl: float) -> None:
-        """The registry answered the lookup the object's plan asked for; fresh for `ttl`
-        seconds (as long as the registry caches it)."""
+    def answered(self, key: str, fact: ImageFact, ttl: float, *, deleting: bool) -> None:
+        """The registry answered the lookup the object's plan asked for, in a pass that
+        was (not) deleting it; fresh for `ttl` seconds (as long as the registry caches it)."""
         now = self._clock.monotonic()
-        for stale in [k for k, (_, until) in self._answers.items() if until <= now]:
+        for stale in [k for k, (*_, until) in self._answers.items() if until <= now]:
             del self._answers[stale]
-        self._answers[key] = (fact, now + ttl)
+        self._answers[key] = (fact, deleting, now + ttl)
 
-    def answer(self, key: str, reference: str) -> ImageFact | None:
-        """The fresh answer the object's plan asked for about `reference`, or None."""
-        found = self._answers.get(key)
-        if found is None or found[1] <= self._clock.monotonic():
-            self._answers.pop(key, None)
+    def answer(self, key: str, reference: str, *, deleting: bool) -> ImageFact | None:
+        """The fresh answer the object's last plan asked for about `reference`, for the
+        object as it was then (deleting or not), or None; either way forgotten."""
+        found = self._answers.pop(key, None)
+        if found is None:
             return None
-        return found[0] if found[0].reference == reference else None
+        fact, asked_deleting, until = found
+        usable = until > self._clock.monotonic() and asked_deleting == deleting
+        return fact if usable and fact.reference == reference else None
 
     def forget(self, key: str) -> None:
         """The object is gone: its streak and its image answer with it (its Jobs' entries

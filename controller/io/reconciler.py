@@ -79,7 +79,8 @@ state left, plans the rest; every step is idempotent):
                          once it is accounted (a crash before it: the next pass sets it).
  10b. image lookup     The registry lookup the plan asks for (controller/io/registry.py),
                          after the status that says the object waits for it; its answer
-                         is remembered for the object's next pass, which comes at once.
+                         is remembered for the object's next pass only, which comes at
+                         once (controller/io/memory.py).
                          A crash before it: the next pass plans the lookup again.
  11. finalizer removed  Last: the object goes once nothing is left to do. Its key's
                          next pass finds it gone, and with it the namespace's last
@@ -181,9 +182,8 @@ class Reconciler:
         # same reference (peeked: it may only note a moved tag).
         fact = None
         if image is not None:
-            fact = self.memory.answer(key, image.reference) or self.registry.peek(
-                image.reference, snap.namespace
-            )
+            asked = self.memory.answer(key, image.reference, deleting=snap.deleting)
+            fact = asked or self.registry.peek(image.reference, snap.namespace)
         return Facts(
             pending_jobs=pending,
             active_gone=gone,
@@ -268,16 +268,16 @@ class Reconciler:
             patch = {"metadata": todo.metadata}
             obj = _typed(obj, await api.merge_patch(self.client, _path(obj), patch))
         if todo.image_lookup is not None:
-            await self._look_up(key, todo.image_lookup)
+            await self._look_up(key, snap, todo.image_lookup)
         if todo.remove_finalizer:
             await _remove_finalizer(self.client, obj)
 
-    async def _look_up(self, key: str, lookup: ImageLookup) -> None:
-        """The plan's registry lookup; its answer is the object's next passes' (asked),
-        while the registry caches it, until a Job of the object is created."""
+    async def _look_up(self, key: str, snap: Snapshot, lookup: ImageLookup) -> None:
+        """The plan's registry lookup; its answer is the object's next pass's (asked; see
+        controller/io/memory.py)."""
         assert self.registry is not None
         fact = await self.registry.resolve(self.client, lookup)
-        self.memory.answered(key, fact, cached_for(fact))
+        self.memory.answered(key, fact, cached_for(fact), deleting=snap.deleting)
 
     async def _forget_gone(self, obj: Json, todo: Plan, now: datetime) -> None:
         gone = todo.gone
