@@ -63,9 +63,9 @@ Json = dict[str, Any]
 
 SUCCESS_TTL = 60.0
 FAILURE_TTL = 15.0
-# The reconciler hands a plan's answer to the object's next passes while it is cached
-# (controller/io/memory.py): a failure's must be gone when the wait it caused ends, so
-# the Run after the wait asks again.
+# The reconciler hands a plan's answer to the object's next pass while it is cached
+# (controller/io/memory.py); were that pass late, a failure's must still be gone when the
+# wait it causes ends, so that the Run after the wait asks again.
 assert min(IMAGE_WAITS.values()) > FAILURE_TTL, "a failed lookup must be asked again after its wait"
 # Seconds one crane call may take: the lookup blocks the object's pass, not the others'.
 LOOKUP_TIMEOUT = 20.0
