@@ -24,6 +24,7 @@ from controller.core.admission.refusal import Refusal as AdmissionRefusal
 from controller.core.admission.refusal import message_of as refusals_message
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
+from controller.core.decide.pinning import WAITS as IMAGE_WAITS
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
@@ -105,6 +106,7 @@ __all__ = [
     "DEFAULT_SERVICE_ACCOUNTS",
     "DEFAULT_SIZE_LIMIT",
     "IMAGE_NOT_FOUND",
+    "IMAGE_WAITS",
     "JOB_UID_LABEL",
     "LEASE_API",
     "NO_IDENTITY",

@@ -20,6 +20,14 @@ tests/unit/test_reconcile_replay.py, starts every restart from nothing).
   refusal streaks   The object's Jobs the API server refused, for the next pass to
                     plan the wait and the Warning. Forgotten when a Job of the
                     object is created, when the object is gone, or after REFUSAL_TTL.
+  image answers     The registry's answer to the module image lookup a plan asked for
+                    (controller/io/registry.py), handed as asked (the core lets only
+                    such an answer choose the digest) to the object's next pass, and
+                    to that one only: one answer decides one plan, as if that plan had
+                    asked. Not handed over once the object's deletion began after the
+                    ask (a deletion may need no image; if it does, its plan asks).
+                    Forgotten once read, when the object is gone, or once the
+                    registry's cache drops it (SUCCESS_TTL, FAILURE_TTL).
 
 One event loop uses it (the reconciler's workers and the janitor): every method
 runs to completion without an await, so it needs no lock."""
@@ -33,7 +41,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from controller.core import Refusal
+from controller.core import ImageFact, Refusal
 from controller.core.basics.names import BACKOFF_CAP
 from runtime.clock import Clock
 
@@ -114,6 +122,10 @@ class Memory:
         self._pending: _Expiring[str, str] = _Expiring(PENDING_TTL, clock)  # Job -> owner uid
         self._deleted: _Expiring[str, None] = _Expiring(DELETED_TTL, clock)
         self._refusals: _Expiring[str, Refusal] = _Expiring(REFUSAL_TTL, clock)  # object key
+        # Object key -> the answer its plan asked for, whether that pass was deleting the
+        # object, and until when (monotonic) the answer is fresh.
+        self._answers: dict[str, tuple[ImageFact, bool, float]] = {}
+        self._clock = clock
         # Launches in flight, and holders the janitor is freeing: never the same name at once.
         self._launching: set[str] = set()
         self._freeing: set[str] = set()
@@ -200,6 +212,28 @@ class Memory:
     def refusal(self, key: str) -> Refusal | None:
         return self._refusals.get(key)
 
+    # Image answers.
+
+    def answered(self, key: str, fact: ImageFact, ttl: float, *, deleting: bool) -> None:
+        """The registry answered the lookup the object's plan asked for, in a pass that
+        was (not) deleting it; fresh for `ttl` seconds (as long as the registry caches it)."""
+        now = self._clock.monotonic()
+        for stale in [k for k, (*_, until) in self._answers.items() if until <= now]:
+            del self._answers[stale]
+        self._answers[key] = (fact, deleting, now + ttl)
+
+    def answer(self, key: str, reference: str, *, deleting: bool) -> ImageFact | None:
+        """The fresh answer the object's last plan asked for about `reference`, for the
+        object as it was then (deleting or not), or None; either way forgotten."""
+        found = self._answers.pop(key, None)
+        if found is None:
+            return None
+        fact, asked_deleting, until = found
+        usable = until > self._clock.monotonic() and asked_deleting == deleting
+        return fact if usable and fact.reference == reference else None
+
     def forget(self, key: str) -> None:
-        """The object is gone: its streak with it (its Jobs' entries expire on their own)."""
+        """The object is gone: its streak and its image answer with it (its Jobs' entries
+        expire on their own)."""
         self._refusals.pop(key)
+        self._answers.pop(key, None)

@@ -10,14 +10,18 @@ everything else, in four steps:
              (controller/io/results.py): the Snapshot shows each on its Job, as it will
              be once the plan's first write lands, so the whole pass (the plan Secrets
              loaded, the accounting, the decision) reads one view.
-  lookup     when the plan needs a module image's reference resolved before its Job
-             (controller/core/decide/pinning.py): the registry lookup
-             (controller/io/registry.py), and the plan made again with its answer in
-             the Facts. The first plan is dropped unwritten.
+             And the module image: the answer to the registry lookup this object's
+             plan asked for, while fresh (controller/io/memory.py), else a cached
+             answer of another object's, marked as not asked for.
   plan       the core's Plan (controller/core/plan/planner.py) from the Snapshot, the
              Facts and the operator's Settings: every write of the pass, as data.
   carry out  the plan's writes, in the order below. The only rule consulted on the
              way is the live-read check before a Lease write (controller/io/leases.py).
+
+Each pass goes through the core once and through io once. A plan whose Job needs its
+module image's reference resolved first (controller/core/decide/pinning.py) waits
+`ImageResolving` and starts nothing; the lookup is one of its steps (10b), and the key
+is requeued at once: the next pass plans with the answer.
 
 No rule lives here: what a refused create or a Lease found held leads to is the
 plan's (a refusal is remembered, and the next pass plans its wait and its Warning;
@@ -73,6 +77,11 @@ state left, plans the rest; every step is idempotent):
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
+ 10b. image lookup     The registry lookup the plan asks for (controller/io/registry.py),
+                         after the status that says the object waits for it; its answer
+                         is remembered for the object's next pass only, which comes at
+                         once (controller/io/memory.py).
+                         A crash before it: the next pass plans the lookup again.
  11. finalizer removed  Last: the object goes once nothing is left to do. Its key's
                          next pass finds it gone, and with it the namespace's last
                          object the runner RBAC goes too (controller/io/runner_rbac.py).
@@ -83,12 +92,13 @@ retries the reconcile through the rate limiter: a conflict is a retry, not an er
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from controller.core import (
     Facts,
+    ImageLookup,
     Plan,
     Settings,
     Snapshot,
@@ -106,7 +116,7 @@ from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
-from controller.io.registry import ImageRegistry
+from controller.io.registry import ImageRegistry, cached_for
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -148,11 +158,6 @@ class Reconciler:
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)
-        if todo.image_lookup is not None:
-            assert self.registry is not None
-            found_image = await self.registry.resolve(self.client, todo.image_lookup)
-            facts = replace(facts, image=found_image)
-            todo = plan_pass(snap, now, settings=self.settings, facts=facts)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:
@@ -173,6 +178,12 @@ class Reconciler:
         gone = missing is not None and await interrupted.confirmed_gone(self.client, snap, missing)
         image = module_image(snap.spec)
         assert self.registry is not None
+        # The answer this object's plan asked for (asked), else any cached answer for the
+        # same reference (peeked: it may only note a moved tag).
+        fact = None
+        if image is not None:
+            asked = self.memory.answer(key, image.reference, deleting=snap.deleting)
+            fact = asked or self.registry.peek(image.reference, snap.namespace)
         return Facts(
             pending_jobs=pending,
             active_gone=gone,
@@ -180,8 +191,7 @@ class Reconciler:
             refusal=self.memory.refusal(key),
             results=found,
             runner=self.caches.runner_facts(snap.namespace),
-            # A cached answer for the same reference, if any: it may only note a moved tag.
-            image=self.registry.peek(image.reference, snap.namespace) if image else None,
+            image=fact,
         )
 
     async def _carry_out(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> Result:
@@ -203,6 +213,8 @@ class Reconciler:
             if err.status == 409:
                 return CONFLICT
             raise
+        if todo.image_lookup is not None:
+            return requeue_after(0.0)  # the answer is there: the next pass plans with it
         return DONE if todo.requeue is None else requeue_after(todo.requeue)
 
     async def _write(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> None:
@@ -255,8 +267,17 @@ class Reconciler:
             # so a stale read cannot undo anyone's change; no precondition needed.
             patch = {"metadata": todo.metadata}
             obj = _typed(obj, await api.merge_patch(self.client, _path(obj), patch))
+        if todo.image_lookup is not None:
+            await self._look_up(key, snap, todo.image_lookup)
         if todo.remove_finalizer:
             await _remove_finalizer(self.client, obj)
+
+    async def _look_up(self, key: str, snap: Snapshot, lookup: ImageLookup) -> None:
+        """The plan's registry lookup; its answer is the object's next pass's (asked; see
+        controller/io/memory.py)."""
+        assert self.registry is not None
+        fact = await self.registry.resolve(self.client, lookup)
+        self.memory.answered(key, fact, cached_for(fact), deleting=snap.deleting)
 
     async def _forget_gone(self, obj: Json, todo: Plan, now: datetime) -> None:
         gone = todo.gone

@@ -44,6 +44,7 @@ import anyio
 
 from controller.core import (
     IMAGE_NOT_FOUND,
+    IMAGE_WAITS,
     REGISTRY_UNAUTHORIZED,
     REGISTRY_UNAVAILABLE,
     ROLE_LABEL,
@@ -62,6 +63,10 @@ Json = dict[str, Any]
 
 SUCCESS_TTL = 60.0
 FAILURE_TTL = 15.0
+# The reconciler hands a plan's answer to the object's next pass while it is cached
+# (controller/io/memory.py); were that pass late, a failure's must still be gone when the
+# wait it causes ends, so that the Run after the wait asks again.
+assert min(IMAGE_WAITS.values()) > FAILURE_TTL, "a failed lookup must be asked again after its wait"
 # Seconds one crane call may take: the lookup blocks the object's pass, not the others'.
 LOOKUP_TIMEOUT = 20.0
 DOCKER_CONFIG_JSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
@@ -132,9 +137,8 @@ class ImageRegistry:
         if cached is not None and cached[1] > now:
             return cached[0]
         fact = await self._ask(lookup.reference, auths)
-        ttl = SUCCESS_TTL if isinstance(fact, Resolved) else FAILURE_TTL
         self._expire(now)
-        self._cache[key] = (fact, now + ttl)
+        self._cache[key] = (fact, now + cached_for(fact))
         return fact
 
     async def _ask(self, reference: str, auths: Json) -> ImageFact:
@@ -153,6 +157,11 @@ class ImageRegistry:
     def _expire(self, now: float) -> None:
         for key in [k for k, (_, until) in self._cache.items() if until <= now]:
             del self._cache[key]
+
+
+def cached_for(fact: ImageFact) -> float:
+    """Seconds an answer is cached: a success's, a failure's (see the module)."""
+    return SUCCESS_TTL if isinstance(fact, Resolved) else FAILURE_TTL
 
 
 async def _lookup(crane: _Crane, reference: str) -> Resolved:

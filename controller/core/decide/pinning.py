@@ -186,7 +186,9 @@ def lookup_needed(ctx: Context, decision: Decision) -> str | None:
 
 
 def resolving(decision: Run, reference: str) -> Requeue:
-    """The pass's decision while its lookup is outstanding (io plans again with it)."""
+    """The pass's decision while its lookup is outstanding: io looks the reference up as a
+    step of this pass's plan and requeues the object at once; the next pass decides with
+    the answer (the wait is for a controller without a registry, `captf decide`)."""
     message = f"{decision.op} ({decision.reason}) waits for {reference} to be resolved"
     return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=decision.op, message=message)
 
@@ -206,18 +208,27 @@ def tag_moved(ctx: Context) -> str | None:
 
 
 def condition(
-    snap: Snapshot, inputs: Inputs | None, fact: ImageFact | None, wait: Requeue | None
+    snap: Snapshot,
+    inputs: Inputs | None,
+    fact: ImageFact | None,
+    wait: Requeue | None,
+    *,
+    resolving: bool = False,
 ) -> Json | None:
     """ImageResolved, without its transition time: False with the reason of a failed or
     refused lookup; True once a digest is known, noting a tag that now names another
     digest than the one an immutable machine keeps. Between lookups the condition shown
-    stays (a cached answer for another object may add the note)."""
+    stays (a cached answer for another object may add the note); so does it, whatever it
+    says, while this pass's lookup is outstanding (`resolving`): the next pass has the
+    answer, and the condition only changes when the answer does."""
     image = inputs.image if inputs is not None else None
     if image is None:
         return None
     if wait is not None and wait.reason in WAITS:
         return _cond(False, wait.reason, wait.message)
     old = next((c for c in snap.status.get("conditions") or [] if c.get("type") == CONDITION), None)
+    if resolving and old is not None:
+        return _kept(old)
     same = fact is not None and fact.reference == image.reference
     if same and isinstance(fact, Resolved) and fact.digest != image.digest and image.digest:
         keeps = (
@@ -233,7 +244,7 @@ def condition(
     if same and fact is not None and fact.asked and isinstance(fact, Resolved):
         return _cond(True, "Resolved", f"{image.reference} resolved to {fact.digest}")
     if old is not None and (old.get("status") == "True" or not image.digest):
-        return {k: old[k] for k in ("type", "status", "reason", "message") if k in old}
+        return _kept(old)
     if image.digest:
         return _cond(True, "Resolved", f"{image.reference} runs {image.digest}")
     return None
@@ -248,6 +259,10 @@ def status_image(history: History) -> Json | None:
         if reference and digest:
             return {"reference": reference, "digest": digest}
     return None
+
+
+def _kept(old: Json) -> Json:
+    return {k: old[k] for k in ("type", "status", "reason", "message") if k in old}
 
 
 def _cond(true: bool, reason: str, message: str) -> Json:

@@ -120,8 +120,9 @@ class Plan:
     requeue: float | None = None  # seconds; None: done until something changes
     # The snapshot as bookkeeping leaves it: what the decision read.
     books: Snapshot | None = field(default=None, compare=False)
-    # A registry lookup the Job needs first: io makes it and plans the pass again with
-    # its answer in the Facts; this plan then starts nothing (controller/core/decide/pinning.py).
+    # A registry lookup the Job needs first: this plan waits ImageResolving and starts
+    # nothing; io makes the lookup as its last step and hands the answer to the next pass
+    # in the Facts (controller/core/decide/pinning.py).
     image_lookup: ImageLookup | None = None
 
 
@@ -167,7 +168,13 @@ def plan(
         ctx = ctx.on(books)
     contract = writeback.write_back(ctx) if ctx is not None else None
     runner_condition = rbac.condition() if rbac is not None else None
-    image = pinning.condition(snap, reading.inputs, facts.image, _wait_of(reading, decision))
+    image = pinning.condition(
+        snap,
+        reading.inputs,
+        facts.image,
+        _wait_of(reading, decision),
+        resolving=lookup is not None,
+    )
     desired = status.desired(
         books,
         decision,
@@ -215,7 +222,7 @@ def plan(
 
 
 def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
-    """The registry lookup io makes before planning the pass again (pinning.py)."""
+    """The registry lookup io makes as a step of this pass, for the next (pinning.py)."""
     reference = pinning.lookup_needed(ctx, decision) if ctx is not None else None
     if reference is None or ctx is None:
         return None

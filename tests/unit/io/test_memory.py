@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from controller.core import Resolved
 from controller.core.basics.names import BACKOFF_CAP
 from controller.io import memory
 from controller.io.memory import BeingFreed, Memory
@@ -97,3 +98,28 @@ def test_a_launch_and_the_freeing_of_its_lease_exclude_each_other() -> None:
     mem.end_freeing("c1-apply-1")
     with mem.launching("c1-apply-1"):
         pass
+
+
+REF = "reg.local/team/mod:1"
+FOUND = Resolved(REF, "sha256:" + "1" * 64, size=1, role=None)
+
+
+@pytest.mark.parametrize(
+    ("reference", "deleting", "after", "handed"),
+    [
+        (REF, False, 0.0, True),  # the next pass of the object as it asked
+        ("reg.local/team/mod:2", False, 0.0, False),  # the spec names another image now
+        (REF, True, 0.0, False),  # its deletion began after the ask
+        (REF, False, 61.0, False),  # the registry's cache has dropped it
+    ],
+)
+async def test_an_image_answer_is_for_the_next_pass_of_the_object_that_asked(
+    reference: str, deleting: bool, after: float, handed: bool
+) -> None:
+    clock = SteppedClock(NOW)
+    mem = Memory(clock)
+    mem.answered("a", FOUND, 60.0, deleting=False)
+    await clock.advance(after)
+    assert mem.answer("b", REF, deleting=False) is None  # another object's
+    assert (mem.answer("a", reference, deleting=deleting) == FOUND) is handed
+    assert mem.answer("a", REF, deleting=False) is None  # once read, forgotten
