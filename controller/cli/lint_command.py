@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,21 @@ def report(directory: Path, role: Role, findings: list[Finding], *, failed: bool
         "module": str(directory),
         "role": role.value,
         "contract": CONTRACT_VERSION,
+        **findings_report(findings, lambda file: str(directory / file), failed=failed),
+    }
+
+
+def findings_report(
+    findings: list[Finding], file_of: Callable[[str], str], *, failed: bool
+) -> dict[str, Any]:
+    """The findings and the summary of a `--json` document, as every `captf lint` writes
+    them; `file_of` turns a finding's file into the path shown."""
+    return {
         "findings": [
             {
                 "rule": finding.rule,
                 "severity": finding.severity.value,
-                "file": str(directory / finding.where.file) if finding.where else None,
+                "file": file_of(finding.where.file) if finding.where else None,
                 "line": finding.where.line if finding.where else None,
                 "message": finding.message,
             }

@@ -24,9 +24,9 @@ from typing import Any
 
 import anyio
 
-from controller.cli.lint_command import count, counts
+from controller.cli.lint_command import counts, findings_report
 from controller.core.contract.image_lint import MODULE, MODULE_SUFFIXES, ImageFacts, lint_image
-from controller.core.contract.lint import Finding, Severity, has_errors, lint
+from controller.core.contract.lint import Finding, has_errors, lint
 from controller.core.contract.module_facts import Where
 from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
 from controller.dev.node.reference import BadReference, parse_reference
@@ -136,19 +136,5 @@ def report(
         "role": role.value,
         "contract": CONTRACT_VERSION,
         "labels": dict(sorted(facts.labels.items())),
-        "findings": [
-            {
-                "rule": finding.rule,
-                "severity": finding.severity.value,
-                "file": finding.where.file if finding.where else None,
-                "line": finding.where.line if finding.where else None,
-                "message": finding.message,
-            }
-            for finding in findings
-        ],
-        "summary": {
-            "errors": count(findings, Severity.ERROR),
-            "warnings": count(findings, Severity.WARNING),
-            "failed": failed,
-        },
+        **findings_report(findings, lambda file: file, failed=failed),
     }
