@@ -1,4 +1,5 @@
-"""Setting a request annotation on an object, only if the object is as it was read."""
+"""Merge patches that land only on the object as it was read: a request annotation on
+an object, an approval on a TerraformPlan."""
 
 from __future__ import annotations
 
@@ -14,23 +15,29 @@ MERGE = "application/merge-patch+json"
 
 
 def annotate(kubeconfig: str | None, obj: dict[str, Any], notes: dict[str, str]) -> dict[str, Any]:
-    """Merges `notes` into the object's annotations. The patch carries the resourceVersion
-    read, so a request decided on a stale read fails instead of landing on a newer object."""
-    return asyncio.run(_patch(kubeconfig, obj, notes))
-
-
-async def _patch(
-    kubeconfig: str | None, obj: dict[str, Any], notes: dict[str, str]
-) -> dict[str, Any]:
+    """Merges `notes` into the object's annotations, only on the version read."""
     meta = obj["metadata"]
     path = api.object_path(obj["kind"], meta["namespace"], meta["name"])
-    body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": notes}}
-    async with open_transport(kubeconfig) as t:
-        try:
-            return await t.request("PATCH", path, body=body, content_type=MERGE)
-        except ApiError as err:
-            if err.status != 409:
-                raise
-            raise Refused(
-                f"{obj['kind']}/{meta['name']} changed while this ran; run the command again"
-            ) from None
+    who = f"{obj['kind']}/{meta['name']}"
+    return patch_as_read(kubeconfig, path, who, obj, {"metadata": {"annotations": notes}})
+
+
+def patch_as_read(
+    kubeconfig: str | None, path: str, who: str, obj: dict[str, Any], body: dict[str, Any]
+) -> dict[str, Any]:
+    """Merges `body` into `obj` at `path`. The patch carries the resourceVersion read, so a
+    request decided on a stale read fails (Refused, naming `who`) instead of landing on a
+    newer object."""
+    version = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+    guarded = body | {"metadata": (body.get("metadata") or {}) | version}
+
+    async def patch() -> dict[str, Any]:
+        async with open_transport(kubeconfig) as t:
+            try:
+                return await t.request("PATCH", path, body=guarded, content_type=MERGE)
+            except ApiError as err:
+                if err.status != 409:
+                    raise
+                raise Refused(f"{who} changed while this ran; run the command again") from None
+
+    return asyncio.run(patch())

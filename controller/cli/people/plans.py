@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.cli.kinds import ref_of
 from controller.cli.live import Source, listed
+from controller.cli.people.annotate import patch_as_read
 from controller.cli.people.common import Refused
 from controller.core.basics.names import LABEL_UID, PLAN_KIND
 from controller.core.basics.plan_summary import COUNTED
@@ -21,7 +22,6 @@ from runtime.errors import ApiError
 from runtime.transport import open_transport
 
 Json = dict[str, Any]
-MERGE = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -112,21 +112,9 @@ def approve(kubeconfig: str | None, plan: Json) -> Json:
     meta = plan["metadata"]
     if spec_of(plan).get("approved") is True:
         raise Refused(f"TerraformPlan {meta['name']} is approved already")
-    body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "spec": {"approved": True}}
-
-    async def patch() -> Json:
-        async with open_transport(kubeconfig) as t:
-            path = api.plan_path(meta["namespace"], meta["name"])
-            try:
-                return await t.request("PATCH", path, body=body, content_type=MERGE)
-            except ApiError as err:
-                if err.status != 409:
-                    raise
-                raise Refused(
-                    f"TerraformPlan {meta['name']} changed while this ran; run the command again"
-                ) from None
-
-    return asyncio.run(patch())
+    path = api.plan_path(meta["namespace"], meta["name"])
+    who = f"TerraformPlan {meta['name']}"
+    return patch_as_read(kubeconfig, path, who, plan, {"spec": {"approved": True}})
 
 
 def changes_text(plan: Json) -> str:
