@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime as dt
-import ipaddress
 import json
 import os
 import subprocess
@@ -44,15 +42,12 @@ from typing import Any, Protocol
 
 import anyio
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from controller.dev.install import Api, free_port
 from controller.io.api import resource_path
 from runtime.builds import BuildFailed, built_dir
 from runtime.cache.resource import Resource
+from runtime.certs import self_signed
 from runtime.envtest import RequestFailed, process
 from runtime.envtest.client import Client
 from runtime.lifecycle import RunsInContext
@@ -181,37 +176,9 @@ def manager_argv(
 def write_serving_cert(directory: Path) -> bytes:
     """A self-signed certificate for 127.0.0.1 (tls.crt, tls.key in `directory`); returns
     its PEM, which is also the webhooks' caBundle. Go's verifier accepts a root as a leaf."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "capi-webhook")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=7))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(pem)
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    (directory / "tls.key").chmod(0o600)
-    return pem
+    cert, _ = self_signed(directory, common_name="capi-webhook", days=7)
+    return cert.read_bytes()
 
 
 class ClusterApi(RunsInContext):
