@@ -82,6 +82,9 @@ class Crane:
     docker_config: Path | None = None
     own_logins: bool = False
     timeout: float = TIMEOUT_SECONDS
+    # Variables of this process crane also gets beside a docker_config (say, its trust
+    # roots); credentials never travel this way.
+    passed: tuple[str, ...] = ()
 
     async def digest(self, reference: str) -> str:
         return (await self._run(("digest", reference))).decode().strip()
@@ -123,6 +126,7 @@ class Crane:
         with tempfile.TemporaryDirectory(prefix="captf-crane-") as empty:
             if self.docker_config is not None or not self.own_logins:
                 env = {"DOCKER_CONFIG": str(self.docker_config or empty), "HOME": empty}
+                env |= {k: os.environ[k] for k in self.passed if k in os.environ}
             else:
                 env = dict(os.environ)
             argv = [str(self.binary), *args]

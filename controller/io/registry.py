@@ -2,12 +2,13 @@
 (controller/core/decide/pinning.py): the digest the reference names now, the sum of its
 layers' sizes and its `io.captf.role` label.
 
-The registry protocol is go-containerregistry's `crane`, run as a subprocess, as the
-process node pulls with it: `crane digest` resolves a tag, `crane manifest` and
-`crane blob` fetch the manifest and the config by digest, and each is hashed here and
-compared with the digest it was asked for. Only the manifest and the config are
-fetched, never a layer. The binary is `$CAPTF_CRANE`, else `crane` on the PATH (the
-controller's image carries it), else this checkout's build (hack/registry).
+The registry protocol is go-containerregistry's `crane`, run by the reader the process
+node and `captf lint image` use too (controller/image/fetch.py): `crane digest`
+resolves a tag, `crane manifest` and `crane blob` fetch the manifest and the config by
+digest, and each is hashed and compared with the digest it was asked for. Only the
+manifest and the config are fetched, never a layer. The binary is `$CAPTF_CRANE`, else
+`crane` on the PATH (the controller's image carries it), else this checkout's build
+(hack/registry).
 
 Credentials are those of the pod that would run the image: the imagePullSecrets of
 the runner's ServiceAccount (the API server copies them into the pod), each Secret of
@@ -32,7 +33,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -55,6 +55,8 @@ from controller.core import (
     reference_digest,
     repository_of,
 )
+from controller.image.fetch import Crane, FetchFailed, FetchKind, is_index, platform_entry
+from controller.image.layout import platform_of
 from controller.io.api import SECRETS, SERVICE_ACCOUNTS, Api, get_or_none, resource_path
 from runtime.clock import Clock
 
@@ -71,11 +73,8 @@ assert min(IMAGE_WAITS.values()) > FAILURE_TTL, "a failed lookup must be asked a
 LOOKUP_TIMEOUT = 20.0
 DOCKER_CONFIG_JSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
 DOCKER_CFG = ("kubernetes.io/dockercfg", ".dockercfg")
-_INDEXES = (
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
-_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+# What crane gets of this process beside the private Docker config: its trust roots.
+_PASSED = ("PATH", "SSL_CERT_FILE", "SSL_CERT_DIR")
 _NOT_FOUND = re.compile(r"MANIFEST_UNKNOWN|NAME_UNKNOWN|BLOB_UNKNOWN|\b404\b|not found", re.I)
 _UNAUTHORIZED = re.compile(r"UNAUTHORIZED|DENIED|\b401\b|\b403\b", re.I)
 _BAD_REFERENCE = re.compile(r"could not parse reference|invalid reference", re.I)
@@ -148,8 +147,12 @@ class ImageRegistry:
             with tempfile.TemporaryDirectory(prefix="captf-lookup-") as private:
                 if auths:
                     _write_private(Path(private) / "config.json", json.dumps({"auths": auths}))
-                crane = _Crane(self.crane, Path(private))
-                return await _lookup(crane, reference)
+                if self.crane is None or not self.crane.exists():
+                    raise LookupFailed(
+                        REGISTRY_UNAVAILABLE, "the controller has no crane to look images up with"
+                    )
+                crane = Crane(self.crane, Path(private), timeout=LOOKUP_TIMEOUT, passed=_PASSED)
+                return await _lookup(crane, reference, Path(private) / "image-config")
         except LookupFailed as failed:
             log.info("module image %s: %s", reference, failed.kind)
             return Unresolved(reference, failed.kind, str(failed))
@@ -164,57 +167,39 @@ def cached_for(fact: ImageFact) -> float:
     return SUCCESS_TTL if isinstance(fact, Resolved) else FAILURE_TTL
 
 
-async def _lookup(crane: _Crane, reference: str) -> Resolved:
-    digest = reference_digest(reference) or (await crane.run("digest", reference)).decode().strip()
+async def _lookup(crane: Crane, reference: str, config_file: Path) -> Resolved:
     repository = repository_of(reference)
-    if not digest.startswith("sha256:"):
-        raise LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: the registry named no digest")
-    manifest = await crane.verified_manifest(repository, digest)
-    if manifest.get("mediaType") in _INDEXES or "manifests" in manifest:
-        chosen = _platform_manifest(manifest, reference)
-        manifest = await crane.verified_manifest(repository, chosen)
-    config = manifest.get("config")
-    if not isinstance(config, dict) or "digest" not in config:
-        raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: the manifest names no config")
-    raw = await crane.run("blob", f"{repository}@{config['digest']}")
-    _check(raw, str(config["digest"]), f"{reference}: config")
+    try:
+        digest = reference_digest(reference) or await crane.digest(reference)
+        if not digest.startswith("sha256:"):
+            raise LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: the registry named no digest")
+        manifest = await crane.verified_manifest(repository, digest)
+        if is_index(manifest):
+            chosen = _platform_manifest(manifest, reference)
+            manifest = await crane.verified_manifest(repository, chosen)
+        config = manifest.get("config")
+        if not isinstance(config, dict) or "digest" not in config:
+            raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: the manifest names no config")
+        raw = (await crane.verified_blob(repository, config, config_file)).read_bytes()
+    except FetchFailed as failed:
+        raise _fetched_failure(reference, failed) from None
     labels = (json.loads(raw).get("config") or {}).get("Labels") or {}
     size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or [])
     role = labels.get(ROLE_LABEL)
     return Resolved(reference, digest, size, str(role) if role is not None else None)
 
 
-class _Crane:
-    def __init__(self, binary: Path | None, docker_config: Path) -> None:
-        if binary is None or not binary.exists():
-            raise LookupFailed(
-                REGISTRY_UNAVAILABLE, "the controller has no crane to look images up with"
-            )
-        self._binary = binary
-        self._config = docker_config
-
-    async def verified_manifest(self, repository: str, digest: str) -> Json:
-        raw = await self.run("manifest", f"{repository}@{digest}")
-        _check(raw, digest, f"{repository}@{digest}: manifest")
-        manifest: Json = json.loads(raw)
-        return manifest
-
-    async def run(self, *args: str) -> bytes:
-        env = {"DOCKER_CONFIG": str(self._config), "HOME": str(self._config)}
-        env |= {
-            k: os.environ[k] for k in ("PATH", "SSL_CERT_FILE", "SSL_CERT_DIR") if k in os.environ
-        }
-        try:
-            with anyio.fail_after(LOOKUP_TIMEOUT):
-                done = await anyio.run_process([str(self._binary), *args], check=False, env=env)
-        except TimeoutError:
-            raise LookupFailed(
-                REGISTRY_UNAVAILABLE,
-                f"{args[-1]}: the registry gave no answer in {LOOKUP_TIMEOUT:g}s",
-            ) from None
-        if done.returncode != 0:
-            raise _failure(args[-1], (done.stderr or b"").decode(errors="replace"))
-        return done.stdout or b""
+def _fetched_failure(reference: str, failed: FetchFailed) -> LookupFailed:
+    """A crane failure as a lookup's: content that does not hash to its digest is the
+    registry's fault; a timeout says so; anything else is read from crane's own line."""
+    if failed.kind is FetchKind.REFUSED:
+        return LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: {failed}")
+    if failed.verbose == str(failed) and failed.kind is FetchKind.UNREACHABLE:
+        return LookupFailed(
+            REGISTRY_UNAVAILABLE,
+            f"{reference}: the registry gave no answer in {LOOKUP_TIMEOUT:g}s",
+        )
+    return _failure(reference, failed.verbose)
 
 
 def _failure(reference: str, said: str) -> LookupFailed:
@@ -234,18 +219,14 @@ def _failure(reference: str, said: str) -> LookupFailed:
 
 
 def _platform_manifest(index: Json, reference: str) -> str:
-    arch = _ARCH.get(platform.machine(), platform.machine())
-    for entry in index.get("manifests") or []:
-        found = entry.get("platform") or {}
-        if found.get("os") == "linux" and found.get("architecture") == arch:
-            return str(entry["digest"])
-    raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: no linux/{arch} image in the index")
-
-
-def _check(raw: bytes, digest: str, what: str) -> None:
-    got = "sha256:" + hashlib.sha256(raw).hexdigest()
-    if got != digest:
-        raise LookupFailed(REGISTRY_UNAVAILABLE, f"{what}: content has digest {got}, not {digest}")
+    """This machine's entry of an index: a missing platform is no image for it."""
+    wanted = platform_of()
+    try:
+        return str(platform_entry(index, wanted, image=reference)["digest"])
+    except FetchFailed:
+        raise LookupFailed(
+            IMAGE_NOT_FOUND, f"{reference}: no {wanted} image in the index"
+        ) from None
 
 
 async def pull_auths(client: Api, namespace: str, service_account: str | None) -> Json:
