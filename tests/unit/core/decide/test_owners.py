@@ -355,8 +355,35 @@ def test_a_deleting_cluster_waits_for_its_machines_and_pools() -> None:
     assert "2 TerraformMachine, 1 TerraformMachinePool remain" in decision.message
     alone = decide(snapshot.build(obj, [*base_objects(), elsewhere]), NOW)
     assert (alone.reason, getattr(alone, "op", None)) == ("Deleting", "destroy")
-    kept = captf(spec={"deletionPolicy": "Retain"}, deleting=ago(1), finalizers=[FINALIZER])
-    assert decided(kept, [*base_objects(), *members])["reason"] == "Retained"
+
+
+# Issue 26, item 3: Retain answered Retained while members remained. The members inherit
+# the cluster's Retain, and one whose cluster is gone is deleted as Delete.
+@pytest.mark.parametrize(
+    ("policy", "members", "reason"),
+    [
+        ("Delete", [captf(MACHINE, "m1")], "DeletionBlocked"),
+        ("Retain", [captf(MACHINE, "m1")], "DeletionBlocked"),
+        ("Retain", [captf(POOL, "p1")], "DeletionBlocked"),
+        ("Retain", [captf(MACHINE, "m1", spec={"deletionPolicy": "Delete"})], "DeletionBlocked"),
+        ("Retain", [], "Retained"),
+        ("Retain", [captf(MACHINE, "m9", cluster="other")], "Retained"),
+        ("Delete", [], "Deleting"),
+    ],
+)
+def test_a_deleting_cluster_waits_for_its_members_whatever_its_policy(
+    policy: str, members: list[Json], reason: str
+) -> None:
+    obj = captf(spec={"deletionPolicy": policy}, deleting=ago(1), finalizers=[FINALIZER])
+    assert decided(obj, [*base_objects(), *members])["reason"] == reason
+
+
+def test_a_retained_cluster_without_its_finalizer_does_not_wait() -> None:
+    obj = captf(spec={"deletionPolicy": "Retain"}, deleting=ago(1), finalizers=[])
+    assert decided(obj, [*base_objects(), captf(MACHINE, "m1")]) == {
+        "action": "idle",
+        "reason": "Deleting",
+    }
 
 
 # -- block-move ------------------------------------------------------------------------------
