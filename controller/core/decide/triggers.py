@@ -32,7 +32,8 @@ Json = dict[str, Any]
 # objects created, moved or restarted together do not check in lockstep.
 JITTER_SHARE = 0.1
 # Refreshes while the health reads pending: 30 s after the first pending reading,
-# doubling with each further one, at most 5 min.
+# doubling with each further one, at most 5 min. The streak starts again at each
+# successful apply: what it made or changed is read soon (docs/decisions.md).
 HEALTH_PENDING_FIRST = 30.0
 HEALTH_PENDING_CAP = 300.0
 
