@@ -115,8 +115,9 @@ def test_the_module_is_its_own_root() -> None:
 
 
 def test_the_module_reports_health_running() -> None:
-    # The runner reads a contract kind's outputs whatever the module: without a `health`
-    # output the reading says pending, and the controller refreshes without end.
+    # Kept from before the controller ignored the readings of a module outside the
+    # contract (without a `health` output it refreshed such an object without end), so
+    # that chaos runs before and after compare.
     assert 'output "health"' in module(1)
     assert 'state = "running"' in module(1)
 

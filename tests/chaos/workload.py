@@ -16,9 +16,11 @@ fails at plan time, in about the time a succeeding one takes. It does not declar
 `captf_contract`, so it runs as its own root and writes nothing back for Cluster API:
 an object is Ready once its current inputs are applied (controller/core/plan/status.py),
 which is what the report's convergence check reads. It still outputs a `health` that is
-running: the runner reads a contract kind's outputs whatever the module, and a reading
-without health counts as pending, which the controller refreshes (30 s, doubling to
-5 min on the scaled clock) for as long as it lasts."""
+running, as it had to while the controller waited on the contract readings of any
+module (the runner reads a contract kind's outputs whatever the module, and a reading
+without health counted as pending, refreshed every 5 min for ever); the controller now
+ignores the readings of a module outside the contract (docs/decisions.md), and the
+output stays so that runs before and after compare."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""spec.suspend and spec.deletionPolicy on the real API server, with the controller running."""
+"""spec.suspend, spec.deletionPolicy and Cluster API's pause on the real API server, with the
+controller running."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     MERGE,
+    MODULE,
+    Kube,
     condition_is,
     controller_on,
     event_for,
@@ -70,3 +73,94 @@ async def test_retain_removes_the_finalizer_and_keeps_the_state(
         labels = state["metadata"]["labels"]
         assert labels["captf.io/retained-from"] == "TerraformCluster.c1"
         assert labels["captf.io/retained-uid"]
+
+
+async def test_a_retained_cluster_waits_for_its_members_then_lets_go(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    # Issue 26, item 3: Retain let go at once while a pool remained; the pool inherits the
+    # cluster's Retain only while the cluster exists.
+    async with controller_on(apiserver, namespace, deletionPolicy="Retain") as (kube, clock):
+        await succeed_apply(kube, await nth_job(kube, 1), serial=1, at=clock.now())
+        await condition_is(kube, "Ready", "True", "Applied")
+        await _create_pool(kube)
+        pool_apply = await nth_job(kube, 1, "captf.io/op=apply,captf.io/name=p1")
+        await succeed_apply(kube, pool_apply, serial=1, at=clock.now(), name="p1")
+        await condition_is(kube, "Ready", "True", "Applied", name="p1", plural=POOLS)
+        await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
+        await next_is(kube, "DeletionBlocked")
+        waiting = await condition_is(kube, "Waiting", "True", "DeletionBlocked")
+        assert waiting["message"].endswith("1 TerraformMachinePool remain")
+        # The pool goes first, retained as its cluster says; then the cluster.
+        await kube.call("DELETE", kube.captf_path(POOLS, "p1"))
+        await eventually(lambda: _gone(kube, POOLS, "p1"), what="the pool let go")
+        await clock.advance(60)
+        await eventually(lambda: _gone(kube, CLUSTERS, "c1"), what="the cluster let go")
+        assert await kube.jobs("captf.io/op=destroy") == []
+        for name in ("c1", "p1"):
+            labels = (await kube.secret(f"{name}-state"))["metadata"]["labels"]
+            assert labels["captf.io/retained-from"].endswith(f".{name}")
+
+
+async def test_a_pause_while_a_job_runs_shows_paused_until_the_job_is_accounted(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    # Issue 26, item 9: status.next said JobRunning, not Paused, until the Job finished.
+    async with controller_on(apiserver, namespace) as (kube, clock):
+        first = await nth_job(kube, 1)
+        await next_is(kube, "JobRunning")
+        await kube.call(
+            "PATCH", kube.capi_path("clusters", "c1"), {"spec": {"paused": True}}, MERGE
+        )
+        await next_is(kube, "Paused")
+        waiting = await condition_is(kube, "Waiting", "True", "Paused")
+        assert f"Job {first['metadata']['name']}, started before the pause" in waiting["message"]
+        assert (await kube.cluster())["status"]["activeJob"] == first["metadata"]["name"]
+        await kube.finish(first, "failed", at=clock.now())
+        await event_for(kube, first["metadata"]["name"], "JobFailed")
+        await condition_is(kube, "Waiting", "True", "Paused")
+
+        async def no_longer_active() -> bool:
+            return "activeJob" not in (await kube.cluster())["status"]
+
+        await eventually(no_longer_active, what="the finished Job accounted, no longer active")
+        await clock.advance(600)
+        await next_is(kube, "Paused")
+        assert len(await kube.jobs()) == 1  # nothing started while paused
+
+
+POOLS = "terraformmachinepools"
+
+
+async def _create_pool(kube: Kube) -> None:
+    await kube.call(
+        "POST",
+        f"/api/v1/namespaces/{kube.ns}/configmaps",
+        {"metadata": {"name": "p1-module"}, "data": MODULE},
+    )
+    body = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformMachinePool",
+        "metadata": {"name": "p1"},
+        "spec": {
+            "source": {"configMapRef": {"name": "p1-module"}},
+            "variables": {"size": 2},
+            "credentialsRef": {"name": "creds"},
+            "jobs": {"image": "captf:dev"},
+        },
+    }
+    await kube.create_member(body)
+
+
+async def _exists(kube: Kube, plural: str, name: str) -> bool:
+    try:
+        await kube.get(plural, name)
+    except RequestFailed as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
+async def _gone(kube: Kube, plural: str, name: str) -> bool:
+    return not await _exists(kube, plural, name)

@@ -185,14 +185,21 @@ def _invalid(snap: Snapshot) -> Requeue | None:
     return Requeue(Reason.INVALID_SPEC, INVALID_WAIT, message=message_of(refused))
 
 
+def speaks_contract(inputs: Inputs) -> bool:
+    """Whether the object's module is a role module of the contract: it declares
+    `captf_contract`, or it is a module image (a role module by the image contract, whose
+    files are not seen here). Only such a module gets contract inputs, and only its
+    contract readings are waited on (triggers.py); any other runs as its own root."""
+    return inputs.image is not None or declares_contract(inputs.module)
+
+
 def _with_contract(snap: Snapshot, inputs: Inputs) -> tuple[Inputs, Requeue | None, str | None]:
     """The inputs with the object's contract inputs, the wait of a refused input, and why
     there are none yet. An immutable machine, once applied, keeps the inputs it was
     applied with (its drift and destroy see what it was created from); any object whose
     Cluster API objects are gone (a deletion) falls back to them too."""
     role = contract_inputs.role_of(snap.kind)
-    # A module image is a role module by its contract: its files are not seen here.
-    if role is None or not (inputs.image is not None or declares_contract(inputs.module)):
+    if role is None or not speaks_contract(inputs):
         return inputs, None, None
     applied = contract_inputs.applied_inputs(snap, inputs)
     if applied is not None and snap.kind not in MUTABLE_KINDS:

@@ -14,8 +14,8 @@ These steps come before `deleting` in DecideOp, because each can forbid a destro
 - a TerraformCluster marked externally managed is left alone: no Job ever, and when it is
   deleted the finalizer goes without a destroy;
 - a deleting TerraformCluster waits while any machine or pool of its Cluster exists:
-  Cluster API deletes machines before the cluster, and their destroy may need what the
-  cluster's module made."""
+  Cluster API deletes machines before the cluster, their destroy may need what the
+  cluster's module made, and a Retain the members inherit must outlive them."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ from controller.core.basics.names import (
 )
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Idle, Requeue
-from controller.core.decide.deletion import RETAIN, deletion_policy
 from controller.core.decide.owners import OWNER_WAIT, capi_cluster, members
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import Outcome
@@ -84,14 +83,15 @@ def externally_managed(ctx: Context) -> Decision | None:
 
 
 def deletion_blocked(ctx: Context) -> Decision | None:
-    """A TerraformCluster's destroy waits for its Cluster's machines and pools to be gone.
-    Only where a destroy would run: a deletion without the finalizer, or one the
-    deletionPolicy retains, destroys nothing and need not wait."""
+    """A deleting TerraformCluster holds on while its Cluster's machines and pools exist,
+    whatever its deletionPolicy. A destroy may need what the cluster's module made; and
+    a Retain must wait too: members without a policy of their own inherit the cluster's,
+    and a member whose cluster is gone is deleted as Delete, so letting go first would
+    turn the members' Retain into destroys. A deletion without the finalizer holds
+    nothing, so it need not wait."""
     snap = ctx.snap
     meta = snap.obj.get("metadata", {})
     if not _deleting(snap) or FINALIZER not in (meta.get("finalizers") or []):
-        return None
-    if deletion_policy(ctx) == RETAIN:
         return None
     last = ctx.history.newest(Op.DESTROY)
     remaining = members(snap)

@@ -101,13 +101,22 @@ def cache_behind(ctx: Context) -> Decision | None:
 
 def running(ctx: Context) -> Decision | None:
     """A running Job is awaited; one that cannot start says why, and once the grace has
-    passed the plan ends it (controller/core/plan/planner.py), checked again soon."""
+    passed the plan ends it (controller/core/plan/planner.py), checked again soon.
+
+    A pause that came while a Job ran names the pause (what the object waits for is
+    the resume: the Job only finishes what it began), awaiting the Job as often; a Job
+    that cannot start is still ended at its grace, or it would hold clusterctl move's
+    block-move for the whole pause."""
     busy = sorted((j for j in ctx.snap.jobs if not is_finished(j)), key=name_of)
     if not busy:
         return None
     name = name_of(busy[0])
     stuck = stuck_job(ctx, busy[0])
     if stuck is None:
+        why = pause.pause_of(ctx.snap)
+        if why is not None:
+            message = f"{why}; no Job starts; Job {name}, started before the pause, runs to its end"
+            return Requeue(Reason.PAUSED, RUNNING_WAIT, message=message)
         return Requeue(Reason.JOB_RUNNING, RUNNING_WAIT, message=f"Job {name} is running")
     left = starting.overdue(stuck, ctx.now, ctx.settings.cannot_start_grace)
     if left > 0:

@@ -21,9 +21,9 @@ from controller.core.basics.names import (
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.decide import pinning
-from controller.core.decide.context import Context
+from controller.core.decide.context import Context, speaks_contract
 from controller.core.jobs import backoff
-from controller.core.jobs.history import Finished
+from controller.core.jobs.history import Finished, finished_after
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
 from controller.core.jobs.readings import Reading, reading_of
 
@@ -32,7 +32,8 @@ Json = dict[str, Any]
 # objects created, moved or restarted together do not check in lockstep.
 JITTER_SHARE = 0.1
 # Refreshes while the health reads pending: 30 s after the first pending reading,
-# doubling with each further one, at most 5 min.
+# doubling with each further one, at most 5 min. The streak starts again at each
+# successful apply: what it made or changed is read soon (docs/decisions.md).
 HEALTH_PENDING_FIRST = 30.0
 HEALTH_PENDING_CAP = 300.0
 
@@ -159,18 +160,28 @@ def scheduled(ctx: Context, op: str) -> datetime | None:
 
 def refresh_after_apply(ctx: Context) -> Finished | None:
     """A machine's or pool's newest successful apply whose contract reading was not
-    definite and that no refresh has followed: the refresh reads what the apply could
-    not. An apply without a reading (not a contract root) asks for none."""
+    definite and that no successful refresh has followed: the refresh reads what the
+    apply could not. A failed refresh leaves it due (its backoff spaces the retries, as
+    for any op); an interrupted one too. An apply without a reading, or whose module
+    does not speak the contract, asks for none."""
     if ctx.snap.kind == CLUSTER:
         return None
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     if applied is None:
         return None
-    reading = reading_of(applied.job)
+    reading = contract_reading(ctx, applied)
     if reading is None or reading.definite:
         return None
-    refreshed = ctx.history.newest(Op.REFRESH)
-    return applied if refreshed is None or refreshed.at < applied.at else None
+    refreshed = ctx.history.newest(Op.REFRESH, outcome=Outcome.SUCCESS)
+    return applied if refreshed is None or not finished_after(refreshed, applied) else None
+
+
+def contract_reading(ctx: Context, record: Finished) -> Reading | None:
+    """The Job's contract reading, when the object's module speaks the contract. The
+    runner reads the role's outputs of any state; a module that is its own root declares
+    none of them, so its reading is all pending and never changes: waiting on it would
+    refresh the object forever (docs/decisions.md, "A module outside the contract")."""
+    return reading_of(record.job) if speaks_contract(ctx.inputs) else None
 
 
 def health_pending(ctx: Context) -> datetime | None:
@@ -193,7 +204,7 @@ def _pending_streak(ctx: Context) -> list[Finished]:
     ]
     streak: list[Finished] = []
     for record in records:
-        reading: Reading | None = reading_of(record.job)
+        reading = contract_reading(ctx, record)
         if reading is None or not reading.health_pending:
             break
         streak.append(record)

@@ -118,22 +118,30 @@ class History:
         return applied is None or not _after(applied, check)
 
 
+def finished_after(later: Finished, earlier: Finished) -> bool | None:
+    """Whether Job `later` finished after Job `earlier`, of two ops; None when that cannot
+    be told.
+
+    Job times have one-second resolution, so a tie in the finish second is broken as
+    everywhere in the history: by creation time (one Job runs at a time, so the one
+    created later finished later). Attempt sequences are per op and names are hashes:
+    across ops they say nothing, so a tie in both times is None, and each caller reads it
+    the way that cannot lose a step it owes."""
+    later_key = (later.at, created_at(later.job) or LONG_AGO)
+    earlier_key = (earlier.at, created_at(earlier.job) or LONG_AGO)
+    return None if later_key == earlier_key else later_key > earlier_key
+
+
 def _after(apply: Finished, check: Finished) -> bool:
     """Whether an apply finished after a drift check.
 
-    Job times have one-second resolution, so a tie in the finish second is broken as
-    everywhere in the history: by creation time first (one Job runs at a time, so the
-    one created later finished later). Attempt sequences are per op and say nothing
-    across ops, so a tie in both is read by what the apply is: a drift remediation is
-    only ever created because a check found drift, so it follows the check it ties with;
-    any other apply is read as before it. Without the creation time, a drift found in
-    the second of the last apply was hidden; without the remediation rule, a remediation
-    failing within its check's second went uncounted and the cap allowed one too many."""
-    apply_key = (apply.at, created_at(apply.job) or LONG_AGO)
-    check_key = (check.at, created_at(check.job) or LONG_AGO)
-    if apply_key != check_key:
-        return apply_key > check_key
-    return apply.remediation
+    A tie in both times is read by what the apply is: a drift remediation is only ever
+    created because a check found drift, so it follows the check it ties with; any other
+    apply is read as before it. Without the creation time, a drift found in the second of
+    the last apply was hidden; without the remediation rule, a remediation failing within
+    its check's second went uncounted and the cap allowed one too many."""
+    after = finished_after(apply, check)
+    return apply.remediation if after is None else after
 
 
 def _newness(record: Finished) -> tuple[datetime, datetime, int, str]:

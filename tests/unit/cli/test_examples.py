@@ -48,5 +48,38 @@ def test_examples_cover_the_documented_situations() -> None:
         "Abandoned",
         "RetainedStateFound",
         "DeletingWithoutState",
+        "DeletionBlocked",
+        "RefreshAfterApplyBackoff",
     } <= reasons
     assert any(d["action"] == "idle" and "after" in d for d in decisions)
+
+
+# Issue 26, items 1 and 3, as `captf decide` prints them (each file is also decided above).
+@pytest.mark.parametrize(
+    ("name", "printed"),
+    [
+        (
+            "36-deletion-blocked-retain",
+            {"action": "requeue", "reason": "DeletionBlocked", "after": 60.0},
+        ),
+        (
+            "38-refresh-after-apply-same-second",
+            {"action": "run", "op": "refresh", "reason": "RefreshAfterApply", "retry": 1},
+        ),
+        (
+            "37-refresh-after-apply-failed",
+            {
+                "action": "requeue",
+                "op": "refresh",
+                "reason": "RefreshAfterApplyBackoff",
+                "after": 30.0,
+            },
+        ),
+    ],
+)
+def test_the_issue_26_snapshots_print_the_documented_decision(
+    name: str, printed: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = REPO / "examples" / "snapshots" / f"{name}.yaml"
+    assert main(["decide", "-f", str(path)]) == 0
+    assert orjson.loads(capsys.readouterr().out) == printed

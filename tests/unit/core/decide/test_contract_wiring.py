@@ -245,3 +245,30 @@ def test_a_machine_once_applied_keeps_the_inputs_it_was_applied_with() -> None:
     assert reading.inputs is not None
     assert reading.inputs.hash == applied.hash
     assert reading.contract_pending is None
+
+
+# Issue 26, item 4: the docs disagreed. The durable inputs stand in for the contract
+# inputs (the Cluster API objects), not for the module: a module ConfigMap that is gone
+# is DurableInputsMissing, for an applied machine too, a deletion included.
+def test_an_applied_machine_whose_module_configmap_is_gone_waits_durable_inputs_missing() -> None:
+    snap = _machine_snap()
+    applied = read_spec(snap, RunnerPolicy()).inputs
+    assert applied is not None
+    durable = secret(
+        f"tm1-inputs-{applied.hash8}",
+        {k: v.decode() for k, v in applied.secret_data().items()},
+        **{"captf.io/inputs-hash": applied.hash},
+    )
+    state = secret("tm1-state", {}, **{"captf.io/inputs-hash": applied.hash})
+    for obj in (
+        snap.obj,
+        snap.obj
+        | {"metadata": snap.obj["metadata"] | {"deletionTimestamp": "2026-06-01T11:00:00Z"}},
+    ):
+        gone = capi.snap_of(
+            obj, [durable, state, secret("creds", {"token": "t"})], [capi.cluster()]
+        )
+        reading = read_spec(gone, RunnerPolicy())
+        assert reading.wait is not None
+        assert reading.wait.reason == Reason.DURABLE_INPUTS_MISSING
+        assert reading.wait.message == "module ConfigMap tm1-module not found"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from controller.core.basics.names import Reason
+from controller.core.decide import triggers
 from controller.core.decide.steps import STEPS
 from tests.paths import REPO
 
@@ -35,3 +36,18 @@ def test_every_reason_of_a_step_is_in_the_table() -> None:
     named = set(re.findall(r"`([A-Z][A-Za-z]+)`", section))
     missing = {r.value for r in Reason} - named
     assert missing == set()
+
+
+def test_the_health_pending_row_states_the_codes_timing_and_its_restart() -> None:
+    # Issue 26, item 4: the row said "doubling with each" while each successful apply
+    # restarts the doubling in the code; the row now says which, and this holds the two.
+    [row] = [r for r in _rows() if _step(r[1]) == "health_pending"]
+    when = row[3]
+    first = re.search(r"(\d+) s after the first pending reading", when)
+    cap = re.search(r"at most (\d+) min", when)
+    assert first is not None
+    assert float(first.group(1)) == triggers.HEALTH_PENDING_FIRST
+    assert cap is not None
+    assert float(cap.group(1)) * 60 == triggers.HEALTH_PENDING_CAP
+    assert "since the newest successful apply" in when
+    assert "each successful apply starts again at 30 s" in when

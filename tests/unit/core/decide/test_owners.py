@@ -296,6 +296,42 @@ def test_pause_starts_no_job(obj: Json, others: list[Json]) -> None:
     assert (paused["status"], paused["reason"]) == ("True", "Paused")
 
 
+# Issue 26, item 9: status.next said JobRunning, not Paused, while a Job that was running
+# when the pause came finished.
+@pytest.mark.parametrize(("obj", "others"), [p[1:] for p in PAUSES], ids=[p[0] for p in PAUSES])
+def test_a_pause_that_comes_while_a_job_runs_is_what_next_names(
+    obj: Json, others: list[Json]
+) -> None:
+    name = obj["metadata"]["name"]
+    busy = job("apply", 1, None, owner=name, kind=obj["kind"], state="Running")
+    tracked = obj | {"status": obj["status"] | {"activeJob": busy["metadata"]["name"]}}
+    done = plan(snapshot.build(tracked, [*others, busy]), NOW)
+    assert isinstance(done.decision, Requeue)
+    assert (done.decision.reason, done.decision.after) == ("Paused", 60.0)
+    assert f"Job {busy['metadata']['name']}, started before the pause" in done.decision.message
+    assert done.launch is None
+    assert not done.remove_finalizer
+    assert done.requeue == 60.0  # the running Job is awaited as often as before
+    assert done.status is not None
+    assert done.status["next"]["reason"] == "Paused"
+    assert done.status.get("activeJob", busy["metadata"]["name"]) == busy["metadata"]["name"]
+    [waiting] = [c for c in done.status["conditions"] if c["type"] == "Waiting"]
+    assert waiting["reason"] == "Paused"
+    # Once the Job finished: accounted, no longer active, still Paused.
+    finished = job("apply", 1, "succeeded", owner=name, kind=obj["kind"], finished=ago(seconds=1))
+    after = plan(snapshot.build(tracked, [*others, finished]), NOW)
+    assert [a.job for a in after.accounts] == [finished["metadata"]["name"]]
+    assert isinstance(after.decision, Requeue)
+    assert after.decision.reason == "Paused"
+    assert after.status is not None
+    assert after.status["activeJob"] is None  # the merge patch removes it
+
+
+def test_a_running_job_that_is_not_paused_is_still_job_running() -> None:
+    busy = job("apply", 1, None, state="Running")
+    assert decided(captf(), [*base_objects(), busy]) == _requeue("JobRunning", 60.0)
+
+
 def test_a_paused_object_still_accounts_its_finished_jobs() -> None:
     failed = job("apply", 1, "failed", finished=ago(1))
     done = plan(snapshot.build(captf(spec=NEW_VARS), [*_paused_cluster(), failed]), NOW)
@@ -355,8 +391,35 @@ def test_a_deleting_cluster_waits_for_its_machines_and_pools() -> None:
     assert "2 TerraformMachine, 1 TerraformMachinePool remain" in decision.message
     alone = decide(snapshot.build(obj, [*base_objects(), elsewhere]), NOW)
     assert (alone.reason, getattr(alone, "op", None)) == ("Deleting", "destroy")
-    kept = captf(spec={"deletionPolicy": "Retain"}, deleting=ago(1), finalizers=[FINALIZER])
-    assert decided(kept, [*base_objects(), *members])["reason"] == "Retained"
+
+
+# Issue 26, item 3: Retain answered Retained while members remained. The members inherit
+# the cluster's Retain, and one whose cluster is gone is deleted as Delete.
+@pytest.mark.parametrize(
+    ("policy", "members", "reason"),
+    [
+        ("Delete", [captf(MACHINE, "m1")], "DeletionBlocked"),
+        ("Retain", [captf(MACHINE, "m1")], "DeletionBlocked"),
+        ("Retain", [captf(POOL, "p1")], "DeletionBlocked"),
+        ("Retain", [captf(MACHINE, "m1", spec={"deletionPolicy": "Delete"})], "DeletionBlocked"),
+        ("Retain", [], "Retained"),
+        ("Retain", [captf(MACHINE, "m9", cluster="other")], "Retained"),
+        ("Delete", [], "Deleting"),
+    ],
+)
+def test_a_deleting_cluster_waits_for_its_members_whatever_its_policy(
+    policy: str, members: list[Json], reason: str
+) -> None:
+    obj = captf(spec={"deletionPolicy": policy}, deleting=ago(1), finalizers=[FINALIZER])
+    assert decided(obj, [*base_objects(), *members])["reason"] == reason
+
+
+def test_a_retained_cluster_without_its_finalizer_does_not_wait() -> None:
+    obj = captf(spec={"deletionPolicy": "Retain"}, deleting=ago(1), finalizers=[])
+    assert decided(obj, [*base_objects(), captf(MACHINE, "m1")]) == {
+        "action": "idle",
+        "reason": "Deleting",
+    }
 
 
 # -- block-move ------------------------------------------------------------------------------
