@@ -34,6 +34,7 @@ from controller.core import (
     job_env,
     owner_of,
     result,
+    runner_rbac,
     secret_ref_of,
     secrets_read,
     spec_of,
@@ -405,12 +406,7 @@ class Caches:
         """The namespace's runner RBAC as cached: what its decisions read."""
         accounts = self.runner_accounts.store.by_index(BY_NAMESPACE, namespace)
         binding = self.runner_bindings.store.get(f"{namespace}/{RUNNER_ACCOUNT}")
-        return RunnerFacts(
-            accounts=MappingProxyType(
-                {a["metadata"]["name"]: a["metadata"].get("labels") or {} for a in accounts}
-            ),
-            binding=binding is not None,
-        )
+        return runner_rbac.facts_of(accounts, [binding] if binding is not None else [])
 
     def objects_in(self, namespace: str) -> int:
         """How many CAPTF objects of the namespace are cached."""

@@ -37,7 +37,7 @@ from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import NOT_READY_WAIT, decide_in, to_end
+from controller.core.decide.steps import decide_in, to_end
 from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
@@ -56,7 +56,6 @@ from controller.core.plan.launching import (
     Launch,
     launch_of,
     refusal_event,
-    still_refused,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
 from controller.core.spec.image import ImageLookup
@@ -137,19 +136,26 @@ def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
     return str(active)
 
 
-def plan(
-    snap: Snapshot,
-    now: datetime,
-    *,
-    settings: Settings | None = None,
-    facts: Facts = NO_FACTS,
-) -> Plan:
-    settings = settings or Settings()
+@dataclass(frozen=True)
+class Decided:
+    """The decision part of a pass: the reading of the spec, the bookkeeping (the finished
+    Jobs to account, a Job that disappeared, the snapshot as they leave it), the context
+    on that view, and DecideOp's decision in it."""
+
+    reading: Reading
+    todo: list[Finished]
+    accounts: tuple[Accounting, ...]
+    gone: Gone | None
+    books: Snapshot
+    ctx: Context | None
+    decision: Decision
+
+
+def decided(snap: Snapshot, now: datetime, settings: Settings, facts: Facts) -> Decided:
     # The pass's one read of policy and inputs (a module image's with io's lookup).
     reading = read_spec(
         snap, settings.runner, image=facts.image, image_size_limit=settings.image_size_limit
     )
-    policy = reading.policy
     history = snap.history
     todo = accounting.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
@@ -158,11 +164,41 @@ def plan(
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
     ctx = reading.context(books, now, settings, facts)
+    # DecideOp in the pass's context, its holds included (a refused Job, the runner's
+    # RBAC, the cached Leases, the image lookup), or the wait of a policy or inputs unusable.
+    decision = reading.wait if reading.wait is not None else decide_in(_read(ctx))
+    return Decided(reading, todo, accounts, gone, books, ctx, decision)
+
+
+def decision_of(
+    snap: Snapshot, now: datetime, *, settings: Settings | None = None, facts: Facts = NO_FACTS
+) -> Decision:
+    """The decision the controller carries out for `snap` (`plan(...).decision`, without the
+    rest of the plan): what `captf decide` prints, `-f` with no Facts, `--live` with the
+    ones it reads."""
+    return decided(snap, now, settings or Settings(), facts).decision
+
+
+def plan(
+    snap: Snapshot,
+    now: datetime,
+    *,
+    settings: Settings | None = None,
+    facts: Facts = NO_FACTS,
+) -> Plan:
+    settings = settings or Settings()
+    part = decided(snap, now, settings, facts)
+    reading, decision, ctx, books, todo = (
+        part.reading,
+        part.decision,
+        part.ctx,
+        part.books,
+        part.todo,
+    )
+    policy = reading.policy
     rbac = _runner_verdict(snap, policy, facts)
-    decision, launch = _decision(reading, ctx, rbac)
+    launch = launch_of(ctx, decision) if ctx is not None and isinstance(decision, Run) else None
     lookup = _lookup(ctx, decision)
-    if lookup is not None and isinstance(decision, Run):
-        decision, launch = pinning.resolving(decision, lookup.reference), None
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
@@ -195,8 +231,8 @@ def plan(
         results=recordings(snap.jobs, facts.results, snap.redactor),
         end_jobs=_end_jobs(ctx, decision),
         restore_tried=restore_tried,
-        accounts=accounts,
-        gone=gone,
+        accounts=part.accounts,
+        gone=part.gone,
         prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
         secret_patches=keeping.patches_of(ctx, decision),
         runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
@@ -222,11 +258,14 @@ def plan(
 
 
 def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
-    """The registry lookup io makes as a step of this pass, for the next (pinning.py)."""
-    reference = pinning.lookup_needed(ctx, decision) if ctx is not None else None
-    if reference is None or ctx is None:
+    """The registry lookup io makes as a step of this pass, for the next: the one the
+    decision waits for (holds.image_resolving)."""
+    image = ctx.inputs.image if ctx is not None else None
+    if ctx is None or image is None or not isinstance(decision, Requeue):
         return None
-    return ImageLookup(reference, ctx.snap.namespace, ctx.policy.service_account)
+    if decision.reason != Reason.IMAGE_RESOLVING:
+        return None
+    return ImageLookup(image.reference, ctx.snap.namespace, ctx.policy.service_account)
 
 
 def _wait_of(reading: Reading, decision: Decision) -> Requeue | None:
@@ -242,28 +281,9 @@ def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verd
     return runner_rbac.verdict(snap.namespace, policy.service_account, facts.runner)
 
 
-def _decision(
-    reading: Reading, ctx: Context | None, rbac: Verdict | None
-) -> tuple[Decision, Launch | None]:
-    """DecideOp in the pass's context (or the wait of a policy or inputs unusable), once
-    the refusal wait, the runner's RBAC and the cached Leases have had their say; and
-    the Launch of a Run."""
-    if reading.wait is not None:
-        return reading.wait, None
-    assert ctx is not None  # no wait: both were read
-    decision = decide_in(ctx)
-    if isinstance(decision, Run):
-        decision = still_refused(ctx, decision) or decision
-    if isinstance(decision, Run) and rbac is not None and not rbac.ready:
-        # No Job: its pod could not be created, or would run as an account whose owner
-        # did not consent. A label change on the account wakes the object.
-        return Requeue(Reason.RUNNER_RBAC_NOT_READY, NOT_READY_WAIT, message=rbac.message), None
-    if not isinstance(decision, Run):
-        return decision, None
-    started = launch_of(ctx, decision)
-    if isinstance(started, Requeue):
-        return started, None  # the cached Leases say wait
-    return decision, started
+def _read(ctx: Context | None) -> Context:
+    assert ctx is not None  # no wait: the policy and the inputs were both read
+    return ctx
 
 
 _CANNOT_START = frozenset({Reason.JOB_CANNOT_START, Reason.IMAGE_PULL_BACK_OFF})
