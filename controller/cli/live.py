@@ -1,5 +1,9 @@
 """Reading the cluster from the command line, as the controller's caches hold it.
 
+What one object's snapshot keeps is the core's one read list (controller/core/decide/
+reads.py): the collections below are read whole, and `snapshot.build` keeps of them
+only what that list names, as the caches look up only what it names.
+
 One `Source` says where and on whose timeline: `captf get` lists collections through
 it; `captf decide --live`, `approve`, `plan show` and `restore` read one object's
 decide snapshot through it (`read_snapshot`)."""

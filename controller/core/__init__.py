@@ -25,6 +25,16 @@ from controller.core.admission.refusal import message_of as refusals_message
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import WAITS as IMAGE_WAITS
+from controller.core.decide.reads import (
+    How,
+    capi_wanted,
+    captf_wanted,
+    configmaps_wanted,
+    is_member,
+    owns_secret,
+    plan_secrets,
+    secrets_wanted,
+)
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
@@ -122,6 +132,7 @@ __all__ = [
     "Busy",
     "Event",
     "Facts",
+    "How",
     "IdentityPass",
     "IdentityRef",
     "IdentityView",
@@ -147,9 +158,12 @@ __all__ = [
     "approval",
     "bootstrap_secret_of",
     "capi_cluster_ref",
+    "capi_wanted",
+    "captf_wanted",
     "change_of",
     "cluster_name_of",
     "configmaps_read",
+    "configmaps_wanted",
     "containers",
     "credentials_secret",
     "dependencies",
@@ -163,6 +177,7 @@ __all__ = [
     "infrastructure_ref",
     "inputs_spec",
     "is_finished",
+    "is_member",
     "job_env",
     "live_check_needed",
     "member_jobs",
@@ -172,7 +187,9 @@ __all__ = [
     "needs_result",
     "own_identity_ref",
     "owner_of",
+    "owns_secret",
     "plan_pass",
+    "plan_secrets",
     "ready_of",
     "reference_digest",
     "refusals_message",
@@ -183,6 +200,7 @@ __all__ = [
     "secret_ref_of",
     "secret_to_review",
     "secrets_read",
+    "secrets_wanted",
     "settings_of",
     "spec_of",
     "spec_refusals",

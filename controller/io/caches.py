@@ -18,26 +18,22 @@ from controller.core import (
     CONFIGMAP,
     NO_IDENTITY,
     SECRET,
+    How,
     IdentityRef,
     IdentityView,
     ObjectRef,
     RunnerFacts,
     Snapshot,
-    bootstrap_secret_of,
-    capi_cluster_ref,
+    capi_wanted,
+    captf_wanted,
     cluster_name_of,
-    configmaps_read,
-    credentials_secret,
-    dependencies,
+    configmaps_wanted,
     identity_ref_of,
-    infrastructure_cluster_of,
-    job_env,
-    owner_of,
-    result,
+    is_member,
+    owns_secret,
     runner_rbac,
     secret_ref_of,
-    secrets_read,
-    spec_of,
+    secrets_wanted,
     terraform_cluster_of,
 )
 from controller.core.basics.names import (
@@ -66,8 +62,6 @@ from controller.core.basics.names import (
     RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
     VERSION,
-    inputs_secret_prefix,
-    state_secret_name,
 )
 from controller.io.contents import Contents, Wanted
 from controller.io.indexes import (
@@ -422,12 +416,6 @@ class Caches:
     def capi_by(self, index: str, value: str) -> list[Json]:
         return [o for inf in self.capi.values() for o in inf.store.by_index(index, value)]
 
-    def owner(self, obj: Json) -> Json | None:
-        """The Cluster API object a CAPTF object acts for, when cached."""
-        ref = owner_of(obj)
-        ns = obj["metadata"]["namespace"]
-        return self.capi_object(ref.kind, ns, ref.name) if ref is not None else None
-
     def terraform_cluster(self, obj: Json) -> Json | None:
         """A member's TerraformCluster, through its Cluster's infrastructureRef."""
         ns = obj["metadata"]["namespace"]
@@ -493,54 +481,55 @@ class Caches:
         typed = with_kind(job, "batch/v1", "Job")
         return typed if self._job_clock is None else on_clock(typed, self._job_clock)
 
-    async def load_contents(self, obj: Json, jobs: Sequence[Json]) -> None:
+    def reads(self, obj: Json, jobs: Sequence[Json]) -> PassReads:
+        """What the pass reads about `obj`, from the core's one list (`capi_wanted`,
+        `captf_wanted`, `secrets_wanted`), each related object looked up once."""
+        related = self._related(obj)
+        ref = identity_ref_of(obj, related)
+        return PassReads(related, secrets_wanted(obj, jobs, related), ref)
+
+    async def load_contents(
+        self, obj: Json, jobs: Sequence[Json], reads: PassReads | None = None
+    ) -> None:
         """Fetches the data `obj`'s decision reads that changed since it was last fetched;
-        `jobs`: the object's, from `jobs_of`."""
-        ns, spec = obj["metadata"]["namespace"], spec_of(obj)
+        `jobs`: the object's, from `jobs_of`; `reads`: the pass's, from `reads`."""
+        reads = reads or self.reads(obj, jobs)
+        ns = obj["metadata"]["namespace"]
         # Values: to render the inputs, and to redact them from the Jobs' messages.
-        carried = {name for job in jobs for name in job_env(job).carried_secrets}
-        read = {*secrets_read(spec), *carried, *self._bootstrap(obj)}
-        wanted = [Wanted(name) for name in read]
-        wanted += [Wanted(name, keys_only=True) for name in _plan_secrets(jobs)]
+        wanted = [
+            Wanted(name, keys_only=how == How.KEYS)
+            for name, how in reads.secrets.items()
+            if how != How.CACHED
+        ]
         await self.secret_data.load(ns, wanted)
         # The identity's Secret, in its own namespace: its key names are checked.
-        ref = identity_ref_of(obj, self._related(obj))
+        ref = reads.identity_ref
         identity = self.identity(ref.name) if ref is not None and ref.kind == IDENTITY else None
         if identity is not None:
             source_ns, source = secret_ref_of(identity)
             if source_ns and source:
                 await self.secret_data.load(source_ns, [Wanted(source)])
-        configmaps = configmaps_read(spec)
+        configmaps = configmaps_wanted(obj)
         if configmaps:
             await self.configmap_data.load(ns, [Wanted(name) for name in configmaps])
 
-    def snapshot(self, obj: Json, jobs: Sequence[Json]) -> Snapshot:
+    def snapshot(self, obj: Json, jobs: Sequence[Json], reads: PassReads | None = None) -> Snapshot:
         """Everything `decide` reads about `obj`, each part from an index or a key: the
         cost does not grow with the number of objects, Jobs or Secrets around it. `jobs`:
-        the object's, from `jobs_of`."""
-        meta, spec = obj["metadata"], spec_of(obj)
+        the object's, from `jobs_of`; `reads`: the pass's, from `reads`."""
+        reads = reads or self.reads(obj, jobs)
+        meta = obj["metadata"]
         ns, name = meta["namespace"], meta["name"]
-        secret_names = [state_secret_name(name), *secrets_read(spec), *_plan_secrets(jobs)]
-        secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
-        secret_names += self._bootstrap(obj)
-        prefix = inputs_secret_prefix(name)
+        # Named by the one list, then found by the object's name: durable inputs, backups.
+        secret_names = list(reads.secrets)
         secret_names += [
             s["metadata"]["name"]
             for store in (self.own_secrets.store, self.secrets.store)
-            for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
-            if s["metadata"]["name"].startswith(prefix)
+            for index in (BY_INPUTS_OF, BY_BACKUP_OF)
+            for s in store.by_index(index, f"{ns}/{name}")
+            if owns_secret(obj, s)
         ]
-        related = self._related(obj)
-        ref = identity_ref_of(obj, related)
-        secret_names += [credentials_secret(ref)] if ref is not None else []
-        secret_names += _cluster_state(obj, related)  # a member's inputs: the cluster's exports
-        # The state's backups: a held deletion names the newest, Retain labels them all.
-        secret_names += [
-            s["metadata"]["name"]
-            for store in (self.own_secrets.store, self.secrets.store)
-            for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
-        ]
-        configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
+        configmaps = _with_data(self.configmap_data, ns, configmaps_wanted(obj))
         events, pods = self._starting(obj, jobs)
         return Snapshot(
             obj=obj,
@@ -548,8 +537,8 @@ class Caches:
             secrets=MappingProxyType(_with_data(self.secret_data, ns, secret_names)),
             configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
-            related=MappingProxyType(related),
-            identity=self.identity_view(ref, ns),
+            related=MappingProxyType(dict(reads.related)),
+            identity=self.identity_view(reads.identity_ref, ns),
             plans=tuple(self.plans_of(meta.get("uid", ""))),
             events=events,
             pods=pods,
@@ -588,54 +577,37 @@ class Caches:
         local = [lease for lease in store.by_index(BY_NAMESPACE, ns) if id(lease) not in seen]
         return [with_kind(lease, "coordination.k8s.io/v1", "Lease") for lease in [*slots, *local]]
 
-    def _bootstrap(self, obj: Json) -> list[str]:
-        """The bootstrap data Secret of a member's owner: a user Secret, read like the others."""
-        name = bootstrap_secret_of(self.owner(obj)) if obj.get("kind") != CLUSTER else ""
-        return [name] if name else []
-
     def _related(self, obj: Json) -> dict[tuple[str, str], Json]:
-        """By ObjectRef: the Cluster API owner and Cluster; a member's TerraformCluster
-        (through that Cluster); the dependencies; and for a TerraformCluster its members
-        (by their Cluster's name)."""
+        """By ObjectRef, what the core's list names (reads.py): the Cluster API owner and
+        Cluster; the dependencies and a member's TerraformCluster (through that Cluster);
+        and for a TerraformCluster its members (by their Cluster's name)."""
         meta = obj["metadata"]
         ns, uid = meta["namespace"], meta.get("uid")
         related: dict[tuple[str, str], Json] = {}
-        for ref in (owner_of(obj), capi_cluster_ref(obj)):
-            found = self.capi_object(ref.kind, ns, ref.name) if ref is not None else None
-            if ref is not None and found is not None:
+        for ref in capi_wanted(obj):
+            found = self.capi_object(ref.kind, ns, ref.name)
+            if found is not None:
                 related[ref] = found
-        wanted = list(dependencies(spec_of(obj)))
-        if obj.get("kind") != CLUSTER:
-            ref = capi_cluster_ref(obj)
-            cluster = related.get(ref) if ref is not None else None
-            wanted.append(ObjectRef(CLUSTER, terraform_cluster_of(cluster)))
+        wanted, members_of = captf_wanted(obj, related)
         for kind, name in wanted:
-            other = self.object(kind, ns, name) if kind in self.objects and name else None
+            other = self.object(kind, ns, name) if kind in self.objects else None
             if other is not None and other["metadata"].get("uid") != uid:
                 related[ObjectRef(kind, name)] = other
-        capi_name = cluster_name_of(obj)
-        if obj.get("kind") == CLUSTER and capi_name:
-            for member in self.objects_by(BY_CLUSTER, f"{ns}/{capi_name}"):
-                if member["kind"] != CLUSTER and member["metadata"].get("uid") != uid:
+        if members_of:
+            for member in self.objects_by(BY_CLUSTER, f"{ns}/{members_of}"):
+                if is_member(obj, members_of, member) and member["metadata"].get("uid") != uid:
                     related[ObjectRef(member["kind"], member["metadata"]["name"])] = member
         return related
 
 
-def _cluster_state(obj: Json, related: Mapping[Any, Json]) -> list[str]:
-    """A member's TerraformCluster's state Secret (its outputs.json holds the exports the
-    member's module receives): the one its Cluster names as infrastructure."""
-    if obj.get("kind") == CLUSTER:
-        return []
-    clusters = (
-        infrastructure_cluster_of(o) for o in related.values() if o.get("kind") == "Cluster"
-    )
-    return [state_secret_name(name) for name in clusters if name]
+@dataclass(frozen=True)
+class PassReads:
+    """What one pass reads, looked up once (`Caches.reads`): the related objects, the
+    Secrets by name and how (the core's reads.secrets_wanted), the identity reference."""
 
-
-def _plan_secrets(jobs: Iterable[Json]) -> list[str]:
-    """The plan Secrets the Jobs' results name: a decision asks only whether they have keys."""
-    names = (str((result(job) or {}).get("planSecret") or "") for job in jobs)
-    return [name for name in names if name]
+    related: Mapping[tuple[str, str], Json]
+    secrets: Mapping[str, How]
+    identity_ref: IdentityRef | None
 
 
 def _with_data(contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:

@@ -167,8 +167,10 @@ class Reconciler:
         jobs = self.caches.jobs_of(obj["metadata"]["uid"])
         found = await results.read(self.client, jobs)
         jobs = results.shown(jobs, found)
-        await self.caches.load_contents(obj, jobs)
-        return self.caches.snapshot(obj, jobs), found
+        # One read list for the pass (the core's reads.py): what is loaded is what is shown.
+        reads = self.caches.reads(obj, jobs)
+        await self.caches.load_contents(obj, jobs, reads)
+        return self.caches.snapshot(obj, jobs, reads), found
 
     async def _facts(self, key: str, snap: Snapshot, found: dict[str, str]) -> Facts:
         """What the plan needs beyond the caches: the memory, the live reads behind a
