@@ -22,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from controller.core.basics.names import (
+    CAPI_CLUSTER,
     CLUSTER,
     LABEL_BACKUP_OF,
     inputs_secret_prefix,
@@ -37,7 +38,6 @@ from controller.core.spec.refs import (
     cluster_name_of,
     configmaps_read,
     dependencies,
-    infrastructure_cluster_of,
     owner_of,
     secrets_read,
     spec_of,
@@ -100,7 +100,7 @@ def secrets_wanted(obj: Json, jobs: Iterable[Json], related: Related) -> dict[st
     if ref is not None:
         wanted.setdefault(credentials_secret(ref), How.CACHED)
     if obj.get("kind") != CLUSTER:  # a member's inputs: its cluster's exports
-        clusters = (infrastructure_cluster_of(o) for o in related.values() if _is_capi_cluster(o))
+        clusters = (terraform_cluster_of(o) for o in related.values() if _is_capi_cluster(o))
         wanted |= {state_secret_name(c): How.CACHED for c in clusters if c}
     wanted |= {secret: How.VALUES for secret in values if secret}
     return wanted
@@ -137,4 +137,4 @@ def _bootstrap(obj: Json, related: Related) -> list[str]:
 
 
 def _is_capi_cluster(obj: Json) -> bool:
-    return obj.get("kind") == "Cluster"
+    return obj.get("kind") == CAPI_CLUSTER
