@@ -28,9 +28,11 @@ from controller.core.basics.names import (
 from runtime import events
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError
+from runtime.transport import MERGE_PATCH
 
 Json = dict[str, Any]
-MERGE = "application/merge-patch+json"
+MERGE = MERGE_PATCH
+
 COMPONENT = "captf-controller"
 
 

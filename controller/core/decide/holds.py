@@ -33,7 +33,7 @@ from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
 from controller.core.decide.facts import Refusal
-from controller.core.decide.gates import LEASE_WAIT
+from controller.core.decide.gates import LEASE_WAIT, slots_held
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
@@ -95,8 +95,7 @@ def claims_of(ctx: Context, job: str) -> tuple[LeaseWrite, ...] | Requeue:
     snap, settings = ctx.snap, ctx.settings
     claims = _claims(snap, job, settings.slot_namespace, settings.max_concurrent_runs)
     if not claims or claims[0].role != Role.RUN_SLOT:
-        message = f"all {settings.max_concurrent_runs} run slots are held"
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
+        return slots_held(settings.max_concurrent_runs)
     for claim in claims:
         change = change_of(claim, _cached(snap, claim), ctx.now)
         if isinstance(change, Busy):

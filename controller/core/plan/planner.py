@@ -16,7 +16,7 @@ the plan out, in the order controller/io/reconciler.py writes down."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -117,8 +117,6 @@ class Plan:
     announces_refusal: bool = False
     remove_finalizer: bool = False
     requeue: float | None = None  # seconds; None: done until something changes
-    # The snapshot as bookkeeping leaves it: what the decision read.
-    books: Snapshot | None = field(default=None, compare=False)
     # A registry lookup the Job needs first: this plan waits ImageResolving and starts
     # nothing; io makes the lookup as its last step and hands the answer to the next pass
     # in the Facts (controller/core/decide/pinning.py).
@@ -252,7 +250,6 @@ def plan(
         and isinstance(decision, Idle)
         and decision.reason in _LET_GO,
         requeue=requeue_of(decision),
-        books=books,
         image_lookup=lookup,
     )
 
