@@ -135,8 +135,6 @@ LABEL_CLUSTERCTL_MOVE: Final = "clusterctl.cluster.x-k8s.io/move"
 # On the objects the watch benchmark creates (controller/bench/watch.py).
 LABEL_BENCH: Final = "captf.io/bench"
 LABEL_BENCH_BURST: Final = "captf.io/bench-burst"
-# On a Job, for the local executor only: play a node drain that evicts its pod.
-ANN_SIMULATE_DRAIN: Final = "captf.io/simulate-drain"
 ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
 # When the interrupted apply was recorded: applies created after it can clear it.
 ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
@@ -172,10 +170,9 @@ BACKOFF_CAP: Final = 600.0
 # Kubernetes caps a Secret's data at 1 MiB.
 SECRET_SIZE_LIMIT: Final = 1024 * 1024
 
-# The longest CAPTF object name the CRDs accept: the name is a label value on its Jobs
-# and Secrets (at most 63 characters), and a Job's name must fit the pod label the Job
-# controller stamps with it (also 63), so Job names are cut to fit (see job_name).
-OBJECT_NAME_LIMIT: Final = 63
+# The CRDs accept object names of at most 63 characters (the name is a label value on
+# its Jobs and Secrets), and a Job's name must fit the pod label the Job controller
+# stamps with it (also 63), so Job names are cut to fit (see job_name).
 JOB_NAME_LIMIT: Final = 63
 # The shortest drift or refresh interval honoured, in seconds: the CRDs refuse less, and
 # an object stored before they did is read as this, so nothing runs in a tight loop.
