@@ -28,7 +28,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.basics.names import CLUSTER, Reason, op_lease_name
+from controller.core.basics.names import CLUSTER, MUTABLE_KINDS, Op, Reason, op_lease_name
 from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
@@ -42,6 +42,7 @@ from controller.core.leases import family
 from controller.core.leases.family import Busy
 from controller.core.leases.slots import free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
+from controller.core.spec.image import reference_digest
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import cluster_of
 
@@ -111,8 +112,26 @@ def leases_held(ctx: Context, run: Run) -> Requeue | None:
 def image_resolving(ctx: Context, run: Run) -> Requeue | None:
     """The wait while the pass's registry lookup is outstanding: io makes it as a step of
     this pass's plan (Plan.image_lookup) and requeues at once."""
-    reference = pinning.lookup_needed(ctx, run)
+    reference = lookup_needed(ctx, run)
     return None if reference is None else pinning.resolving(run, reference)
+
+
+def lookup_needed(ctx: Context, decision: Decision) -> str | None:
+    """The reference io must look up before this pass's Run may start (pinning.py says when);
+    None when the Run needs no lookup, or the lookup was made."""
+    image = ctx.inputs.image
+    if image is None or not isinstance(decision, Run):
+        return None
+    fact = ctx.facts.image
+    if fact is not None and fact.asked and fact.reference == image.reference:
+        return None
+    if not image.digest:
+        return image.reference
+    if ctx.snap.kind not in MUTABLE_KINDS and ctx.has_applied():
+        return None  # pinned: an immutable machine never resolves its tag again
+    if decision.op == Op.DRIFT and reference_digest(image.reference):
+        return None
+    return image.reference if decision.op in pinning.LOOKUP_OPS else None
 
 
 HOLDS: tuple[Hold, ...] = (refused, runner_rbac_not_ready, leases_held, image_resolving)
