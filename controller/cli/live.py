@@ -27,6 +27,7 @@ from controller.core.basics.names import (
     PLAN_KIND,
     RUNNER_ACCOUNT,
     SCOPE_RUN_SLOT,
+    TIME_ORIGIN,
 )
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.io import api
@@ -56,8 +57,6 @@ class Source:
         wall = wall_clock()
         if self.time_scale == 1.0:
             return wall
-        from controller.io.main import TIME_ORIGIN  # the run stack, only when scaled
-
         origin = await shared_origin(t, self.controller_namespace, TIME_ORIGIN, wall)
         return scaled_time(origin, wall, self.time_scale)
 

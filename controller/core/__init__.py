@@ -38,7 +38,7 @@ from controller.core.decide.reads import (
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import is_finished, result
+from controller.core.jobs.job import TERMINAL_CONDITIONS, is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -125,6 +125,7 @@ __all__ = [
     "RUNNER_VARS_READ",
     "SECRET",
     "STALE_AFTER",
+    "TERMINAL_CONDITIONS",
     "Accounting",
     "AdmissionRefusal",
     "Approval",

@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
+from controller.core.basics.names import TIME_ORIGIN
 from controller.io import capped
 from controller.io.accountant import JobMetrics
 from controller.io.admission import Webhooks
@@ -55,8 +56,6 @@ from runtime.transport import Transport, open_transport
 from runtime.workqueue import RateLimitingQueue
 
 log = logging.getLogger("captf")
-# The ConfigMap, in the controller's namespace, that records --time-scale's origin.
-TIME_ORIGIN = "captf-time-origin"
 # How long a stopping leader lets reconciles in flight finish. One reconcile is a
 # handful of API calls (well under a second); one still running after this is stuck
 # on a slow API server, and the Lease is better handed over than held for it.

@@ -104,6 +104,9 @@ LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
 ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
 LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
 LABEL_PLAN_OF: Final = "captf.io/plan-of"
+# A plan Secret's keys: the saved plan, and its JSON rendering (`captf plan show` reads it).
+PLAN_KEY: Final = "tfplan"
+PLAN_JSON_KEY: Final = "plan.json"
 # On a plan Secret: what the plan changes, as addresses and actions only (never a value),
 # with a fingerprint of the changes (controller/core/basics/plan_summary.py).
 ANN_PLAN_SUMMARY: Final = "captf.io/plan-summary"
@@ -156,6 +159,9 @@ SCOPE_CLUSTER: Final = "cluster"
 SCOPE_MEMBER: Final = "member"
 SCOPE_RUN_SLOT: Final = "run-slot"
 RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+# The ConfigMap, in the controller's namespace, that records --time-scale's origin
+# (runtime/timeorigin.py): `captf run`, `make run` and the CLI's scaled "now" read it.
+TIME_ORIGIN: Final = "captf-time-origin"
 # On a run slot: where the Job that holds it lives (the holder identity is the Job's name).
 ANN_HOLDER_NAMESPACE: Final = "captf.io/holder-namespace"
 # On a cluster's operation Lease: the members' Jobs that run, as a JSON object
