@@ -26,12 +26,11 @@ from controller.core import (
     identity_pass,
     secret_ref_of,
 )
-from controller.core.basics.names import GROUP, IDENTITY_FINALIZER, IDENTITY_PLURAL, VERSION
+from controller.core.basics.names import IDENTITY_FINALIZER
 from controller.io import api
 from controller.io.api import Api
 from controller.io.caches import Caches
 from controller.io.indexes import BY_IDENTITY
-from runtime.cache.resource import Resource
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -39,7 +38,7 @@ from runtime.loop import DONE, Result, requeue_after
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
 JSON_PATCH = "application/json-patch+json"
-IDENTITIES = Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False)
+IDENTITIES = api.IDENTITIES
 
 
 def identity_path(name: str, sub: str = "") -> str:
