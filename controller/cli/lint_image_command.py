@@ -32,7 +32,13 @@ from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
 from controller.dev.node.reference import BadReference, parse_reference
 from controller.image.crane import CraneFailed, crane_path
 from controller.image.fetch import Crane, FetchFailed, FetchKind
-from controller.lint.image import ImageUnreadable, ReadImage, default_host, read_image, write_module
+from controller.image.module_read import (
+    ImageUnreadable,
+    ReadImage,
+    default_host,
+    read_image,
+    write_module,
+)
 from controller.lint.module_files import ModuleUnreadable, read_module
 from controller.lint.providers import required_providers
 
