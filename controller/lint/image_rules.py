@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from controller.core.contract.lint import Finding, Rule, Severity
-from controller.core.contract.module_facts import Where
 from controller.core.contract.roles import CONTRACT_VERSION, Role
+from controller.lint.module_facts import Where
+from controller.lint.rules import Finding, Rule, Severity
 
 MODULE: Final = "captf/module"
 RUNTIME: Final = "captf/runtime"
