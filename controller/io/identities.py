@@ -27,7 +27,7 @@ from controller.core import (
     secret_ref_of,
 )
 from controller.core.basics.names import IDENTITY_FINALIZER
-from controller.io import api
+from controller.io import api, finalizers
 from controller.io.api import Api
 from controller.io.caches import Caches
 from controller.io.indexes import BY_IDENTITY
@@ -90,11 +90,8 @@ class IdentityKeeper:
         meta = identity["metadata"]
         name = meta["name"]
         if todo.add_finalizer:
-            finalizers = [*(meta.get("finalizers") or []), IDENTITY_FINALIZER]
-            patch = {"metadata": {"finalizers": finalizers}}
-            identity = await api.merge_patch(
-                self.client, identity_path(name), patch, version=meta["resourceVersion"]
-            )
+            path = identity_path(name)
+            identity = await finalizers.add(self.client, path, identity, IDENTITY_FINALIZER)
         for body in todo.write:
             ns = body["metadata"]["namespace"]
             await self._put_mirror(body | {"data": data}, mirrors.get(ns))
@@ -109,12 +106,9 @@ class IdentityKeeper:
                 "PATCH", identity_path(name, "status"), body=body, content_type=api.MERGE
             )
         if todo.remove_finalizer:
-            kept = [
-                f for f in identity["metadata"].get("finalizers") or [] if f != IDENTITY_FINALIZER
-            ]
-            patch = {"metadata": {"finalizers": kept}}
-            version = identity["metadata"]["resourceVersion"]
-            await api.merge_patch(self.client, identity_path(name), patch, version=version)
+            await finalizers.remove(
+                self.client, identity_path(name), identity, IDENTITY_FINALIZER, missing_ok=False
+            )
 
     async def _put_mirror(self, body: Json, cached: Json | None) -> None:
         """Creates the mirror, or sets the cached one's data and annotation whole (a JSON

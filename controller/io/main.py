@@ -34,7 +34,9 @@ from controller.io.accountant import JobMetrics
 from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
+from controller.io.dispatch import ByKind
 from controller.io.handlers import wire_handlers
+from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
@@ -302,9 +304,11 @@ async def _control(parts: _Parts) -> None:
         settings=args.settings(slot_namespace=parts.namespace),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
+    # The identities' reconciler shares the queue: their keys name their kind (dispatch.py).
+    identities = IdentityKeeper(reconciler.client, caches, clock)
     controller = Controller(
         "captf",
-        reconciler,
+        ByKind(reconciler, identities),
         queue,
         clock=clock,
         workers=args.workers,
