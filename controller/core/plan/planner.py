@@ -18,18 +18,16 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 from controller.core.basics.names import (
-    ANN_ACCOUNTED,
     ANN_BLOCK_MOVE,
     ANN_RESTORE_SERIAL,
     FINALIZER,
     LABEL_RETRY_CAPPED,
     Reason,
 )
-from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
+from controller.core.basics.serials import RESTORE_SERIAL_INVALID
 from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
@@ -40,7 +38,7 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.decide.steps import decide_in, to_end
 from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
-from controller.core.jobs.job import annotations_of, is_finished, name_of
+from controller.core.jobs.job import name_of
 from controller.core.jobs.termination import Recorded, recordings
 from controller.core.plan import accounting, keeping, plan_objects, status, writeback
 from controller.core.plan.accounting import (
@@ -48,8 +46,8 @@ from controller.core.plan.accounting import (
     Event,
     accounting_of,
     released,
-    restored_serial,
 )
+from controller.core.plan.books import books_of, restore_tried
 from controller.core.plan.interrupted import Gone, gone_of
 from controller.core.plan.keeping import SecretPatch
 from controller.core.plan.launching import (
@@ -158,7 +156,7 @@ def decided(snap: Snapshot, now: datetime, settings: Settings, facts: Facts) -> 
     todo = accounting.unaccounted(history)
     accounts = tuple(accounting_of(snap, history, r) for r in todo)
     gone = gone_of(snap, reading.inputs, settings, facts, now)
-    books = _books(snap, todo, gone)
+    books = books_of(snap, todo, gone)
     freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
     books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
     ctx = reading.context(books, now, settings, facts)
@@ -218,8 +216,8 @@ def plan(
         runner=runner_condition,
         image_condition=image,
     )
-    restore_tried = _restore_tried(snap, todo)
-    stored = snap.status | (restore_tried or {})
+    tried = restore_tried(snap, todo)
+    stored = snap.status | (tried or {})
     meta = snap.obj.get("metadata", {})
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
@@ -228,7 +226,7 @@ def plan(
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
         results=recordings(snap.jobs, facts.results, snap.redactor),
         end_jobs=_end_jobs(ctx, decision),
-        restore_tried=restore_tried,
+        restore_tried=tried,
         accounts=part.accounts,
         gone=part.gone,
         prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
@@ -314,65 +312,6 @@ def _finalizers(snap: Snapshot) -> list[str]:
 
 def _with_status(snap: Snapshot, new: Json) -> Snapshot:
     return replace(snap, obj=snap.obj | {"status": new})
-
-
-def _books(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:
-    """The snapshot as this pass's bookkeeping leaves it: the Jobs accounted, a Job that
-    disappeared recorded, and status.activeJob naming the Job that runs. Copies: the
-    caches' objects are never written."""
-    marked = {r.name for r in todo}
-    jobs = tuple(_accounted(j) if name_of(j) in marked else j for j in snap.jobs)
-    secrets = dict(snap.secrets)
-    if gone is not None and gone.record is not None:
-        record = gone.record
-        base = secrets.get(record.secret) or record.create or {"metadata": {}}
-        notes = annotations_of(base) | record.notes
-        secrets[record.secret] = base | {"metadata": base["metadata"] | {"annotations": notes}}
-    new = dict(snap.status)
-    finished = {name_of(j) for j in snap.jobs if is_finished(j)}
-    # A finished Job is no longer active: just accounted, or accounted by a pass whose
-    # status write failed afterwards. A Job that disappeared is not active either.
-    if new.get("activeJob") in finished or gone is not None:
-        new.pop("activeJob", None)
-    _note_restore(new, snap, todo)
-    if not new.get("activeJob"):
-        # Created by a pass that stopped before its status write: adopt it, so that its
-        # disappearance is noticed too.
-        running = sorted(name_of(j) for j in snap.jobs if not is_finished(j))
-        if running:
-            new["activeJob"] = running[0]
-    return replace(
-        snap, obj=snap.obj | {"status": new}, jobs=jobs, secrets=MappingProxyType(secrets)
-    )
-
-
-def _accounted(job: Json) -> Json:
-    meta = job.get("metadata", {})
-    notes = annotations_of(job) | {ANN_ACCOUNTED: "true"}
-    return job | {"metadata": meta | {"annotations": notes}}
-
-
-def _note_restore(new: Json, snap: Snapshot, todo: list[Finished]) -> None:
-    """lastRestoredSerial: set when a restore for the requested serial was attempted,
-    cleared when the restore annotation is removed."""
-    if requested_serial(snap.annotations) is None:
-        new.pop("lastRestoredSerial", None)
-        return
-    tried = restored_serial(todo)
-    if tried is not None:
-        new["lastRestoredSerial"] = tried
-
-
-def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
-    """status.lastRestoredSerial, written before the restore Job is accounted: once it is
-    accounted, the status is the only record that the serial was tried, and were the
-    status write lost after the accounting, the restore would run again."""
-    tried = restored_serial(todo)
-    if requested_serial(snap.annotations) is None or tried is None:
-        return None
-    if snap.status.get("lastRestoredSerial") == tried:
-        return None
-    return {"lastRestoredSerial": tried}
 
 
 def _prune(
