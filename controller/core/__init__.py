@@ -15,12 +15,11 @@ below (an import-linter contract holds them to it):
 - plan: the plan of one pass (accounting, the launch, pruning, the status).
 """
 
-from controller.core.admission.approval import Approval, approval
+from controller.core.admission.approval import approval
 from controller.core.admission.checks import spec_refusals, update_refusals
 from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ALL as ADMISSION_KINDS
 from controller.core.admission.kinds import inputs_spec
-from controller.core.admission.refusal import Refusal as AdmissionRefusal
 from controller.core.admission.refusal import message_of as refusals_message
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
@@ -32,7 +31,6 @@ from controller.core.decide.reads import (
     configmaps_wanted,
     is_member,
     owns_secret,
-    plan_secrets,
     secrets_wanted,
 )
 from controller.core.decide.runner_rbac import RunnerFacts
@@ -70,7 +68,6 @@ from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
     IdentityView,
-    credentials_secret,
     identity_in_use,
     identity_ref_of,
     own_identity_ref,
@@ -96,7 +93,6 @@ from controller.core.spec.refs import (
     SECRET,
     ObjectRef,
     bootstrap_secret_of,
-    capi_cluster_ref,
     cluster_name_of,
     configmaps_read,
     dependencies,
@@ -127,8 +123,6 @@ __all__ = [
     "STALE_AFTER",
     "TERMINAL_CONDITIONS",
     "Accounting",
-    "AdmissionRefusal",
-    "Approval",
     "Busy",
     "Event",
     "Facts",
@@ -157,7 +151,6 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
-    "capi_cluster_ref",
     "capi_wanted",
     "captf_wanted",
     "change_of",
@@ -165,7 +158,6 @@ __all__ = [
     "configmaps_read",
     "configmaps_wanted",
     "containers",
-    "credentials_secret",
     "dependencies",
     "family",
     "holder_namespace",
@@ -188,7 +180,6 @@ __all__ = [
     "owner_of",
     "owns_secret",
     "plan_pass",
-    "plan_secrets",
     "ready_of",
     "reference_digest",
     "refusals_message",
