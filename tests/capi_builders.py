@@ -134,8 +134,9 @@ def state_with_outputs(name: str, outputs: Json, *, inputs_hash: str | None = "h
 
 
 def snap_of(obj: Json, others: list[Json], capi: list[Json]) -> Snapshot:
-    """The snapshot of `obj` with the Cluster API objects in `related`."""
-    snap = snapshot.build(obj, others)
+    """The snapshot of `obj` with the Cluster API objects in `related`: built with them, so
+    the Secrets they name (the bootstrap data, the cluster's state) are kept."""
+    snap = snapshot.build(obj, [*others, *capi])
     related = dict(snap.related)
     related |= {ObjectRef(o["kind"], o["metadata"]["name"]): o for o in capi}
     return replace(snap, related=MappingProxyType(related))

@@ -31,13 +31,14 @@ from controller.core.plan.jobspec import build_job
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import DEFAULT_IMAGES, read_policy
 from controller.io.api import CONFIGMAPS, JOBS, NAMESPACES, OBJECTS, SECRETS, resource_path
-from runtime.transport import Transport
+from runtime.transport import MERGE_PATCH, Transport
 
 CLUSTERS = OBJECTS[CLUSTER]
 PER_NAMESPACE = 100
 JOBS_PER_OBJECT = 3
 CONCURRENCY = 32
-MERGE = "application/merge-patch+json"
+MERGE = MERGE_PATCH
+
 CONTROLLER_NAMESPACE = "captf-system"
 # Quiet this long and the controller has settled.
 SETTLE_SECONDS = 3.0

@@ -23,7 +23,6 @@ CLUSTERS = OBJECTS[CLUSTER]
 PER_NAMESPACE = 100
 JOBS_PER_OBJECT = 3
 CONCURRENCY = 32
-MERGE = "application/merge-patch+json"
 CONTROLLER_NAMESPACE = "captf-system"
 # Quiet this long and the controller has settled.
 SETTLE_SECONDS = 3.0

@@ -43,13 +43,14 @@ from runtime.cache import Informer, Selection, label_index
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
-from runtime.transport import Transport, open_transport
+from runtime.transport import MERGE_PATCH, Transport, open_transport
 
 CLUSTERS = OBJECTS[CLUSTER]
 PER_NAMESPACE = 100
 JOBS_PER_OBJECT = 3
 CONCURRENCY = 32
-MERGE = "application/merge-patch+json"
+MERGE = MERGE_PATCH
+
 CONTROLLER_NAMESPACE = "captf-system"
 # Quiet this long and the controller has settled.
 SETTLE_SECONDS = 3.0

@@ -37,14 +37,13 @@ from controller.io.api import JOBS, NAMESPACES, resource_path
 from runtime.cache import Store, Watched, label_index, list_all, owner_uid_index
 from runtime.cache.watchstream import watch_once
 from runtime.errors import ApiError
-from runtime.transport import Transport, open_transport
+from runtime.transport import MERGE_PATCH, Transport, open_transport
 
 ROUNDS = 3
 # Requests in flight while creating and patching: enough to keep the API server busy.
 CONCURRENCY = 32
 DEFAULT_KUBECONFIG = Path(".local/kubeconfig")
 BENCH_LABEL = LABEL_BENCH
-MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass

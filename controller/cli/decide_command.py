@@ -18,13 +18,17 @@ import orjson
 
 from controller.cli.snapshot_file import SnapshotError, load
 from controller.core.decide import snapshot
-from controller.core.decide.decision import to_json
+from controller.core.decide.decision import Decision, to_json
+from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
-from controller.core.decide.steps import decide
+from controller.core.plan.planner import decision_of, live_check_needed
 
 EXIT_BAD_INPUT = 2
 
 Objects = tuple[datetime, list[dict[str, Any]]]
+# --live's reads beyond the objects: the namespace's runner RBAC (None: not read).
+LiveObjects = tuple[datetime, list[dict[str, Any]], RunnerFacts | None]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
     settings = settings_of(args)  # as `captf run` builds its own from the same flags
     if args.live:
-        return _decide_one(args, settings, args.live, lambda: _read_live(args), prefix="")
+        return _decide_one(args, settings, args.live, partial(_read_live, args), prefix="")
     files: list[str] = args.file
     if files.count("-") > 1:
         return _bad_input("standard input (-) can be read only once")
@@ -52,14 +56,17 @@ def _decide_one(
     args: argparse.Namespace,
     settings: Settings,
     source: str,
-    read: Callable[[], Objects],
+    read: Callable[[], Objects | LiveObjects],
     *,
     prefix: str,
 ) -> int:
     """Decides on what `read()` returns and prints the line; the exit status."""
     try:
-        now, objects = read()
-        decision = decide(snapshot.build(objects[0], objects[1:]), now, settings)
+        read_back = read()
+        now, objects = read_back[0], read_back[1]
+        live = len(read_back) == 3  # --live: with the runner RBAC it read
+        runner = read_back[2] if len(read_back) == 3 else None
+        decision = decided(now, objects, settings, live=live, runner=runner)
     except SnapshotError as err:  # a file's error names the file
         return _bad_input(str(err))
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
@@ -71,7 +78,27 @@ def _decide_one(
     return 0
 
 
-def _read_live(args: argparse.Namespace) -> Objects:
+def decided(
+    now: datetime,
+    objects: list[dict[str, Any]],
+    settings: Settings,
+    *,
+    live: bool = False,
+    runner: RunnerFacts | None = None,
+) -> Decision:
+    """The decision the controller carries out (planner.decision_of) on the snapshot of
+    `objects`, the object first. A live read's Facts are what it read: the runner RBAC,
+    and a status.activeJob whose Job is not among the Jobs listed now is gone (the two
+    live reads the controller makes, both done); nothing of a process's memory."""
+    snap = snapshot.build(objects[0], objects[1:])
+    facts: Facts = NO_FACTS
+    if live:
+        gone = live_check_needed(snap, frozenset()) is not None
+        facts = Facts(active_gone=gone, runner=runner)
+    return decision_of(snap, now, settings=settings, facts=facts)
+
+
+def _read_live(args: argparse.Namespace) -> LiveObjects:
     # The I/O stack, only when asked.
     from controller.cli.live import Source, live_snapshot
     from runtime.errors import ConfigError

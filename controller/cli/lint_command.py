@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.core.contract.lint import Finding, Severity, has_errors, lint
 from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
 from controller.lint.module_files import ModuleUnreadable, read_module
+from controller.lint.rules import Finding, Severity, has_errors, lint
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1

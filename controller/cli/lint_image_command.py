@@ -25,16 +25,22 @@ from typing import Any
 import anyio
 
 from controller.cli.lint_command import counts, findings_report
-from controller.core.contract.image_lint import MODULE, MODULE_SUFFIXES, ImageFacts, lint_image
-from controller.core.contract.lint import Finding, has_errors, lint
-from controller.core.contract.module_facts import Where
 from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
 from controller.dev.node.reference import BadReference, parse_reference
 from controller.image.crane import CraneFailed, crane_path
 from controller.image.fetch import Crane, FetchFailed, FetchKind
-from controller.lint.image import ImageUnreadable, ReadImage, default_host, read_image, write_module
+from controller.image.module_read import (
+    ImageUnreadable,
+    ReadImage,
+    default_host,
+    read_image,
+    write_module,
+)
+from controller.lint.image_rules import MODULE, MODULE_SUFFIXES, ImageFacts, lint_image
+from controller.lint.module_facts import Where
 from controller.lint.module_files import ModuleUnreadable, read_module
 from controller.lint.providers import required_providers
+from controller.lint.rules import Finding, has_errors, lint
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1

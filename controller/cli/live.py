@@ -1,5 +1,9 @@
 """Reading the cluster from the command line, as the controller's caches hold it.
 
+What one object's snapshot keeps is the core's one read list (controller/core/decide/
+reads.py): the collections below are read whole, and `snapshot.build` keeps of them
+only what that list names, as the caches look up only what it names.
+
 One `Source` says where and on whose timeline: `captf get` lists collections through
 it; `captf decide --live`, `approve`, `plan show` and `restore` read one object's
 decide snapshot through it (`read_snapshot`)."""
@@ -13,13 +17,17 @@ from typing import Any
 
 from controller.cli.kinds import ALIASES
 from controller.cli.snapshot_file import SnapshotError
+from controller.core import RunnerFacts, runner_rbac
 from controller.core.basics.names import (
     CAPI_KINDS,
     KINDS,
+    LABEL_RUNNER,
     LABEL_SCOPE,
     LABEL_UID,
     PLAN_KIND,
+    RUNNER_ACCOUNT,
     SCOPE_RUN_SLOT,
+    TIME_ORIGIN,
 )
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.io import api
@@ -49,8 +57,6 @@ class Source:
         wall = wall_clock()
         if self.time_scale == 1.0:
             return wall
-        from controller.io.main import TIME_ORIGIN  # the run stack, only when scaled
-
         origin = await shared_origin(t, self.controller_namespace, TIME_ORIGIN, wall)
         return scaled_time(origin, wall, self.time_scale)
 
@@ -65,14 +71,18 @@ async def listed(
     return [{"apiVersion": api_version, "kind": kind} | item for item in listing.get("items", [])]
 
 
-def live_snapshot(ref: str, *, now: str | None, source: Source) -> tuple[datetime, list[Json]]:
-    """`captf decide --live KIND/NAME [--now TIME]`: the time and the snapshot's objects."""
+def live_snapshot(
+    ref: str, *, now: str | None, source: Source
+) -> tuple[datetime, list[Json], RunnerFacts | None]:
+    """`captf decide --live KIND/NAME [--now TIME]`: the time, the snapshot's objects, and
+    the namespace's runner RBAC (a fact of the decision, as the controller's caches show
+    it; None when this user may not read it)."""
     kind, name = live_ref(ref)
     try:
         at = parse_time(now) if now else None
     except TimeFormatError as err:
         raise SnapshotError(f"--now: {err}") from None
-    return read_snapshot(kind, name, source=source, now=at)
+    return _run(source, kind, name, at, runner=True)
 
 
 def read_snapshot(
@@ -80,14 +90,39 @@ def read_snapshot(
 ) -> tuple[datetime, list[Json]]:
     """The objects a decide snapshot of kind/name holds, the object first, and the time
     to decide at (`now`, else the source's). Not found or unreachable: SnapshotError."""
+    at, objects, _ = _run(source, kind, name, now, runner=False)
+    return at, objects
+
+
+def _run(
+    source: Source, kind: str, name: str, now: datetime | None, *, runner: bool
+) -> tuple[datetime, list[Json], RunnerFacts | None]:
     if source.namespace is None:
         raise ValueError("one object's snapshot is read in one namespace")
     try:
-        return asyncio.run(_read(source, source.namespace, kind, name, now))
+        return asyncio.run(_read(source, source.namespace, kind, name, now, runner=runner))
     except ApiError as err:
         raise SnapshotError(f"reading {kind}/{name}: {err}") from None
     except OSError as err:
         raise SnapshotError(f"cannot reach the API server: {err}") from None
+
+
+async def _runner_facts(t: Transport, ns: str) -> RunnerFacts | None:
+    """The namespace's runner RBAC as the controller's caches hold it: its ServiceAccounts
+    labelled captf.io/runner=true and the RoleBinding captf-runner. None when the reader
+    may not list them (403): the decision then reads no RBAC, as `-f` does."""
+    try:
+        accounts = await listed(
+            t, api.SERVICE_ACCOUNTS, "ServiceAccount", ns, labelSelector=f"{LABEL_RUNNER}=true"
+        )
+        bindings = await listed(
+            t, api.ROLE_BINDINGS, "RoleBinding", ns, fieldSelector=f"metadata.name={RUNNER_ACCOUNT}"
+        )
+    except ApiError as err:
+        if err.status != 403:
+            raise
+        return None
+    return runner_rbac.facts_of(accounts, bindings)
 
 
 def live_ref(text: str) -> tuple[str, str]:
@@ -101,11 +136,12 @@ def live_ref(text: str) -> tuple[str, str]:
 
 
 async def _read(
-    source: Source, ns: str, kind: str, name: str, now: datetime | None
-) -> tuple[datetime, list[Json]]:
+    source: Source, ns: str, kind: str, name: str, now: datetime | None, *, runner: bool
+) -> tuple[datetime, list[Json], RunnerFacts | None]:
     async with open_transport(source.kubeconfig) as t:
         at = now or await source.now(t)
         obj = await t.request("GET", api.object_path(kind, ns, name))
+        rbac = await _runner_facts(t, ns) if runner else None
         uid = obj["metadata"]["uid"]
         jobs = await listed(t, api.JOBS, "Job", ns, labelSelector=f"{LABEL_UID}={uid}")
         plans = await listed(t, api.PLANS, PLAN_KIND, ns, labelSelector=f"{LABEL_UID}={uid}")
@@ -137,15 +173,19 @@ async def _read(
         events = await listed(
             t, api.EVENTS, "Event", ns, fieldSelector="involvedObject.kind=Job,reason=FailedCreate"
         )
-        return at, [
-            obj,
-            *jobs,
-            *plans,
-            *secrets,
-            *leases,
-            *slots,
-            *configmaps,
-            *others,
-            *pods,
-            *events,
-        ]
+        return (
+            at,
+            [
+                obj,
+                *jobs,
+                *plans,
+                *secrets,
+                *leases,
+                *slots,
+                *configmaps,
+                *others,
+                *pods,
+                *events,
+            ],
+            rbac,
+        )

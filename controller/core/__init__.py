@@ -15,20 +15,28 @@ below (an import-linter contract holds them to it):
 - plan: the plan of one pass (accounting, the launch, pruning, the status).
 """
 
-from controller.core.admission.approval import Approval, approval
+from controller.core.admission.approval import approval
 from controller.core.admission.checks import spec_refusals, update_refusals
 from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ALL as ADMISSION_KINDS
 from controller.core.admission.kinds import inputs_spec
-from controller.core.admission.refusal import Refusal as AdmissionRefusal
 from controller.core.admission.refusal import message_of as refusals_message
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import WAITS as IMAGE_WAITS
+from controller.core.decide.reads import (
+    How,
+    capi_wanted,
+    captf_wanted,
+    configmaps_wanted,
+    is_member,
+    owns_secret,
+    secrets_wanted,
+)
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import is_finished, result
+from controller.core.jobs.job import TERMINAL_CONDITIONS, is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -60,7 +68,6 @@ from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
     IdentityView,
-    credentials_secret,
     identity_in_use,
     identity_ref_of,
     own_identity_ref,
@@ -86,11 +93,9 @@ from controller.core.spec.refs import (
     SECRET,
     ObjectRef,
     bootstrap_secret_of,
-    capi_cluster_ref,
     cluster_name_of,
     configmaps_read,
     dependencies,
-    infrastructure_cluster_of,
     infrastructure_ref,
     module_image,
     owner_of,
@@ -116,12 +121,12 @@ __all__ = [
     "RUNNER_VARS_READ",
     "SECRET",
     "STALE_AFTER",
+    "TERMINAL_CONDITIONS",
     "Accounting",
-    "AdmissionRefusal",
-    "Approval",
     "Busy",
     "Event",
     "Facts",
+    "How",
     "IdentityPass",
     "IdentityRef",
     "IdentityView",
@@ -146,12 +151,13 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
-    "capi_cluster_ref",
+    "capi_wanted",
+    "captf_wanted",
     "change_of",
     "cluster_name_of",
     "configmaps_read",
+    "configmaps_wanted",
     "containers",
-    "credentials_secret",
     "dependencies",
     "family",
     "holder_namespace",
@@ -159,10 +165,10 @@ __all__ = [
     "identity_in_use",
     "identity_pass",
     "identity_ref_of",
-    "infrastructure_cluster_of",
     "infrastructure_ref",
     "inputs_spec",
     "is_finished",
+    "is_member",
     "job_env",
     "live_check_needed",
     "member_jobs",
@@ -172,6 +178,7 @@ __all__ = [
     "needs_result",
     "own_identity_ref",
     "owner_of",
+    "owns_secret",
     "plan_pass",
     "ready_of",
     "reference_digest",
@@ -183,6 +190,7 @@ __all__ = [
     "secret_ref_of",
     "secret_to_review",
     "secrets_read",
+    "secrets_wanted",
     "settings_of",
     "spec_of",
     "spec_refusals",

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 import yaml
 
-from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, VERSION
+from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, TIME_ORIGIN, VERSION
 from controller.dev import module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from controller.dev.install import (
@@ -62,7 +62,6 @@ from controller.io.api import (
     SECRETS,
     resource_path,
 )
-from controller.io.main import TIME_ORIGIN
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.cache.resource import Resource
 from runtime.envtest import ApiServer

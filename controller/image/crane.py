@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from runtime.envtest.registry import RegistryMissing, registry_dir
+from runtime.registry_build import RegistryMissing, registry_dir
 
 TIMEOUT_SECONDS = 300.0
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from controller.core.contract.image_lint import Entry, Kind
+from controller.lint.image_rules import Entry, Kind
 
 WHITEOUT: Final = ".wh."
 OPAQUE: Final = ".wh..wh..opq"

@@ -20,6 +20,7 @@ from controller.core.basics.names import (
     CAPI_PLURALS,
     CAPI_VERSION,
     GROUP,
+    IDENTITY_PLURAL,
     KINDS,
     PLAN_PLURAL,
     PLURALS,
@@ -28,9 +29,11 @@ from controller.core.basics.names import (
 from runtime import events
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError
+from runtime.transport import MERGE_PATCH
 
 Json = dict[str, Any]
-MERGE = "application/merge-patch+json"
+MERGE = MERGE_PATCH
+
 COMPONENT = "captf-controller"
 
 
@@ -56,6 +59,8 @@ CAPI_OBJECTS: Final = {
 }
 # The TerraformPlans: created, their status written and the finished ones pruned.
 PLANS: Final = Resource(GROUP, VERSION, PLAN_PLURAL)
+# The cluster-scoped TerraformClusterIdentities: read, and their finalizer written.
+IDENTITIES: Final = Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False)
 JOBS: Final = Resource("batch", "v1", "jobs")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 SECRETS: Final = Resource("", "v1", "secrets")

@@ -34,6 +34,7 @@ from controller.core import (
     CONFIGMAP,
     SECRET,
     cluster_name_of,
+    identity_ref_of,
     infrastructure_ref,
     own_identity_ref,
     secret_ref_of,
@@ -55,6 +56,7 @@ from controller.io.indexes import (
     BY_ACCOUNT,
     BY_CLUSTER,
     BY_DEPENDENCY,
+    BY_IDENTITY,
     BY_OWNER,
     BY_REF,
     BY_WAITING,
@@ -216,7 +218,7 @@ def identity_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str
     name = obj["metadata"]["name"]
     keys = [identity_key(name)]
     if old is None or new is None or old.get("spec") != new.get("spec"):
-        keys += _keys(caches.identity_users(name))
+        keys += _keys(identity_users(caches, name))
     return keys
 
 
@@ -230,7 +232,7 @@ def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[st
     keys = []
     for identity in caches.identities.store:
         name = identity["metadata"]["name"]
-        keys += [identity_key(name), *_keys(caches.identity_users(name, ns))]
+        keys += [identity_key(name), *_keys(identity_users(caches, name, ns))]
     return keys
 
 
@@ -244,12 +246,14 @@ def _named_identities(old: Obj | None, new: Obj | None) -> list[str]:
 
 def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None) -> list[str]:
     keys = (
-        [identity_key(mirror_of), *_keys(caches.identity_users(mirror_of, ns))] if mirror_of else []
+        [identity_key(mirror_of), *_keys(identity_users(caches, mirror_of, ns))]
+        if mirror_of
+        else []
     )
     for identity in caches.identities.store:
         if secret_ref_of(identity) == (ns, name):
             found = identity["metadata"]["name"]
-            keys += [identity_key(found), *_keys(caches.identity_users(found))]
+            keys += [identity_key(found), *_keys(identity_users(caches, found))]
     return keys
 
 
@@ -277,3 +281,19 @@ def account_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]
 
 def _keys(objects: Iterable[Json]) -> list[str]:
     return [key_for(obj) for obj in objects]
+
+
+def identity_users(caches: Caches, name: str, namespace: str | None = None) -> list[Json]:
+    """The objects that run with identity `name` (in `namespace`, or anywhere): those
+    naming it, and the machines and pools of such a TerraformCluster that name none."""
+    direct = caches.objects_by(BY_IDENTITY, name)
+    if namespace is not None:
+        direct = [o for o in direct if o["metadata"]["namespace"] == namespace]
+    found = list(direct)
+    for cluster in (o for o in direct if o["kind"] == CLUSTER):
+        ns = cluster["metadata"]["namespace"]
+        for member in caches.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(cluster)}"):
+            ref = identity_ref_of(member, {})
+            if member["kind"] != CLUSTER and ref is None:
+                found.append(member)
+    return found

@@ -26,12 +26,11 @@ from controller.core import (
     identity_pass,
     secret_ref_of,
 )
-from controller.core.basics.names import GROUP, IDENTITY_FINALIZER, IDENTITY_PLURAL, VERSION
-from controller.io import api
+from controller.core.basics.names import IDENTITY_FINALIZER
+from controller.io import api, finalizers
 from controller.io.api import Api
 from controller.io.caches import Caches
 from controller.io.indexes import BY_IDENTITY
-from runtime.cache.resource import Resource
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -39,7 +38,7 @@ from runtime.loop import DONE, Result, requeue_after
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
 JSON_PATCH = "application/json-patch+json"
-IDENTITIES = Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False)
+IDENTITIES = api.IDENTITIES
 
 
 def identity_path(name: str, sub: str = "") -> str:
@@ -91,11 +90,8 @@ class IdentityKeeper:
         meta = identity["metadata"]
         name = meta["name"]
         if todo.add_finalizer:
-            finalizers = [*(meta.get("finalizers") or []), IDENTITY_FINALIZER]
-            patch = {"metadata": {"finalizers": finalizers}}
-            identity = await api.merge_patch(
-                self.client, identity_path(name), patch, version=meta["resourceVersion"]
-            )
+            path = identity_path(name)
+            identity = await finalizers.add(self.client, path, identity, IDENTITY_FINALIZER)
         for body in todo.write:
             ns = body["metadata"]["namespace"]
             await self._put_mirror(body | {"data": data}, mirrors.get(ns))
@@ -110,12 +106,9 @@ class IdentityKeeper:
                 "PATCH", identity_path(name, "status"), body=body, content_type=api.MERGE
             )
         if todo.remove_finalizer:
-            kept = [
-                f for f in identity["metadata"].get("finalizers") or [] if f != IDENTITY_FINALIZER
-            ]
-            patch = {"metadata": {"finalizers": kept}}
-            version = identity["metadata"]["resourceVersion"]
-            await api.merge_patch(self.client, identity_path(name), patch, version=version)
+            await finalizers.remove(
+                self.client, identity_path(name), identity, IDENTITY_FINALIZER, missing_ok=False
+            )
 
     async def _put_mirror(self, body: Json, cached: Json | None) -> None:
         """Creates the mirror, or sets the cached one's data and annotation whole (a JSON

@@ -28,12 +28,15 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
+from controller.core.basics.names import TIME_ORIGIN
 from controller.io import capped
 from controller.io.accountant import JobMetrics
 from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
+from controller.io.dispatch import ByKind
 from controller.io.handlers import wire_handlers
+from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
@@ -55,8 +58,6 @@ from runtime.transport import Transport, open_transport
 from runtime.workqueue import RateLimitingQueue
 
 log = logging.getLogger("captf")
-# The ConfigMap, in the controller's namespace, that records --time-scale's origin.
-TIME_ORIGIN = "captf-time-origin"
 # How long a stopping leader lets reconciles in flight finish. One reconcile is a
 # handful of API calls (well under a second); one still running after this is stuck
 # on a slow API server, and the Lease is better handed over than held for it.
@@ -303,9 +304,11 @@ async def _control(parts: _Parts) -> None:
         settings=args.settings(slot_namespace=parts.namespace),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
+    # The identities' reconciler shares the queue: their keys name their kind (dispatch.py).
+    identities = IdentityKeeper(reconciler.client, caches, clock)
     controller = Controller(
         "captf",
-        reconciler,
+        ByKind(reconciler, identities),
         queue,
         clock=clock,
         workers=args.workers,

@@ -41,7 +41,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Generic, TypeVar
 
-from controller.core import ImageFact, Refusal
+from controller.core import STALE_AFTER, ImageFact, Refusal
 from controller.core.basics.names import BACKOFF_CAP
 from runtime.clock import Clock
 
@@ -54,6 +54,9 @@ V = TypeVar("V")
 CACHE_LAG = 60.0
 # A create the cache has not shown after this long was deleted before the cache saw it.
 PENDING_TTL = 300.0
+# The janitor frees a Lease held for a Job it cannot see only after STALE_AFTER: by then
+# this process has stopped waiting for its own create to show (docs/controller.md).
+assert STALE_AFTER > PENDING_TTL
 # A pruned Job's delete reaches the cache within CACHE_LAG; the status write of the pass
 # after it, which stops naming the Job, within another.
 DELETED_TTL = 600.0

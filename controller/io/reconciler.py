@@ -106,12 +106,19 @@ from controller.core import (
     module_image,
     plan_pass,
 )
-from controller.core.basics.names import FINALIZER, IDENTITY
-from controller.io import accountant, api, interrupted, plan_writes, results, runner_rbac
+from controller.core.basics.names import FINALIZER
+from controller.io import (
+    accountant,
+    api,
+    finalizers,
+    interrupted,
+    plan_writes,
+    results,
+    runner_rbac,
+)
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
 from controller.io.caches import Caches
-from controller.io.identities import IdentityKeeper
 from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
@@ -135,19 +142,14 @@ class Reconciler:
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
     registry: ImageRegistry | None = None  # module image lookups; default: crane's
-    # The identities share the queue (their keys name the kind): controller/io/identities.py.
-    identities: IdentityKeeper = field(init=False)
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
-        self.identities = IdentityKeeper(self.client, self.caches, self.clock)
         if self.registry is None:
             self.registry = ImageRegistry(self.clock)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
-        if kind == IDENTITY:
-            return await self.identities.reconcile(name)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
             self.memory.forget(key)
@@ -167,8 +169,10 @@ class Reconciler:
         jobs = self.caches.jobs_of(obj["metadata"]["uid"])
         found = await results.read(self.client, jobs)
         jobs = results.shown(jobs, found)
-        await self.caches.load_contents(obj, jobs)
-        return self.caches.snapshot(obj, jobs), found
+        # One read list for the pass (the core's reads.py): what is loaded is what is shown.
+        reads = self.caches.reads(obj, jobs)
+        await self.caches.load_contents(obj, jobs, reads)
+        return self.caches.snapshot(obj, jobs, reads), found
 
     async def _facts(self, key: str, snap: Snapshot, found: dict[str, str]) -> Facts:
         """What the plan needs beyond the caches: the memory, the live reads behind a
@@ -309,14 +313,7 @@ def _path(obj: Json) -> str:
 
 
 async def _add_finalizer(client: Api, obj: Json) -> Json:
-    """A merge patch replaces the list whole: the version read is the precondition, so a
-    finalizer another party added meanwhile is never dropped."""
-    meta = obj["metadata"]
-    finalizers = [*(meta.get("finalizers") or []), FINALIZER]
-    patch = {"metadata": {"finalizers": finalizers}}
-    return _typed(
-        obj, await api.merge_patch(client, _path(obj), patch, version=meta["resourceVersion"])
-    )
+    return _typed(obj, await finalizers.add(client, _path(obj), obj, FINALIZER))
 
 
 def _typed(obj: Json, updated: Json) -> Json:
@@ -325,19 +322,11 @@ def _typed(obj: Json, updated: Json) -> Json:
 
 
 async def _remove_finalizer(client: Api, obj: Json) -> None:
-    """As when adding: the whole list, over the version read."""
-    meta = obj["metadata"]
-    kept = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
-    patch = {"metadata": {"finalizers": kept}}
-    try:
-        await api.merge_patch(client, _path(obj), patch, version=meta["resourceVersion"])
-    except ApiError as err:
-        if err.status != 404:
-            raise
-        # Gone already (its other finalizers went, or a replayed pass removed ours): the
-        # object this step lets go of is gone, which is what the step is for.
-        return
-    log.info("%s/%s: destroyed; finalizer removed", meta["namespace"], meta["name"])
+    # Gone already (its other finalizers went, or a replayed pass removed ours): the
+    # object this step lets go of is gone, which is what the step is for.
+    if await finalizers.remove(client, _path(obj), obj, FINALIZER, missing_ok=True):
+        meta = obj["metadata"]
+        log.info("%s/%s: destroyed; finalizer removed", meta["namespace"], meta["name"])
 
 
 def _log_start(snap: Snapshot, todo: Plan) -> None:

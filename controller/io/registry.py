@@ -89,9 +89,9 @@ def crane_binary() -> Path | None:
     found = shutil.which("crane")
     if found:
         return Path(found)
-    # Imported here: the development build's helpers pull in what a deployed controller,
-    # which has crane on its PATH, never needs (the test-cluster code and its TLS).
-    from runtime.envtest.registry import RegistryMissing, registry_dir
+    # Imported here: a deployed controller, which has crane on its PATH, never asks where
+    # a development build is (runtime.registry_build, not the test cluster's package).
+    from runtime.registry_build import RegistryMissing, registry_dir
 
     try:
         return registry_dir(build=False) / "crane"

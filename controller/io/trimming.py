@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.core import RUNNER_VARS_READ as READ
-from controller.core import SECRET, containers
+from controller.core import SECRET, TERMINAL_CONDITIONS, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     DATA_KEYS,
@@ -68,7 +68,6 @@ JOB_CONTROLLER_LABELS = frozenset(
 OWNER_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
 JOB_STATUS = ("startTime", "completionTime", "active", "succeeded", "failed")
 JOB_CONDITION_WORDS = ("type", "status", "reason")
-TERMINAL_CONDITIONS = frozenset({"Complete", "Failed"})
 
 
 def job_fields(job: Obj) -> Obj:

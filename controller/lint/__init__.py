@@ -1,3 +1,5 @@
-"""Linting what module authors publish: the I/O half (reading a module directory into
-the facts the checks read). The checks themselves are pure and live in the core
-(`controller.core.contract.lint`)."""
+"""Linting what module authors publish. The rules are pure (`rules.py` for a module,
+with `typeexpr.py` and `module_facts.py`; `image_rules.py` for a module image; an
+import-linter contract keeps them free of I/O); the readers are the I/O half
+(`module_files.py`, `providers.py`: a module directory into the facts the rules read).
+The decision core serves none of this and imports none of it."""

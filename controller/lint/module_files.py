@@ -21,7 +21,7 @@ from hcl2.utils import SerializationOptions
 from lark import Tree
 from lark.exceptions import UnexpectedInput
 
-from controller.core.contract.module_facts import (
+from controller.lint.module_facts import (
     ModuleFacts,
     Output,
     ProviderArgument,

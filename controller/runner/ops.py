@@ -18,6 +18,8 @@ from controller.core.basics.names import (
     ANN_PLAN_SUMMARY,
     LABEL_PLAN_OF,
     LABEL_RESCUE_OF,
+    PLAN_JSON_KEY,
+    PLAN_KEY,
     SECRET_SIZE_LIMIT,
     STATE_KEY,
     Op,
@@ -36,8 +38,6 @@ from controller.runner.workdir import ImageRenderError, RenderError, render
 from runtime.errors import ApiError
 
 PLAN_FILE = "tfplan"
-PLAN_KEY = "tfplan"
-PLAN_JSON_KEY = "plan.json"
 _FLAGS = ("-input=false", "-no-color")
 
 

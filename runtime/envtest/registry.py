@@ -23,32 +23,15 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from runtime.builds import BuildFailed, built_dir
 from runtime.envtest import process
+from runtime.registry_build import BUILD_SCRIPT, RegistryMissing, registry_dir
 
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "registry" / "build.sh"
 STARTUP_TIMEOUT_SECONDS = 30.0
 _POLL_SECONDS = 0.1
 
 
-class RegistryMissing(Exception):
-    """No registry build: hack/registry/build.sh has not run (or failed)."""
-
-
 class RegistryFailed(Exception):
     """The registry exited or did not answer in time."""
-
-
-def registry_dir(*, build: bool = True) -> Path:
-    """The directory with `registry` and `crane`; without `build`, only an existing build."""
-    try:
-        directory = built_dir(BUILD_SCRIPT, build=build)
-    except BuildFailed as failed:
-        raise RegistryMissing(str(failed)) from None
-    for name in ("registry", "crane"):
-        if not os.access(directory / name, os.X_OK):
-            raise RegistryMissing(f"{name} not found in {directory} (from {BUILD_SCRIPT})")
-    return directory
 
 
 def registry_config(port: int, storage: Path, htpasswd: Path | None) -> dict[str, object]:
@@ -169,3 +152,6 @@ class Registry:
     @property
     def storage(self) -> Path:
         return self._dir / "storage"
+
+
+__all__ = ["BUILD_SCRIPT", "Registry", "RegistryFailed", "RegistryMissing", "registry_dir"]

@@ -21,6 +21,8 @@ from runtime.transport import kubeconfig
 from runtime.transport.kubeconfig import ClusterConfig
 
 # Watches hold a connection each for minutes; the pool must not starve ordinary requests.
+# The content type of a JSON merge patch (RFC 7386), as the API server takes it.
+MERGE_PATCH = "application/merge-patch+json"
 _POOL_SIZE = 64
 _LARGE_BODY = 1 << 20
 

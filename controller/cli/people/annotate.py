@@ -9,9 +9,9 @@ from typing import Any
 from controller.cli.people.common import Refused
 from controller.io import api
 from runtime.errors import ApiError
-from runtime.transport import open_transport
+from runtime.transport import MERGE_PATCH, open_transport
 
-MERGE = "application/merge-patch+json"
+MERGE = MERGE_PATCH
 
 
 def annotate(kubeconfig: str | None, obj: dict[str, Any], notes: dict[str, str]) -> dict[str, Any]:

@@ -26,10 +26,10 @@ from controller.cli.people.plans import (
     read_plan,
     read_plans,
 )
+from controller.core.basics.names import PLAN_JSON_KEY
 from controller.core.basics.plan_summary import COUNTED
 from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
-from controller.runner.ops import PLAN_JSON_KEY
 from runtime.errors import ApiError
 from runtime.transport import open_transport
 

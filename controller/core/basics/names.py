@@ -104,6 +104,9 @@ LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"
 ANN_BACKED_UP_AT: Final = "captf.io/backed-up-at"
 LABEL_RESCUE_OF: Final = "captf.io/state-rescue-of"
 LABEL_PLAN_OF: Final = "captf.io/plan-of"
+# A plan Secret's keys: the saved plan, and its JSON rendering (`captf plan show` reads it).
+PLAN_KEY: Final = "tfplan"
+PLAN_JSON_KEY: Final = "plan.json"
 # On a plan Secret: what the plan changes, as addresses and actions only (never a value),
 # with a fingerprint of the changes (controller/core/basics/plan_summary.py).
 ANN_PLAN_SUMMARY: Final = "captf.io/plan-summary"
@@ -135,8 +138,6 @@ LABEL_CLUSTERCTL_MOVE: Final = "clusterctl.cluster.x-k8s.io/move"
 # On the objects the watch benchmark creates (controller/bench/watch.py).
 LABEL_BENCH: Final = "captf.io/bench"
 LABEL_BENCH_BURST: Final = "captf.io/bench-burst"
-# On a Job, for the local executor only: play a node drain that evicts its pod.
-ANN_SIMULATE_DRAIN: Final = "captf.io/simulate-drain"
 ANN_INTERRUPTED_APPLY: Final = "captf.io/interrupted-apply"
 # When the interrupted apply was recorded: applies created after it can clear it.
 ANN_INTERRUPTED_APPLY_AT: Final = "captf.io/interrupted-apply-at"
@@ -158,6 +159,9 @@ SCOPE_CLUSTER: Final = "cluster"
 SCOPE_MEMBER: Final = "member"
 SCOPE_RUN_SLOT: Final = "run-slot"
 RUN_SLOT_PREFIX: Final = "captf-run-slot-"
+# The ConfigMap, in the controller's namespace, that records --time-scale's origin
+# (runtime/timeorigin.py): `captf run`, `make run` and the CLI's scaled "now" read it.
+TIME_ORIGIN: Final = "captf-time-origin"
 # On a run slot: where the Job that holds it lives (the holder identity is the Job's name).
 ANN_HOLDER_NAMESPACE: Final = "captf.io/holder-namespace"
 # On a cluster's operation Lease: the members' Jobs that run, as a JSON object
@@ -172,10 +176,9 @@ BACKOFF_CAP: Final = 600.0
 # Kubernetes caps a Secret's data at 1 MiB.
 SECRET_SIZE_LIMIT: Final = 1024 * 1024
 
-# The longest CAPTF object name the CRDs accept: the name is a label value on its Jobs
-# and Secrets (at most 63 characters), and a Job's name must fit the pod label the Job
-# controller stamps with it (also 63), so Job names are cut to fit (see job_name).
-OBJECT_NAME_LIMIT: Final = 63
+# The CRDs accept object names of at most 63 characters (the name is a label value on
+# its Jobs and Secrets), and a Job's name must fit the pod label the Job controller
+# stamps with it (also 63), so Job names are cut to fit (see job_name).
 JOB_NAME_LIMIT: Final = 63
 # The shortest drift or refresh interval honoured, in seconds: the CRDs refuse less, and
 # an object stored before they did is read as this, so nothing runs in a tight loop.

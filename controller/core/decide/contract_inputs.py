@@ -37,9 +37,9 @@ from controller.core.contract import inputs as contract
 from controller.core.contract import variables
 from controller.core.contract.outputs import Pending, Valid, decode
 from controller.core.contract.roles import Role, UnknownKind, contract_for_kind
-from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of, dig
+from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import annotations_of, created_at
+from controller.core.jobs.job import annotations_of, created_at, name_of
 from controller.core.spec.inputs import (
     CONTRACT_KEY,
     IMAGE_DIGEST_KEY,
@@ -48,13 +48,18 @@ from controller.core.spec.inputs import (
     Inputs,
     Json,
 )
-from controller.core.spec.refs import ModuleImage, ObjectRef, infrastructure_cluster_of
+from controller.core.spec.refs import (
+    ModuleImage,
+    ObjectRef,
+    bootstrap_secret_of,
+    cluster_name_of,
+    owner_of,
+    terraform_cluster_of,
+)
 
 # The state Secret's key of the root's contract outputs; the cache keeps it "" when it
 # was too large to keep (controller/io/trimming.py).
 OUTPUTS_KEY = STATE_OUTPUTS_KEY
-CAPI_GROUP = "cluster.x-k8s.io"
-CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,8 @@ def assemble(snap: Snapshot, user_variables: Mapping[str, Any]) -> Assembled:
     role = role_of(snap.kind)
     if role is None:
         return None
-    cluster_name = _owner(snap, "Cluster") if role is Role.CLUSTER else _cluster_label(snap)
+    # Cluster API's GetOwnerCluster / GetClusterFromMetadata: one reader (spec/refs.py).
+    cluster_name = cluster_name_of(snap.obj)
     cluster = snap.related.get(ObjectRef("Cluster", cluster_name)) if cluster_name else None
     if cluster is None:
         return NotYet("the owning Cluster is not there yet")
@@ -93,15 +99,14 @@ def assemble(snap: Snapshot, user_variables: Mapping[str, Any]) -> Assembled:
     if role is Role.CLUSTER:
         return contract.cluster_inputs(obj=snap.obj, cluster=cluster, previous=previous(snap))
     owner_kind = "Machine" if role is Role.MACHINE else "MachinePool"
-    owner_name = _owner(snap, owner_kind)
-    owner = snap.related.get(ObjectRef(owner_kind, owner_name)) if owner_name else None
+    owner_ref = owner_of(snap.obj)  # GetOwnerMachine: one reader (spec/refs.py)
+    owner = snap.related.get(owner_ref) if owner_ref is not None else None
     if owner is None:
         return NotYet(f"the owning {owner_kind} is not there yet")
-    spec_path = ("spec",) if role is Role.MACHINE else ("spec", "template", "spec")
-    secret_name = dig(owner, *spec_path, "bootstrap", "dataSecretName")
-    secret = snap.secrets.get(str(secret_name)) if secret_name else None
+    secret_name = bootstrap_secret_of(owner)
+    secret = snap.secrets.get(secret_name) if secret_name else None
     if secret is None:
-        return NotYet(f"{owner_kind} {owner_name} has no bootstrap data yet")
+        return NotYet(f"{owner_kind} {name_of(owner)} has no bootstrap data yet")
     try:
         bootstrap = bootstrap_of(secret)
     except BootstrapDataInvalid as bad:
@@ -159,7 +164,7 @@ def state_outputs(secret: Json | None) -> Json | TooLarge | None:
 
 def cluster_outputs(snap: Snapshot, cluster: Json) -> Json:
     """The cluster module's outputs, from its TerraformCluster's state: {} before any."""
-    name = infrastructure_cluster_of(cluster)
+    name = terraform_cluster_of(cluster)
     found = state_outputs(snap.secrets.get(state_secret_name(name))) if name else None
     return found if isinstance(found, dict) else {}
 
@@ -226,22 +231,6 @@ def _image_of(data: Json, current: Inputs) -> ModuleImage | None:
     raw_digest = data.get(IMAGE_DIGEST_KEY)
     digest = (_text(raw_digest) if raw_digest is not None else None) or ""
     return ModuleImage(reference, policy, digest)
-
-
-def _owner(snap: Snapshot, kind: str) -> str:
-    """The name of the object's Cluster API owner of `kind` (CAPI's GetOwnerMachine and
-    GetOwnerCluster: an owner reference of that kind in the cluster.x-k8s.io group)."""
-    for ref in snap.obj.get("metadata", {}).get("ownerReferences") or []:
-        group = str(ref.get("apiVersion", "")).split("/")[0]
-        if ref.get("kind") == kind and group == CAPI_GROUP:
-            return str(ref.get("name") or "")
-    return ""
-
-
-def _cluster_label(snap: Snapshot) -> str:
-    """A member's Cluster: the cluster-name label (CAPI's GetClusterFromMetadata)."""
-    labels = snap.obj.get("metadata", {}).get("labels") or {}
-    return str(labels.get(CLUSTER_NAME_LABEL) or "")
 
 
 def _domain_names(outputs: Json) -> list[str]:

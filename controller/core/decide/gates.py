@@ -86,6 +86,14 @@ def _held_by_other(lease: Json, own_jobs: set[str]) -> bool:
     return bool(holder) and holder not in own_jobs
 
 
+def slots_held(count: int) -> Requeue:
+    """The wait for a run slot: the cache shows all `count` held (check_leases), or none is
+    free to claim (holds.leases_held)."""
+    return Requeue(
+        Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=f"all {count} run slots are held"
+    )
+
+
 def check_leases(ctx: Context) -> Requeue | None:
     """A free run slot, and no operation of the cluster (for its pools and machines) or of
     its members (for a cluster). An operation shows as its held operation Lease, as a
@@ -96,8 +104,7 @@ def check_leases(ctx: Context) -> Requeue | None:
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if is_run_slot(lease)]
     if len(slots) >= ctx.settings.max_concurrent_runs:
-        message = f"all {ctx.settings.max_concurrent_runs} run slots are held"
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
+        return slots_held(ctx.settings.max_concurrent_runs)
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:

@@ -8,7 +8,7 @@ part of the durable inputs (the inputs Secret's `image.digest`, covered by the h
 so the inputs the state was applied with pin it.
 
 When the reference is resolved (a Job of these ops and kinds asks for a lookup first;
-`lookup_needed`):
+`holds.lookup_needed`):
 - a digest reference (`repo@sha256:...`) is its own digest: looked up only for the
   checks, before an apply or plan; never for a drift check (nothing can move);
 - an immutable TerraformMachine: before every Job until its first apply succeeds;
@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
@@ -38,7 +38,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.decide.contract_inputs import role_of
-from controller.core.decide.decision import Decision, Requeue, Run
+from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, created_at
@@ -57,9 +57,6 @@ from controller.core.spec.image import (
 )
 from controller.core.spec.inputs import IMAGE_DIGEST_KEY, IMAGE_KEY, Inputs
 from controller.core.spec.refs import ModuleImage
-
-if TYPE_CHECKING:
-    from controller.core.decide.context import Context
 
 Json = dict[str, Any]
 
@@ -167,24 +164,6 @@ def choose(snap: Snapshot, inputs: Inputs, fact: ImageFact | None, limit: int) -
     return replace(inputs, image=replace(image, digest=digest))
 
 
-def lookup_needed(ctx: Context, decision: Decision) -> str | None:
-    """The reference io must look up before this pass's Run may start (see the module);
-    None when the Run needs no lookup, or the lookup was made."""
-    image = ctx.inputs.image
-    if image is None or not isinstance(decision, Run):
-        return None
-    fact = ctx.facts.image
-    if fact is not None and fact.asked and fact.reference == image.reference:
-        return None
-    if not image.digest:
-        return image.reference
-    if ctx.snap.kind not in MUTABLE_KINDS and ctx.has_applied():
-        return None  # pinned: an immutable machine never resolves its tag again
-    if decision.op == Op.DRIFT and reference_digest(image.reference):
-        return None
-    return image.reference if decision.op in LOOKUP_OPS else None
-
-
 def resolving(decision: Run, reference: str) -> Requeue:
     """The pass's decision while its lookup is outstanding: io looks the reference up as a
     step of this pass's plan and requeues the object at once; the next pass decides with
@@ -193,16 +172,16 @@ def resolving(decision: Run, reference: str) -> Requeue:
     return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=decision.op, message=message)
 
 
-def tag_moved(ctx: Context) -> str | None:
-    """Why a mutable kind re-applies when its inputs differ from the state's only by the
-    digest behind the same reference, or None."""
-    image, applied = ctx.inputs.image, applied_image(ctx.snap)
+def tag_moved(snap: Snapshot, inputs: Inputs, state_inputs_hash: str | None) -> str | None:
+    """Why a mutable kind re-applies when its inputs differ from the state's
+    (`state_inputs_hash`) only by the digest behind the same reference, or None."""
+    image, applied = inputs.image, applied_image(snap)
     if image is None or applied is None or applied.reference != image.reference:
         return None
     if not (image.digest and applied.digest) or image.digest == applied.digest:
         return None
-    before = replace(ctx.inputs, image=replace(image, digest=applied.digest))
-    if before.hash != ctx.state_inputs_hash:
+    before = replace(inputs, image=replace(image, digest=applied.digest))
+    if before.hash != state_inputs_hash:
         return None
     return f"{image.reference} now names {short(image.digest)}; {short(applied.digest)} was applied"
 

@@ -13,8 +13,9 @@ Pure: decisions of what the caches show (RunnerFacts); io creates and deletes.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from controller.core.basics.names import (
@@ -55,6 +56,25 @@ class RunnerFacts:
 
     accounts: Mapping[str, Mapping[str, str]]
     binding: bool
+
+
+def facts_of(accounts: Iterable[Json], bindings: Iterable[Json]) -> RunnerFacts:
+    """The RunnerFacts of a namespace from its ServiceAccounts labelled captf.io/runner=true
+    and its RoleBindings named captf-runner (only a managed one counts): the caches'
+    view (controller/io/caches.py) and `captf decide --live`'s read (controller/cli/live.py)."""
+    return RunnerFacts(
+        accounts=MappingProxyType(
+            {
+                a["metadata"]["name"]: a["metadata"].get("labels") or {}
+                for a in accounts
+                if (a["metadata"].get("labels") or {}).get(LABEL_RUNNER) == "true"
+            }
+        ),
+        binding=any(
+            b["metadata"]["name"] == RUNNER_ACCOUNT and is_managed(b["metadata"].get("labels"))
+            for b in bindings
+        ),
+    )
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from controller.core.basics.names import (
     state_secret_name,
 )
 from controller.core.basics.redact import Redactor
+from controller.core.decide import reads
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
 from controller.core.jobs.naming import fresh_seq, job_name
@@ -177,12 +178,14 @@ def owns(obj: Json, job: Json) -> bool:
 
 
 def build(obj: Json, others: Iterable[Json]) -> Snapshot:
-    """Sorts a flat list of API objects into a snapshot of `obj`."""
+    """Sorts a flat list of API objects into a snapshot of `obj`, keeping of its Secrets,
+    ConfigMaps and related objects those the one read list names (reads.py), as the
+    controller's caches do: a decision reads the same from a file as from the caches."""
     namespace = obj.get("metadata", {}).get("namespace")
     jobs, leases, plans, events, pods = [], [], [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
-    related: dict[tuple[str, str], Json] = {}
+    candidates: dict[tuple[str, str], Json] = {}
     elsewhere: list[Json] = []  # identities, Namespaces, other namespaces' Secrets
     for item in others:
         kind = item.get("kind")
@@ -202,14 +205,18 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         elif kind == "Pod" and same_ns:
             pods.append(item)
         elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
-            related[(str(kind), name_of(item))] = item
+            candidates[(str(kind), name_of(item))] = item
         else:
             elsewhere.append(item)
+    related = _related(obj, candidates)
+    named = reads.secrets_wanted(obj, jobs, related)
+    kept = {n: s for n, s in secrets.items() if n in named or reads.owns_secret(obj, s)}
+    wanted_maps = reads.configmaps_wanted(obj)
     return Snapshot(
         obj=obj,
         jobs=tuple(jobs),
-        secrets=MappingProxyType(secrets),
-        configmaps=MappingProxyType(configmaps),
+        secrets=MappingProxyType(kept),
+        configmaps=MappingProxyType({n: c for n, c in configmaps.items() if n in wanted_maps}),
         leases=tuple(leases),
         related=MappingProxyType(related),
         identity=_identity_view(identity_ref_of(obj, related), str(namespace or ""), elsewhere),
@@ -217,6 +224,21 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         events=tuple(events),
         pods=tuple(pods),
     )
+
+
+def _related(obj: Json, candidates: Mapping[tuple[str, str], Json]) -> dict[tuple[str, str], Json]:
+    """Of the namespace's CAPTF and Cluster API objects, those the read list names."""
+    related: dict[tuple[str, str], Json] = {
+        ref: candidates[ref] for ref in reads.capi_wanted(obj) if ref in candidates
+    }
+    wanted, members_of = reads.captf_wanted(obj, related)
+    related |= {ref: candidates[ref] for ref in wanted if ref in candidates}
+    related |= {
+        ref: other
+        for ref, other in candidates.items()
+        if other.get("kind") in KINDS and reads.is_member(obj, members_of, other)
+    }
+    return related
 
 
 def _identity_view(ref: IdentityRef | None, namespace: str, items: list[Json]) -> IdentityView:

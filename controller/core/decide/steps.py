@@ -23,7 +23,7 @@ from controller.core.basics.names import (
     backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import approvals, deletion, gates, owners, pause, triggers
+from controller.core.decide import approvals, deletion, gates, holds, owners, pause, triggers
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
@@ -67,13 +67,15 @@ def decide(
 
 
 def decide_in(ctx: Context | Requeue) -> Decision:
-    """The decision in a context read once for the pass (the planner's), or its wait."""
+    """The decision in a context read once for the pass (the planner's), or its wait: the
+    first step that applies, once spec.suspend and the holds (holds.py: a refused Job,
+    the runner's RBAC, the cached Leases, the image lookup) have had their say on a Run."""
     if isinstance(ctx, Requeue):
         return ctx
     for step in STEPS:
         decision = step(ctx)
         if decision is not None:
-            return suspended(ctx, decision)
+            return holds.held(ctx, suspended(ctx, decision))
     return idle(ctx)
 
 

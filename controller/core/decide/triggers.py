@@ -89,7 +89,7 @@ def apply_due(ctx: Context) -> ApplyDue | None:
         if job := interrupted_apply(ctx):
             return ApplyDue(Reason.INTERRUPTED_APPLY, message=f"apply Job {job} vanished as it ran")
         if ctx.snap.state_secret is None or ctx.state_inputs_hash != ctx.inputs.hash:
-            moved = pinning.tag_moved(ctx)
+            moved = pinning.tag_moved(ctx.snap, ctx.inputs, ctx.state_inputs_hash)
             if moved is not None:
                 return ApplyDue(Reason.IMAGE_TAG_MOVED, message=moved)
             message = f"inputs {ctx.inputs.hash8} are not the ones the state was applied with"

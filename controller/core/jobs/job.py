@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -86,9 +86,13 @@ def op_of(job: Json) -> str:
     return ""
 
 
+# The conditions the Job controller sets once a Job has finished (with status "True").
+TERMINAL_CONDITIONS: Final = frozenset({"Complete", "Failed"})
+
+
 def _terminal_condition(job: Json) -> Json | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+        if cond.get("type") in TERMINAL_CONDITIONS and cond.get("status") == "True":
             return dict(cond)
     return None
 

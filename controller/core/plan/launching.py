@@ -1,33 +1,27 @@
 """Starting a Job, as data: its name, its inputs Secret and the Leases it takes first,
-labelled for the shard, and the wait should a Lease turn out held; and the wait and
-the Warning after the API server refused one. io carries it out
+labelled for the shard, and the wait should a Lease turn out held when read live; and
+the Warning after the API server refused one (its wait is a hold of DecideOp,
+controller/core/decide/holds.py). io carries it out
 (controller/io/launcher.py). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.basics.names import CLUSTER, Reason, op_lease_name
+from controller.core.basics.names import Reason
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Refusal
 from controller.core.decide.gates import LEASE_WAIT
-from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs import backoff
+from controller.core.decide.holds import claims_of
 from controller.core.jobs.job import name_of
-from controller.core.leases import family
-from controller.core.leases.family import Busy
-from controller.core.leases.slots import free_slot
-from controller.core.leases.writes import LeaseWrite, Role, change_of
+from controller.core.leases.writes import LeaseWrite
 from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
 from controller.core.spec.identity import credentials_secret
-from controller.core.spec.policy import Policy
-from controller.core.spec.refs import cluster_of
 from controller.core.spec.sharding import format_labels, shard_labels
 
 Json = dict[str, Any]
@@ -47,25 +41,6 @@ class Launch:
         return name_of(self.job)
 
 
-def refusal_wait(refusal: Refusal, policy: Policy, now: datetime) -> float:
-    """Seconds left of the refusal's backoff: like a failed Job's, under the object's
-    failure limit, from the last refusal."""
-    until = refusal.at + timedelta(seconds=backoff.delay(refusal.count, policy.failed_limit))
-    return (until - now).total_seconds()
-
-
-def still_refused(ctx: Context, run: Run) -> Requeue | None:
-    """The refusal wait, while it lasts and the same Job would be tried again: a pass woken
-    by anything else (its own status write) must not ask again before then."""
-    refusal = ctx.facts.refusal
-    if refusal is None or refusal.job != ctx.snap.next_job(run.op)[0]:
-        return None
-    wait = refusal_wait(refusal, ctx.policy, ctx.now)
-    if wait <= 0:
-        return None
-    return Requeue(Reason.JOB_REFUSED, wait, op=run.op, message=refusal.message)
-
-
 def refusal_event(refusal: Refusal | None) -> tuple[Event, ...]:
     """One Warning per streak, until recorded, named after the refused Job: a restarted
     controller does not announce the same streak again."""
@@ -75,20 +50,14 @@ def refusal_event(refusal: Refusal | None) -> tuple[Event, ...]:
     return (Event(name, "Warning", Reason.JOB_REFUSED, refusal.message),)
 
 
-def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
+def launch_of(ctx: Context, run: Run) -> Launch:
     """The Job the decision runs, with its inputs Secret and its Leases, labelled for the
-    shard; or the wait the cached Leases impose (the live ones are checked again when io
-    takes them)."""
+    shard. The Leases' wait, were the cached ones held, is a hold of DecideOp
+    (controller/core/decide/holds.py): a Run is decided only once they are free."""
     snap, settings = ctx.snap, ctx.settings
     name, seq = snap.next_job(run.op)
-    claims = _claims(snap, name, settings.slot_namespace, settings.max_concurrent_runs)
-    if not claims or claims[0].role != Role.RUN_SLOT:
-        message = f"all {settings.max_concurrent_runs} run slots are held"
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
-    for claim in claims:
-        change = change_of(claim, _cached(snap, claim), ctx.now)
-        if isinstance(change, Busy):
-            return Requeue(change.reason, LEASE_WAIT, message=change.message)
+    claims = claims_of(ctx, name)
+    assert not isinstance(claims, Requeue), "holds.leases_held let this Run through"
     secret = None
     if inputs_secret_name(snap.name, ctx.inputs) not in snap.secrets:
         secret = inputs_secret(snap.obj, ctx.inputs)
@@ -104,44 +73,6 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     return labelled_launch(Launch(job, secret, claims), labels)
-
-
-def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[LeaseWrite, ...]:
-    """A run slot, the family's operation Lease, and a member's own operation Lease."""
-    own = frozenset(snap.job_names())
-    slot = free_slot(
-        snap.leases, job=job, own_jobs=snap.job_names(), namespace=slot_namespace, count=slots
-    )
-    if slot is None:
-        return ()
-    claims = [
-        LeaseWrite(
-            slot_namespace, slot, job, Role.RUN_SLOT, own=own, holder_namespace=snap.namespace
-        )
-    ]
-    cluster = cluster_of(snap.obj, snap.related)
-    if snap.kind == CLUSTER:
-        lease = family.lease_name(cluster)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.CLUSTER_FAMILY, cluster, own))
-    elif cluster:  # a member of no cluster has no family to wait for
-        lease = family.lease_name(cluster)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_FAMILY, cluster, own))
-    if snap.kind != CLUSTER:
-        lease = op_lease_name(snap.kind, snap.name)
-        claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_OWN, cluster, own))
-    return tuple(claims)
-
-
-def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:
-    return next(
-        (
-            lease
-            for lease in snap.leases
-            if name_of(lease) == write.name
-            and lease["metadata"].get("namespace") == write.namespace
-        ),
-        None,
-    )
 
 
 # A shard's labels go on what a launch writes: the Job, its pod, its inputs Secret, and the

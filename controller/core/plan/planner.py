@@ -16,20 +16,18 @@ the plan out, in the order controller/io/reconciler.py writes down."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any
 
 from controller.core.basics.names import (
-    ANN_ACCOUNTED,
     ANN_BLOCK_MOVE,
     ANN_RESTORE_SERIAL,
     FINALIZER,
     LABEL_RETRY_CAPPED,
     Reason,
 )
-from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
+from controller.core.basics.serials import RESTORE_SERIAL_INVALID
 from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
@@ -37,10 +35,10 @@ from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.decide.steps import NOT_READY_WAIT, decide_in, to_end
+from controller.core.decide.steps import decide_in, to_end
 from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
-from controller.core.jobs.job import annotations_of, is_finished, name_of
+from controller.core.jobs.job import name_of
 from controller.core.jobs.termination import Recorded, recordings
 from controller.core.plan import accounting, keeping, plan_objects, status, writeback
 from controller.core.plan.accounting import (
@@ -48,15 +46,14 @@ from controller.core.plan.accounting import (
     Event,
     accounting_of,
     released,
-    restored_serial,
 )
+from controller.core.plan.books import books_of, restore_tried
 from controller.core.plan.interrupted import Gone, gone_of
 from controller.core.plan.keeping import SecretPatch
 from controller.core.plan.launching import (
     Launch,
     launch_of,
     refusal_event,
-    still_refused,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
 from controller.core.spec.image import ImageLookup
@@ -118,8 +115,6 @@ class Plan:
     announces_refusal: bool = False
     remove_finalizer: bool = False
     requeue: float | None = None  # seconds; None: done until something changes
-    # The snapshot as bookkeeping leaves it: what the decision read.
-    books: Snapshot | None = field(default=None, compare=False)
     # A registry lookup the Job needs first: this plan waits ImageResolving and starts
     # nothing; io makes the lookup as its last step and hands the answer to the next pass
     # in the Facts (controller/core/decide/pinning.py).
@@ -137,6 +132,49 @@ def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
     return str(active)
 
 
+@dataclass(frozen=True)
+class Decided:
+    """The decision part of a pass: the reading of the spec, the bookkeeping (the finished
+    Jobs to account, a Job that disappeared, the snapshot as they leave it), the context
+    on that view, and DecideOp's decision in it."""
+
+    reading: Reading
+    todo: list[Finished]
+    accounts: tuple[Accounting, ...]
+    gone: Gone | None
+    books: Snapshot
+    ctx: Context | None
+    decision: Decision
+
+
+def decided(snap: Snapshot, now: datetime, settings: Settings, facts: Facts) -> Decided:
+    # The pass's one read of policy and inputs (a module image's with io's lookup).
+    reading = read_spec(
+        snap, settings.runner, image=facts.image, image_size_limit=settings.image_size_limit
+    )
+    history = snap.history
+    todo = accounting.unaccounted(history)
+    accounts = tuple(accounting_of(snap, history, r) for r in todo)
+    gone = gone_of(snap, reading.inputs, settings, facts, now)
+    books = books_of(snap, todo, gone)
+    freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
+    books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
+    ctx = reading.context(books, now, settings, facts)
+    # DecideOp in the pass's context, its holds included (a refused Job, the runner's
+    # RBAC, the cached Leases, the image lookup), or the wait of a policy or inputs unusable.
+    decision = reading.wait if reading.wait is not None else decide_in(_read(ctx))
+    return Decided(reading, todo, accounts, gone, books, ctx, decision)
+
+
+def decision_of(
+    snap: Snapshot, now: datetime, *, settings: Settings | None = None, facts: Facts = NO_FACTS
+) -> Decision:
+    """The decision the controller carries out for `snap` (`plan(...).decision`, without the
+    rest of the plan): what `captf decide` prints, `-f` with no Facts, `--live` with the
+    ones it reads."""
+    return decided(snap, now, settings or Settings(), facts).decision
+
+
 def plan(
     snap: Snapshot,
     now: datetime,
@@ -145,24 +183,18 @@ def plan(
     facts: Facts = NO_FACTS,
 ) -> Plan:
     settings = settings or Settings()
-    # The pass's one read of policy and inputs (a module image's with io's lookup).
-    reading = read_spec(
-        snap, settings.runner, image=facts.image, image_size_limit=settings.image_size_limit
+    part = decided(snap, now, settings, facts)
+    reading, decision, ctx, books, todo = (
+        part.reading,
+        part.decision,
+        part.ctx,
+        part.books,
+        part.todo,
     )
     policy = reading.policy
-    history = snap.history
-    todo = accounting.unaccounted(history)
-    accounts = tuple(accounting_of(snap, history, r) for r in todo)
-    gone = gone_of(snap, reading.inputs, settings, facts, now)
-    books = _books(snap, todo, gone)
-    freed = [w for a in accounts for w in a.releases] + list(gone.releases if gone else ())
-    books = replace(books, leases=tuple(released(lease, freed) for lease in books.leases))
-    ctx = reading.context(books, now, settings, facts)
     rbac = _runner_verdict(snap, policy, facts)
-    decision, launch = _decision(reading, ctx, rbac)
+    launch = launch_of(ctx, decision) if ctx is not None and isinstance(decision, Run) else None
     lookup = _lookup(ctx, decision)
-    if lookup is not None and isinstance(decision, Run):
-        decision, launch = pinning.resolving(decision, lookup.reference), None
     if launch is not None and ctx is not None:
         books = _with_status(books, books.status | {"activeJob": launch.name})
         ctx = ctx.on(books)
@@ -184,8 +216,8 @@ def plan(
         runner=runner_condition,
         image_condition=image,
     )
-    restore_tried = _restore_tried(snap, todo)
-    stored = snap.status | (restore_tried or {})
+    tried = restore_tried(snap, todo)
+    stored = snap.status | (tried or {})
     meta = snap.obj.get("metadata", {})
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
@@ -194,9 +226,9 @@ def plan(
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
         results=recordings(snap.jobs, facts.results, snap.redactor),
         end_jobs=_end_jobs(ctx, decision),
-        restore_tried=restore_tried,
-        accounts=accounts,
-        gone=gone,
+        restore_tried=tried,
+        accounts=part.accounts,
+        gone=part.gone,
         prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
         secret_patches=keeping.patches_of(ctx, decision),
         runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
@@ -216,17 +248,19 @@ def plan(
         and isinstance(decision, Idle)
         and decision.reason in _LET_GO,
         requeue=requeue_of(decision),
-        books=books,
         image_lookup=lookup,
     )
 
 
 def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
-    """The registry lookup io makes as a step of this pass, for the next (pinning.py)."""
-    reference = pinning.lookup_needed(ctx, decision) if ctx is not None else None
-    if reference is None or ctx is None:
+    """The registry lookup io makes as a step of this pass, for the next: the one the
+    decision waits for (holds.image_resolving)."""
+    image = ctx.inputs.image if ctx is not None else None
+    if ctx is None or image is None or not isinstance(decision, Requeue):
         return None
-    return ImageLookup(reference, ctx.snap.namespace, ctx.policy.service_account)
+    if decision.reason != Reason.IMAGE_RESOLVING:
+        return None
+    return ImageLookup(image.reference, ctx.snap.namespace, ctx.policy.service_account)
 
 
 def _wait_of(reading: Reading, decision: Decision) -> Requeue | None:
@@ -242,28 +276,9 @@ def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verd
     return runner_rbac.verdict(snap.namespace, policy.service_account, facts.runner)
 
 
-def _decision(
-    reading: Reading, ctx: Context | None, rbac: Verdict | None
-) -> tuple[Decision, Launch | None]:
-    """DecideOp in the pass's context (or the wait of a policy or inputs unusable), once
-    the refusal wait, the runner's RBAC and the cached Leases have had their say; and
-    the Launch of a Run."""
-    if reading.wait is not None:
-        return reading.wait, None
-    assert ctx is not None  # no wait: both were read
-    decision = decide_in(ctx)
-    if isinstance(decision, Run):
-        decision = still_refused(ctx, decision) or decision
-    if isinstance(decision, Run) and rbac is not None and not rbac.ready:
-        # No Job: its pod could not be created, or would run as an account whose owner
-        # did not consent. A label change on the account wakes the object.
-        return Requeue(Reason.RUNNER_RBAC_NOT_READY, NOT_READY_WAIT, message=rbac.message), None
-    if not isinstance(decision, Run):
-        return decision, None
-    started = launch_of(ctx, decision)
-    if isinstance(started, Requeue):
-        return started, None  # the cached Leases say wait
-    return decision, started
+def _read(ctx: Context | None) -> Context:
+    assert ctx is not None  # no wait: the policy and the inputs were both read
+    return ctx
 
 
 _CANNOT_START = frozenset({Reason.JOB_CANNOT_START, Reason.IMAGE_PULL_BACK_OFF})
@@ -297,65 +312,6 @@ def _finalizers(snap: Snapshot) -> list[str]:
 
 def _with_status(snap: Snapshot, new: Json) -> Snapshot:
     return replace(snap, obj=snap.obj | {"status": new})
-
-
-def _books(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:
-    """The snapshot as this pass's bookkeeping leaves it: the Jobs accounted, a Job that
-    disappeared recorded, and status.activeJob naming the Job that runs. Copies: the
-    caches' objects are never written."""
-    marked = {r.name for r in todo}
-    jobs = tuple(_accounted(j) if name_of(j) in marked else j for j in snap.jobs)
-    secrets = dict(snap.secrets)
-    if gone is not None and gone.record is not None:
-        record = gone.record
-        base = secrets.get(record.secret) or record.create or {"metadata": {}}
-        notes = annotations_of(base) | record.notes
-        secrets[record.secret] = base | {"metadata": base["metadata"] | {"annotations": notes}}
-    new = dict(snap.status)
-    finished = {name_of(j) for j in snap.jobs if is_finished(j)}
-    # A finished Job is no longer active: just accounted, or accounted by a pass whose
-    # status write failed afterwards. A Job that disappeared is not active either.
-    if new.get("activeJob") in finished or gone is not None:
-        new.pop("activeJob", None)
-    _note_restore(new, snap, todo)
-    if not new.get("activeJob"):
-        # Created by a pass that stopped before its status write: adopt it, so that its
-        # disappearance is noticed too.
-        running = sorted(name_of(j) for j in snap.jobs if not is_finished(j))
-        if running:
-            new["activeJob"] = running[0]
-    return replace(
-        snap, obj=snap.obj | {"status": new}, jobs=jobs, secrets=MappingProxyType(secrets)
-    )
-
-
-def _accounted(job: Json) -> Json:
-    meta = job.get("metadata", {})
-    notes = annotations_of(job) | {ANN_ACCOUNTED: "true"}
-    return job | {"metadata": meta | {"annotations": notes}}
-
-
-def _note_restore(new: Json, snap: Snapshot, todo: list[Finished]) -> None:
-    """lastRestoredSerial: set when a restore for the requested serial was attempted,
-    cleared when the restore annotation is removed."""
-    if requested_serial(snap.annotations) is None:
-        new.pop("lastRestoredSerial", None)
-        return
-    tried = restored_serial(todo)
-    if tried is not None:
-        new["lastRestoredSerial"] = tried
-
-
-def _restore_tried(snap: Snapshot, todo: list[Finished]) -> Json | None:
-    """status.lastRestoredSerial, written before the restore Job is accounted: once it is
-    accounted, the status is the only record that the serial was tried, and were the
-    status write lost after the accounting, the restore would run again."""
-    tried = restored_serial(todo)
-    if requested_serial(snap.annotations) is None or tried is None:
-        return None
-    if snap.status.get("lastRestoredSerial") == tried:
-        return None
-    return {"lastRestoredSerial": tried}
 
 
 def _prune(

@@ -230,18 +230,3 @@ def _group(api_version: object) -> str:
 
 def _name(ref: object) -> str:
     return str((ref if isinstance(ref, dict) else {}).get("name") or "")
-
-
-# What a Cluster API Cluster refers to. Separate from the readers above, which read a
-# CAPTF object's own spec: this one reads the Cluster object, as the snapshot's
-# `related` holds it under ObjectRef("Cluster", name).
-INFRASTRUCTURE_KIND: Final = "TerraformCluster"
-
-
-def infrastructure_cluster_of(cluster: Json | None) -> str:
-    """The TerraformCluster a Cluster names as its infrastructure
-    (Cluster.spec.infrastructureRef), or "" when it names none or another kind."""
-    ref = spec_of(cluster or {}).get("infrastructureRef")
-    if not isinstance(ref, dict) or ref.get("kind") not in (None, INFRASTRUCTURE_KIND):
-        return ""
-    return _name(ref)

@@ -16,6 +16,7 @@ from controller.dev.node.api import Requester
 from controller.io.api import NODES, PODS, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError
+from runtime.transport import MERGE_PATCH
 
 logger = logging.getLogger("controller.dev.node")
 
@@ -34,7 +35,7 @@ async def cordon(transport: Requester, node: str, *, unschedulable: bool = True)
         "PATCH",
         resource_path(NODES, None, node),
         body={"spec": {"unschedulable": unschedulable or None}},
-        content_type="application/merge-patch+json",
+        content_type=MERGE_PATCH,
     )
 
 

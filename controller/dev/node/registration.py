@@ -18,6 +18,7 @@ from controller.dev.node.api import Requester
 from controller.io.api import LEASES, NODES, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
+from runtime.transport import MERGE_PATCH
 
 logger = logging.getLogger("controller.dev.node")
 
@@ -167,7 +168,7 @@ class Registration:
             "PATCH",
             resource_path(NODES, None, self._name, sub="status"),
             body={"status": status},
-            content_type="application/merge-patch+json",
+            content_type=MERGE_PATCH,
         )
         self.unschedulable = bool(written.get("spec", {}).get("unschedulable"))
 

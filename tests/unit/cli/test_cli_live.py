@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from controller.cli.live import Source, listed, read_snapshot
-from controller.core.basics.names import CLUSTER
+from controller.core.basics.names import CLUSTER, TIME_ORIGIN
 from controller.io import api
-from controller.io.main import TIME_ORIGIN
 
 Json = dict[str, Any]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from controller.cli.main import main, parser
-from controller.core.contract.image_lint import IMAGE_RULES
-from controller.core.contract.lint import RULES
+from controller.lint.image_rules import IMAGE_RULES
+from controller.lint.rules import RULES
 from tests.paths import REPO
 
 EXAMPLES = REPO / "examples" / "modules"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.core.contract.image_lint import Entry, Kind
 from controller.image import tree as tree_module
 from controller.image.tree import Tree, TreeRefused, normal
+from controller.lint.image_rules import Entry, Kind
 from tests.registry_support import layer, symlink
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.core.contract.module_facts import ModuleFacts, ProviderArgument, Where
+from controller.lint.module_facts import ModuleFacts, ProviderArgument, Where
 from controller.lint.module_files import ModuleUnreadable, read_module
 
 VARIABLES = """\

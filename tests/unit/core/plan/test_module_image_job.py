@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.context import read_spec
-from controller.core.decide.decision import Run
+from controller.core.decide.decision import Run, to_json
+from controller.core.decide.facts import Facts
 from controller.core.decide.snapshot import build
+from controller.core.decide.steps import decide
 from controller.core.plan import jobspec
+from controller.core.spec.image import Resolved
 from controller.core.spec.inputs import IMAGE_KEY, Inputs, inputs_hash, render
 from controller.core.spec.policy import OPEN, read_policy
 from controller.core.spec.refs import ModuleImage
-from tests.builders import Json, capi_cluster, captf, decided, module_configmap, secret, state
+from tests.builders import NOW, Json, capi_cluster, captf, decided, module_configmap, secret, state
 
 
 def _image_spec(reference: str = "registry.local/m:1", policy: str | None = None) -> Json:
@@ -83,11 +86,19 @@ def test_a_configmap_source_job_has_no_image_volume() -> None:
     assert RunnerVar.MODULE_IMAGE_DIR.value not in {e["name"] for e in container["env"]}
 
 
+def _resolved(obj: Json, others: list[Json]) -> Json:
+    """The decision once the registry answered the lookup the pass asked for: before it,
+    a tag's Job waits ImageResolving (controller/core/decide/holds.py)."""
+    reference = obj["spec"]["source"]["image"]
+    answer = Resolved(reference, "sha256:" + "ab" * 32, 1, None)
+    return to_json(decide(build(obj, others), NOW, facts=Facts(image=answer)))
+
+
 def test_an_image_source_applies_without_a_module_configmap_and_again_on_a_new_tag() -> None:
     obj = captf()
     obj["spec"]["source"] = {"image": "r/m:1"}
     others = [capi_cluster("c1"), secret("creds", {"token": "t"})]
-    assert decided(obj, others)["reason"] == "InputsChanged"
+    assert _resolved(obj, others)["reason"] == "InputsChanged"
     # A TerraformCluster's image is a role module: its inputs carry the contract's.
     inputs = read_spec(build(obj, others), OPEN).inputs
     assert isinstance(inputs, Inputs)
@@ -95,4 +106,4 @@ def test_an_image_source_applies_without_a_module_configmap_and_again_on_a_new_t
     applied = [*others, state("c1", serial=1, inputs=inputs.hash)]
     assert decided(obj, applied)["action"] != "run"
     obj["spec"]["source"] = {"image": "r/m:2"}
-    assert decided(obj, applied)["reason"] == "InputsChanged"
+    assert _resolved(obj, applied)["reason"] == "InputsChanged"

@@ -14,13 +14,13 @@ import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from controller.core.contract.module_facts import ModuleFacts, Variable, Where
 from controller.core.contract.roles import (
     META_ARGUMENTS,
     RESERVED_PREFIX,
     RoleContract,
 )
-from controller.core.contract.typeexpr import TypeSyntaxError, accepts, parse_type
+from controller.lint.module_facts import ModuleFacts, Variable, Where
+from controller.lint.typeexpr import TypeSyntaxError, accepts, parse_type
 
 
 class Severity(enum.Enum):

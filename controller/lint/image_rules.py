@@ -4,7 +4,7 @@ module checks (lint.py) it runs on the image's `/captf/module`.
 The image is described as data (`ImageFacts`): every path of its filesystem after the
 layers are applied, with its kind, mode and link target, its labels, its user, the
 platform checked, and the providers the module requires. Reading a registry and
-layers is someone else's (controller/lint/image.py); here are only decisions.
+layers is someone else's (controller/image/module_read.py); here are only decisions.
 
 Rule ids follow the public implementation's linter (`image/runtime-present` is
 `image-runtime-present`). Paths are the image's, without the leading `/`."""
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from controller.core.contract.lint import Finding, Rule, Severity
-from controller.core.contract.module_facts import Where
 from controller.core.contract.roles import CONTRACT_VERSION, Role
+from controller.lint.module_facts import Where
+from controller.lint.rules import Finding, Rule, Severity
 
 MODULE: Final = "captf/module"
 RUNTIME: Final = "captf/runtime"

@@ -6,15 +6,15 @@ from dataclasses import replace
 
 import pytest
 
-from controller.core.contract.lint import RULES, Finding, Severity, has_errors, lint
-from controller.core.contract.module_facts import (
+from controller.core.contract.roles import CLUSTER, MACHINE, MACHINEPOOL, RoleContract
+from controller.lint.module_facts import (
     ModuleFacts,
     Output,
     ProviderArgument,
     Variable,
     Where,
 )
-from controller.core.contract.roles import CLUSTER, MACHINE, MACHINEPOOL, RoleContract
+from controller.lint.rules import RULES, Finding, Severity, has_errors, lint
 
 AT = Where("main.tf", 3)
 

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from controller.core.contract.image_lint import (
+from controller.image.fetch import Crane, FetchFailed, is_index, platform_entry
+from controller.image.tree import Tree, TreeRefused
+from controller.lint.image_rules import (
     LABEL_RUNTIME,
     MODULE,
     ImageFacts,
     Kind,
     resolve,
 )
-from controller.image.fetch import Crane, FetchFailed, is_index, platform_entry
-from controller.image.tree import Tree, TreeRefused
 from controller.lint.providers import OPENTOFU_REGISTRY, TERRAFORM_REGISTRY
 
 DEFAULT_PLATFORM = "linux/amd64"

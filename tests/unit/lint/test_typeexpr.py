@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.core.contract.roles import CONTRACTS
-from controller.core.contract.typeexpr import TypeExpr, TypeSyntaxError, accepts, parse_type
+from controller.lint.typeexpr import TypeExpr, TypeSyntaxError, accepts, parse_type
 
 
 @pytest.mark.parametrize(

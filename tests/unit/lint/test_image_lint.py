@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from controller.core.contract.image_lint import (
+from controller.core.contract.roles import Role
+from controller.lint.image_rules import (
     Entry,
     ImageFacts,
     Kind,
@@ -15,7 +16,6 @@ from controller.core.contract.image_lint import (
     mirrored,
     resolve,
 )
-from controller.core.contract.roles import Role
 
 D, F = Entry(Kind.DIR, 0o755), Entry(Kind.FILE, 0o644)
 X = Entry(Kind.FILE, 0o755)

@@ -1,0 +1,140 @@
+"""What one pass reads about an object: the one list, from the spec readers alone.
+
+Beside its Jobs and TerraformPlans (by its uid), the Leases (run slots, its
+namespace's) and what says a Job cannot start, a pass reads the objects named here.
+The controller's caches (controller/io/caches.py) look them up by key or index, the
+snapshot builder (`snapshot.build`, for `captf decide -f` and `--live`) keeps only
+them of a flat list, so a decision cannot read in one place what the other misses.
+A new Secret, ConfigMap or Cluster API object a rule reads is added here, and nowhere
+else.
+
+The list is read in two stages, since some names are only known from an object read
+first: the Cluster API owner and Cluster (`capi_wanted`, from the object alone); then
+the CAPTF objects (`captf_wanted`: a member's TerraformCluster is named by its
+Cluster's infrastructureRef) and the Secrets and ConfigMaps (`secrets_wanted`: the
+bootstrap data by the owner, the credentials by the identity reference, which a member
+may take from its TerraformCluster). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from typing import Any
+
+from controller.core.basics.names import (
+    CAPI_CLUSTER,
+    CLUSTER,
+    LABEL_BACKUP_OF,
+    inputs_secret_prefix,
+    state_secret_name,
+)
+from controller.core.jobs.job import labels_of, name_of, result
+from controller.core.jobs.job_env import job_env
+from controller.core.spec.identity import credentials_secret, identity_ref_of
+from controller.core.spec.refs import (
+    ObjectRef,
+    bootstrap_secret_of,
+    capi_cluster_ref,
+    cluster_name_of,
+    configmaps_read,
+    dependencies,
+    owner_of,
+    secrets_read,
+    spec_of,
+    terraform_cluster_of,
+)
+
+Json = dict[str, Any]
+Related = Mapping[tuple[str, str], Json]
+
+
+class How(Enum):
+    """How a Secret is read: with its values (the inputs render them, the Jobs' messages
+    are redacted with them; io fetches a user Secret's data), its keys only (a plan
+    Secret: does it hold a plan), or as cached (what CAPTF wrote, with the data its cache
+    keeps; a user Secret's metadata: the identity's mirror is only looked for)."""
+
+    VALUES = "values"
+    KEYS = "keys"
+    CACHED = "cached"
+
+
+def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
+    """The Cluster API objects: the owner the object acts for, and its Cluster."""
+    refs = (owner_of(obj), capi_cluster_ref(obj))
+    return tuple(dict.fromkeys(ref for ref in refs if ref is not None))
+
+
+def captf_wanted(obj: Json, capi: Related) -> tuple[tuple[ObjectRef, ...], str]:
+    """The other CAPTF objects, by ObjectRef: the dependencies, and a member's
+    TerraformCluster (named by its Cluster in `capi`, as found); and the Cluster name
+    whose members a TerraformCluster reads ("" for any other kind)."""
+    wanted = list(dependencies(spec_of(obj)))
+    if obj.get("kind") != CLUSTER:
+        ref = capi_cluster_ref(obj)
+        name = terraform_cluster_of(capi.get(ref)) if ref is not None else ""
+        wanted.append(ObjectRef(CLUSTER, name))
+    refs = tuple(dict.fromkeys(ref for ref in wanted if ref.name))
+    return refs, cluster_name_of(obj) if obj.get("kind") == CLUSTER else ""
+
+
+def is_member(obj: Json, cluster: str, other: Json) -> bool:
+    """Whether `other` is a member the TerraformCluster `obj` reads (`cluster`: its
+    Cluster's name, from `captf_wanted`)."""
+    return bool(cluster) and other.get("kind") != CLUSTER and cluster_name_of(other) == cluster
+
+
+def secrets_wanted(obj: Json, jobs: Iterable[Json], related: Related) -> dict[str, How]:
+    """The Secrets of the object's namespace it reads by name, each with how: its state,
+    the spec's (credentials, variables), those its Jobs carried, the bootstrap data of a
+    member's owner, a member's TerraformCluster's state (its exports), the plan Secrets its
+    Jobs name, and the credentials Secret of its identity. Its durable inputs and the
+    state's backups are found by its name (`owns_secret`)."""
+    name, spec = name_of(obj), spec_of(obj)
+    jobs = list(jobs)
+    values = [*secrets_read(spec), *(s for job in jobs for s in job_env(job).carried_secrets)]
+    values += _bootstrap(obj, related)
+    wanted: dict[str, How] = {state_secret_name(name): How.CACHED}
+    wanted |= {plan: How.KEYS for plan in plan_secrets(jobs)}
+    ref = identity_ref_of(obj, related)
+    if ref is not None:
+        wanted.setdefault(credentials_secret(ref), How.CACHED)
+    if obj.get("kind") != CLUSTER:  # a member's inputs: its cluster's exports
+        clusters = (terraform_cluster_of(o) for o in related.values() if _is_capi_cluster(o))
+        wanted |= {state_secret_name(c): How.CACHED for c in clusters if c}
+    wanted |= {secret: How.VALUES for secret in values if secret}
+    return wanted
+
+
+def owns_secret(obj: Json, secret: Json) -> bool:
+    """A Secret found by the object's name rather than named: a durable inputs Secret
+    (`<name>-inputs-...`) or a backup of its state (labelled captf.io/state-backup-of)."""
+    name, secret_name = name_of(obj), name_of(secret)
+    return (
+        secret_name.startswith(inputs_secret_prefix(name))
+        or labels_of(secret).get(LABEL_BACKUP_OF) == name
+    )
+
+
+def configmaps_wanted(obj: Json) -> tuple[str, ...]:
+    """The ConfigMaps of the namespace it reads: the module's, the variables'."""
+    return tuple(configmaps_read(spec_of(obj)))
+
+
+def plan_secrets(jobs: Iterable[Json]) -> list[str]:
+    """The plan Secrets the Jobs' results name: a decision asks only whether they have keys."""
+    names = (str((result(job) or {}).get("planSecret") or "") for job in jobs)
+    return [name for name in names if name]
+
+
+def _bootstrap(obj: Json, related: Related) -> list[str]:
+    """The bootstrap data Secret of a member's owner: a user Secret, read like the others."""
+    owner = owner_of(obj)
+    if obj.get("kind") == CLUSTER or owner is None:
+        return []
+    name = bootstrap_secret_of(related.get(owner))
+    return [name] if name else []
+
+
+def _is_capi_cluster(obj: Json) -> bool:
+    return obj.get("kind") == CAPI_CLUSTER

@@ -1,0 +1,26 @@
+"""The controller's reconcilers, by the kind a key names: the identities' own
+(controller/io/identities.py) and the CAPTF objects' (controller/io/reconciler.py). They
+share one work queue, so the wakes of both go through one rate limiter and one set of
+workers; neither reconciler knows of the other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.core.basics.names import IDENTITY
+from controller.io.identities import IdentityKeeper
+from controller.io.keys import parse_key
+from controller.io.reconciler import Reconciler
+from runtime.loop import Result
+
+
+@dataclass
+class ByKind:
+    objects: Reconciler
+    identities: IdentityKeeper
+
+    async def reconcile(self, key: str) -> Result:
+        kind, _, name = parse_key(key)
+        if kind == IDENTITY:
+            return await self.identities.reconcile(name)
+        return await self.objects.reconcile(key)
