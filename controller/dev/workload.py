@@ -33,7 +33,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, LABEL_CLUSTER_NAME
 from controller.dev.node.registration import Registration
 from controller.io.api import CAPI_OBJECTS
-from runtime.cache import Informer
+from runtime.cache import Informer, Selection
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
 from runtime.supervise import supervised
@@ -160,9 +160,11 @@ class NodeJoiner:
     Node's name and that heartbeat alone starts again; nothing of one stand-in ends the
     joiner, or `make run`."""
 
-    def __init__(self, transport: Transport, *, say: Say) -> None:
+    def __init__(self, transport: Transport, *, say: Say, namespace: str | None = None) -> None:
+        """`namespace`: only its Machines and MachinePools (default: every namespace's)."""
         self._transport = transport
         self._say = say
+        self._namespace = namespace
         self._seen: set[str] = set()
         self._clock = LoopClock()
         self._informers: list[Informer] = []
@@ -172,7 +174,12 @@ class NodeJoiner:
         and every providerID joins again (its heartbeat ended with the last run)."""
         self._seen = set()
         self._informers = [
-            Informer(self._transport, CAPI_OBJECTS[kind], clock=self._clock)
+            Informer(
+                self._transport,
+                CAPI_OBJECTS[kind],
+                clock=self._clock,
+                selection=Selection(namespace=self._namespace),
+            )
             for kind in (CAPI_MACHINE, CAPI_POOL)
         ]
         send, receive = anyio.create_memory_object_stream[tuple[str, str]](1000)
