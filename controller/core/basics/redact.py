@@ -64,7 +64,8 @@ class _Lookup:
     def __init__(self, patterns: Iterable[str] | Iterable[bytes]) -> None:
         by_length: dict[int, set[Any]] = {}
         for pattern in patterns:
-            by_length.setdefault(len(pattern), set()).add(pattern)
+            if pattern:  # an empty one would match everywhere and advance nothing
+                by_length.setdefault(len(pattern), set()).add(pattern)
         self._sets = sorted(by_length.items(), reverse=True)
 
     def finditer(self, text: Any) -> Iterator[tuple[int, int]]:
