@@ -142,3 +142,19 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, OSError):
         return exc.errno in _NETWORK_ERRNOS
     return False
+
+
+def is_not_found(exc: BaseException, *, group: str, plural: str, name: str) -> bool:
+    """True when `exc` is the API server's 404 for the object `name` of that resource
+    itself: its Status details name the object, so the object is gone (deleted, its last
+    finalizer removed), not some other object the request depended on."""
+    if not isinstance(exc, ApiError) or exc.status != 404:
+        return False
+    details = (exc.body or {}).get("details")
+    if not isinstance(details, dict):
+        return False
+    return (details.get("group", ""), details.get("kind"), details.get("name")) == (
+        group,
+        plural,
+        name,
+    )

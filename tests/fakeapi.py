@@ -131,7 +131,12 @@ class FakeApi:
     def _get(self, where: _Path) -> Json:
         found = self.collection(where.prefix).get(where.name)
         if found is None:
-            raise ApiError(404, "NotFound", f"{where.plural} {where.name} not found")
+            # As the API server says it: the Status details name what was not found.
+            group = where.prefix.split("/")[2] if where.prefix.startswith("/apis/") else ""
+            details = {"name": where.name, "group": group, "kind": where.plural}
+            message = f"{where.plural} {where.name} not found"
+            status = {"kind": "Status", "code": 404, "reason": "NotFound", "message": message}
+            raise ApiError.from_status(status | {"details": details})
         return found
 
     def _list(self, where: _Path, selector: str) -> list[Json]:

@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,11 @@ from controller.io.api import (
 )
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.cache.resource import Resource
+from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
+from runtime.errors import ApiError
+from runtime.supervise import supervised
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 
@@ -226,9 +230,14 @@ async def _watch(
                 deployment=(CONTROLLER_NAMESPACE, DEPLOYMENT),
                 capi=True,
             )
-            tg.start_soon(timeline.run)
-            tg.start_soon(workload.NodeJoiner(transport, say=timeline.say).run)
-            tg.start_soon(_register_webhooks, transport, webhooks, timeline.say)
+            # Supervised: an error of one is logged with its name and that one starts
+            # again; none ends the run (only Ctrl-C does).
+            joiner = workload.NodeJoiner(transport, say=timeline.say)
+            real = LoopClock()
+            tg.start_soon(supervised, "timeline", timeline.run, real)
+            tg.start_soon(supervised, "stand-in kubelets", joiner.run, real)
+            register = partial(_register_webhooks, transport, webhooks, timeline.say)
+            tg.start_soon(supervised, "webhook registration", register, real)
             async for _ in signals:
                 break
             errors = await _reconcile_errors(transport)
@@ -249,7 +258,11 @@ async def _register_webhooks(
             break
         await anyio.sleep(1)
     for obj in configurations:
-        await transport.request("POST", path_of(obj), body=obj)
+        try:
+            await transport.request("POST", path_of(obj), body=obj)
+        except ApiError as err:
+            if err.status != 409:  # registered by an earlier attempt
+                raise
     say("webhooks", "registered: creates and spec changes of CAPTF objects are reviewed")
 
 

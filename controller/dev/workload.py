@@ -32,10 +32,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, LABEL_CLUSTER_NAME
 from controller.dev.node.registration import Registration
-from controller.io.api import CAPI_OBJECTS, NODES, resource_path
-from runtime.cache import Informer
+from controller.io.api import CAPI_OBJECTS
+from runtime.cache import Informer, Selection
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
+from runtime.supervise import supervised
 from runtime.transport import Transport
 
 Json = dict[str, Any]
@@ -149,21 +150,38 @@ def provider_ids(obj: Json) -> list[str]:
 
 class NodeJoiner:
     """Registers a Node for each providerID that appears on a Machine or MachinePool, once
-    (an existing Node keeps its spec), keeps it Ready, and says so through `say`. Nodes are never
-    deleted: a Machine that goes takes nothing with it here, as a real Node would linger
-    until the node lifecycle controller removed it."""
+    (an existing Node keeps its spec), keeps it Ready, and says so through `say`. Nodes are
+    never deleted here: a Machine that goes takes nothing with it, as a real Node lingers
+    until someone removes it. Cluster API does, for a Machine it deletes: that stand-in's
+    heartbeat then ends, unless a Machine or MachinePool not being deleted still carries
+    its providerID (then it registers again, as a kubelet whose Node went would).
 
-    def __init__(self, transport: Transport, *, say: Say) -> None:
+    Each stand-in's heartbeat is supervised: its unexpected error is logged with its
+    Node's name and that heartbeat alone starts again; nothing of one stand-in ends the
+    joiner, or `make run`."""
+
+    def __init__(self, transport: Transport, *, say: Say, namespace: str | None = None) -> None:
+        """`namespace`: only its Machines and MachinePools (default: every namespace's)."""
         self._transport = transport
         self._say = say
+        self._namespace = namespace
         self._seen: set[str] = set()
-        self._clock = real = LoopClock()
-        self._informers = [
-            Informer(transport, CAPI_OBJECTS[kind], clock=real)
-            for kind in (CAPI_MACHINE, CAPI_POOL)
-        ]
+        self._clock = LoopClock()
+        self._informers: list[Informer] = []
 
     async def run(self) -> None:
+        """Until cancelled. Run again after a failure, it starts afresh: new informers,
+        and every providerID joins again (its heartbeat ended with the last run)."""
+        self._seen = set()
+        self._informers = [
+            Informer(
+                self._transport,
+                CAPI_OBJECTS[kind],
+                clock=self._clock,
+                selection=Selection(namespace=self._namespace),
+            )
+            for kind in (CAPI_MACHINE, CAPI_POOL)
+        ]
         send, receive = anyio.create_memory_object_stream[tuple[str, str]](1000)
         for informer in self._informers:
             informer.add_handler(self._handler(send))
@@ -174,7 +192,22 @@ class NodeJoiner:
                 async for who, provider_id in receive:
                     registration = await self._join(who, provider_id)
                     if registration is not None:
-                        tg.start_soon(registration.heartbeat)
+                        tg.start_soon(self._beat, provider_id, registration)
+
+    async def _beat(self, provider_id: str, registration: Registration) -> None:
+        name = node_name(provider_id)
+        await supervised(f"stand-in kubelet of Node {name}", registration.heartbeat, self._clock)
+        # Its Node and its machine are gone: a providerID that comes back joins again.
+        self._seen.discard(provider_id)
+
+    def _carried(self, provider_id: str) -> bool:
+        """Whether a Machine or MachinePool not being deleted carries `provider_id`."""
+        return any(
+            provider_id in provider_ids(obj)
+            for informer in self._informers
+            for obj in informer.store
+            if not obj["metadata"].get("deletionTimestamp")
+        )
 
     def _handler(self, send: MemoryObjectSendStream[tuple[str, str]]) -> Any:
         def handler(_old: Json | None, new: Json | None) -> None:
@@ -192,14 +225,16 @@ class NodeJoiner:
         """The Node created (or found) and its status Ready; None when the API refused."""
         body = node(provider_id)
         name = body["metadata"]["name"]
-        registration = Registration(self._transport, name, NODE_ADDRESS, self._clock)
+        registration = Registration(
+            self._transport,
+            name,
+            NODE_ADDRESS,
+            self._clock,
+            wanted=lambda: self._carried(provider_id),
+            body=body,
+        )
         try:
-            try:
-                await self._transport.request("POST", resource_path(NODES, None), body=body)
-            except ApiError as err:
-                if err.status != 409:
-                    raise
-            # Finds the Node there (409) and writes its Ready status and Lease.
+            # Creates the Node, or finds it there (409), and writes its Ready status and Lease.
             await registration.register()
         except ApiError as err:
             self._say(who, f"no Node for {provider_id}: {err}")

@@ -87,7 +87,8 @@ state left, plans the rest; every step is idempotent):
                          object the runner RBAC goes too (controller/io/runner_rbac.py).
 
 A 409 (a Lease or the object changed meanwhile, a create raced) stops the block and
-retries the reconcile through the rate limiter: a conflict is a retry, not an error."""
+retries the reconcile through the rate limiter: a conflict is a retry, not an error.
+A 404 naming the object itself (deleted while the pass ran) ends the pass: done."""
 
 from __future__ import annotations
 
@@ -125,7 +126,7 @@ from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
 from controller.io.registry import ImageRegistry, cached_for
 from runtime.clock import Clock
-from runtime.errors import ApiError
+from runtime.errors import ApiError, is_not_found
 from runtime.loop import DONE, Result, requeue_after
 
 log = logging.getLogger(__name__)
@@ -216,6 +217,11 @@ class Reconciler:
         except ApiError as err:
             if err.status == 409:
                 return CONFLICT
+            if _is_gone(err, snap.obj):
+                # Deleted while the pass ran (its last finalizer removed by another pass
+                # or by hand): nothing is left to write to; the delete event forgets it.
+                log.info("%s/%s: gone before the pass's writes ended", snap.kind, snap.name)
+                return DONE
             raise
         if todo.image_lookup is not None:
             return requeue_after(0.0)  # the answer is there: the next pass plans with it
@@ -305,6 +311,13 @@ class Reconciler:
         if streak.count == 1:
             fields = {"job": refused.job}
             log.warning("%s/%s: %s", snap.kind, snap.name, streak.message, extra={"fields": fields})
+
+
+def _is_gone(err: ApiError, obj: Json) -> bool:
+    """A 404 for the object itself (not for a Job, Secret or Lease a write touched)."""
+    resource = api.OBJECTS[obj["kind"]]
+    name = obj["metadata"]["name"]
+    return is_not_found(err, group=resource.group, plural=resource.plural, name=name)
 
 
 def _path(obj: Json) -> str:

@@ -27,8 +27,10 @@ SEQUENCES = frozenset({"list", "set", "tuple"})
 
 # Quoted strings (escapes honoured, so an escaped quote never ends one), brackets and
 # separators, and runs of anything else. A bracket inside an `optional` default's string
-# is part of the string, so it never unbalances the skip over that default.
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[(){}\[\],=:]|[^\s(){}\[\],=:"]+')
+# is part of the string, so it never unbalances the skip over that default. A string
+# left open runs to where it can go no further (one token, which no type accepts), so
+# no `"` is scanned from again: the tokens take time linear in the text.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[(){}\[\],=:]|[^\s(){}\[\],=:"]+')
 
 
 class TypeSyntaxError(ValueError):

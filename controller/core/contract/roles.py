@@ -159,8 +159,9 @@ def is_reserved(name: str, role: Role) -> bool:
 
 
 # A module declares the contract by declaring its version input, as every role module must
-# (in HCL, or in JSON syntax as a key of "variable").
-_DECLARES_CONTRACT = re.compile(r'(?m)^\s*variable\s+"captf_contract"\s*\{|"captf_contract"\s*:')
+# (in HCL, or in JSON syntax as a key of "variable"). `[ \t]*`, not `\s*`, after the line
+# start: a `\s*` there would rescan each run of blank lines from every line of it.
+_DECLARES_CONTRACT = re.compile(r'(?m)^[ \t]*variable\s+"captf_contract"\s*\{|"captf_contract"\s*:')
 
 
 def declares_contract(module: Mapping[str, str]) -> bool:

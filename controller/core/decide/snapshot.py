@@ -30,8 +30,9 @@ from controller.core.basics.redact import Redactor
 from controller.core.decide import reads
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, labels_of, name_of, op_of, result
+from controller.core.jobs.job_env import job_env
 from controller.core.jobs.naming import fresh_seq, job_name
-from controller.core.jobs.sensitive import job_redactor
+from controller.core.jobs.sensitive import env_redactor, redactor_key
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -135,8 +136,20 @@ class Snapshot:
         return History(self.jobs, self.plan_readable, self.redactor)
 
     def redactor(self, job: Json) -> Redactor:
-        """Removes the values of the Secrets a Job carried from the messages built from it."""
-        return job_redactor(job, self.secrets)
+        """Removes the values of the Secrets a Job carried from the messages built from it.
+        Jobs that carried the same Secrets share one (reading a module of up to 1 MiB once
+        per pass, not once per Job)."""
+        env = job_env(job)
+        key = redactor_key(env)
+        if key not in self._redactors:
+            self._redactors[key] = env_redactor(env, self.secrets)
+        return self._redactors[key]
+
+    @cached_property
+    def _redactors(self) -> dict[tuple[str, tuple[str, ...], tuple[str, ...]], Redactor]:
+        """The Redactors made in this snapshot, by redactor_key: a memo of what the
+        snapshot's Secrets already decide, not a change of the snapshot."""
+        return {}
 
     def next_job(self, op: str) -> tuple[str, int]:
         """The name and attempt sequence of the op's next Job: past every Job there is, and

@@ -58,9 +58,13 @@ ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
 _HEADLINE = re.compile(r"^[ \t]*(?:│[ \t]*)?Error:[ \t]*(\S.*)$", re.MULTILINE)
 _LOCK = re.compile(r"Error acquiring the state lock|Error locking state", re.IGNORECASE)
 # Values inside a headline: quoted strings, then anything long enough to be an id,
-# a key or an address, then numbers.
-_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|`[^`]*`")
-_TOKEN = re.compile(r"[A-Za-z0-9+/=_.:@-]*[0-9+/=_@][A-Za-z0-9+/=_.:@-]*")
+# a key or an address, then numbers. Each is linear in the line: a `"` left open runs to
+# the end of the line (so no later `"` scans it again), and a word is one run of word
+# characters, judged by `_token` (a pattern `word*[0-9...]word*` would rescan a run
+# without digits from each of its characters).
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"?|'[^']*'|`[^`]*`")
+_TOKEN = re.compile(r"[A-Za-z0-9+/=_.:@-]+")
+_VALUE_CHAR = re.compile(r"[0-9+/=_@]")
 _LONG = re.compile(r"[A-Za-z0-9+/=_.:@-]{24,}")
 _PRODUCT = re.compile(r"[A-Za-z]{1,4}[0-9]")
 _SPACES = re.compile(r"\s+")
@@ -94,7 +98,9 @@ def _token(found: re.Match[str]) -> str:
     # A word with digits or symbols in it is a value (an id, a size, an address), except
     # a short product name such as EC2 or S3, which says which API failed.
     word = found.group(0)
-    return word if _PRODUCT.fullmatch(word.rstrip(".:")) else ELLIPSIS
+    if _VALUE_CHAR.search(word) is None or _PRODUCT.fullmatch(word.rstrip(".:")):
+        return word
+    return ELLIPSIS
 
 
 def runtime_version(printed: bytes | str) -> str | None:

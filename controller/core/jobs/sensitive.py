@@ -18,7 +18,7 @@ import orjson
 
 from controller.core.basics.redact import Redactor, redactor
 from controller.core.contract.roles import CONTRACTS
-from controller.core.jobs.job_env import job_env
+from controller.core.jobs.job_env import JobEnv, job_env
 from controller.core.spec.refs import SECRET, variable_sources
 
 Json = dict[str, Any]
@@ -30,10 +30,22 @@ SENSITIVE_INPUTS = frozenset(
     spec.name for contract in CONTRACTS.values() for spec in contract.inputs if spec.sensitive
 )
 
-# `variable "name" {` in HCL; the block's body is found by brace matching.
-_VARIABLE = re.compile(r'(?m)^\s*variable\s+"([^"]+)"\s*\{')
-_SENSITIVE = re.compile(r"(?m)^\s*sensitive\s*=\s*true\b")
-_COMMENT = re.compile(r"(#|//)[^\n]*|/\*.*?\*/", re.S)
+# One scan over a module's text, linear in its length: every pattern is anchored on a
+# literal or a line start, and no repetition can run over a line break unless the literal
+# before it was consumed (a leading `\s*` would rescan every run of blank lines from each
+# of its lines: quadratic, tens of seconds on a 1 MiB module).
+# A block header (`variable "name" {`, or any `{`), a `}`, or `sensitive = true` at the
+# start of a line.
+_TOKENS = re.compile(
+    r'(?P<variable>^[ \t]*variable[ \t]+"(?P<name>[^"\n]+)"[ \t]*\{)'
+    r"|(?P<sensitive>^[ \t]*sensitive\s*=\s*true\b)"
+    r"|(?P<open>\{)|(?P<close>\})",
+    re.MULTILINE,
+)
+# `variable "name" { sensitive = true }` on one line: the attribute right after the brace.
+_INLINE_SENSITIVE = re.compile(r"[ \t]*sensitive\s*=\s*true\b")
+# Comments, an unterminated `/*` running to the end (each `/*` is then passed over once).
+_COMMENT = re.compile(r"(?:#|//)[^\n]*|/\*.*?(?:\*/|\Z)", re.S)
 
 
 def secret_data(secret: Json | None) -> dict[str, str]:
@@ -61,35 +73,25 @@ def sensitive_variables(module: Mapping[str, str]) -> set[str]:
 
 
 def _hcl_sensitive(text: str) -> set[str]:
+    """Variables with `sensitive = true` among their own attributes (a nested block, such
+    as a validation, says nothing of its variable). Braces are counted as they come, once:
+    a stack of the open blocks, each the variable it opens or None."""
+    names: set[str] = set()
     text = _COMMENT.sub("", text)
-    names = set()
-    for match in _VARIABLE.finditer(text):
-        body = _block(text, match.end())
-        # Only the block's own attributes: a nested validation block says nothing of it.
-        if _SENSITIVE.search(_top_level(body)):
-            names.add(match.group(1))
+    blocks: list[str | None] = []
+    for token in _TOKENS.finditer(text):
+        if token["variable"]:
+            blocks.append(token["name"])
+            if _INLINE_SENSITIVE.match(text, token.end()):
+                names.add(token["name"])
+        elif token["sensitive"]:
+            if blocks and blocks[-1] is not None:
+                names.add(blocks[-1])
+        elif token["open"]:
+            blocks.append(None)
+        elif blocks:
+            blocks.pop()
     return names
-
-
-def _block(text: str, start: int) -> str:
-    """The body of the block whose `{` ends just before `start`."""
-    depth = 1
-    for i in range(start, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[start:i]
-    return text[start:]
-
-
-def _top_level(body: str) -> str:
-    """`body` without its nested blocks."""
-    out, depth = [], 0
-    for char in body:
-        depth += char == "{"
-        if depth == 0:
-            out.append(char)
-        depth -= char == "}" and depth > 0
-    return "".join(out)
 
 
 def _json_sensitive(text: str) -> set[str]:
@@ -164,7 +166,17 @@ def secret_variable_names(spec: Json, secrets: Mapping[str, Json]) -> list[str]:
 def job_redactor(job: Json, secrets: Mapping[str, Json]) -> Redactor:
     """The Redactor for the messages of a Job, from the Secrets it carried (those in
     `secrets` by name; one not there adds nothing)."""
-    env = job_env(job)
+    return env_redactor(job_env(job), secrets)
+
+
+def redactor_key(env: JobEnv) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """What a Job's Redactor depends on besides the Secrets: Jobs with equal keys, read
+    against the same Secrets, have the same Redactor."""
+    return env.inputs_secret, env.from_secrets, tuple(env.secret_variables)
+
+
+def env_redactor(env: JobEnv, secrets: Mapping[str, Json]) -> Redactor:
+    """job_redactor, from the Job's environment as job_env reads it."""
     inputs = secret_data(secrets.get(env.inputs_secret))
     found: set[str] = set()
     for name in env.from_secrets:

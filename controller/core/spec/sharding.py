@@ -16,7 +16,8 @@ from typing import Any
 Json = dict[str, Any]
 # A requirement's key: what stands before its operator (=, ==, !=, in, notin), or the
 # whole of an exists (`key`) or does-not-exist (`!key`) requirement.
-_KEY = re.compile(r"\s*!?\s*([A-Za-z0-9][A-Za-z0-9._/-]*)")
+# (`\s*!?\s*` would try every split of a run of spaces between its two halves.)
+_KEY = re.compile(r"\s*(?:!\s*)?([A-Za-z0-9][A-Za-z0-9._/-]*)")
 
 
 def selector_keys(selector: str | None) -> tuple[str, ...]:

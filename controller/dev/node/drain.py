@@ -29,12 +29,22 @@ class DrainTimeout(Exception):
     """A PodDisruptionBudget kept refusing an eviction."""
 
 
-async def cordon(transport: Requester, node: str, *, unschedulable: bool = True) -> None:
-    """Mark the node (un)schedulable: a cordoned node binds no new pod."""
+async def cordon(
+    transport: Requester,
+    node: str,
+    *,
+    unschedulable: bool = True,
+    annotations: dict[str, str | None] | None = None,
+) -> None:
+    """Mark the node (un)schedulable: a cordoned node binds no new pod. `annotations` are
+    set (None: removed) in the same write."""
+    body: Json = {"spec": {"unschedulable": unschedulable or None}}
+    if annotations:
+        body["metadata"] = {"annotations": annotations}
     await transport.request(
         "PATCH",
         resource_path(NODES, None, node),
-        body={"spec": {"unschedulable": unschedulable or None}},
+        body=body,
         content_type=MERGE_PATCH,
     )
 

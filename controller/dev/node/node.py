@@ -14,7 +14,12 @@ A pod is run at most once by a node process (by uid). A pod bound to this node
 that already ran under an earlier node process cannot be found again (its
 processes died with that node): with restartPolicy Never it is failed as a
 kubelet fails a container it cannot locate (ContainerStatusUnknown, exit 137);
-otherwise it is started again."""
+otherwise it is started again.
+
+It stops as a node drains: cordoned, so nothing more is bound to it, and admitting no
+pod, so neither a pod bound meanwhile nor the replacement a ReplicaSet makes for a pod
+it stops is started; then its pods are stopped. Whoever runs it stops the control plane
+after that."""
 
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
 from runtime.lifecycle import RunsInContext
+from runtime.supervise import supervised
 
 logger = logging.getLogger("controller.dev.node")
 
@@ -106,6 +112,8 @@ class ProcessNode(RunsInContext):
         self._next_ip = 0
         self._tasks: TaskGroup | None = None
         self._setting: NodeSetting | None = None
+        # Set once the node begins to stop: from then on it binds and starts nothing.
+        self._stopping = False
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[ProcessNode]:
@@ -132,7 +140,8 @@ class ProcessNode(RunsInContext):
         pending.add_handler(self._on_pending)
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
-            tasks.start_soon(self._registration.heartbeat)
+            heartbeat = f"node {self.name}: heartbeat"
+            tasks.start_soon(supervised, heartbeat, self._registration.heartbeat, self._clock)
             try:
                 async with ours, pending:
                     await ours.wait_synced()
@@ -147,6 +156,14 @@ class ProcessNode(RunsInContext):
         return Selection(namespace=self._namespace, field_selector=f"spec.nodeName={node}")
 
     async def _shut_down(self) -> None:
+        """As a node drains. Admission ends first, in this process, as the stop begins
+        (the cordon is a write that takes a while); then the cordon, which the next start
+        of this node lifts; then the pods."""
+        self._stopping = True
+        try:
+            await self._registration.cordon()
+        except Exception:
+            logger.exception("node %s: could not cordon its Node; stopping anyway", self.name)
         runs = list(self._runs.values())
         for run in runs:
             run.shut_down()
@@ -156,7 +173,7 @@ class ProcessNode(RunsInContext):
     # -- scheduling ---------------------------------------------------------------
 
     def _on_pending(self, old: Json | None, new: Json | None) -> None:
-        if new is None or new["metadata"].get("deletionTimestamp"):
+        if new is None or new["metadata"].get("deletionTimestamp") or self._stopping:
             return
         uid = new["metadata"]["uid"]
         if uid in self._binding or (new.get("status") or {}).get("phase") not in (None, "Pending"):
@@ -169,7 +186,7 @@ class ProcessNode(RunsInContext):
         key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
         try:
             await self._registration.refresh()
-            if self._registration.unschedulable:
+            if self._stopping or self._registration.unschedulable:
                 logger.info("%s: not bound: node %s is cordoned", key, self.name)
                 return
             if await self._api.bind(pod, self.name):
@@ -209,6 +226,9 @@ class ProcessNode(RunsInContext):
         if phase in ("Succeeded", "Failed"):
             if deleting:
                 self._tasks.start_soon(self._finish_delete, new)
+            return
+        if self._stopping:
+            logger.info("%s/%s: not admitted: node %s is stopping", *_where(meta), self.name)
             return
         if _ran_before(new) and new["spec"].get("restartPolicy") == "Never":
             self._tasks.start_soon(self._fail_unknown, new)
@@ -276,6 +296,10 @@ class ProcessNode(RunsInContext):
     def _setting_or_fail(self) -> NodeSetting:
         assert self._setting is not None, "pods run only while the node runs"
         return self._setting
+
+
+def _where(meta: Json) -> tuple[str, str]:
+    return str(meta.get("namespace")), str(meta.get("name"))
 
 
 def _ran_before(pod: Json) -> bool:

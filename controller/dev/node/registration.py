@@ -4,20 +4,28 @@ On start the Node is created (or its status taken over, after a restart) with a
 Ready condition; then the Lease in `kube-node-lease` is renewed every 10 s and
 the status (Ready, lastHeartbeatTime) written every minute, as a kubelet does.
 A node that stops renewing is marked NotReady by kube-controller-manager after
-its grace period, and its pods are evicted after their tolerations expire."""
+its grace period, and its pods are evicted after their tolerations expire.
+
+A Node deleted by anyone (Cluster API deletes the Node of a Machine it removes) is
+registered again only while its machine still exists (`wanted`), as a kubelet whose
+Node is gone re-registers while it runs; otherwise the heartbeat ends quietly and takes
+its Lease with it. A node that stops cordons its Node first (`cordon`) and marks the
+cordon as its own, so its next registration lifts that cordon and no one else's."""
 
 from __future__ import annotations
 
 import logging
 import platform
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from controller.core.basics.timefmt import format_time
 from controller.dev.node.api import Requester
+from controller.dev.node.drain import cordon as cordon_node
 from controller.io.api import LEASES, NODES, resource_path
 from runtime.clock import Clock
-from runtime.errors import ApiError, is_transient
+from runtime.errors import ApiError, is_not_found, is_transient
 from runtime.transport import MERGE_PATCH
 
 logger = logging.getLogger("controller.dev.node")
@@ -30,6 +38,8 @@ STATUS_SECONDS = 60.0
 # Where node heartbeats live, as the kubelet keeps them.
 NODE_LEASES = "kube-node-lease"
 NODE_VERSION = "v1.35.4-captf-process-node"
+# On a Node this node cordoned as it stopped: its next start lifts the cordon.
+CORDONED_BY_SHUTDOWN = "node.captf.io/cordoned-by-shutdown"
 
 
 def node_object(name: str, host_ip: str) -> Json:
@@ -113,13 +123,28 @@ def lease_object(name: str, now: datetime) -> Json:
 
 
 class Registration:
-    """Registers the Node, then `heartbeat()` keeps it alive until cancelled."""
+    """Registers the Node, then `heartbeat()` keeps it alive until cancelled, or until
+    the Node is deleted while `wanted()` says its machine is gone."""
 
-    def __init__(self, transport: Requester, name: str, host_ip: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        transport: Requester,
+        name: str,
+        host_ip: str,
+        clock: Clock,
+        *,
+        wanted: Callable[[], bool] = lambda: True,
+        body: Json | None = None,
+    ) -> None:
+        """`wanted`: whether the machine behind the Node still exists, asked when the
+        Node is found deleted (default: always, as for the process node itself). `body`:
+        the Node as created, also when registered again (default: node_object's)."""
         self._transport = transport
         self._name = name
         self._host_ip = host_ip
         self._clock = clock
+        self._wanted = wanted
+        self._body = body or node_object(name, host_ip)
         self._node_path = resource_path(NODES, None, name)
         self._lease_path = resource_path(LEASES, NODE_LEASES, name)
         #: The Node's spec.unschedulable as last read (a drain cordons it).
@@ -127,18 +152,18 @@ class Registration:
 
     async def register(self) -> None:
         try:
-            await self._transport.request(
-                "POST", resource_path(NODES), body=node_object(self._name, self._host_ip)
-            )
+            await self._transport.request("POST", resource_path(NODES), body=self._body)
         except ApiError as exc:
             if exc.status != 409:
                 raise
+        await self._lift_own_cordon()
         await self._write_status()
         await self._renew_lease()
 
     async def heartbeat(self) -> None:
-        """Renew the Lease every 10 s and the status every minute; errors are logged and
-        the beat goes on (an API server restart must not kill the node)."""
+        """Renew the Lease every 10 s and the status every minute; transient errors are
+        logged and the beat goes on (an API server restart must not kill the node). Ends
+        when the Node is gone and its machine with it."""
         since_status = 0.0
         while True:
             await self._clock.sleep(RENEW_SECONDS)
@@ -151,9 +176,45 @@ class Registration:
                 else:
                     await self.refresh()
             except Exception as exc:
-                if not is_transient(exc):
+                if self._node_gone(exc):
+                    if not await self._node_deleted():
+                        return
+                elif is_transient(exc):
+                    logger.warning("node heartbeat: %s", exc)
+                else:
                     raise
-                logger.warning("node heartbeat: %s", exc)
+
+    def _node_gone(self, exc: Exception) -> bool:
+        return is_not_found(exc, group=NODES.group, plural=NODES.plural, name=self._name)
+
+    async def _node_deleted(self) -> bool:
+        """The Node was deleted: registered again while its machine exists (True: the
+        beat goes on); else its Lease deleted, and False."""
+        if self._wanted():
+            logger.info("node %s: its Node was deleted; registering it again", self._name)
+            await self.register()
+            return True
+        logger.info("node %s: its Node was deleted and its machine is gone; stopping", self._name)
+        try:
+            await self._transport.request("DELETE", self._lease_path)
+        except ApiError as exc:
+            if exc.status != 404:
+                logger.warning("node %s: its Lease stays: %s", self._name, exc)
+        return False
+
+    async def cordon(self) -> None:
+        """Marks the Node unschedulable, as its own cordon (lifted at the next register)."""
+        own: dict[str, str | None] = {CORDONED_BY_SHUTDOWN: "true"}
+        await cordon_node(self._transport, self._name, annotations=own)
+        self.unschedulable = True
+
+    async def _lift_own_cordon(self) -> None:
+        """A cordon this node set as it stopped is lifted; anyone else's stays."""
+        node = await self._transport.request("GET", self._node_path)
+        if not (node.get("metadata", {}).get("annotations") or {}).get(CORDONED_BY_SHUTDOWN):
+            return
+        lifted: dict[str, str | None] = {CORDONED_BY_SHUTDOWN: None}
+        await cordon_node(self._transport, self._name, unschedulable=False, annotations=lifted)
 
     async def refresh(self) -> None:
         node = await self._transport.request("GET", self._node_path)
