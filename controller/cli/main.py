@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.core.contract.roles import Role
+from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
@@ -63,6 +64,15 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         "decision clock)",
     )
     p.add_argument(
+        "--job-defaults",
+        type=_job_defaults,
+        default={},
+        metavar="JSON",
+        help="a JSON object of spec.jobs pod policy fields (resources, imagePullSecrets, "
+        "podSecurityContext, securityContext, nodeSelector, tolerations, affinity, "
+        "priorityClassName, env) for objects whose own and whose cluster's leave them unset",
+    )
+    p.add_argument(
         "--max-module-image-size",
         type=int,
         default=DEFAULT_SIZE_LIMIT,
@@ -70,6 +80,13 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         help="the largest module image (spec.source.image) a Job may run: the sum of its "
         "layers' sizes as its manifest states them (default: %(default)s, 1 GiB)",
     )
+
+
+def _job_defaults(text: str) -> dict[str, object]:
+    try:
+        return job_defaults(text)
+    except JobDefaultsError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

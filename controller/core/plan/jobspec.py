@@ -158,14 +158,23 @@ def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str,
             "pullPolicy": inputs.image.pull_policy,
         }
         volumes.append({"name": MODULE_IMAGE_VOLUME, "image": image})
-    context: Json = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    # The restricted Pod Security profile, with whatever the policy adds to it.
+    context: Json = dict(policy.pod.pod_security_context)
     if cred:
-        context["fsGroup"] = RUNNER_GROUP
+        context.setdefault("fsGroup", RUNNER_GROUP)
+    container = _container(obj, run, inputs=inputs, name=name, cred=cred)
+    container["resources"] = policy.pod.resources
+    container["securityContext"] = dict(policy.pod.security_context)
+    if policy.pod.env:
+        # Before the runner's own: the names may not collide (the webhook and InvalidSpec
+        # refuse the runner's), and were one to, the runner's later entry would win.
+        container["env"] = [*policy.pod.env, *container["env"]]
     pod: Json = {
         "restartPolicy": "Never",
-        "containers": [_container(obj, run, inputs=inputs, name=name, cred=cred)],
+        "containers": [container],
         "volumes": volumes,
         "securityContext": context,
+        **policy.pod.pod_fields(),
     }
     if policy.service_account:
         pod["serviceAccountName"] = policy.service_account
@@ -250,11 +259,6 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         # only the kubelet carries it to the pod's status (controller/core/jobs/termination.py).
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,
         "terminationMessagePolicy": "File",
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
     }
     if cred:
         container["envFrom"] = [{"secretRef": {"name": cred}}]
