@@ -42,11 +42,10 @@ FIELDS: Final = (
 )
 
 # Requests that a namespace quota on requests.cpu/requests.memory admits (a pod without
-# requests is refused by such a quota), and limits that bound OpenTofu: one large plan
-# may not starve its node. Measured: an apply of the example modules peaks near 150 MiB
-# (tofu plus the local provider); providers such as AWS's take 300-600 MiB on large
-# states, which 2 GiB leaves room for. A quota on limits.cpu/limits.memory admits these
-# too.
+# requests is refused by such a quota), and limits that bound OpenTofu, so that one large
+# plan cannot starve its node; a quota on limits.cpu/limits.memory admits these too. The
+# memory limit leaves room for heavy providers (cloud providers' plugins take hundreds of
+# MiB on large states); an object that needs more says so.
 DEFAULT_RESOURCES: Final[Json] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
     "limits": {"cpu": "1", "memory": "2Gi"},
