@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
+from controller.core.spec.module_mount import AUTO, MOUNTS
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
@@ -71,6 +72,14 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         help="a JSON object of spec.jobs pod policy fields (resources, imagePullSecrets, "
         "podSecurityContext, securityContext, nodeSelector, tolerations, affinity, "
         "priorityClassName, env) for objects whose own and whose cluster's leave them unset",
+    )
+    p.add_argument(
+        "--module-image-mount",
+        choices=MOUNTS,
+        default=AUTO,
+        help="how a Job's pod gets a module image: volume (an image volume, Kubernetes 1.35 "
+        "on), copy (init containers copy it into an emptyDir; any version), auto (volume "
+        "from the API server's v1.35 on, else copy; default)",
     )
     p.add_argument(
         "--max-module-image-size",
@@ -367,6 +376,13 @@ def _add_target(p: argparse.ArgumentParser, module: str) -> None:
 def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runner", help="the runner image's entrypoint (one Job's operation)")
     p.set_defaults(func=_handler("controller.runner.main"))
+    c = sub.add_parser(
+        "install-copier",
+        help="the runner image's static copier into DEST (a module image Job's first init "
+        "container, in the copy shape)",
+    )
+    c.add_argument("dest", metavar="DEST")
+    c.set_defaults(func=_handler("controller.runner.copier"))
 
 
 def parser() -> argparse.ArgumentParser:

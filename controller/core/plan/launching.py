@@ -101,6 +101,7 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
         seq=seq,
         name=name,
         credentials=credentials,
+        mount=settings.module_image_mount,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     return labelled_launch(Launch(job, secret, claims), labels)
