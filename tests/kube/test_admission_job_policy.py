@@ -58,7 +58,7 @@ async def test_the_crds_keep_the_policy_fields_and_check_their_shapes(
     }
     stored = await kube.call("POST", kube.captf_path("terraformmachinetemplates"), template)
     assert stored["spec"]["template"]["spec"]["jobs"]["tolerations"] == POLICY["tolerations"]
-    bad = [
+    bad: list[tuple[Json, str]] = [
         ({"resources": {"requests": {"cpu": "lots"}}}, "spec.jobs.resources.requests.cpu"),
         ({"tolerations": [{"operator": "Maybe"}]}, "spec.jobs.tolerations[0].operator"),
         ({"priorityClassName": "Not A Name"}, "spec.jobs.priorityClassName"),
