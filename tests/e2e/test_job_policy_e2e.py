@@ -152,6 +152,9 @@ async def test_a_runner_image_is_pulled_with_the_object_s_pull_secret(
     repo = f"{kube.ns}-{uuid.uuid4().hex[:6]}/captf"
     files = [layer(tmp_path / "l.tar.gz", {"README": b"the runner image\n"})]
     push(auth_registry, f"{repo}:v1", files, docker_config=docker)
+    # Another tag for the object without the Secret: the node reuses a pulled image for
+    # any pod under IfNotPresent, as a kubelet does.
+    push(auth_registry, f"{repo}:v2", files, docker_config=docker)
     secret = {
         "metadata": {"name": "regcred"},
         "type": "kubernetes.io/dockerconfigjson",
@@ -165,8 +168,18 @@ async def test_a_runner_image_is_pulled_with_the_object_s_pull_secret(
         "imagePullSecrets": [{"name": "regcred"}],
     }
     await kube.setup_cluster("pulled", jobs=jobs)
+    without = {"image": f"{auth_registry.host}/{repo}:v2", "serviceAccountName": RUNNER_ACCOUNT}
+    await kube.setup_cluster("unpulled", jobs=without)
     job = await system.finished_job("pulled", "apply", 1)
     assert result_of(job)["outcome"] == "succeeded", system.log(job)
     pod = job["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
     assert pod["containers"][0]["image"] == image
+
+    async def cannot_pull() -> str | None:
+        status = (await kube.get("terraformclusters", "unpulled")).get("status") or {}
+        reason = (status.get("next") or {}).get("reason")
+        return reason if reason == "ImagePullBackOff" else None
+
+    # Without the Secret the same registry refuses the pull, and the object says so.
+    assert await system.until(cannot_pull, "unpulled: ImagePullBackOff") == "ImagePullBackOff"
