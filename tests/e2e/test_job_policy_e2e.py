@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import pytest_asyncio
 
@@ -26,6 +27,7 @@ from tests.e2e.system import (
     result_of,
     running_system,
 )
+from tests.e2e.test_module_image_e2e import CLUSTER_MODULE, build_role
 from tests.kube.harness import MERGE
 from tests.registry_support import REGISTRY_USER, dockerconfigjson, layer, push
 
@@ -55,7 +57,9 @@ async def _refused(system: System, pod: Json) -> str:
     return refused.value.message
 
 
-async def _restrict(system: System) -> None:
+async def restrict(system: System) -> None:
+    """Labels the test's namespace to enforce the restricted profile and gives it a quota
+    on requests and limits; shows that both refuse what they should."""
     kube = system.kube
     await kube.call(
         "PATCH", f"/api/v1/namespaces/{kube.ns}", {"metadata": {"labels": RESTRICTED}}, MERGE
@@ -81,7 +85,7 @@ async def test_a_restricted_namespace_with_a_quota_runs_an_apply_and_a_pod_chang
     system: System,
 ) -> None:
     kube = system.kube
-    await _restrict(system)
+    await restrict(system)
     await kube.setup_cluster("q1", jobs={"serviceAccountName": RUNNER_ACCOUNT})
     job = await system.finished_job("q1", "apply", 1)
     assert ended(job) == "Complete", system.log(job)
@@ -183,3 +187,19 @@ async def test_a_runner_image_is_pulled_with_the_object_s_pull_secret(
 
     # Without the Secret the same registry refuses the pull, and the object says so.
     assert await system.until(cannot_pull, "unpulled: ImagePullBackOff") == "ImagePullBackOff"
+
+
+async def test_a_module_image_runs_in_a_restricted_namespace_with_a_quota(
+    pull_system: System, registry: Registry
+) -> None:
+    system, kube = pull_system, pull_system.kube
+    await restrict(system)
+    tag = f"{registry.host}/{kube.ns}/cluster:1"
+    digest = await anyio.to_thread.run_sync(build_role, CLUSTER_MODULE, "cluster", tag)
+    jobs = {"serviceAccountName": RUNNER_ACCOUNT}
+    await kube.setup_cluster("img", files={}, jobs=jobs, variables={}, source={"image": tag})
+    job = await system.finished_job("img", "apply", 1)
+    assert result_of(job)["outcome"] == "succeeded", system.log(job)
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    pinned = {"reference": f"{registry.host}/{kube.ns}/cluster@{digest}"}
+    assert [v["image"]["reference"] for v in volumes if "image" in v] == [pinned["reference"]]

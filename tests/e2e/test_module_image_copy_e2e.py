@@ -23,6 +23,7 @@ from runtime.envtest.process import terminate_as_interrupt
 from runtime.envtest.registry import Registry
 from tests.conftest import CRD_DIR, _new_namespace
 from tests.e2e.system import RUNNER_ACCOUNT, System, in_background, result_of, running_system
+from tests.e2e.test_job_policy_e2e import restrict
 from tests.e2e.test_module_image_e2e import (
     CLUSTER_MODULE,
     MACHINE_MODULE,
@@ -94,6 +95,9 @@ async def test_the_copy_shape_applies_pins_follows_a_moved_tag_and_destroys_on_i
     )
     assert not stored["spec"]["template"]["spec"].get("volumes"), stored
 
+    # A namespace that enforces the restricted profile and a quota: the init containers
+    # are admitted as the runner is.
+    await restrict(system)
     repo = f"{registry.host}/{kube.ns}"
     cluster_tag, machine_tag = f"{repo}/pin-cluster:1", f"{repo}/pin-machine:1"
     c1 = await anyio.to_thread.run_sync(build_role, CLUSTER_MODULE, "cluster", cluster_tag)
