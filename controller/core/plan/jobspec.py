@@ -8,6 +8,7 @@ create: no Job is ever created twice."""
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 from controller.core.basics.names import (
@@ -152,19 +153,18 @@ def _job_spec(
         secret = {"secretName": cred, "defaultMode": CREDENTIALS_MODE}
         volumes.append({"name": CREDENTIALS_VOLUME, "secret": secret})
     # The restricted Pod Security profile, with whatever the policy adds to it.
-    context: Json = dict(policy.pod.pod_security_context)
+    # Copies: the policy's values may be the compiled defaults or the cached objects'.
+    pod_policy = copy.deepcopy(policy.pod)
+    context: Json = pod_policy.pod_security_context
     if cred:
         context.setdefault("fsGroup", RUNNER_GROUP)
     container = _container(obj, run, inputs=inputs, name=name, cred=cred)
-    shared = {
-        "resources": policy.pod.resources,
-        "securityContext": dict(policy.pod.security_context),
-    }
-    container |= shared
-    if policy.pod.env:
+    shared = {"resources": pod_policy.resources, "securityContext": pod_policy.security_context}
+    container |= copy.deepcopy(shared)
+    if pod_policy.env:
         # Before the runner's own: the names may not collide (the webhook and InvalidSpec
         # refuse the runner's), and were one to, the runner's later entry would win.
-        container["env"] = [*policy.pod.env, *container["env"]]
+        container["env"] = [*pod_policy.env, *container["env"]]
     pod: Json = {"restartPolicy": "Never"}
     if inputs.image is not None:
         # The module image's files, read-only, at the same path in either shape; nothing
@@ -173,7 +173,7 @@ def _job_spec(
         shape = module_mount(
             inputs.image,
             mount,
-            runner_image=str(container["image"]),
+            runner_image=container["image"],
             container=shared,
             pod_context=context,
         )
@@ -185,7 +185,7 @@ def _job_spec(
         "containers": [container],
         "volumes": volumes,
         "securityContext": context,
-        **policy.pod.pod_fields(),
+        **pod_policy.pod_fields(),
     }
     if policy.service_account:
         pod["serviceAccountName"] = policy.service_account

@@ -19,6 +19,7 @@ controller/core/jobs/starting.py looks. The controller chooses the shape once, f
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -92,7 +93,7 @@ def module_mount(
         {"name": MODULE_IMAGE_VOLUME, "emptyDir": {}},
     )
     copier = {"name": COPIER_VOLUME, "mountPath": COPIER_MOUNT}
-    install = container | {
+    install = copy.deepcopy(container) | {
         "name": "install-copier",
         "image": runner_image,
         "args": ["install-copier", COPIER],
@@ -101,7 +102,7 @@ def module_mount(
     context = dict(container["securityContext"])
     if "runAsUser" not in context and "runAsUser" not in pod_context:
         context |= {"runAsUser": IMAGE_USER, "runAsGroup": IMAGE_USER}
-    copy = container | {
+    copier_run = copy.deepcopy(container) | {
         "name": "copy-module",
         "image": image.volume_reference,
         "imagePullPolicy": image.pull_policy,
@@ -109,4 +110,4 @@ def module_mount(
         "volumeMounts": [copier | {"readOnly": True}, mount | {"readOnly": False}],
         "securityContext": context,
     }
-    return ModuleMount(volumes, (install, copy), mount)
+    return ModuleMount(volumes, (install, copier_run), mount)

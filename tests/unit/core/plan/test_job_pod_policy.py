@@ -87,3 +87,14 @@ def test_without_policy_fields_the_pod_has_defaults_and_nothing_else() -> None:
 def test_an_fs_group_of_the_policy_wins_over_the_runner_s() -> None:
     pod = _pod({"podSecurityContext": {"fsGroup": 3000}})
     assert pod["securityContext"]["fsGroup"] == 3000
+
+
+def test_a_job_body_shares_nothing_with_the_defaults_or_the_spec() -> None:
+    first = _pod({})
+    first["containers"][0]["resources"]["limits"]["memory"] = "1Ti"
+    first["securityContext"]["seccompProfile"]["type"] = "Localhost"
+    first["containers"][0]["securityContext"]["capabilities"]["drop"].clear()
+    again = _pod({})
+    assert again["containers"][0]["resources"]["limits"]["memory"] == "2Gi"
+    assert again["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert again["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
