@@ -25,6 +25,13 @@ RUN CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "-s -w" \
       -o /out/crane github.com/google/go-containerregistry/cmd/crane \
  && /out/crane version
 
+# captf-copy, the static copier a module image Job's copy shape runs from the module
+# image (controller/runner/copier.py puts it into the pod's shared emptyDir).
+FROM golang:1.26-bookworm AS copier
+WORKDIR /src/hack/copier
+COPY hack/copier/go.mod hack/copier/main.go ./
+RUN CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "-s -w" -o /out/captf-copy .
+
 # The captf package and its dependencies, installed into a prefix to copy.
 FROM python:3.11-slim-bookworm AS python
 WORKDIR /src
@@ -37,9 +44,11 @@ FROM python:3.11-slim-bookworm
 COPY --from=python /install /usr/local
 COPY --from=tofu /opt/tofu /opt/tofu
 COPY --from=crane /out/crane /usr/local/bin/crane
+COPY --from=copier /out/captf-copy /usr/local/bin/captf-copy
 # The runner reads these (contract: docs/runner.md); the controller ignores them.
 ENV CAPTF_TOFU=/opt/tofu/tofu \
     CAPTF_TOFU_CLI_CONFIG=/opt/tofu/tofurc \
+    CAPTF_COPIER=/usr/local/bin/captf-copy \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # A fixed non-root uid, so pod securityContexts can name it (runAsNonRoot).

@@ -12,7 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from controller.core.contract.roles import Role
+from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
+from controller.core.spec.module_mount import AUTO, MOUNTS
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
@@ -63,6 +65,23 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         "decision clock)",
     )
     p.add_argument(
+        "--job-defaults",
+        type=_job_defaults,
+        default={},
+        metavar="JSON",
+        help="a JSON object of spec.jobs pod policy fields (resources, imagePullSecrets, "
+        "podSecurityContext, securityContext, nodeSelector, tolerations, affinity, "
+        "priorityClassName, env) for objects whose own and whose cluster's leave them unset",
+    )
+    p.add_argument(
+        "--module-image-mount",
+        choices=MOUNTS,
+        default=AUTO,
+        help="how a Job's pod gets a module image: volume (an image volume, Kubernetes 1.35 "
+        "on), copy (init containers copy it into an emptyDir; any version), auto (volume "
+        "from the API server's v1.35 on, else copy; default)",
+    )
+    p.add_argument(
         "--max-module-image-size",
         type=int,
         default=DEFAULT_SIZE_LIMIT,
@@ -70,6 +89,13 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         help="the largest module image (spec.source.image) a Job may run: the sum of its "
         "layers' sizes as its manifest states them (default: %(default)s, 1 GiB)",
     )
+
+
+def _job_defaults(text: str) -> dict[str, object]:
+    try:
+        return job_defaults(text)
+    except JobDefaultsError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -350,6 +376,13 @@ def _add_target(p: argparse.ArgumentParser, module: str) -> None:
 def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runner", help="the runner image's entrypoint (one Job's operation)")
     p.set_defaults(func=_handler("controller.runner.main"))
+    c = sub.add_parser(
+        "install-copier",
+        help="the runner image's static copier into DEST (a module image Job's first init "
+        "container, in the copy shape)",
+    )
+    c.add_argument("dest", metavar="DEST")
+    c.set_defaults(func=_handler("controller.runner.copier"))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -86,6 +86,7 @@ from controller.core.spec.image import (
     reference_digest,
     repository_of,
 )
+from controller.core.spec.module_mount import version_of
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.core.spec.ready import ready_of
 from controller.core.spec.refs import (
@@ -198,5 +199,6 @@ __all__ = [
     "terraform_cluster_of",
     "unwatched",
     "update_refusals",
+    "version_of",
     "with_result",
 ]

@@ -14,6 +14,7 @@ those of `manifests/monitoring/`."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,14 @@ TEMPLATES = (
             Sub(
                 "- --allowed-images=captf:dev",
                 "- --allowed-images={{ .Values.image.repository }}:{{ .Values.image.tag }}",
+            ),
+            Sub(
+                "- --module-image-mount=auto",
+                "- --module-image-mount={{ .Values.moduleImageMount }}",
+            ),
+            Sub(
+                "- --job-defaults={}",
+                '- {{ printf "--job-defaults=%s" (toJson .Values.jobDefaults) | quote }}',
             ),
             Block("resources", "{{- toYaml .Values.resources | nindent 12 }}"),
         ),
@@ -195,6 +204,10 @@ def template(spec: Template, manifests: Path) -> str:
     return body
 
 
+def _flag(container: dict[str, Any], flag: str) -> str:
+    return next(str(a).split("=", 1)[1] for a in container["args"] if a.startswith(f"{flag}="))
+
+
 def values(manifests: Path) -> str:
     """values.yaml: the defaults are the manifests' own values."""
     deployment = yaml.safe_load((manifests / "deployment.yaml").read_text())
@@ -212,6 +225,8 @@ def values(manifests: Path) -> str:
             a.split("=", 1)[1] for a in container["args"] if a.startswith("--log-format=")
         ),
         "resources": container["resources"],
+        "moduleImageMount": _flag(container, "--module-image-mount"),
+        "jobDefaults": json.loads(_flag(container, "--job-defaults")),
         "monitoring": {"enabled": False},
     }
     comment = (

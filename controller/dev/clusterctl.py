@@ -53,6 +53,7 @@ FLAG_VARIABLES = {
     "--allowed-images": "TERRAFORM_RUNNER_IMAGES",
     "--allowed-service-accounts": "TERRAFORM_RUNNER_SERVICE_ACCOUNTS",
     "--log-format": "TERRAFORM_LOG_FORMAT",
+    "--module-image-mount": "TERRAFORM_MODULE_IMAGE_MOUNT",
 }
 COMPONENTS = "infrastructure-components.yaml"
 METADATA = "metadata.yaml"

@@ -6,7 +6,8 @@ tests and the demo that start a controller without a command line."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from controller.core import (
     DEFAULT_IMAGES,
@@ -44,6 +45,9 @@ class ControllerConfig:
     allowed_service_accounts: str = ",".join(DEFAULT_SERVICE_ACCOUNTS)
     cannot_start_grace: float = 60.0  # seconds a Job that cannot start is reported, then ended
     max_module_image_size: int = DEFAULT_SIZE_LIMIT  # bytes of a module image's layers
+    # --job-defaults, read and checked: the pod policy fields objects leave unset.
+    job_defaults: dict[str, Any] = field(default_factory=dict)
+    module_image_mount: str = "auto"  # volume, copy, or auto: from the API server's version
     time_scale: float = 1.0
     # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
     kept_plans: int = 3
@@ -78,11 +82,17 @@ class ControllerConfig:
             return "--kept-plans must not be negative"
         return None
 
-    def settings(self, slot_namespace: str) -> Settings:
+    def settings(
+        self, slot_namespace: str, server_version: tuple[int, int] | None = None
+    ) -> Settings:
         """What the plan reads of these flags (as `captf decide` builds it from its own);
-        `slot_namespace`: the controller's namespace, once resolved."""
+        `slot_namespace`: the controller's namespace, once resolved; `server_version`: the
+        API server's, for --module-image-mount=auto."""
         shared = settings_of(
-            self, slot_namespace=slot_namespace, watch_label_selector=self.watch_label_selector
+            self,
+            slot_namespace=slot_namespace,
+            watch_label_selector=self.watch_label_selector,
+            server_version=server_version,
         )
         return replace(shared, kept_plans=self.kept_plans)
 

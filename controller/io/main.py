@@ -28,6 +28,7 @@ from pathlib import Path
 import anyio
 from prometheus_client import CollectorRegistry, Gauge
 
+from controller.core import Settings
 from controller.core.basics.names import TIME_ORIGIN
 from controller.io import capped
 from controller.io.accountant import JobMetrics
@@ -40,6 +41,7 @@ from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
+from controller.io.server_version import server_version
 from controller.io.writes import NotingWrites
 from runtime import logs
 from runtime.admission import AdmissionServer
@@ -293,6 +295,19 @@ async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
                 await _control(parts)
 
 
+async def _settings(parts: _Parts) -> Settings:
+    version = await server_version(parts.transport)
+    settings = parts.args.settings(slot_namespace=parts.namespace, server_version=version)
+    shown = "unknown" if version is None else f"v{version[0]}.{version[1]}"
+    log.info(
+        "module images: the %s shape (API server %s, --module-image-mount=%s)",
+        settings.module_image_mount,
+        shown,
+        parts.args.module_image_mount,
+    )
+    return settings
+
+
 async def _control(parts: _Parts) -> None:
     args, clock, caches, runtime_metrics = parts.args, parts.clock, parts.caches, parts.metrics
     queue = work_queue(clock, runtime_metrics)
@@ -301,7 +316,7 @@ async def _control(parts: _Parts) -> None:
         caches=caches,
         clock=clock,
         metrics=JobMetrics(runtime_metrics.registry),
-        settings=args.settings(slot_namespace=parts.namespace),
+        settings=await _settings(parts),
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     # The identities' reconciler shares the queue: their keys name their kind (dispatch.py).

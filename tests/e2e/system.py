@@ -22,6 +22,7 @@ import orjson
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import ANN_ACCOUNTED, ANN_RESULT, GROUP, VERSION
+from controller.core.basics.runner_vars import RunnerVar
 from controller.core.basics.timefmt import parse_time
 from controller.dev.node import ProcessNode, default_images
 from controller.io.jobtimes import ToClock, on_clock
@@ -179,12 +180,14 @@ async def running_system(
     tmp_path: Path,
     tofu: Path,
     crane: Path | None = None,
+    copier: Path | None = None,
     **controller: Any,
 ) -> AsyncIterator[System]:
     """The controller and a process node (pods of `namespace` only) until the block ends;
     the runner pods run as the namespace's `captf-runner` ServiceAccount, which the
     controller provides (bound to manifests/runner-rbac.yaml's ClusterRole): nothing is
     applied in the namespace by hand. With `crane`, the node pulls image volumes with it;
+    with `copier`, the captf image carries it (a module image Job's copy shape);
     `controller` overrides the controller's settings."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
@@ -211,7 +214,7 @@ async def running_system(
             tg.start_soon(partial(serve, args, started, clock, registry=system.registry))
             async with ProcessNode(
                 transport,
-                images=default_images(runner_environ(tofu)),
+                images=default_images(runner_environ(tofu) | _copier_env(copier)),
                 name=node,
                 namespace=namespace,
                 log_dir=system.logs,
@@ -226,6 +229,10 @@ async def running_system(
                 finally:
                     tg.cancel_scope.cancel()
     shutil.rmtree(pods_dir, ignore_errors=True)
+
+
+def _copier_env(copier: Path | None) -> dict[str, str]:
+    return {} if copier is None else {RunnerVar.COPIER.value: str(copier)}
 
 
 async def in_background(

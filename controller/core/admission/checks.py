@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.core.admission import identity, images, immutable, reserved, security
+from controller.core.admission import env, identity, images, immutable, reserved, security
 from controller.core.admission.kinds import IDENTITY, PLAN, inputs_spec, role_of
 from controller.core.admission.refusal import Refusal
 
@@ -14,8 +14,8 @@ Json = dict[str, Any]
 
 def spec_refusals(kind: str, obj: Json) -> list[Refusal]:
     """The checks of one object on its own (no stored version, no API): reserved variable
-    names, the module image's reference, the Jobs' security context, the identity
-    reference. The same for a create, an update and a reconcile."""
+    names, the module image's reference, the Jobs' security context and extra env, the
+    identity reference. The same for a create, an update and a reconcile."""
     if kind == IDENTITY:
         return identity.identity_refusals(obj)
     found = inputs_spec(kind, obj)
@@ -26,6 +26,7 @@ def spec_refusals(kind: str, obj: Json) -> list[Refusal]:
         *reserved.refusals(spec, role_of(kind), prefix),
         *images.refusals(spec, prefix),
         *security.refusals(spec, prefix),
+        *env.refusals(spec, prefix),
         *identity.ref_refusals(spec, prefix),
     ]
 

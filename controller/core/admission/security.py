@@ -1,11 +1,13 @@
 """Security context a Job may not be given: nothing that weakens the runner's pod.
 
 The controller builds every runner pod hardened (non-root, no privilege escalation, all
-capabilities dropped, a read-only root filesystem, the runtime's seccomp profile). The
-CRDs give `spec.jobs` no field to change that today, and the API server prunes unknown
-fields; these rules hold the line for snapshots read from files (`captf decide -f` does
-not prune) and for the day `spec.jobs` grows a pod or container security context or
-volumes: any of them that turns a protection off is refused, naming the field."""
+capabilities dropped, a read-only root filesystem, the runtime's seccomp profile: the
+restricted Pod Security profile). `spec.jobs.podSecurityContext` and
+`spec.jobs.securityContext` may add to that (a `runAsUser`, an `fsGroup`, a seccomp
+profile of the node's), never take from it: any key that turns a protection off is
+refused, naming the field. The same rules hold for fields the CRDs do not have (host
+namespaces, volumes), for snapshots read from files (`captf decide -f` does not prune),
+and for the operator's `--job-defaults`."""
 
 from __future__ import annotations
 
@@ -36,11 +38,17 @@ def _context(path: str, context: object) -> Iterator[Refusal]:
     for key, rule, weakens in _CONTEXT_RULES:
         if key in context and weakens(context[key]):
             yield Refusal(f"{path}.{key}", rule)
-    if ((context.get("capabilities") or {}).get("add")) not in (None, []):
+    capabilities = context.get("capabilities")
+    if isinstance(capabilities, dict) and capabilities.get("add") not in (None, []):
         yield Refusal(f"{path}.capabilities.add", "may not add capabilities")
-    seccomp = context.get("seccompProfile")
-    if isinstance(seccomp, dict) and seccomp.get("type") == "Unconfined":
-        yield Refusal(f"{path}.seccompProfile.type", "may not be Unconfined")
+    drop = capabilities.get("drop") if isinstance(capabilities, dict) else None
+    if isinstance(capabilities, dict) and (not isinstance(drop, list) or "ALL" not in drop):
+        # Given, it replaces the runner's drop of ALL.
+        yield Refusal(f"{path}.capabilities.drop", "must include ALL")
+    for profile in ("seccompProfile", "appArmorProfile"):
+        given = context.get(profile)
+        if isinstance(given, dict) and given.get("type") == "Unconfined":
+            yield Refusal(f"{path}.{profile}.type", "may not be Unconfined")
 
 
 def refusals(spec: Json, prefix: str = "spec") -> list[Refusal]:

@@ -84,6 +84,8 @@ ANN_PLAN_JOB: Final = "captf.io/plan-job"
 # volume names; status.image reads them (the controller's Job cache keeps no pod spec).
 ANN_MODULE_IMAGE: Final = "captf.io/module-image"
 ANN_MODULE_IMAGE_DIGEST: Final = "captf.io/module-image-digest"
+# How the Job's pod had the module image: `volume` or `copy` (controller/core/plan/module_mount.py).
+ANN_MODULE_IMAGE_MOUNT: Final = "captf.io/module-image-mount"
 
 # Annotations on CAPTF objects.
 # (captf.io/approve, the approval before TerraformPlan, is ignored where it is still found.)

@@ -53,3 +53,6 @@ class RunnerVar(StrEnum):
     # the controller's Job.
     TOFU = "CAPTF_TOFU"
     TOFU_CLI_CONFIG = "CAPTF_TOFU_CLI_CONFIG"
+    # The static copier the runner image carries for the copy shape of a module image
+    # Job (controller/runner/copier.py): set by the image (or a process node).
+    COPIER = "CAPTF_COPIER"

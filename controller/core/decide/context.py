@@ -19,6 +19,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_PLAN_JOB,
     ANN_SERIAL,
+    CLUSTER,
     MUTABLE_KINDS,
     SECRET_SIZE_LIMIT,
     Op,
@@ -36,6 +37,7 @@ from controller.core.jobs.job import Outcome, annotations_of, created_at, inputs
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT, ImageFact
 from controller.core.spec.inputs import Inputs, InputsMissing, render
 from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
+from controller.core.spec.refs import cluster_of, spec_of
 
 Json = dict[str, Any]
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -148,7 +150,7 @@ def read_spec(
     module image's with the digest its Job runs (`image`: io's lookup, see pinning.py)."""
     wait = None
     try:
-        policy: Policy | None = read_policy(snap.spec, runner)
+        policy: Policy | None = read_policy(snap.spec, runner, inherited=cluster_jobs(snap))
     except PolicyError as err:
         policy = None
         wait = Requeue(Reason.JOB_POLICY_INVALID, INVALID_WAIT, message=str(err))
@@ -174,6 +176,16 @@ def read_spec(
         message = f"rendered inputs are {inputs.size()} bytes; a Secret holds {SECRET_SIZE_LIMIT}"
         wait = Requeue(Reason.INPUTS_TOO_LARGE, INVALID_WAIT, message=message)
     return Reading(policy, inputs, wait, pending)
+
+
+def cluster_jobs(snap: Snapshot) -> Json | None:
+    """The spec.jobs of a pool's or machine's TerraformCluster, whose pod policy fields it
+    takes where its own are unset (None for a cluster, or while its cluster is unknown)."""
+    if snap.kind == CLUSTER:
+        return None
+    cluster = snap.related.get((CLUSTER, cluster_of(snap.obj, snap.related)))
+    jobs = spec_of(cluster).get("jobs") if cluster else None
+    return jobs if isinstance(jobs, dict) else None
 
 
 def _invalid(snap: Snapshot) -> Requeue | None:

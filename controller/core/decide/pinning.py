@@ -33,6 +33,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_MODULE_IMAGE,
     ANN_MODULE_IMAGE_DIGEST,
+    ANN_MODULE_IMAGE_MOUNT,
     MUTABLE_KINDS,
     Op,
     Reason,
@@ -231,12 +232,16 @@ def condition(
 
 def status_image(history: History) -> Json | None:
     """status.image: the reference and digest of the newest finished Job of a module
-    image (its annotations); None when no Job kept says (the status keeps what it showed)."""
+    image, and how its pod had the image (its annotations; a Job from before the mount
+    was recorded says nothing of it); None when no Job kept says (the status keeps what
+    it showed)."""
     for record in history:
         notes = annotations_of(record.job)
         reference, digest = notes.get(ANN_MODULE_IMAGE), notes.get(ANN_MODULE_IMAGE_DIGEST)
         if reference and digest:
-            return {"reference": reference, "digest": digest}
+            shown = {"reference": reference, "digest": digest}
+            mount = notes.get(ANN_MODULE_IMAGE_MOUNT)
+            return shown | {"mount": mount} if mount else shown
     return None
 
 

@@ -8,10 +8,15 @@ under the same flags."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from controller.core.admission import env, security
+from controller.core.admission.refusal import Refusal, message_of
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
+from controller.core.spec.jobpod import PodPolicyError, check_defaults
+from controller.core.spec.module_mount import AUTO, VOLUME, mount_of
 from controller.core.spec.policy import OPEN, RunnerPolicy, runner_policy
 from controller.core.spec.sharding import selector_keys
 
@@ -35,6 +40,9 @@ class Settings:
     cannot_start_grace: float = 60.0
     # --max-module-image-size: bytes of compressed layers a module image may have.
     image_size_limit: int = DEFAULT_SIZE_LIMIT
+    # How a Job's pod gets a module image, `volume` or `copy`: --module-image-mount, with
+    # `auto` resolved from the API server's version when the controller starts.
+    module_image_mount: str = VOLUME
 
 
 class Flags(Protocol):
@@ -55,8 +63,10 @@ def settings_of(
     *,
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE,
     watch_label_selector: str | None = None,
+    server_version: tuple[int, int] | None = None,
 ) -> Settings:
-    """The settings from the shared flags, and from the two only `captf run` has."""
+    """The settings from the shared flags, and from the two only `captf run` has;
+    `server_version` decides `--module-image-mount=auto` (unknown: the copy shape)."""
     return Settings(
         max_concurrent_runs=flags.max_concurrent_runs,
         slot_namespace=slot_namespace,
@@ -64,4 +74,37 @@ def settings_of(
         shard_keys=selector_keys(watch_label_selector),
         cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
         image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
+        module_image_mount=mount_of(
+            str(getattr(flags, "module_image_mount", AUTO)), server_version
+        ),
     )
+
+
+class JobDefaultsError(ValueError):
+    """`--job-defaults` is not a JSON object of valid policy fields; the message says why."""
+
+
+def job_defaults(text: str) -> dict[str, Any]:
+    """`--job-defaults`: a JSON object holding any of spec.jobs's pod policy fields, for
+    every object whose own and whose cluster's leave them unset. Held to the rules an
+    object is: the right shapes, no weakened security context, no reserved env name."""
+    if not text.strip():
+        return {}
+    try:
+        defaults = json.loads(text)
+    except ValueError as err:
+        raise JobDefaultsError(f"--job-defaults is not JSON: {err}") from None
+    if not isinstance(defaults, dict):
+        raise JobDefaultsError("--job-defaults must be a JSON object")
+    try:
+        check_defaults(defaults)
+    except PodPolicyError as err:
+        raise JobDefaultsError(str(err)) from None
+    spec, flag = {"jobs": defaults}, "--job-defaults"
+    refused = [
+        Refusal(flag + refusal.field.removeprefix(".jobs"), refusal.rule)
+        for refusal in [*security.refusals(spec, ""), *env.refusals(spec, "")]
+    ]
+    if refused:
+        raise JobDefaultsError(message_of(refused))
+    return dict(defaults)

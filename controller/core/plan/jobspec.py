@@ -8,6 +8,7 @@ create: no Job is ever created twice."""
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 from controller.core.basics.names import (
@@ -16,6 +17,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_MODULE_IMAGE,
     ANN_MODULE_IMAGE_DIGEST,
+    ANN_MODULE_IMAGE_MOUNT,
     ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
@@ -33,18 +35,12 @@ from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
 from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
 from controller.core.spec.inputs import Inputs
+from controller.core.spec.module_mount import MODULE_IMAGE_DIR, VOLUME, module_mount
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import credentials_of, spec_of
 
 Json = dict[str, Any]
 
-# Where a module image (spec.source.image) is mounted in the runner's pod: an image
-# volume, read-only, holding the image's whole filesystem. The image contract's paths
-# lie under its /captf, which RunnerVar.MODULE_IMAGE_DIR names (the runner takes every
-# path of the contract from that variable, never from these constants).
-MODULE_IMAGE_VOLUME = "module-image"
-MODULE_IMAGE_MOUNT = "/module-image"
-MODULE_IMAGE_DIR = f"{MODULE_IMAGE_MOUNT}/captf"
 # The credentials Secret as files, beside its keys as environment variables: one file per
 # key, readable by the runner's group only (the pod's fsGroup), never writable.
 CREDENTIALS_VOLUME = "credentials"
@@ -110,10 +106,12 @@ def build_job(
     seq: int,
     name: str,
     credentials: str | None = None,
+    mount: str = VOLUME,
 ) -> Json:
     """`credentials`: the Secret in the object's namespace the runner gets as environment
     and files (controller/core/spec/identity.py's `credentials_secret`); None reads the
-    object's own reference."""
+    object's own reference. `mount`: how a module image reaches the runner, `volume` or
+    `copy` (controller/core/spec/module_mount.py)."""
     meta = obj["metadata"]
     cred = credentials_of(spec_of(obj)) if credentials is None else credentials
     notes = {ANN_RETRY: str(run.retry), ANN_SEQ: str(seq), ANN_INPUTS_HASH: inputs.hash}
@@ -130,6 +128,7 @@ def build_job(
         notes[ANN_MODULE_IMAGE] = inputs.image.reference
         if inputs.image.digest:
             notes[ANN_MODULE_IMAGE_DIGEST] = inputs.image.digest
+        notes[ANN_MODULE_IMAGE_MOUNT] = mount
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -140,32 +139,53 @@ def build_job(
             "annotations": notes,
             "ownerReferences": [owner_reference(obj)],
         },
-        "spec": _job_spec(obj, run, inputs=inputs, policy=policy, name=name, cred=cred),
+        "spec": _job_spec(
+            obj, run, inputs=inputs, policy=policy, name=name, cred=cred, mount=mount
+        ),
     }
 
 
-def _job_spec(obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str, cred: str) -> Json:
+def _job_spec(
+    obj: Json, run: Run, *, inputs: Inputs, policy: Policy, name: str, cred: str, mount: str
+) -> Json:
     volumes: list[Json] = [{"name": "tmp", "emptyDir": {}}]
     if cred:
         secret = {"secretName": cred, "defaultMode": CREDENTIALS_MODE}
         volumes.append({"name": CREDENTIALS_VOLUME, "secret": secret})
-    if inputs.image is not None:
-        # A Kubernetes image volume (beta, on by default in v1.35): the module image's
-        # files, read-only; nothing of the image runs.
-        # By digest once one is known: what ran is known by construction.
-        image = {
-            "reference": inputs.image.volume_reference,
-            "pullPolicy": inputs.image.pull_policy,
-        }
-        volumes.append({"name": MODULE_IMAGE_VOLUME, "image": image})
-    context: Json = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    # The restricted Pod Security profile, with whatever the policy adds to it.
+    # Copies: the policy's values may be the compiled defaults or the cached objects'.
+    pod_policy = copy.deepcopy(policy.pod)
+    context: Json = pod_policy.pod_security_context
     if cred:
-        context["fsGroup"] = RUNNER_GROUP
-    pod: Json = {
-        "restartPolicy": "Never",
-        "containers": [_container(obj, run, inputs=inputs, name=name, cred=cred)],
+        context.setdefault("fsGroup", RUNNER_GROUP)
+    container = _container(obj, run, inputs=inputs, name=name, cred=cred)
+    shared = {"resources": pod_policy.resources, "securityContext": pod_policy.security_context}
+    container |= copy.deepcopy(shared)
+    if pod_policy.env:
+        # Before the runner's own: the names may not collide (the webhook and InvalidSpec
+        # refuse the runner's), and were one to, the runner's later entry would win.
+        container["env"] = [*pod_policy.env, *container["env"]]
+    pod: Json = {"restartPolicy": "Never"}
+    if inputs.image is not None:
+        # The module image's files, read-only, at the same path in either shape; nothing
+        # of the image runs but the copier of the copy shape. By digest once one is
+        # known: what ran is known by construction.
+        shape = module_mount(
+            inputs.image,
+            mount,
+            runner_image=container["image"],
+            container=shared,
+            pod_context=context,
+        )
+        volumes += shape.volumes
+        container["volumeMounts"].append(shape.runner_mount)
+        if shape.init_containers:
+            pod["initContainers"] = list(shape.init_containers)
+    pod |= {
+        "containers": [container],
         "volumes": volumes,
         "securityContext": context,
+        **pod_policy.pod_fields(),
     }
     if policy.service_account:
         pod["serviceAccountName"] = policy.service_account
@@ -237,9 +257,6 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         )
     if inputs.image is not None:
         env[RunnerVar.MODULE_IMAGE_DIR] = MODULE_IMAGE_DIR
-        mounts.append(
-            {"name": MODULE_IMAGE_VOLUME, "mountPath": MODULE_IMAGE_MOUNT, "readOnly": True}
-        )
     container: Json = {
         "name": "runner",
         "image": (spec.get("jobs") or {}).get("image", ""),
@@ -250,11 +267,6 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         # only the kubelet carries it to the pod's status (controller/core/jobs/termination.py).
         "terminationMessagePath": TERMINATION_MESSAGE_PATH,
         "terminationMessagePolicy": "File",
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
     }
     if cred:
         container["envFrom"] = [{"secretRef": {"name": cred}}]

@@ -70,6 +70,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         seq=seq,
         name=name,
         credentials=credentials,
+        mount=settings.module_image_mount,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     return labelled_launch(Launch(job, secret, claims), labels)

@@ -6,12 +6,13 @@ because objects can predate a schema change and snapshots come from files."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from controller.core.basics.names import MIN_INTERVAL
 from controller.core.basics.timefmt import TimeFormatError, parse_duration
+from controller.core.spec.jobpod import PodPolicy, PodPolicyError, resolve
 from controller.core.spec.windows import Window, WindowError, parse_windows
 
 Json = dict[str, Any]
@@ -33,6 +34,9 @@ class RunnerPolicy:
 
     images: tuple[str, ...] = DEFAULT_IMAGES
     service_accounts: tuple[str, ...] = DEFAULT_SERVICE_ACCOUNTS
+    # `--job-defaults`: the pod policy fields of spec.jobs an object and its cluster leave
+    # unset (controller/core/spec/jobpod.py), checked when the process starts.
+    pod_defaults: Json = field(default_factory=dict)
 
     def default_account(self) -> str | None:
         return next((a for a in self.service_accounts if not _GLOB.search(a)), None)
@@ -46,12 +50,15 @@ def globs(text: str) -> tuple[str, ...]:
 def runner_policy(args: object) -> RunnerPolicy:
     """The policy from the `--allowed-images`/`--allowed-service-accounts` flags, which
     `captf run` and `captf decide` share (argparse attributes allowed_images and
-    allowed_service_accounts, comma-separated)."""
+    allowed_service_accounts, comma-separated), and `--job-defaults` (job_defaults, read
+    and checked by controller/core/decide/settings.py's `job_defaults`)."""
+    defaults = getattr(args, "job_defaults", None)
     return RunnerPolicy(
         images=globs(str(getattr(args, "allowed_images", ",".join(DEFAULT_IMAGES)))),
         service_accounts=globs(
             str(getattr(args, "allowed_service_accounts", ",".join(DEFAULT_SERVICE_ACCOUNTS)))
         ),
+        pod_defaults=defaults if isinstance(defaults, dict) else {},
     )
 
 
@@ -79,6 +86,9 @@ class Policy:
     # cluster's, controller/core/spec/deletion.py; a cluster's None is Delete).
     deletion: str | None = None
     adopt_retained_state: bool = False  # spec.adoptRetainedState
+    # How the runner pod is shaped (resources, scheduling, security contexts, extra env):
+    # never an input, so changing it re-applies nothing.
+    pod: PodPolicy = field(default_factory=PodPolicy)
 
 
 class PolicyError(ValueError):
@@ -157,9 +167,13 @@ def _runner(jobs: Json, runner: RunnerPolicy) -> str | None:
     return account
 
 
-def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
+def read_policy(
+    spec: Json, runner: RunnerPolicy = OPEN, *, inherited: Json | None = None
+) -> Policy:
     """The validated policy of a spec under the operator's runner policy, or PolicyError
-    naming the first bad field (and, for a refused image or account, the flag)."""
+    naming the first bad field (and, for a refused image or account, the flag).
+    `inherited`: the TerraformCluster's spec.jobs, whose pod policy fields a pool or
+    machine takes where its own are unset."""
     jobs = _section(spec, "jobs")
     if not isinstance(jobs.get("image"), str) or not jobs["image"].strip():
         raise PolicyError("spec.jobs.image is required")
@@ -178,6 +192,10 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         windows = parse_windows(spec.get("changeWindows"))
     except WindowError as err:
         raise PolicyError(f"spec.{err}") from None
+    try:
+        pod = resolve(jobs, inherited=inherited, defaults=runner.pod_defaults)
+    except PodPolicyError as err:
+        raise PolicyError(str(err)) from None
     return Policy(
         failed_limit=_int(jobs, "failedJobsHistoryLimit", 3, 0),
         successful_limit=_int(jobs, "successfulJobsHistoryLimit", 1, 0),
@@ -192,6 +210,7 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         suspend=bool(suspend),
         deletion=deletion,
         adopt_retained_state=bool(adopt),
+        pod=pod,
     )
 
 

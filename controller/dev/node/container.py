@@ -1,6 +1,9 @@
-"""One container of a pod, run as a local process until it ends for good.
+"""One container of a pod (or one of its init containers), run as a local process until
+it ends for good.
 
-    starting  -> image volumes pulled (Waiting ErrImagePull, then ImagePullBackOff,
+    starting  -> its image pulled when it names a registry (a kubelet pulls it; the
+                 pull policy and the pod's pull Secrets as for image volumes), and
+                 image volumes pulled (Waiting ErrImagePull, then ImagePullBackOff,
                  while a pull fails; see imagevolumes); environment, volumes and
                  argv resolved; a missing Secret or ConfigMap is waited for
                  (Waiting CreateContainerConfigError), an image not in the table
@@ -11,10 +14,21 @@
                  back-off (10 s doubling to 5 min, Waiting CrashLoopBackOff)
     stop()    -> SIGTERM, the grace period, SIGKILL; never restarted
 
+An init container restarts after a non-zero exit unless restartPolicy is Never, and
+never after 0; it has no probes.
+
+A pulled image that is in the node's table runs the table's program (the pull checks
+only that it can be had). One that is not runs its `command` (else its entrypoint)
+from its root filesystem: an absolute path in `command`, `args` or `workingDir` that
+lies under no mount is rewritten into the pulled image's root in the cache. The
+program must run on this machine as it is (a static binary, such as the copier a
+module image Job's copy shape puts into an emptyDir and runs from the module image).
+
 Every change of state calls `changed()`, so the pod writes its status."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +41,7 @@ import anyio
 
 from controller.dev.node import env as envs
 from controller.dev.node import termination
-from controller.dev.node.images import ImageTable, UnknownImage
+from controller.dev.node.images import Image, ImageTable, UnknownImage
 from controller.dev.node.imagevolumes import ImageVolumes
 from controller.dev.node.podstatus import (
     START_ERROR_CODE,
@@ -40,6 +54,7 @@ from controller.dev.node.probes import ProbeSpec, check_of, run_probe
 from controller.dev.node.process import Process, terminate
 from controller.dev.node.pull import Puller, PullFailed
 from controller.dev.node.pullsecrets import pull_credentials
+from controller.dev.node.reference import names_registry
 from controller.dev.node.volumes import Mounts, container_mounts, image_volumes
 from runtime.clock import Clock
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
@@ -82,21 +97,40 @@ class Setting:
     pull_auth: Path
 
 
+CREATING = Waiting("ContainerCreating")
+# The key of a container's own image beside its image volumes (no volume is named "").
+OWN_IMAGE = ""
+
+
 class ContainerRun:
-    def __init__(self, spec: Json, setting: Setting, changed: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        spec: Json,
+        setting: Setting,
+        changed: Callable[[], None],
+        *,
+        init: bool = False,
+        waiting: Waiting = CREATING,
+    ) -> None:
+        """`init`: an init container; `waiting`: its state until it starts."""
         self.spec = spec
         self.name = str(spec["name"])
         self._setting = setting
         self._changed = changed
-        self.view = ContainerView(
-            self.name, str(spec.get("image", "")), Waiting("ContainerCreating"), ready=False
-        )
+        self._init = init
+        self.view = ContainerView(self.name, str(spec.get("image", "")), waiting, ready=False)
         self._stopping = anyio.Event()
         self._grace = 30.0
         self._process: Process | None = None
         self._message: Path | None = None  # this start's termination message file
+        sources = image_volumes(setting.pod, spec)
+        if pulls_own_image(self.view.image):
+            sources[OWN_IMAGE] = {
+                "reference": self.view.image,
+                "pullPolicy": spec.get("imagePullPolicy"),
+            }
         self._images = ImageVolumes(
-            image_volumes(setting.pod, spec),
+            sources,
             setting.puller,
             setting.clock,
             self._waiting,
@@ -112,6 +146,12 @@ class ContainerRun:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    @property
+    def succeeded(self) -> bool:
+        """It exited 0 and will not run again (what lets the next init container start)."""
+        state = self.view.state
+        return isinstance(state, Terminated) and state.exit_code == 0
 
     async def run(self) -> None:
         """Until it has ended and will not restart, or was stopped."""
@@ -175,23 +215,31 @@ class ContainerRun:
     async def _resolve(self) -> tuple[list[str], dict[str, str], Path]:
         setting = self._setting
         pulled = await self._images.paths()
+        root = pulled.pop(OWN_IMAGE, None)
+        image = _table_entry(setting.images, self.view.image, pulled_root=root)
+        # A program from a pulled image finds its own files under the image's root.
+        own_root = root if image is None else None
         mounts = container_mounts(self.spec, {**setting.volumes, **pulled})
         # Mapped as a mount is: a value naming the message path names this start's file.
         self._message = termination.fresh_file(setting.messages, self.name)
-        mounts = Mounts({**mounts.paths, termination.message_path(self.spec): self._message})
-        image = setting.images.resolve(self.view.image)
+        mounts = Mounts(
+            {**mounts.paths, termination.message_path(self.spec): self._message}, own_root
+        )
         own = await envs.container_env(self.spec, setting.pod, setting.reader)
         placed = mounts.env()
         # Only the pod's own values speak of container paths: the node's are real paths
         # already (and may well lie under /tmp themselves).
         own = {k: mounts.rewrite(v) for k, v in own.items()}
-        env = {**image.env, **setting.base_env, **placed, **own}
+        env = {**(image.env if image else {}), **setting.base_env, **placed, **own}
         # Where the ServiceAccount's token lies is the node's to say, never the pod's.
         if SERVICE_ACCOUNT_DIR_ENV in placed:
             env[SERVICE_ACCOUNT_DIR_ENV] = placed[SERVICE_ACCOUNT_DIR_ENV]
         command = [_rewritten(part, env, mounts) for part in self.spec.get("command") or []]
         args = [_rewritten(part, env, mounts) for part in self.spec.get("args") or []]
-        argv = setting.images.command_line(self.view.image, command, args)
+        if image is not None:
+            argv = setting.images.command_line(self.view.image, command, args)
+        else:
+            argv = [*(command or _entrypoint(root, mounts)), *args]
         working = self.spec.get("workingDir")
         cwd = Path(mounts.rewrite(str(working))) if working else setting.workdir
         return argv, env, cwd
@@ -212,7 +260,8 @@ class ContainerRun:
                     group.start_soon(terminate, process, self._grace, self._setting.clock)
 
             group.start_soon(stop_on_request)
-            self._start_probes(group, on_live)
+            if not self._init:  # init containers have no probes and are never ready
+                self._start_probes(group, on_live)
             code = await process.wait()
             group.cancel_scope.cancel()
         self._process = None
@@ -242,6 +291,8 @@ class ContainerRun:
 
     def _restarts(self, code: int) -> bool:
         policy = self._setting.pod.get("spec", {}).get("restartPolicy", "Always")
+        if self._init:  # Always and OnFailure alike: until it exits 0
+            return policy != "Never" and code != 0
         return policy == "Always" or (policy == "OnFailure" and code != 0)
 
     async def _until_stopped(self, waiting: Any) -> None:
@@ -269,6 +320,33 @@ class ContainerRun:
     def _set(self, state: Any, **changes: Any) -> None:
         self.view = replace(self.view, state=state, **changes)
         self._changed()
+
+
+def pulls_own_image(image: str) -> bool:
+    """Whether a container's image names a registry, so is pulled before it starts."""
+    first, slash, _ = image.partition("/")
+    return bool(slash) and names_registry(first)
+
+
+def _table_entry(table: ImageTable, image: str, *, pulled_root: Path | None) -> Image | None:
+    """The table's entry for `image`; None for a pulled image the table does not know
+    (it runs from its root). UnknownImage when it is neither."""
+    try:
+        return table.resolve(image)
+    except UnknownImage:
+        if pulled_root is None:
+            raise
+        return None
+
+
+def _entrypoint(root: Path | None, mounts: Mounts) -> list[str]:
+    """A pulled image's Entrypoint and Cmd (its config), with paths into its root."""
+    config = json.loads((root.parent / "config.json").read_text()) if root else {}
+    inner = config.get("config") or {}
+    argv = [*(inner.get("Entrypoint") or []), *(inner.get("Cmd") or [])]
+    if not argv:
+        raise envs.Unsupported("the image has no command and no entrypoint")
+    return [mounts.rewrite(str(part)) for part in argv]
 
 
 def _rewritten(part: str, env: Mapping[str, str], mounts: Mounts) -> str:

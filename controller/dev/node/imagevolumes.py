@@ -65,7 +65,8 @@ class ImageVolumes:
                 policy = policy_of(image, source.get("pullPolicy"))
                 pulled = await self._puller.pull(image, policy, docker_config)
             except ValueError as exc:
-                raise PullFailed(f"volume {name}: {exc}", "InvalidImageName") from None
+                where = f"volume {name}: " if name else ""  # "": the container's own image
+                raise PullFailed(f"{where}{exc}", "InvalidImageName") from None
             except PullFailed as exc:
                 raise PullFailed(f'failed to pull image "{image}": {exc}', exc.reason) from None
             paths[name] = pulled.rootfs

@@ -15,15 +15,18 @@ from pathlib import Path
 
 import anyio
 
+from controller.core.basics.runner_vars import RunnerVar
 from controller.dev.node.drain import cordon, drain
 from controller.dev.node.images import ImageTable, default_images
 from controller.dev.node.node import ProcessNode
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
+from runtime.builds import BuildFailed, built_dir
 from runtime.clock import LoopClock
 from runtime.envtest.registry import RegistryMissing, registry_dir
 from runtime.transport import open_transport
 
 LOG_DIR_ENV = "CAPTF_NODE_LOGS"
+COPIER_SCRIPT = Path(__file__).resolve().parents[3] / "hack" / "copier" / "build.sh"
 DEFAULT_LOG_DIR = ".local/pod-logs"
 
 logger = logging.getLogger("controller.dev.node")
@@ -42,11 +45,24 @@ def images() -> ImageTable:
     they exist (the controller looks module images up with crane)."""
     found = crane()
     env = {"CAPTF_CRANE": str(found)} if found is not None else {}
+    copy = copier()
+    if copy is not None:
+        env[RunnerVar.COPIER.value] = str(copy)
     try:
         return default_images(runner_environ(tofu_dir(build=False)) | env)
     except TofuMissing as exc:
         logger.warning("no OpenTofu build, runner pods will not find tofu: %s", exc)
         return default_images(env)
+
+
+def copier() -> Path | None:
+    """The static copier the captf image provides for a module image Job's copy shape:
+    hack/copier's build (stdlib Go, about a second when not cached)."""
+    try:
+        return built_dir(COPIER_SCRIPT) / "captf-copy"
+    except BuildFailed as exc:
+        logger.warning("no copier build, the copy shape of module images cannot run: %s", exc)
+        return None
 
 
 def crane() -> Path | None:

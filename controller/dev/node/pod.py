@@ -2,8 +2,11 @@
 
     sandbox    the pod's directory and volumes (tokens minted, Secrets read);
                status Pending with PodReadyToStartContainers
-    containers all of them at once (init containers are not supported); each
-               change of a container's state is written as pod status
+    init       the init containers, one at a time in order, each until it exits 0
+               (restarted after a failure unless restartPolicy is Never); one
+               that fails for good fails the pod, and no container starts
+    containers all of them at once; each change of a container's state is
+               written as pod status
     ended      every container ended and none restarts: phase Succeeded or
                Failed; the pod object stays, as a kubelet leaves it
     stop()     deleted or evicted (deletionTimestamp) or the node shutting down:
@@ -27,7 +30,7 @@ import anyio
 
 from controller.core.basics.timefmt import format_time
 from controller.dev.node import env as envs
-from controller.dev.node.container import ContainerRun, Setting, Spawner
+from controller.dev.node.container import CREATING, ContainerRun, Setting, Spawner
 from controller.dev.node.images import ImageTable
 from controller.dev.node.podstatus import (
     ContainerView,
@@ -43,6 +46,8 @@ logger = logging.getLogger("controller.dev.node")
 
 Json = dict[str, Any]
 
+# The containers' state while the init containers run, as a kubelet shows it.
+INITIALIZING = Waiting("PodInitializing")
 # The API's default terminationGracePeriodSeconds.
 DEFAULT_GRACE_SECONDS = 30.0
 
@@ -92,10 +97,12 @@ class PodRun:
         self._node = node
         self._pod = _with_addresses(pod, pod_ip, node.host_ip)
         self._root = pod_root(node.pods_dir, pod)
-        containers = self._pod.get("spec", {}).get("containers") or []
+        spec = self._pod.get("spec", {})
         self.log = node.log_dir / self.namespace / f"{self.name}.log"
         self._containers: list[ContainerRun] = []
-        self._container_specs: list[Json] = list(containers)
+        self._init_containers: list[ContainerRun] = []
+        self._container_specs: list[Json] = list(spec.get("containers") or [])
+        self._init_specs: list[Json] = list(spec.get("initContainers") or [])
         self._changed = anyio.Event()
         self._started_at: datetime = node.clock.now()
         self._stopped = False
@@ -127,7 +134,7 @@ class PodRun:
 
     def _stop(self, grace: float) -> None:
         self._stopped = True
-        for container in self._containers:
+        for container in [*self._init_containers, *self._containers]:
             container.stop(grace)
         self._notify()
 
@@ -164,7 +171,21 @@ class PodRun:
             pull_auth=self._root / "pull-auth",
         )
         (self._root / "home").mkdir(parents=True, exist_ok=True)
-        self._containers = [ContainerRun(c, setting, self._notify) for c in self._container_specs]
+        self._init_containers = [
+            ContainerRun(c, setting, self._notify, init=True) for c in self._init_specs
+        ]
+        waiting = INITIALIZING if self._init_specs else CREATING
+        self._containers = [
+            ContainerRun(c, setting, self._notify, waiting=waiting) for c in self._container_specs
+        ]
+        # Emptydirs are the pod's (`setting.volumes`): what an init container writes there,
+        # the next ones and the containers find.
+        for init in self._init_containers:
+            if self._stopped:
+                return
+            await init.run()
+            if not init.succeeded:
+                return  # failed for good, or stopped: no container starts
         if self._stopped:
             return
         async with anyio.create_task_group() as group:
@@ -221,6 +242,8 @@ class PodRun:
             extra = (_disruption(self._shutdown, now),)
         return PodView(
             containers=tuple(c.view for c in self._containers) or _never_started(self._pod),
+            init_containers=tuple(c.view for c in self._init_containers)
+            or _never_started(self._pod, "initContainers"),
             pod_ip=self.pod_ip,
             host_ip=self._node.host_ip,
             started_at=self._started_at,
@@ -246,7 +269,7 @@ class PodRun:
 
     def _summary(self) -> str:
         parts = []
-        for c in self._containers:
+        for c in [*self._init_containers, *self._containers]:
             state = c.view.state
             parts.append(
                 f"{c.name} {type(state).__name__.lower()} {getattr(state, 'exit_code', '')}"
@@ -261,10 +284,10 @@ def _with_addresses(pod: Json, pod_ip: str, host_ip: str) -> Json:
     return pod | {"status": status}
 
 
-def _never_started(pod: Json) -> tuple[ContainerView, ...]:
+def _never_started(pod: Json, kind: str = "containers") -> tuple[ContainerView, ...]:
     return tuple(
-        ContainerView(str(c["name"]), str(c.get("image", "")), Waiting("ContainerCreating"))
-        for c in pod.get("spec", {}).get("containers") or []
+        ContainerView(str(c["name"]), str(c.get("image", "")), CREATING)
+        for c in pod.get("spec", {}).get(kind) or []
     )
 
 

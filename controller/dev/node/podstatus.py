@@ -5,12 +5,15 @@ does not own (PodScheduled from the binding, DisruptionTarget from an eviction
 or a Job controller) are kept as they are; the ones it owns keep their
 lastTransitionTime while their status does not change.
 
-Phase, for the containers of a pod (no init containers):
-  Pending    until every container has started once (or the pod ended first)
+Phase, as a kubelet reports it:
+  Pending    while an init container has not yet exited 0 (they run one at a time,
+             in order), then until every container has started once (or the pod
+             ended first)
   Running    while any container runs or will be restarted
   Succeeded  every container ended with 0 and none will be restarted
   Failed     every container ended, one of them not with 0 (or the pod was
-             stopped before a container ran), and none will be restarted"""
+             stopped before a container ran), and none will be restarted; or an
+             init container failed and will not be restarted (restartPolicy Never)"""
 
 from __future__ import annotations
 
@@ -86,9 +89,33 @@ class PodView:
     reason: str = ""
     message: str = ""
     extra_conditions: tuple[Json, ...] = field(default_factory=tuple)
+    init_containers: tuple[ContainerView, ...] = ()
+
+
+def _succeeded(c: ContainerView) -> bool:
+    return isinstance(c.state, Terminated) and c.state.exit_code == 0
+
+
+def initialized(view: PodView) -> bool:
+    """Every init container has exited 0."""
+    return all(_succeeded(c) for c in view.init_containers)
+
+
+def _init_failed(view: PodView) -> bool:
+    """An init container ended with an error and will not run again."""
+    return any(
+        isinstance(c.state, Terminated)
+        and c.state.exit_code != 0
+        and (view.stopped or not c.will_restart)
+        for c in view.init_containers
+    )
 
 
 def phase(view: PodView) -> str:
+    if _init_failed(view):
+        return "Failed"
+    if not initialized(view):
+        return "Failed" if view.stopped else "Pending"
     states = [c.state for c in view.containers]
     restarting = any(c.will_restart and not view.stopped for c in view.containers)
     if all(isinstance(s, Terminated) for s in states) and not restarting:
@@ -116,6 +143,8 @@ def pod_status(pod: Json, view: PodView, now: datetime) -> Json:
         new["reason"] = view.reason
         new["message"] = view.message
     new["containerStatuses"] = [_container_status(c) for c in view.containers]
+    if view.init_containers:
+        new["initContainerStatuses"] = [_container_status(c) for c in view.init_containers]
     new["conditions"] = _conditions(old, view, current, now)
     return new
 
@@ -126,7 +155,10 @@ def _conditions(old: Json, view: PodView, current: str, now: datetime) -> list[J
     reasons = {} if all_ready else {"reason": "PodCompleted" if ended else "ContainersNotReady"}
     wanted: dict[str, tuple[bool, Mapping[str, str]]] = {
         "PodReadyToStartContainers": (view.sandbox_ready and not ended, {}),
-        "Initialized": (True, {}),
+        "Initialized": (
+            initialized(view),
+            {} if initialized(view) else {"reason": "ContainersNotInitialized"},
+        ),
         "ContainersReady": (all_ready, reasons),
         "Ready": (all_ready, reasons),
     }

@@ -48,6 +48,9 @@ class Mounts:
     """A container's view of its volumes: container path -> directory on this machine."""
 
     paths: Mapping[str, Path]
+    # The root filesystem of a container that runs from a pulled image: an absolute path
+    # under no mount lies in it. None: the host's (the image table's programs).
+    root: Path | None = None
 
     def rewrite(self, text: str) -> str:
         """`text` with a leading mount path replaced by its directory; the longest wins."""
@@ -56,6 +59,8 @@ class Mounts:
                 return str(self.paths[mount])
             if text.startswith(mount.rstrip("/") + "/"):
                 return str(self.paths[mount]) + text[len(mount.rstrip("/")) :]
+        if self.root is not None and text.startswith("/"):
+            return str(self.root) + text
         return text
 
     def env(self) -> dict[str, str]:

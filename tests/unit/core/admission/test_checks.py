@@ -98,10 +98,24 @@ def test_reserved_variable_names(
             ["securityContext.readOnlyRootFilesystem"],
         ),
         (
-            {"securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}},
+            {"securityContext": {"capabilities": {"add": ["NET_ADMIN"], "drop": ["ALL"]}}},
             ["securityContext.capabilities.add"],
         ),
         ({"securityContext": {"capabilities": {"drop": ["ALL"]}}}, []),
+        # Given, capabilities replace the runner's drop of ALL.
+        (
+            {"securityContext": {"capabilities": {"drop": ["NET_RAW"]}}},
+            ["securityContext.capabilities.drop"],
+        ),
+        (
+            {"securityContext": {"capabilities": {"add": ["NET_ADMIN"]}}},
+            ["securityContext.capabilities.add", "securityContext.capabilities.drop"],
+        ),
+        (
+            {"podSecurityContext": {"appArmorProfile": {"type": "Unconfined"}}},
+            ["podSecurityContext.appArmorProfile.type"],
+        ),
+        ({"podSecurityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}, []),
         (
             {"securityContext": {"seccompProfile": {"type": "Unconfined"}}},
             ["securityContext.seccompProfile.type"],

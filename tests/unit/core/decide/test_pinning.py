@@ -271,4 +271,5 @@ def test_status_shows_the_image_and_digest_the_newest_job_ran() -> None:
     due = applied(obj, world(obj), D1, ago_minutes=30)
     todo = pass_of(obj, due)
     assert todo.status is not None
-    assert todo.status["image"] == {"reference": REF, "digest": D1}
+    # ... and how its pod had the image (the default settings: an image volume).
+    assert todo.status["image"] == {"reference": REF, "digest": D1, "mount": "volume"}

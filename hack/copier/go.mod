@@ -1,0 +1,3 @@
+module captf.io/copier
+
+go 1.22
