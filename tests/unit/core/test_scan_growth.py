@@ -13,10 +13,10 @@ from collections.abc import Callable
 import pytest
 
 from controller.core.contract.roles import declares_contract
-from controller.core.contract.typeexpr import TypeSyntaxError, parse_type
 from controller.core.jobs.run_report import one_line
 from controller.core.jobs.sensitive import sensitive_variables
 from controller.core.spec.sharding import selector_keys
+from controller.lint.typeexpr import TypeSyntaxError, parse_type
 
 GROWTH = 8.0
 SLACK = 0.02
