@@ -77,7 +77,10 @@ def _docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((REPOSITORY / name).read_text()) if d]
 
 
-@pytest.mark.parametrize("name", ["cluster-template.yaml", "clusterclass-terraform.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["cluster-template.yaml", "cluster-template-identity.yaml", "clusterclass-terraform.yaml"],
+)
 def test_templates_name_our_kinds_in_our_api_version(name: str) -> None:
     ours = [d for d in _docs(name) if d["kind"].startswith("Terraform")]
     assert ours
@@ -132,3 +135,76 @@ def test_a_stale_repository_is_reported(tmp_path: Path) -> None:
         clusterctl.COMPONENTS,
         "cluster-template-old.yaml",
     ]
+
+
+def test_the_identity_flavor_is_the_default_with_an_identity() -> None:
+    """Two hand-written copies of one cluster: they differ in the credentials alone."""
+    default = _docs("cluster-template.yaml")
+    identity = _docs("cluster-template-identity.yaml")
+    [made] = [d for d in identity if d["kind"] == "TerraformClusterIdentity"]
+    assert "namespace" not in made["metadata"]  # cluster-scoped
+    assert made["spec"]["allowedNamespaces"] == {"list": ["${NAMESPACE}"]}
+    rest = [d for d in identity if d is not made]
+    assert [d["kind"] for d in rest] == [d["kind"] for d in default]
+    for mine, theirs in zip(rest, default, strict=True):
+        if mine["kind"] == "TerraformCluster":
+            assert mine["spec"]["identityRef"] == {
+                "kind": "TerraformClusterIdentity",
+                "name": made["metadata"]["name"],
+            }
+            assert theirs["spec"]["identityRef"]["kind"] == "Secret"
+            mine, theirs = _without_identity(mine), _without_identity(theirs)
+        assert mine == theirs
+
+
+def _without_identity(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj | {"spec": {k: v for k, v in obj["spec"].items() if k != "identityRef"}}
+
+
+@pytest.mark.parametrize("name", clusterctl.HAND_WRITTEN)
+def test_templates_use_module_images_and_identities(name: str) -> None:
+    """No ConfigMap module and no deprecated credentialsRef in what a team starts from."""
+    for doc in _docs(name):
+        if not doc["kind"].startswith("Terraform") or doc["kind"] == "TerraformClusterIdentity":
+            continue
+        spec = doc["spec"].get("template", {}).get("spec", doc["spec"])
+        assert set(spec["source"]) <= {"image", "imagePullPolicy"}, (name, doc["kind"])
+        assert "credentialsRef" not in spec, (name, doc["kind"])
+
+
+def _class() -> dict[str, Any]:
+    [cls] = [d for d in _docs("clusterclass-terraform.yaml") if d["kind"] == "ClusterClass"]
+    return cls
+
+
+def test_every_class_variable_is_patched_and_documented() -> None:
+    cls = _class()
+    declared = {v["name"] for v in cls["spec"]["variables"]}
+    used = {
+        patch["valueFrom"]["variable"]
+        for p in cls["spec"]["patches"]
+        for definition in p["definitions"]
+        for patch in definition["jsonPatches"]
+    }
+    assert used == declared
+    header = (REPOSITORY / "clusterclass-terraform.yaml").read_text().split("apiVersion:")[0]
+    for variable in declared:
+        assert f"#   {variable} " in header, variable
+
+
+def test_the_cluster_sets_every_required_class_variable() -> None:
+    """`clusterctl generate cluster --flavor clusterclass` alone gives a Cluster that
+    Cluster API's webhook accepts: every required variable has a value."""
+    required = {v["name"] for v in _class()["spec"]["variables"] if v["required"]}
+    [cluster] = _docs("cluster-template-clusterclass.yaml")
+    assert required <= {v["name"] for v in cluster["spec"]["topology"]["variables"]}
+
+
+def test_the_identity_kind_travels_with_clusterctl_move() -> None:
+    [crd] = [
+        o
+        for o in clusterctl.components(ROOT / "manifests")
+        if o["kind"] == "CustomResourceDefinition"
+        and o["spec"]["names"]["kind"] == "TerraformClusterIdentity"
+    ]
+    assert crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"] == ""
