@@ -28,7 +28,7 @@ from controller.core.decide.pinning import WAITS as IMAGE_WAITS
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import is_finished, result
+from controller.core.jobs.job import Outcome, finished_at, is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -130,6 +130,7 @@ __all__ = [
     "Launch",
     "LeaseWrite",
     "ObjectRef",
+    "Outcome",
     "Plan",
     "PlanWrites",
     "Record",
@@ -154,6 +155,7 @@ __all__ = [
     "credentials_secret",
     "dependencies",
     "family",
+    "finished_at",
     "holder_namespace",
     "holder_of",
     "identity_in_use",
