@@ -32,6 +32,7 @@ from controller.cli.main import main
 from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApi
 from controller.dev.workload import NodeJoiner
+from runtime.envtest import RequestFailed
 from runtime.envtest.registry import Registry
 from tests.e2e.capi_objects import (
     CREDENTIALS,
@@ -119,11 +120,14 @@ async def play_kubeadm(objects: CapiObjects) -> None:
     control plane initialized at the topology's version, and bootstrap data for every
     KubeadmConfig."""
     while True:
-        await _initialize_control_plane(objects)
-        configs = await objects.call("GET", f"{BOOTSTRAP}/namespaces/{objects.ns}/kubeadmconfigs")
-        for config in configs["items"]:
-            if not (config.get("status") or {}).get("dataSecretName"):
-                await _bootstrap(objects, config["metadata"]["name"])
+        # As a controller would, it retries what the API server refuses for now (a CRD
+        # just installed answers 429 while its storage initializes).
+        with contextlib.suppress(RequestFailed):
+            await _initialize_control_plane(objects)
+            path = f"{BOOTSTRAP}/namespaces/{objects.ns}/kubeadmconfigs"
+            for config in (await objects.call("GET", path))["items"]:
+                if not (config.get("status") or {}).get("dataSecretName"):
+                    await _bootstrap(objects, config["metadata"]["name"])
         await asyncio.sleep(PLAY_SECONDS)
 
 
