@@ -260,6 +260,7 @@ async def test_a_clusterclass_cluster_runs_the_images_its_variables_name(
             name = machine["metadata"]["name"]
             [job] = jobs_of(system, name, "apply")
             assert pinned_volume(job).startswith(f"{images['machine'].rsplit(':', 1)[0]}@sha256:")
+        await what_a_platform_team_watches(system, infra_name, first)
         digest_v1 = {
             pinned_volume(jobs_of(system, m["metadata"]["name"], "apply")[0]) for m in first
         }
@@ -282,6 +283,33 @@ async def test_a_clusterclass_cluster_runs_the_images_its_variables_name(
         [destroy] = jobs_of(system, name, "destroy")
         assert (destroy.get("status") or {}).get("succeeded") == 1, name
         assert await objects.get("TerraformMachine", name) is None
+
+
+async def what_a_platform_team_watches(system: System, cluster: str, machines: list[Json]) -> None:
+    """The conditions, the transition Events and the per-object gauges of what ran."""
+    infra = await system.kube.call("GET", system.kube.captf_path("terraformclusters", cluster))
+    found = {c["type"]: c for c in infra["status"]["conditions"]}
+    assert found["InputsApplied"]["status"] == "True"
+    assert found["StateReadable"]["status"] == "True"
+    assert found["EndpointAvailable"]["status"] == "True"
+    names = {m["metadata"]["name"] for m in machines}
+
+    async def told() -> set[tuple[str, str]] | None:
+        events = await system.kube.events()
+        seen = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+        wanted = {(n, r) for n in names for r in ("ProviderIDSet", "DigestPinned")}
+        wanted |= {(cluster, "EndpointSet"), (cluster, "DigestPinned")}
+        return wanted if wanted <= seen else None
+
+    await system.until(told, "the transition Events")
+    for name in names:
+        labels = {"namespace": system.kube.ns, "kind": "TerraformMachine", "name": name}
+        assert system.registry.get_sample_value("captf_object_ready", labels) == 1.0
+        state = system.registry.get_sample_value("captf_object_state_bytes", labels)
+        assert state is not None
+        assert state > 0
+        success = "captf_object_last_success_timestamp_seconds"
+        assert system.registry.get_sample_value(success, labels) is not None
 
 
 def _reconciled(cls: Json | None) -> bool:
