@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry chart apiserver run decide-examples bench bench-watch chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart apiserver run decide-examples bench bench-watch chaos clean
 
 all: test
 
@@ -45,6 +45,11 @@ tofu:
 helm:
 	hack/helm/build.sh
 
+# promtool, built from Prometheus's Go module (cached), checks and tests the alerts and
+# the dashboard's queries in manifests/monitoring/.
+promtool:
+	hack/promtool/build.sh
+
 # Cluster API's core manager, kubeadm bootstrap manager and clusterctl from their Go module, with
 # the CRDs and webhook manifests the manager needs beside them (cached).
 capi:
@@ -61,7 +66,7 @@ chart: $(STAMP)
 	$(BIN)/captf dev chart
 	$(BIN)/captf dev clusterctl
 
-test: check kube tofu helm capi registry
+test: check kube tofu helm capi registry promtool
 	$(BIN)/pytest
 
 # Fast loop while editing: only the tests that need no API server.

@@ -177,6 +177,13 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(TokenReview, SubjectAccessReview); the probes move to --health-probe-addr",
     )
     p.add_argument(
+        "--metrics-object-names",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULTS.metrics_object_names,
+        help="label the per-object gauges (captf_object_*) with the object's name; "
+        "--no-metrics-object-names aggregates them per namespace and kind instead",
+    )
+    p.add_argument(
         "--metrics-cert-dir",
         default=DEFAULTS.metrics_cert_dir,
         help="tls.crt and tls.key for --metrics-secure (default: self-signed at start)",

@@ -36,7 +36,7 @@ from controller.core.decide.reads import (
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs.job import TERMINAL_CONDITIONS, is_finished, result
+from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
 from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
 from controller.core.jobs.job_env import containers, job_env
 from controller.core.jobs.termination import (
@@ -136,6 +136,7 @@ __all__ = [
     "Launch",
     "LeaseWrite",
     "ObjectRef",
+    "Outcome",
     "Plan",
     "PlanWrites",
     "Record",
@@ -161,6 +162,7 @@ __all__ = [
     "containers",
     "dependencies",
     "family",
+    "finished_at",
     "holder_namespace",
     "holder_of",
     "identity_in_use",

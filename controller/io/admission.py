@@ -91,7 +91,7 @@ class Webhooks:
         if operation == "UPDATE":
             if obj.get("spec") == old.get("spec"):
                 return ALLOW
-            refused = update_refusals(kind, old, obj)
+            refused = update_refusals(kind, old, obj, dry_run=request.get("dryRun") is True)
         else:
             refused = spec_refusals(kind, obj)
         if refused:

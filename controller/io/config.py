@@ -37,6 +37,9 @@ class ControllerConfig:
     # HTTPS /metrics for tokens the API server allows; the probes then on their own port.
     metrics_secure: bool = False
     metrics_cert_dir: str | None = None  # tls.crt, tls.key; None: self-signed at start
+    # The per-object gauges' name label; off, they are aggregated per namespace and kind
+    # (controller/io/object_metrics.py), for fleets too large for a series per object.
+    metrics_object_names: bool = True
     health_probe_addr: str = "127.0.0.1:8081"
     # The admission webhooks (HTTPS, every replica); None: not served.
     webhook_addr: str | None = None

@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
 from controller.core import Settings
 from controller.core.basics.names import TIME_ORIGIN
-from controller.io import capped
-from controller.io.accountant import JobMetrics
+from controller.io import metrics_set
 from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
@@ -40,6 +39,8 @@ from controller.io.handlers import wire_handlers
 from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
+from controller.io.metrics_set import ControllerMetrics
+from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
 from controller.io.server_version import server_version
 from controller.io.writes import NotingWrites
@@ -162,18 +163,18 @@ async def serve(
             slot_namespace=ns,
             cluster_scoped=not args.namespaces,
         )
-        capped.register(registry, caches)
         pauses = PauseWatch()
-        Gauge(
-            "captf_gc_longest_pause_seconds",
-            "The longest garbage collection of this process so far",
-            registry=registry,
-        ).set_function(lambda: pauses.longest)
+        metrics = metrics_set.register(
+            registry,
+            CacheStores(caches),
+            names=args.metrics_object_names,
+            longest_pause=lambda: pauses.longest,
+        )
         parts = _Parts(
             args=args,
             transport=transport,
             caches=caches,
-            metrics=RuntimeMetrics(registry),
+            metrics=metrics,
             clock=clock,
             lease_clock=LoopClock(),
             namespace=ns,
@@ -209,7 +210,7 @@ class _Parts:
     args: ControllerConfig
     transport: Transport
     caches: Caches
-    metrics: RuntimeMetrics
+    metrics: ControllerMetrics
     clock: Clock
     # Leases are kept on real time: other replicas read them with unscaled clocks.
     lease_clock: Clock
@@ -272,7 +273,7 @@ def _url_host(args: ControllerConfig, port: int) -> str:
 
 
 async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
-    leading = parts.metrics.leader.labels(parts.args.leader_election_id)
+    leading = parts.metrics.runtime.leader.labels(parts.args.leader_election_id)
     leading.set(0)
     with anyio.CancelScope() as campaign:
 
@@ -309,14 +310,20 @@ async def _settings(parts: _Parts) -> Settings:
 
 
 async def _control(parts: _Parts) -> None:
-    args, clock, caches, runtime_metrics = parts.args, parts.clock, parts.caches, parts.metrics
+    args, clock, caches, runtime_metrics = (
+        parts.args,
+        parts.clock,
+        parts.caches,
+        parts.metrics.runtime,
+    )
     queue = work_queue(clock, runtime_metrics)
     reconciler = Reconciler(
         client=NotingWrites(parts.transport, caches),
         caches=caches,
         clock=clock,
-        metrics=JobMetrics(runtime_metrics.registry),
+        metrics=parts.metrics.jobs,
         settings=await _settings(parts),
+        passes=parts.metrics.passes,
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     # The identities' reconciler shares the queue: their keys name their kind (dispatch.py).

@@ -124,6 +124,7 @@ from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
+from controller.io.object_metrics import PassMetrics
 from controller.io.registry import ImageRegistry, cached_for
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_not_found
@@ -143,6 +144,7 @@ class Reconciler:
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
     registry: ImageRegistry | None = None  # module image lookups; default: crane's
+    passes: PassMetrics | None = None  # the lease-wait and identity counters; None: none
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
@@ -206,6 +208,8 @@ class Reconciler:
             await self._write(key, snap, todo, now)
         except LeaseBusy:
             assert todo.launch is not None  # only a launch's claims find a Lease held
+            if self.passes is not None:
+                self.passes.lease_busy(snap.obj)
             return requeue_after(todo.launch.if_busy)
         except BeingFreed:
             # Once the janitor is done, the claims read what it left: a rate-limited
@@ -223,9 +227,19 @@ class Reconciler:
                 log.info("%s/%s: gone before the pass's writes ended", snap.kind, snap.name)
                 return DONE
             raise
+        self._count(snap, todo)
         if todo.image_lookup is not None:
             return requeue_after(0.0)  # the answer is there: the next pass plans with it
         return DONE if todo.requeue is None else requeue_after(todo.requeue)
+
+    def _count(self, snap: Snapshot, todo: Plan) -> None:
+        """A pass that waits, told to the pass counters with the conditions it leaves."""
+        # Only waits carry these reasons (a Run's reason is its trigger).
+        reason = getattr(todo.decision, "reason", None)
+        if self.passes is None or not reason:
+            return
+        status = todo.status if todo.status is not None else snap.status
+        self.passes.waited(snap.obj, reason, status.get("conditions") or [])
 
     async def _write(self, key: str, snap: Snapshot, todo: Plan, now: datetime) -> None:
         """The plan's writes, in the order of the module's docstring."""

@@ -12,6 +12,7 @@ from controller.core import RUNNER_VARS_READ as READ
 from controller.core import SECRET, TERMINAL_CONDITIONS, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
+    DATA_BYTES,
     DATA_KEYS,
     LABEL_BACKUP_OF,
     LABEL_NAME,
@@ -179,11 +180,17 @@ def own_secret_fields(secret: Obj) -> Obj:
         kept["data"] = dict.fromkeys(data, "")
     elif _is_state(name, labels):
         kept[DATA_KEYS] = sorted(data)
+        kept[DATA_BYTES] = decoded_size(data)
         if STATE_OUTPUTS_KEY in data:
             kept["data"] = {STATE_OUTPUTS_KEY: _bounded(str(data[STATE_OUTPUTS_KEY]))}
     elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
         kept["data"] = data
     return kept
+
+
+def decoded_size(data: dict[str, Any]) -> int:
+    """Bytes of a Secret's data once decoded (each value is base64, padded)."""
+    return sum(len(v) * 3 // 4 - v.count("=", -2) for v in data.values() if isinstance(v, str))
 
 
 def _bounded(raw: str) -> str:

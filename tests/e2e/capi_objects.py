@@ -33,6 +33,7 @@ WAIT_SECONDS = 60.0
 _POLL_SECONDS = 0.2
 _PLURALS = {
     "Cluster": "clusters",
+    "ClusterClass": "clusterclasses",
     "Machine": "machines",
     "MachineSet": "machinesets",
     "MachineDeployment": "machinedeployments",

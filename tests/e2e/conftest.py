@@ -23,3 +23,21 @@ async def system(
         yield started
     finally:
         await stop()
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def image_system(
+    tofu_build: Path,
+    registry_build: Path,
+    cluster: ApiServer,
+    cluster_namespace: str,
+    tmp_path: Path,
+) -> AsyncIterator[System]:
+    """The e2e system whose process node pulls image volumes with the registry build's crane."""
+    started, stop = await in_background(
+        running_system(cluster, cluster_namespace, tmp_path, tofu_build, registry_build / "crane")
+    )
+    try:
+        yield started
+    finally:
+        await stop()

@@ -10,43 +10,22 @@ import contextlib
 import io
 import json
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import pytest_asyncio
 
 from controller.cli.main import main
 from controller.core.basics.names import STATE_KEY
-from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry
-from tests.e2e.system import RUNNER_ACCOUNT, System, ended, in_background, result_of, running_system
+from tests.e2e.system import RUNNER_ACCOUNT, System, ended, result_of
 from tests.kube.harness import MERGE, condition
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
 
 CLUSTER_MODULE = Path(__file__).resolve().parents[2] / "examples" / "modules" / "cluster"
-
-
-@pytest_asyncio.fixture(loop_scope="function")
-async def image_system(
-    tofu_build: Path,
-    registry_build: Path,
-    cluster: ApiServer,
-    cluster_namespace: str,
-    tmp_path: Path,
-) -> AsyncIterator[System]:
-    """The e2e system whose process node pulls image volumes with the registry build's crane."""
-    started, stop = await in_background(
-        running_system(cluster, cluster_namespace, tmp_path, tofu_build, registry_build / "crane")
-    )
-    try:
-        yield started
-    finally:
-        await stop()
 
 
 def image_volume(reference: str) -> Json:

@@ -179,7 +179,17 @@ async def test_a_template_spec_change_is_refused(
         change = {"spec": {"template": {"spec": {"variables": {"size": 2}}}}}
         refused = await _refusal(kube, "PATCH", f"{path}/t1", change, MERGE)
         assert "TerraformMachineTemplate spec is immutable" in refused
-        # The CRD's rule answered first; the webhook says the same of the same update.
+        # Cluster API's topology controller compares by a dry run it annotates: that
+        # passes (it then rotates the template), and stores nothing.
+        note = {"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}}
+        dry = await kube.call("PATCH", f"{path}/t1?dryRun=All", change | {"metadata": note}, MERGE)
+        assert dry["spec"]["template"]["spec"]["variables"] == {"size": 2}
+        # Without the annotation a dry run is refused like the real thing.
+        assert "spec is immutable" in await _refusal(
+            kube, "PATCH", f"{path}/t1?dryRun=All", change, MERGE
+        )
+        live = await kube.call("GET", f"{path}/t1")
+        assert live["spec"]["template"]["spec"]["variables"] == {"size": 1}
         new = json.loads(json.dumps(stored))
         new["spec"]["template"]["spec"]["variables"] = {"size": 2}
         review = _review("TerraformMachineTemplate", "UPDATE", new, old=stored)

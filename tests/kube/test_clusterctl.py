@@ -370,6 +370,45 @@ async def test_the_clusterclass_flavor_makes_a_terraformcluster_from_the_templat
     )
     [template] = [o for o in objects if o["kind"] == "TerraformClusterTemplate"]
     want = template["spec"]["template"]["spec"]
-    assert infra["spec"]["source"] == want["source"]
-    assert infra["spec"]["credentialsRef"] == want["credentialsRef"]
+    # The class's patches put the Cluster's variables (and the class's defaults) in.
+    values = {v["name"]: v["value"] for v in cluster["spec"]["topology"]["variables"]}
+    assert infra["spec"]["source"] == {
+        "image": values["clusterModuleImage"],
+        "imagePullPolicy": "IfNotPresent",
+    }
+    assert infra["spec"]["identityRef"] == values["identity"]
+    assert infra["spec"]["variables"] == {}
     assert infra["spec"]["jobs"]["image"] == want["jobs"]["image"]  # the rest defaulted
+
+
+@ON_THE_SERVER
+async def test_the_identity_flavor_is_accepted(
+    capi: ClusterApi, apiserver: ApiServer, capi_build: Path, workdir: Path, namespace: str
+) -> None:
+    """The identity and the TerraformCluster naming it pass our CRDs' validation, and the
+    cluster-scoped identity loses the namespace clusterctl gave it."""
+    out = run_clusterctl(
+        capi_build, workdir, "generate", "cluster", "idc", *CLUSTER_FLAGS,
+        "--flavor", "identity", "--target-namespace", namespace,
+    )  # fmt: skip
+    objects = documents(out)
+    [identity] = [o for o in objects if o["kind"] == "TerraformClusterIdentity"]
+    body = copy.deepcopy(identity)
+    body["metadata"]["name"] = f"idc-{namespace}"
+    created = await asyncio.to_thread(
+        apiserver.request, "POST", f"/apis/{INFRA}/terraformclusteridentities", body
+    )
+    try:
+        assert "namespace" not in created["metadata"]
+        assert created["spec"]["allowedNamespaces"] == {"list": [namespace]}
+        rest = [o for o in objects if o["kind"] != "TerraformClusterIdentity"]
+        for obj in rest:
+            if obj["kind"] == "TerraformCluster":
+                obj["spec"]["identityRef"]["name"] = body["metadata"]["name"]
+        await create_all(apiserver, rest, namespace)
+    finally:
+        await asyncio.to_thread(
+            apiserver.request,
+            "DELETE",
+            f"/apis/{INFRA}/terraformclusteridentities/{body['metadata']['name']}",
+        )

@@ -347,6 +347,8 @@ def collection(namespace: str, obj: Json) -> str:
 
 def path_of(namespace: str, key: str) -> str:
     kind, name = key.split("/", 1)
+    if kind == "TerraformClusterIdentity":
+        return f"{INFRA}/terraformclusteridentities/{name}"
     plural = {
         "Cluster": f"{CAPI}/namespaces/{namespace}/clusters",
         "TerraformCluster": f"{INFRA}/namespaces/{namespace}/terraformclusters",
@@ -394,12 +396,14 @@ def moved(
     ]
     for obj in objects:
         create(apiserver, collection(namespace, obj), obj)
+    identity = create(apiserver, f"{INFRA}/terraformclusteridentities", identity_of(namespace))
     before = {
         f"{o['kind']}/{o['metadata']['name']}": apiserver.request(
             "GET", path_of(namespace, f"{o['kind']}/{o['metadata']['name']}")
         )
         for o in [*objects, labelled, today]
     }
+    before[f"TerraformClusterIdentity/{namespace}"] = identity
     args = ["move", "--kubeconfig", str(apiserver.kubeconfig)]
     args += ["--to-kubeconfig", str(target.kubeconfig), "--namespace", namespace, "-v", "5"]
     started = time.monotonic()
@@ -411,6 +415,20 @@ def moved(
     finally:
         # The source is the session's API server: leave its CRDs as the other tests expect.
         label_for_clusterctl(apiserver, labelled_crds, value=None)
+        apiserver.request("DELETE", f"{INFRA}/terraformclusteridentities/{namespace}")
+
+
+def identity_of(namespace: str) -> Json:
+    """A cluster-scoped identity for the moved namespace, named after it."""
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformClusterIdentity",
+        "metadata": {"name": namespace},
+        "spec": {
+            "secretRef": {"name": "cloud", "namespace": "captf-system"},
+            "allowedNamespaces": {"list": [namespace]},
+        },
+    }
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -495,6 +513,18 @@ def test_a_module_configmap_moves_only_with_the_label(moved: Moved) -> None:
     assert get(moved.target, moved.namespace, "ConfigMap/labelled-module") is not None
     assert get(moved.target, moved.namespace, "ConfigMap/today-module") is None
     assert get(moved.source, moved.namespace, "ConfigMap/today-module") is not None
+
+
+def test_identities_travel_and_stay(moved: Moved) -> None:
+    """The identity CRD's move-hierarchy label: move creates every identity on the target
+    (unless one of that name is there) and never deletes it from the source, where other
+    namespaces' objects may still name it. The Secret it names is the platform's to carry
+    (it lives in the controller's namespace, which move does not touch)."""
+    key = f"TerraformClusterIdentity/{moved.namespace}"
+    got = get(moved.target, moved.namespace, key)
+    assert got is not None, f"the identity did not move:\n{moved.log}"
+    assert got["spec"] == moved.before[key]["spec"]
+    assert get(moved.source, moved.namespace, key) is not None
 
 
 # -- CAPTF on both sides: nothing re-applies -----------------------------------------------

@@ -140,6 +140,10 @@ async def test_manual_mode_applies_the_approved_plan(apiserver: ApiServer, names
         nxt = await next_is(kube, "Idle")
         assert "at" not in nxt
         assert len(await kube.jobs("captf.io/op=plan")) == 1
+        # The plan's lifecycle, told once each: it waited for a person, then applied.
+        assert len(await events_of(kube, "PlanAwaitsApproval")) == 1
+        [applying] = await events_of(kube, "ApprovedPlanApplying")
+        assert name in applying["message"]
 
 
 async def test_a_changed_plan_is_not_applied_and_waits_as_a_plan_of_its_own(

@@ -43,6 +43,11 @@ class Row:
     # status.lastRun as the controller wrote it: the newest finished Job's op, result,
     # error kind and summary (redacted, values stripped); None before any Job finished.
     last_run: Json | None = None
+    # Where the module comes from: `configmap/<name>`, or `image@<digest, 12 hex>` once a
+    # Job pinned the module image (`image@unpinned` before); "" when the spec names none.
+    source: str = ""
+    # status.image as the controller wrote it: the reference and the digest Jobs run.
+    image: Json | None = None
 
 
 def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) -> Row:
@@ -70,7 +75,25 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         or last_error(owned, redactor)
         or status_error(status),
         last_run=_last_run(status),
+        source=source_cell(obj),
+        image=status.get("image") if isinstance(status.get("image"), dict) else None,
     )
+
+
+# Hex digits of a digest shown in the SOURCE column (as `docker images` shows 12).
+DIGEST_SHOWN = 12
+
+
+def source_cell(obj: Json) -> str:
+    """The SOURCE column: the module's shape, and the digest it runs."""
+    source = (obj.get("spec") or {}).get("source") or {}
+    if isinstance(source.get("configMapRef"), dict):
+        return f"configmap/{source['configMapRef'].get('name', '')}"
+    if not source.get("image"):
+        return ""
+    digest = str(((obj.get("status") or {}).get("image") or {}).get("digest") or "")
+    algorithm, _, hexes = digest.partition(":")
+    return f"image@{algorithm}:{hexes[:DIGEST_SHOWN]}" if hexes else "image@unpinned"
 
 
 _LAST_RUN_KEYS = ("job", "op", "result", "errorKind", "summary", "finishedAt")
@@ -190,6 +213,8 @@ def to_json(row: Row, now: datetime) -> Json:
         "attempts": row.attempts,
         "lastError": row.last_error or None,
         "lastRun": row.last_run,
+        "source": row.source or None,
+        "image": row.image,
     }
     return out
 

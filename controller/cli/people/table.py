@@ -70,6 +70,7 @@ def render(
         "REASON",
         "RETRY AT",
         "ATTEMPTS",
+        "SOURCE",
         "LAST RUN",
         "LAST ERROR",
     ]
@@ -87,6 +88,7 @@ def render(
             row.reason or "-",
             countdown(row.retry_at, now),
             str(row.attempts),
+            row.source or "-",
             last_run_cell(row.last_run),
             one_line(clean(row.last_error)) if row.last_error else "-",
         ]

@@ -39,6 +39,7 @@ def plan_refusals(plan: Json) -> list[Refusal]:
     return []
 
 
-def update_refusals(kind: str, old: Json, new: Json) -> list[Refusal]:
-    """The checks of an update: the object's own, then what may not change."""
-    return [*immutable.changes(kind, old, new), *spec_refusals(kind, new)]
+def update_refusals(kind: str, old: Json, new: Json, *, dry_run: bool = False) -> list[Refusal]:
+    """The checks of an update: the object's own, then what may not change (`dry_run`:
+    the request's; the topology controller's dry runs may change a template)."""
+    return [*immutable.changes(kind, old, new, dry_run=dry_run), *spec_refusals(kind, new)]

@@ -3,12 +3,18 @@
 A template's spec never changes: Cluster API clones machines from it, so a change would
 apply to some clones and not others; users point at a new template instead. A machine's
 inputs never change: a machine applies once, and new inputs mean a new machine (Cluster
-API rolls one out). The CRDs say the same with CEL rules; the webhook says it first, in
-the same words for every kind, and for objects stored before a rule existed."""
+API rolls one out). The CRDs say the same of machines with CEL rules; the webhook says it
+first, in the same words for every kind, and for objects stored before a rule existed.
+
+A template's rule is the webhook's alone: Cluster API's topology controller learns
+whether a template it would write differs from the stored one by a dry-run apply of it,
+annotated `topology.cluster.x-k8s.io/dry-run`, and rotates the template (a new name)
+when it does. That dry run must pass, as it does for Cluster API's own providers
+(util/topology.IsDryRunRequest); a CEL rule cannot see that a request is a dry run."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from controller.core.admission.kinds import PLAN, TEMPLATES
 from controller.core.admission.refusal import Refusal
@@ -20,6 +26,9 @@ Json = dict[str, Any]
 # its inputs, and the identity it was created with (the credentials that made an instance
 # are the ones that destroy it), as the public CAPTF has it.
 MACHINE_INPUTS = ("source", "variables", "variablesFrom", "identityRef")
+# On the objects of the topology controller's dry-run applies (Cluster API's
+# TopologyDryRunAnnotation).
+TOPOLOGY_DRY_RUN: Final = "topology.cluster.x-k8s.io/dry-run"
 # What an approver writes on a TerraformPlan; the rest is what was planned.
 PLAN_APPROVAL = frozenset({"approved", "approvedBy"})
 
@@ -64,9 +73,17 @@ def plan_changes(old: Json, new: Json) -> list[Refusal]:
     return found
 
 
-def changes(kind: str, old: Json, new: Json) -> list[Refusal]:
-    """Every immutable field an update of `kind` changes."""
+def topology_dry_run(dry_run: bool, obj: Json) -> bool:
+    """A dry run of the topology controller: the request's dryRun, and the annotation."""
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    return dry_run and isinstance(notes, dict) and TOPOLOGY_DRY_RUN in notes
+
+
+def changes(kind: str, old: Json, new: Json, *, dry_run: bool = False) -> list[Refusal]:
+    """Every immutable field an update of `kind` changes; `dry_run`: the request's."""
     if kind in TEMPLATES:
+        if topology_dry_run(dry_run, new):
+            return []
         return template_changes(kind, old, new)
     if kind == MACHINE:
         return machine_changes(old, new)

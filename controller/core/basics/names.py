@@ -100,6 +100,9 @@ ANN_SERIAL: Final = "captf.io/serial"
 STATE_KEY: Final = "terraform.tfstate"
 # Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
 DATA_KEYS: Final = "dataKeys"
+# Beside a cached state: the bytes its data holds (decoded), which the state-size gauge
+# reads (controller/io/object_metrics.py); Kubernetes refuses a Secret over SECRET_SIZE_LIMIT.
+DATA_BYTES: Final = "dataBytes"
 # Labels and annotations the runner writes on the Secrets it keeps: state backups, a
 # state rescued from a failed write, plans.
 LABEL_BACKUP_OF: Final = "captf.io/state-backup-of"

@@ -40,7 +40,7 @@ from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import name_of
 from controller.core.jobs.termination import Recorded, recordings
-from controller.core.plan import accounting, keeping, plan_objects, status, writeback
+from controller.core.plan import accounting, keeping, plan_objects, signals, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -221,6 +221,7 @@ def plan(
     meta = snap.obj.get("metadata", {})
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
+    contract_spec = None if contract is None else contract.spec
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
@@ -234,7 +235,7 @@ def plan(
         runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
         launch=launch,
         plan_writes=plan_objects.writes_of(ctx, settings.kept_plans),
-        spec_patch=None if deleted or contract is None else contract.spec,
+        spec_patch=None if deleted else contract_spec,
         status=None if deleted else status.merge_patch(stored, desired),
         metadata=_metadata(books, policy),
         events=(
@@ -242,6 +243,7 @@ def plan(
             + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
             + keeping.events_of(ctx, decision)
+            + signals.events(snap, decision, stored, desired, None if deleted else contract_spec)
         ),
         announces_refusal=bool(refused),
         remove_finalizer=bool(meta.get("deletionTimestamp"))

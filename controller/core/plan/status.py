@@ -32,6 +32,7 @@ from controller.core.jobs.job import (
     annotations_of,
     result,
 )
+from controller.core.plan import signals
 from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
@@ -255,6 +256,7 @@ def desired(
         if serial is not None:
             out["stateSerial"] = serial
         new_conditions = conditions(ctx, decision)
+        new_conditions += signals.conditions(ctx, decision, serial, writeback)
         if writeback is not None:
             new_conditions = _with_contract(out, new_conditions, writeback)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -108,6 +109,7 @@ def test_the_table_lines_up_like_kubectl_get() -> None:
         "RETRY",
         "AT",
         "ATTEMPTS",
+        "SOURCE",
         "LAST",
         "RUN",
         "LAST",
@@ -357,3 +359,28 @@ def test_a_job_that_cannot_start_shows_its_cause_instead_of_running() -> None:
     # Any other wait keeps the Waiting message out of the error column.
     other = {"next": {"reason": "JobRunning"}, "conditions": [waiting | {"reason": "JobRunning"}]}
     assert rows.row_of(captf(status=other), []).last_error == ""
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "cell"),
+    [
+        ({"source": {"configMapRef": {"name": "mod"}}}, {}, "configmap/mod"),
+        ({"source": {"image": "r.example/m:1"}}, {}, "image@unpinned"),
+        (
+            {"source": {"image": "r.example/m:1"}},
+            {"image": {"reference": "r.example/m:1", "digest": "sha256:" + "ab" * 32}},
+            "image@sha256:abababababab",
+        ),
+        ({}, {}, ""),
+    ],
+)
+def test_the_source_column_shows_the_shape_and_the_pinned_digest(
+    spec: dict[str, Any], status: dict[str, Any], cell: str
+) -> None:
+    obj = captf(status=status)
+    obj["spec"] = {k: v for k, v in obj["spec"].items() if k not in ("source", "module")} | spec
+    row = rows.row_of(obj, [])
+    assert row.source == cell
+    assert rows.to_json(row, NOW)["image"] == (status.get("image") or None)
+    line = table.render([row], NOW).splitlines()[1]
+    assert (cell or "-") in line.split()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.core import spec_refusals
 from controller.core.basics.names import API_VERSION
 from controller.dev import clusterctl
 from tests.paths import REPO
@@ -77,7 +78,10 @@ def _docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((REPOSITORY / name).read_text()) if d]
 
 
-@pytest.mark.parametrize("name", ["cluster-template.yaml", "clusterclass-terraform.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["cluster-template.yaml", "cluster-template-identity.yaml", "clusterclass-terraform.yaml"],
+)
 def test_templates_name_our_kinds_in_our_api_version(name: str) -> None:
     ours = [d for d in _docs(name) if d["kind"].startswith("Terraform")]
     assert ours
@@ -132,3 +136,107 @@ def test_a_stale_repository_is_reported(tmp_path: Path) -> None:
         clusterctl.COMPONENTS,
         "cluster-template-old.yaml",
     ]
+
+
+def test_the_identity_flavor_is_the_default_with_an_identity() -> None:
+    """Two hand-written copies of one cluster: they differ in the credentials alone."""
+    default = _docs("cluster-template.yaml")
+    identity = _docs("cluster-template-identity.yaml")
+    [made] = [d for d in identity if d["kind"] == "TerraformClusterIdentity"]
+    assert "namespace" not in made["metadata"]  # cluster-scoped
+    assert made["spec"]["allowedNamespaces"] == {"list": ["${NAMESPACE}"]}
+    rest = [d for d in identity if d is not made]
+    assert [d["kind"] for d in rest] == [d["kind"] for d in default]
+    for mine, theirs in zip(rest, default, strict=True):
+        if mine["kind"] == "TerraformCluster":
+            assert mine["spec"]["identityRef"] == {
+                "kind": "TerraformClusterIdentity",
+                "name": made["metadata"]["name"],
+            }
+            assert theirs["spec"]["identityRef"]["kind"] == "Secret"
+            mine, theirs = _without_identity(mine), _without_identity(theirs)
+        assert mine == theirs
+
+
+def _without_identity(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj | {"spec": {k: v for k, v in obj["spec"].items() if k != "identityRef"}}
+
+
+@pytest.mark.parametrize("name", clusterctl.HAND_WRITTEN)
+def test_templates_use_module_images_and_identities(name: str) -> None:
+    """No ConfigMap module and no deprecated credentialsRef in what a team starts from."""
+    for doc in _docs(name):
+        if not doc["kind"].startswith("Terraform") or doc["kind"] == "TerraformClusterIdentity":
+            continue
+        spec = doc["spec"].get("template", {}).get("spec", doc["spec"])
+        assert set(spec["source"]) <= {"image", "imagePullPolicy"}, (name, doc["kind"])
+        assert "credentialsRef" not in spec, (name, doc["kind"])
+
+
+def _class() -> dict[str, Any]:
+    [cls] = [d for d in _docs("clusterclass-terraform.yaml") if d["kind"] == "ClusterClass"]
+    return cls
+
+
+def test_every_class_variable_is_patched_and_documented() -> None:
+    cls = _class()
+    declared = {v["name"] for v in cls["spec"]["variables"]}
+    used = {
+        patch["valueFrom"]["variable"]
+        for p in cls["spec"]["patches"]
+        for definition in p["definitions"]
+        for patch in definition["jsonPatches"]
+    }
+    assert used == declared
+    header = (REPOSITORY / "clusterclass-terraform.yaml").read_text().split("apiVersion:")[0]
+    for variable in declared:
+        assert f"#   {variable} " in header, variable
+
+
+def test_the_cluster_sets_every_required_class_variable() -> None:
+    """`clusterctl generate cluster --flavor clusterclass` alone gives a Cluster that
+    Cluster API's webhook accepts: every required variable has a value."""
+    required = {v["name"] for v in _class()["spec"]["variables"] if v["required"]}
+    [cluster] = _docs("cluster-template-clusterclass.yaml")
+    assert required <= {v["name"] for v in cluster["spec"]["topology"]["variables"]}
+
+
+def test_the_identity_kind_travels_with_clusterctl_move() -> None:
+    [crd] = [
+        o
+        for o in clusterctl.components(ROOT / "manifests")
+        if o["kind"] == "CustomResourceDefinition"
+        and o["spec"]["names"]["kind"] == "TerraformClusterIdentity"
+    ]
+    assert crd["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move-hierarchy"] == ""
+
+
+_DEFAULTED = re.compile(r"\$\{([A-Za-z0-9_]+):=([^}]*)\}")
+_PLAIN = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+
+
+def _substituted(name: str) -> list[dict[str, Any]]:
+    """The template as clusterctl fills it with only clusterctl's own variables given:
+    every other variable takes its default."""
+    given = {
+        "CLUSTER_NAME": "c1",
+        "NAMESPACE": "team-a",
+        "KUBERNETES_VERSION": "v1.35.0",
+        "CONTROL_PLANE_MACHINE_COUNT": "1",
+        "WORKER_MACHINE_COUNT": "2",
+    }
+    text = _DEFAULTED.sub(lambda m: m.group(2), (REPOSITORY / name).read_text())
+    text = _PLAIN.sub(lambda m: given[m.group(1)], text)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in clusterctl.HAND_WRITTEN if n != "cluster-template-clusterclass.yaml"]
+)
+def test_our_admission_accepts_every_generated_object(name: str) -> None:
+    """What the webhook would refuse (reserved variables, the module image's reference,
+    the identity reference) is refused of no object the templates generate."""
+    ours = [d for d in _substituted(name) if d["kind"].startswith("Terraform")]
+    assert ours
+    for doc in ours:
+        assert spec_refusals(doc["kind"], doc) == [], (name, doc["kind"])

@@ -12,6 +12,7 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_RESULT,
     CLUSTER,
+    DATA_BYTES,
     LABEL_BACKUP_OF,
     LABEL_KIND,
     LABEL_NAME,
@@ -182,3 +183,5 @@ def test_a_state_keeps_its_contract_outputs_up_to_the_limit(size: int, kept_valu
     data = {"terraform.tfstate": "c3RhdGU=", STATE_OUTPUTS_KEY: outputs}
     cached = own_secret_fields(own("c-state", {LABEL_NAME: "c"}, data))
     assert cached["data"] == {STATE_OUTPUTS_KEY: outputs if kept_value else ""}
+    # The state-size gauge reads the decoded size of every key ("state" is 5 bytes).
+    assert cached[DATA_BYTES] == 5 + size

@@ -145,6 +145,35 @@ def test_template_spec_is_immutable_by_value() -> None:
     assert "TerraformMachineTemplate spec is immutable" in refusal.rule
 
 
+DRY_RUN_NOTE: Json = {"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}}
+
+
+@pytest.mark.parametrize(
+    ("dry_run", "metadata", "refused"),
+    [
+        (True, DRY_RUN_NOTE, False),  # the topology controller's comparison
+        (True, {}, True),  # someone else's dry run
+        (False, DRY_RUN_NOTE, True),  # the annotation alone is no dry run
+        (False, {}, True),
+    ],
+)
+def test_only_the_topology_controllers_dry_run_may_change_a_template(
+    dry_run: bool, metadata: Json, refused: bool
+) -> None:
+    old: Json = {"spec": {"template": {"spec": {"source": {"image": "r/m:1"}}}}}
+    new: Json = {
+        "metadata": metadata,
+        "spec": {"template": {"spec": {"source": {"image": "r/m:2"}}}},
+    }
+    for kind in ("TerraformClusterTemplate", "TerraformMachineTemplate"):
+        found = update_refusals(kind, old, new, dry_run=dry_run)
+        assert bool(found) is refused, kind
+    # Not for the objects themselves: a machine's inputs stay immutable in a dry run too.
+    machine_old: Json = {"spec": {"source": {"image": "r/m:1"}}}
+    machine_new: Json = {"metadata": metadata, "spec": {"source": {"image": "r/m:2"}}}
+    assert update_refusals("TerraformMachine", machine_old, machine_new, dry_run=dry_run)
+
+
 @pytest.mark.parametrize(
     ("change", "refused"),
     [
