@@ -56,6 +56,8 @@ from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
+from controller.core.plan.state_moves import Move, state_moves
+from controller.core.plan.state_moves import Step as MoveStep
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -129,6 +131,8 @@ __all__ = [
     "ImageLookup",
     "Launch",
     "LeaseWrite",
+    "Move",
+    "MoveStep",
     "ObjectRef",
     "Plan",
     "PlanWrites",
@@ -187,6 +191,7 @@ __all__ = [
     "spec_of",
     "spec_refusals",
     "stale_leases",
+    "state_moves",
     "terraform_cluster_of",
     "unwatched",
     "update_refusals",

@@ -65,7 +65,7 @@ from controller.core.basics.names import (
     RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
     VERSION,
-    inputs_secret_prefix,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.io.contents import Contents, Wanted
@@ -524,15 +524,17 @@ class Caches:
         the object's, from `jobs_of`."""
         meta, spec = obj["metadata"], spec_of(obj)
         ns, name = meta["namespace"], meta["name"]
-        secret_names = [state_secret_name(name), *secrets_read(spec), *_plan_secrets(jobs)]
+        kind = str(obj.get("kind", ""))
+        states = [state_secret_name(ns, kind, name), legacy_state_secret_name(name)]
+        secret_names = [*states, *secrets_read(spec), *_plan_secrets(jobs)]
         secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
         secret_names += self._bootstrap(obj)
-        prefix = inputs_secret_prefix(name)
+        # The durable inputs labelled for the object (the snapshot keeps those whose name
+        # is the object's, controller/core/decide/snapshot.py).
         secret_names += [
             s["metadata"]["name"]
             for store in (self.own_secrets.store, self.secrets.store)
-            for s in store.by_index(BY_INPUTS_OF, f"{ns}/{name}")
-            if s["metadata"]["name"].startswith(prefix)
+            for s in store.by_index(BY_INPUTS_OF, f"{ns}/{kind}/{name}")
         ]
         related = self._related(obj)
         ref = identity_ref_of(obj, related)
@@ -542,7 +544,7 @@ class Caches:
         secret_names += [
             s["metadata"]["name"]
             for store in (self.own_secrets.store, self.secrets.store)
-            for s in store.by_index(BY_BACKUP_OF, f"{ns}/{name}")
+            for s in store.by_index(BY_BACKUP_OF, f"{ns}/{kind}/{name}")
         ]
         configmaps = _with_data(self.configmap_data, ns, configmaps_read(spec))
         events, pods = self._starting(obj, jobs)
@@ -633,7 +635,13 @@ def _cluster_state(obj: Json, related: Mapping[Any, Json]) -> list[str]:
     clusters = (
         infrastructure_cluster_of(o) for o in related.values() if o.get("kind") == "Cluster"
     )
-    return [state_secret_name(name) for name in clusters if name]
+    ns = obj["metadata"]["namespace"]
+    return [
+        secret
+        for name in clusters
+        if name
+        for secret in (state_secret_name(ns, CLUSTER, name), legacy_state_secret_name(name))
+    ]
 
 
 def _plan_secrets(jobs: Iterable[Json]) -> list[str]:

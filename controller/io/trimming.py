@@ -14,11 +14,13 @@ from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     DATA_KEYS,
     LABEL_BACKUP_OF,
+    LABEL_KIND,
     LABEL_NAME,
     LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
     STATE_OUTPUTS_KEY,
     STATE_OUTPUTS_LIMIT,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.core.basics.runner_vars import RunnerVar
@@ -27,7 +29,7 @@ from runtime.cache.resource import Obj
 
 Json = dict[str, Any]
 Transform = Callable[[Obj], Obj]
-# A durable inputs Secret is `<name>-inputs-<hash8>` (controller/core/plan/jobspec.py).
+# A durable inputs Secret is `<name>-<kind>-<key>-inputs-<hash8>` (controller/core/plan/jobspec.py).
 INPUTS_INFIX = "-inputs-"
 
 # What the controller reads of a Job (controller/core/jobs/job.py, history.py, sensitive.py,
@@ -178,7 +180,7 @@ def own_secret_fields(secret: Obj) -> Obj:
     data = secret.get("data") or {}
     if LABEL_PLAN_OF in labels:
         kept["data"] = dict.fromkeys(data, "")
-    elif _is_state(name, labels):
+    elif _is_state(str(kept["metadata"].get("namespace", "")), name, labels):
         kept[DATA_KEYS] = sorted(data)
         if STATE_OUTPUTS_KEY in data:
             kept["data"] = {STATE_OUTPUTS_KEY: _bounded(str(data[STATE_OUTPUTS_KEY]))}
@@ -195,10 +197,13 @@ def _bounded(raw: str) -> str:
     return raw if size <= STATE_OUTPUTS_LIMIT else ""
 
 
-def _is_state(name: str, labels: dict[str, str]) -> bool:
-    """The state Secret `<name>-state` of the object its captf.io/name label names."""
-    owner = labels.get(LABEL_NAME)
-    return bool(owner) and name == state_secret_name(str(owner)) and LABEL_BACKUP_OF not in labels
+def _is_state(namespace: str, name: str, labels: dict[str, str]) -> bool:
+    """The state Secret of the object its kind and name labels name (under its name, or
+    the name before kinds were part of it)."""
+    owner, kind = labels.get(LABEL_NAME), labels.get(LABEL_KIND)
+    if not owner or not kind or LABEL_BACKUP_OF in labels:
+        return False
+    return name in (state_secret_name(namespace, kind, owner), legacy_state_secret_name(owner))
 
 
 # What the controller reads of a Pending runner pod (controller/core/jobs/starting.py):

@@ -42,6 +42,9 @@ from controller.core.basics.names import (
     MANAGED_BY,
     STATE_KEY,
     STATE_OUTPUTS_KEY,
+    backup_secret_name,
+    labelled_for,
+    legacy_state_secret_name,
 )
 from controller.core.contract.outputs import Pending, Valid, decode, values_of
 from controller.core.contract.roles import UnknownKind, contract_for_kind
@@ -155,12 +158,37 @@ class StateStore:
         self._keep = keep
 
     def backup_name(self, serial: int) -> str:
-        return f"{self._name}-{serial}"
+        return backup_secret_name(self._name, serial)
 
     async def load(self) -> StoredState | None:
-        """The current state, or None before the first write."""
+        """The current state, or None before the first write: the Secret of the state's
+        name, else the one of the name before kinds were part of it (until the controller
+        moves it), each only when labelled for this object. One of our names without our
+        labels is not read as a state, nor taken for a missing one."""
         secret = await self._kube.get_secret(self._name)
-        return None if secret is None else self._parse(secret, self._name)
+        if secret is None:
+            secret = await self._kube.get_secret(self._legacy_name)
+            if secret is None or not labelled_for(secret, self._object_kind, self._object_name):
+                return None
+            return self._parse(secret, self._legacy_name)
+        if not labelled_for(secret, self._object_kind, self._object_name):
+            raise StateError(
+                f"Secret {self._name} is not labelled as the state of "
+                f"{self._object_kind}/{self._object_name}; it is not read"
+            )
+        return self._parse(secret, self._name)
+
+    @property
+    def _legacy_name(self) -> str:
+        return legacy_state_secret_name(self._object_name)
+
+    def _is_backup(self, secret: Json) -> bool:
+        labelled = labelled_for(secret, self._object_kind, self._object_name)
+        return labelled and _meta(secret, "labels").get(LABEL_BACKUP_OF) == self._object_name
+
+    @property
+    def _backups_selector(self) -> str:
+        return f"{LABEL_BACKUP_OF}={self._object_name},{LABEL_KIND}={self._object_kind}"
 
     def _parse(self, secret: Json, name: str) -> StoredState:
         data = _decode(secret, STATE_KEY)
@@ -195,7 +223,9 @@ class StateStore:
             stored[OUTPUTS_KEY] = base64.b64encode(outputs).decode()
         body["data"] = stored
         try:
-            if old is None:
+            if old is None or old.secret["metadata"].get("name") != self._name:
+                # Nothing yet under this name (a state read under the older name is
+                # written here; the controller retires the older one).
                 await self._kube.create_secret(body)
             else:
                 metadata["resourceVersion"] = old.secret["metadata"]["resourceVersion"]
@@ -240,12 +270,15 @@ class StateStore:
         which it reads before any rule about a missing state (docs/deletion.md). Backups
         first: a crash between the two leaves a state, which only holds the deletion until
         the destroy Job is accounted."""
-        for backup in await self._kube.list_secrets(f"{LABEL_BACKUP_OF}={self._object_name}"):
+        for backup in await self._kube.list_secrets(self._backups_selector):
             await self._kube.delete_secret(backup["metadata"]["name"])
         await self._kube.delete_secret(self._name)
+        legacy = await self._kube.get_secret(self._legacy_name)
+        if legacy is not None and labelled_for(legacy, self._object_kind, self._object_name):
+            await self._kube.delete_secret(self._legacy_name)
 
     async def _prune(self) -> None:
-        backups = await self._kube.list_secrets(f"{LABEL_BACKUP_OF}={self._object_name}")
+        backups = await self._kube.list_secrets(self._backups_selector)
 
         def age_key(secret: Json) -> tuple[str, int]:
             annotations = _meta(secret, "annotations")
@@ -260,7 +293,13 @@ class StateStore:
         name = self.backup_name(serial)
         backup = await self._kube.get_secret(name)
         if backup is None:
-            raise StateError(f"no backup Secret {name} to restore from")
+            # A backup the controller has not moved yet: under the older name.
+            name = f"{self._legacy_name}-{serial}"
+            backup = await self._kube.get_secret(name)
+            if backup is None or not labelled_for(backup, self._object_kind, self._object_name):
+                raise StateError(f"no backup Secret {self.backup_name(serial)} to restore from")
+        if not self._is_backup(backup):
+            raise StateError(f"Secret {name} is not labelled as a backup of this object")
         restored = self._parse(backup, name)
         try:
             current = await self.load()
@@ -281,6 +320,8 @@ class StateStore:
         secret = await self._kube.get_secret(self._name)
         if secret is None:
             return await self.save(None, restored.data, restored.inputs_hash)
+        if not labelled_for(secret, self._object_kind, self._object_name):
+            raise StateError(f"Secret {self._name} is not labelled as this object's state")
         version = str(secret["metadata"].get("resourceVersion", ""))
         claimed = serials.serial_of(_meta(secret, "annotations").get(ANN_SERIAL)) or 0
         serial = max(restored.serial, claimed + 1)

@@ -43,6 +43,7 @@ class Cluster:
         meta = {
             "name": f"c-inputs-{inputs.hash8}",
             "annotations": {"captf.io/inputs-hash": inputs.hash},
+            "labels": {"captf.io/kind": "TerraformCluster", "captf.io/name": "c"},
         }
         body = {"metadata": meta, "data": data, "immutable": True}
         self.api.request("POST", f"/api/v1/namespaces/{self.ns}/secrets", body)

@@ -49,7 +49,9 @@ from controller.core.basics.names import (
     LABEL_NAME,
     LABEL_UID,
     MANAGED_BY,
+    state_secret_name,
 )
+from controller.core.basics.names import CLUSTER as CLUSTER_KIND
 from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApi, served_storage_only
 from runtime.clock import LoopClock
@@ -648,7 +650,7 @@ async def test_nothing_reapplies_after_the_move(
 
     moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
     assert await moved.get("ConfigMap", "cluster-module") is not None, log
-    state = await moved.get("Secret", f"{SOURCE_CLUSTER}-state")
+    state = await moved.get("Secret", state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER))
     assert state is not None, f"the state did not move:\n{log}"
     async with running_controller(fresh_target, namespace, LoopClock(SCALE), time_scale=SCALE):
         rebuilt = await moved.until(
@@ -669,4 +671,7 @@ async def test_nothing_reapplies_after_the_move(
     # On the source: paused by move, then deleted for it; never destroyed, never re-applied.
     assert jobs_of(system, SOURCE_CLUSTER, "destroy") == []
     assert len(jobs_of(system, SOURCE_CLUSTER, "apply")) == applies
-    assert await objects.get("Secret", f"{SOURCE_CLUSTER}-state") is None
+    assert (
+        await objects.get("Secret", state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER))
+        is None
+    )

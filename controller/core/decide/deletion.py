@@ -29,7 +29,6 @@ from controller.core.basics.names import (
     STATE_KEY,
     Op,
     Reason,
-    state_secret_name,
 )
 from controller.core.basics.serials import serial_of
 from controller.core.decide.context import Context
@@ -97,7 +96,7 @@ def unreadable(ctx: Context) -> str | None:
     data = state.get("data")
     keys = state.get(DATA_KEYS, list(data) if isinstance(data, dict) else None)
     if isinstance(keys, list) and STATE_KEY not in keys:
-        return f"state Secret {state_secret_name(ctx.snap.name)} has no {STATE_KEY} key"
+        return f"state Secret {ctx.snap.state_shown} has no {STATE_KEY} key"
     return None
 
 
@@ -111,7 +110,7 @@ def trouble(ctx: Context) -> str | None:
     shown = applied_before(ctx)
     if shown is None:
         return None
-    return f"state Secret {state_secret_name(ctx.snap.name)} is gone, and {shown}"
+    return f"state Secret {ctx.snap.state_shown} is gone, and {shown}"
 
 
 def newest_backup(snap: Snapshot) -> int | None:

@@ -90,7 +90,7 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
         if isinstance(change, Busy):
             return Requeue(change.reason, LEASE_WAIT, message=change.message)
     secret = None
-    if inputs_secret_name(snap.name, ctx.inputs) not in snap.secrets:
+    if inputs_secret_name(snap.obj, ctx.inputs) not in snap.secrets:
         secret = inputs_secret(snap.obj, ctx.inputs)
     credentials = credentials_secret(snap.identity_ref)
     job = build_job(

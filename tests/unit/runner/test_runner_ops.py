@@ -104,6 +104,13 @@ def with_state(kube: FakeKube, serial: int, inputs_hash: str = "old") -> None:
     kube.put(secret("c-state", {"terraform.tfstate": tfstate(serial)}, annotations))
 
 
+def plan_secret(plan: dict[str, Any]) -> dict[str, Any]:
+    """An approved plan Secret of the object, labelled as the runner labels its plans."""
+    found = secret("c-plan", {"plan.json": orjson.dumps(plan)})
+    found["metadata"]["labels"]["captf.io/plan-of"] = "c"
+    return found
+
+
 def state_annotations(kube: FakeKube) -> dict[str, str]:
     return dict(kube.secrets["c-state"]["metadata"]["annotations"])
 
@@ -187,7 +194,7 @@ async def test_unguarded_destructive_plan_applies(kube: FakeKube, tmp_path: Path
 
 async def test_approved_plan_that_changed_is_not_applied(kube: FakeKube, tmp_path: Path) -> None:
     approved = plan_json(("x", ["create"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    kube.put(plan_secret(approved))
     fresh = plan_json(("x", ["create"]), ("y", ["create"]))
     tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
     result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
@@ -199,7 +206,7 @@ async def test_approved_plan_that_changed_is_not_applied(kube: FakeKube, tmp_pat
 
 async def test_approved_plan_that_still_matches_is_applied(kube: FakeKube, tmp_path: Path) -> None:
     approved = plan_json(("x", ["delete"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    kube.put(plan_secret(approved))
     tofu = ScriptedTofu(tmp_path, plan=approved, new_state=tfstate(1))
     result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
     assert result.outcome is Outcome.SUCCESS
@@ -321,7 +328,7 @@ async def test_a_successful_destroy_removes_the_state_and_its_backups(
     that a later object of the same name could take for live infrastructure."""
     with_state(kube, 4)
     kube.put(secret("c-state-3", {"terraform.tfstate": tfstate(3)}))
-    kube.secrets["c-state-3"]["metadata"]["labels"] = {"captf.io/state-backup-of": "c"}
+    kube.secrets["c-state-3"]["metadata"]["labels"]["captf.io/state-backup-of"] = "c"
     tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
     result = await execute(environ("destroy"), kube, tofu, tmp_path)
     assert (result.outcome, result.state_serial) == (Outcome.SUCCESS, 5)
@@ -339,6 +346,7 @@ async def test_a_failed_destroy_keeps_the_state_it_left(kube: FakeKube, tmp_path
 async def test_restore_op(kube: FakeKube, tmp_path: Path) -> None:
     with_state(kube, 4)
     kube.put(secret("c-state-2", {"terraform.tfstate": tfstate(2)}))
+    kube.secrets["c-state-2"]["metadata"]["labels"]["captf.io/state-backup-of"] = "c"
     tofu = ScriptedTofu(tmp_path)
     env = environ("restore", CAPTF_RESTORE_SERIAL="2")
     result = await execute(env, kube, tofu, tmp_path)
@@ -378,7 +386,7 @@ async def test_an_approved_plan_is_applied_only_with_the_fingerprint_approved(
     """The plan Secret may have been rewritten since the approver saw the TerraformPlan:
     the fresh plan must have the fingerprint shown, whatever the Secret holds."""
     fresh = plan_json(("x", ["delete"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(fresh)}))  # rewritten to match
+    kube.put(plan_secret(fresh))  # rewritten to match
     shown = plans.summarize(plan_json(("x", ["update"]))).fingerprint
     tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
     env = environ(CAPTF_APPROVED_PLAN_SECRET="c-plan", CAPTF_APPROVED_FINGERPRINT=shown)

@@ -12,7 +12,7 @@ from controller.runner.state import (
     serial_of,
     with_serial,
 )
-from tests.runner_fakes import FakeKube, data_of
+from tests.runner_fakes import FakeKube, data_of, secret
 
 
 def tfstate(serial: int, lineage: str = "L", resources: int = 0) -> bytes:
@@ -146,7 +146,8 @@ async def test_restore_of_a_missing_backup_fails() -> None:
 
 async def test_unreadable_state_is_an_error() -> None:
     kube = FakeKube()
-    kube.secrets["c-state"] = {"metadata": {"name": "c-state"}, "data": {}}
+    labels = {"captf.io/kind": "TerraformCluster", "captf.io/name": "c"}
+    kube.secrets["c-state"] = {"metadata": {"name": "c-state", "labels": labels}, "data": {}}
     with pytest.raises(StateError, match=r"terraform\.tfstate"):
         await store(kube).load()
     with pytest.raises(StateError):
@@ -204,3 +205,48 @@ async def test_restore_over_an_unreadable_state_keeps_it_aside_first() -> None:
     assert loaded is not None
     assert loaded.serial == 8
     assert len(json.loads(loaded.data)["resources"]) == 1
+
+
+async def test_a_state_under_the_older_name_is_read_and_written_under_the_new() -> None:
+    kube = FakeKube()
+    kube.put(secret("c-state", {"terraform.tfstate": tfstate(3)}, {"captf.io/serial": "3"}))
+    s = StateStore(
+        kube, secret_name="c-cluster-k-state", object_name="c", object_kind="TerraformCluster"
+    )
+    old = await s.load()
+    assert old is not None
+    assert old.serial == 3
+    assert await s.save(old, tfstate(4), "h") == 4
+    assert data_of(kube.secrets["c-cluster-k-state"], "terraform.tfstate") == tfstate(4)
+    assert data_of(kube.secrets["c-cluster-k-state-3"], "terraform.tfstate") == tfstate(3)
+    # The older Secret stays for the controller to retire (controller/io/state_moves.py).
+    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(3)
+    loaded = await s.load()
+    assert loaded is not None
+    assert loaded.serial == 4
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [None, {"captf.io/name": "c"}, {"captf.io/name": "c", "captf.io/kind": "TerraformMachine"}],
+    ids=["none", "no kind", "another kind"],
+)
+async def test_a_secret_without_the_objects_labels_is_never_read_as_state(
+    labels: dict[str, str] | None,
+) -> None:
+    kube = FakeKube()
+    s = StateStore(
+        kube, secret_name="c-cluster-k-state", object_name="c", object_kind="TerraformCluster"
+    )
+    older = secret("c-state", {"terraform.tfstate": tfstate(3)}, kind=None)
+    older["metadata"]["labels"] = labels or {}
+    kube.put(older)
+    assert await s.load() is None  # the older name, not ours: no state
+    squatter = secret("c-cluster-k-state", {"terraform.tfstate": tfstate(9)}, kind=None)
+    squatter["metadata"]["labels"] = labels or {}
+    kube.put(squatter)
+    with pytest.raises(StateError, match="not labelled"):
+        await s.load()
+    with pytest.raises(StateError):
+        await s.restore(3)
+    assert data_of(kube.secrets["c-cluster-k-state"], "terraform.tfstate") == tfstate(9)

@@ -17,7 +17,18 @@ from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
 from controller.core.decide.triggers import jitter
 from controller.core.jobs.readings import Reading, reading_of
-from tests.builders import NOW, Json, ago, base_objects, captf, decided, job, owners_of
+from tests.builders import (
+    NOW,
+    Json,
+    ago,
+    base_objects,
+    captf,
+    current_hash,
+    decided,
+    job,
+    owners_of,
+    state,
+)
 
 PENDING = {"stateSerial": 1, "contract": {"pending": ["provider_id"], "health": "pending"}}
 DEFINITE = {"stateSerial": 1, "contract": {"pending": [], "health": "running"}}
@@ -74,7 +85,8 @@ def _member(kind: str = MACHINE) -> Json:
 def _with_cluster(*objects: Json, kind: str = MACHINE) -> list[Json]:
     """The member's module, credentials and state, its TerraformCluster, and the Cluster API
     objects it acts for (its owner, their Cluster, the bootstrap data)."""
-    module_and_state = base_objects("m1")[1:]
+    module = base_objects("m1", applied=False)[1:]
+    module_and_state = [*module, state("m1", serial=1, inputs=current_hash(), kind=kind)]
     return [*module_and_state, captf(ready=True), *owners_of(_member(kind)), *objects]
 
 
