@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import copy
+import gzip
+import json
 from typing import Any
 
 from runtime.errors import ApiError
@@ -89,3 +91,18 @@ class FakeKube:
             for s in self.secrets.values()
             if all((s["metadata"].get("labels") or {}).get(k) == v for k, v in wanted)
         ]
+
+
+def stored_state(kube: FakeKube, name: str) -> bytes:
+    """The state a state (or backup, or rescue) Secret of `kube` holds, in either layout
+    (controller/runner/state_layout.py): its parts read from `kube`, unchecked."""
+    secret = kube.secrets[name]
+    if "terraform.tfstate" in secret.get("data", {}):
+        return data_of(secret, "terraform.tfstate")
+    manifest = json.loads(data_of(secret, "manifest.json"))
+    parts = manifest["parts"]
+    if parts:
+        body = b"".join(data_of(kube.secrets[p["name"]], "part") for p in parts)
+    else:
+        body = data_of(secret, "state.gz")
+    return gzip.decompress(body)

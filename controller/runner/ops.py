@@ -19,7 +19,6 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     LABEL_PLAN_OF,
-    LABEL_RESCUE_OF,
     SECRET_SIZE_LIMIT,
     STATE_KEY,
     Op,
@@ -439,15 +438,8 @@ async def _save_state(
 
 async def _rescue(ctx: OpContext, data: bytes) -> str:
     name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
-    metadata: Json = {
-        "name": name,
-        "labels": {LABEL_RESCUE_OF: ctx.env.object_name, LABEL_KIND: ctx.env.object_kind}
-        | ctx.env.written_labels,
-    }
-    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-    body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
     try:
-        await ctx.kube.create_secret(body)
-    except ApiError as exc:
+        await ctx.store.rescue(name, data)
+    except (ApiError, StateError) as exc:
         return f"the rescue Secret {name} could not be written either ({exc})"
     return f"the new state is in Secret {name}"

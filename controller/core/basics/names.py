@@ -96,8 +96,13 @@ ANN_ABANDON: Final = "captf.io/abandon"
 
 # Annotations on Secrets.
 ANN_SERIAL: Final = "captf.io/serial"
-# The key of the state (and of each backup) in its Secret.
+# The key of the state (and of each backup) in its Secret, as written before the state
+# was laid out across Secrets; now the key of the manifest that names its parts
+# (controller/runner/state_layout.py). A state Secret with neither is unreadable.
 STATE_KEY: Final = "terraform.tfstate"
+STATE_MANIFEST_KEY: Final = "manifest.json"
+# On each part Secret of a state: the object whose state, backup or rescue names it.
+LABEL_STATE_PART_OF: Final = "captf.io/state-part-of"
 # Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
 DATA_KEYS: Final = "dataKeys"
 # Labels and annotations the runner writes on the Secrets it keeps: state backups, a

@@ -27,6 +27,7 @@ from controller.core.basics.names import (
     LABEL_RETAINED_FROM,
     LABEL_RETAINED_UID,
     STATE_KEY,
+    STATE_MANIFEST_KEY,
     Op,
     Reason,
 )
@@ -95,8 +96,9 @@ def unreadable(ctx: Context) -> str | None:
     # outputs. A state from a file or a live read shows its data whole.
     data = state.get("data")
     keys = state.get(DATA_KEYS, list(data) if isinstance(data, dict) else None)
-    if isinstance(keys, list) and STATE_KEY not in keys:
-        return f"state Secret {ctx.snap.state_shown} has no {STATE_KEY} key"
+    if isinstance(keys, list) and STATE_KEY not in keys and STATE_MANIFEST_KEY not in keys:
+        shown = ctx.snap.state_shown
+        return f"state Secret {shown} has no {STATE_KEY} key (nor a {STATE_MANIFEST_KEY})"
     return None
 
 

@@ -17,7 +17,7 @@ from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import report, run_op
 from controller.runner.ops import execute
 from controller.runner.tofu import Exit
-from tests.runner_fakes import FakeKube, data_of, secret
+from tests.runner_fakes import FakeKube, data_of, secret, stored_state
 
 HASH = "ab" * 32
 
@@ -135,7 +135,7 @@ async def test_apply_starts_from_the_stored_state(kube: FakeKube, tmp_path: Path
     tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
     result = await execute(environ(), kube, tofu, tmp_path)
     assert result.state_serial == 5
-    assert data_of(kube.secrets["c-state-4"], "terraform.tfstate") == tfstate(4)
+    assert stored_state(kube, "c-state-4") == tfstate(4)
 
 
 async def test_inputs_hash_mismatch_fails_before_tofu(kube: FakeKube, tmp_path: Path) -> None:
@@ -273,7 +273,7 @@ async def test_state_conflict_rescues_the_new_state(kube: FakeKube, tmp_path: Pa
     result = await execute(environ(), kube, Racing(tmp_path, new_state=tfstate(5)), tmp_path)
     assert result.outcome is Outcome.FAILURE
     assert "c-state-rescue-job" in result.message
-    assert data_of(kube.secrets["c-state-rescue-job"], "terraform.tfstate") == tfstate(5)
+    assert stored_state(kube, "c-state-rescue-job") == tfstate(5)
 
 
 async def test_drift_reports_changes_as_drift(kube: FakeKube, tmp_path: Path) -> None:
