@@ -126,6 +126,7 @@ async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Run
         object_name=env.object_name,
         object_kind=env.object_kind,
         labels=env.written_labels,
+        writer=env.job_name,
     )
     ctx = OpContext(env, kube, tofu, work_dir, store)
     try:

@@ -37,6 +37,7 @@ from controller.core.basics.names import (
     ANN_BACKED_UP_AT,
     ANN_INPUTS_HASH,
     ANN_SERIAL,
+    ANN_WRITTEN_BY,
     LABEL_BACKUP_OF,
     LABEL_CLUSTERCTL_MOVE,
     LABEL_KIND,
@@ -113,7 +114,9 @@ class StateStore:
         object_kind: str,
         keep: int = DEFAULT_KEEP,
         labels: Mapping[str, str] = MANAGED_BY,
+        writer: str | None = None,
     ) -> None:
+        self._writer = writer
         self._kube = kube
         self._name = secret_name
         self._object_labels = {
@@ -192,6 +195,8 @@ class StateStore:
         annotations.pop(ANN_INPUTS_HASH, None)
         if inputs_hash is not None:
             annotations[ANN_INPUTS_HASH] = inputs_hash
+        if self._writer is not None:
+            annotations[ANN_WRITTEN_BY] = self._writer
         metadata: Json = {"name": self._name, "labels": labels, "annotations": annotations}
         keys = dict(laid.keys)
         if outputs is not None:
@@ -260,6 +265,9 @@ class StateStore:
         }
         if old.inputs_hash is not None:
             annotations[ANN_INPUTS_HASH] = old.inputs_hash
+        written_by = _meta(old.secret, "annotations").get(ANN_WRITTEN_BY)
+        if written_by:
+            annotations[ANN_WRITTEN_BY] = written_by
         labels = {**self._object_labels, LABEL_BACKUP_OF: self._object_name}
         metadata: Json = {"name": name, "labels": labels, "annotations": annotations}
         body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
@@ -317,8 +325,8 @@ class StateStore:
             if part["metadata"]["name"] not in named:
                 await self._kube.delete_secret(part["metadata"]["name"])
 
-    async def restore(self, serial: int) -> int:
-        """Makes backup `serial` the current state; returns the serial it now has."""
+    async def backup(self, serial: int) -> Json:
+        """The backup Secret of `serial`, labelled as this object's; StateError if none."""
         name = self.backup_name(serial)
         backup = await self._kube.get_secret(name)
         if backup is None:
@@ -329,7 +337,11 @@ class StateStore:
                 raise StateError(f"no backup Secret {self.backup_name(serial)} to restore from")
         if not self._is_backup(backup):
             raise StateError(f"Secret {name} is not labelled as a backup of this object")
-        restored = await self.parse(backup)
+        return backup
+
+    async def restore(self, serial: int) -> int:
+        """Makes backup `serial` the current state; returns the serial it now has."""
+        restored = await self.parse(await self.backup(serial))
         try:
             current = await self.load()
         except StateError:

@@ -96,6 +96,9 @@ ANN_ABANDON: Final = "captf.io/abandon"
 
 # Annotations on Secrets.
 ANN_SERIAL: Final = "captf.io/serial"
+# On a state Secret (and the backup made of it): what wrote it, a Job's name or
+# `captf state push` (`captf state list` shows it).
+ANN_WRITTEN_BY: Final = "captf.io/written-by"
 # The key of the state (and of each backup) in its Secret, as written before the state
 # was laid out across Secrets; now the key of the manifest that names its parts
 # (controller/runner/state_layout.py). A state Secret with neither is unreadable.

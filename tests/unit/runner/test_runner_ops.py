@@ -127,7 +127,11 @@ async def test_apply_renders_inputs_and_records_state_with_inputs_hash(
     assert tofu.calls[-1][-1] == "tfplan"  # applies exactly the plan it checked
     assert (tmp_path / "main.tf").read_text().startswith('resource "terraform_data"')
     assert json.loads((tmp_path / "terraform.tfvars.json").read_text()) == {"a": 1}
-    assert state_annotations(kube) == {"captf.io/serial": "1", "captf.io/inputs-hash": HASH}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "1",
+        "captf.io/inputs-hash": HASH,
+        "captf.io/written-by": "job",  # the Job that wrote it
+    }
 
 
 async def test_apply_starts_from_the_stored_state(kube: FakeKube, tmp_path: Path) -> None:
@@ -230,7 +234,11 @@ async def test_failed_apply_saves_partial_state_but_not_the_new_inputs_hash(
     assert result.outcome is Outcome.FAILURE
     assert result.state_serial == 5
     assert result.message.endswith("Error: quota exceeded\n  on main.tf line 1")
-    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "old"}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "5",
+        "captf.io/inputs-hash": "old",
+        "captf.io/written-by": "job",
+    }
 
 
 async def test_sigterm_during_apply_saves_state_and_reports_interrupted(
@@ -318,7 +326,11 @@ async def test_refresh_keeps_the_recorded_inputs_hash(kube: FakeKube, tmp_path: 
     result = await execute(environ("refresh"), kube, tofu, tmp_path)
     assert result.outcome is Outcome.SUCCESS
     assert tofu.calls[1][:2] == ("apply", "-refresh-only")
-    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "applied"}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "5",
+        "captf.io/inputs-hash": "applied",
+        "captf.io/written-by": "job",
+    }
 
 
 async def test_a_successful_destroy_removes_the_state_and_its_backups(

@@ -124,6 +124,9 @@ def test_the_state_keys_the_cache_keeps_are_read_like_data() -> None:
     assert decided(_deleting(), [*base_objects(applied=False), kept])["reason"] == "DeletionHeld"
     kept["dataKeys"] = ["terraform.tfstate"]
     assert decided(_deleting(), [*base_objects(applied=False), kept])["op"] == "destroy"
+    # A state laid out across Secrets: its manifest is the state's key.
+    kept["dataKeys"] = ["manifest.json", "outputs.json"]
+    assert decided(_deleting(), [*base_objects(applied=False), kept])["op"] == "destroy"
 
 
 def test_a_wrong_abandon_value_is_named_in_the_hold() -> None:
