@@ -143,6 +143,7 @@ async def test_apply_creates_state_and_file_then_a_new_variable_reapplies(obj: O
     assert obj.state_annotations() == {
         "captf.io/serial": str(obj.state()["serial"]),
         "captf.io/inputs-hash": obj.inputs.hash,
+        "captf.io/written-by": "c-apply-1",
     }
     assert first.state_serial == obj.state()["serial"]
     old_serial = obj.state()["serial"]
