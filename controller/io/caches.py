@@ -66,6 +66,7 @@ from controller.core.basics.names import (
     SCOPE_RUN_SLOT,
     VERSION,
     legacy_state_secret_name,
+    state_part_names,
     state_secret_name,
 )
 from controller.io.contents import Contents, Wanted
@@ -527,6 +528,13 @@ class Caches:
         kind = str(obj.get("kind", ""))
         states = [state_secret_name(ns, kind, name), legacy_state_secret_name(name)]
         secret_names = [*states, *secrets_read(spec), *_plan_secrets(jobs)]
+        # The parts the state names (metadata only: a deletion holds when one is missing).
+        secret_names += [
+            part
+            for state in states
+            if (found := self.secret_data.metadata_of(f"{ns}/{state}")) is not None
+            for part in state_part_names(state, found["metadata"].get("annotations") or {})
+        ]
         secret_names += [secret for job in jobs for secret in job_env(job).carried_secrets]
         secret_names += self._bootstrap(obj)
         # The durable inputs labelled for the object (the snapshot keeps those whose name

@@ -37,6 +37,7 @@ from controller.core.basics.names import (
     ANN_BACKED_UP_AT,
     ANN_INPUTS_HASH,
     ANN_SERIAL,
+    ANN_STATE_PARTS,
     ANN_WRITTEN_BY,
     LABEL_BACKUP_OF,
     LABEL_CLUSTERCTL_MOVE,
@@ -197,6 +198,10 @@ class StateStore:
             annotations[ANN_INPUTS_HASH] = inputs_hash
         if self._writer is not None:
             annotations[ANN_WRITTEN_BY] = self._writer
+        annotations.pop(ANN_STATE_PARTS, None)
+        parts = layout.parts_annotation(laid)
+        if parts is not None:
+            annotations[ANN_STATE_PARTS] = parts
         metadata: Json = {"name": self._name, "labels": labels, "annotations": annotations}
         keys = dict(laid.keys)
         if outputs is not None:
@@ -381,6 +386,9 @@ class StateStore:
         annotations = {ANN_SERIAL: str(serial)}
         if restored.inputs_hash is not None:
             annotations[ANN_INPUTS_HASH] = restored.inputs_hash
+        parts = layout.parts_annotation(laid)
+        if parts is not None:
+            annotations[ANN_STATE_PARTS] = parts
         labels = {**_meta(secret, "labels"), **self._object_labels}
         metadata: Json = {
             "name": self._name,

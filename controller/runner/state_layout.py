@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.core.basics.names import STATE_KEY, STATE_MANIFEST_KEY
+from controller.core.basics.names import STATE_KEY, STATE_MANIFEST_KEY, state_part_name
 
 Json = dict[str, Any]
 
@@ -99,8 +99,15 @@ def lay_out(state_secret: str, data: bytes) -> Laid:
     return Laid({MANIFEST_KEY: _dump(manifest)}, tuple(parts))
 
 
-def part_name(state_secret: str, digest: str, index: int) -> str:
-    return f"{state_secret}-part-{digest[:16]}-{index}"
+part_name = state_part_name
+
+
+def parts_annotation(laid: Laid) -> str | None:
+    """ANN_STATE_PARTS for a state laid out in parts: `<digest16>:<count>`."""
+    if not laid.parts:
+        return None
+    manifest = json.loads(laid.keys[MANIFEST_KEY])
+    return f"{manifest['compressed']['sha256'][:16]}:{len(laid.parts)}"
 
 
 def _dump(document: Json) -> bytes:

@@ -6,6 +6,7 @@ of our name without our labels is never read as a state."""
 from __future__ import annotations
 
 import base64
+import os
 from typing import Any
 
 import orjson
@@ -20,12 +21,16 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     MANAGED_BY,
+    state_part_names,
 )
 from controller.core.decide import snapshot
 from controller.core.decide.context import read_spec
 from controller.core.spec.policy import RunnerPolicy
+from controller.runner.kube import TransportKube
+from controller.runner.state import StateStore
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.transport import open_transport
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -171,3 +176,35 @@ async def test_a_secret_of_our_name_without_our_labels_is_not_a_state(
         assert (await kube.secret(state_of(kube)))["data"]["terraform.tfstate"] == _tfstate(9)
         assert (await kube.secret("c1-state"))["data"]["terraform.tfstate"] == _tfstate(8)
         assert await _secret_or_none(kube, f"{state_of(kube)}-8") is None
+
+
+async def test_a_state_missing_a_part_holds_the_deletion(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """A state laid out in parts, one part deleted by hand: the deletion is held (no
+    destroy Job) and says which part is missing."""
+    kube, clock = Kube(apiserver, namespace), SteppedClock()
+    await kube.setup_cluster()
+    body = {"version": 4, "serial": 2, "lineage": "l", "pad": os.urandom(1_500_000).hex()}
+    async with open_transport(str(apiserver.kubeconfig)) as transport:
+        store = StateStore(
+            TransportKube(transport, namespace),
+            secret_name=state_of(kube),
+            object_name="c1",
+            object_kind=CLUSTER,
+        )
+        await store.save(None, orjson.dumps(body), await _current_hash(kube))
+    state = await kube.secret(state_of(kube))
+    parts = state_part_names(state_of(kube), state["metadata"]["annotations"])
+    assert len(parts) >= 2
+    await kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{parts[-1]}")
+    finalizer = {"metadata": {"finalizers": ["captf.io/destroy"]}}
+    path = kube.captf_path("terraformclusters", "c1")
+    await kube.call("PATCH", path, finalizer, "application/merge-patch+json")
+    await kube.call("DELETE", path)
+    async with running_controller(apiserver, namespace, clock=clock):
+        held = await condition_is(kube, "Waiting", "True", "DeletionHeld")
+        assert f"names part {parts[-1]}, which is missing" in held["message"]
+        await clock.advance(600)
+        await condition_is(kube, "Waiting", "True", "DeletionHeld")
+        assert await kube.jobs("captf.io/op=destroy") == []

@@ -106,6 +106,9 @@ STATE_KEY: Final = "terraform.tfstate"
 STATE_MANIFEST_KEY: Final = "manifest.json"
 # On each part Secret of a state: the object whose state, backup or rescue names it.
 LABEL_STATE_PART_OF: Final = "captf.io/state-part-of"
+# On a state Secret whose body is in parts: `<digest16>:<count>`, from which the parts'
+# names follow (`state_part_names`); the controller holds a deletion when one is missing.
+ANN_STATE_PARTS: Final = "captf.io/state-parts"
 # Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
 DATA_KEYS: Final = "dataKeys"
 # Labels and annotations the runner writes on the Secrets it keeps: state backups, a
@@ -360,6 +363,21 @@ def state_secret_name(namespace: str, kind: str, name: str) -> str:
 
 def backup_secret_name(state_secret: str, serial: int) -> str:
     return f"{state_secret}-{serial}"
+
+
+def state_part_name(state_secret: str, digest: str, index: int) -> str:
+    """A part of the state (or backup, or rescue) `state_secret`, named from the SHA-256
+    of the whole compressed body (controller/runner/state_layout.py)."""
+    return f"{state_secret}-part-{digest[:16]}-{index}"
+
+
+def state_part_names(state_secret: str, annotations: Mapping[str, str]) -> list[str]:
+    """The parts a state Secret's ANN_STATE_PARTS names; none when it has none or the
+    value is not `<digest16>:<count>`."""
+    digest, _, count = (annotations.get(ANN_STATE_PARTS) or "").partition(":")
+    if not digest or not count.isdigit():
+        return []
+    return [state_part_name(state_secret, digest, i) for i in range(int(count))]
 
 
 def inputs_secret_prefix(namespace: str, kind: str, name: str) -> str:

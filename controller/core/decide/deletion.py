@@ -30,6 +30,7 @@ from controller.core.basics.names import (
     STATE_MANIFEST_KEY,
     Op,
     Reason,
+    state_part_names,
 )
 from controller.core.basics.serials import serial_of
 from controller.core.decide.context import Context
@@ -99,6 +100,11 @@ def unreadable(ctx: Context) -> str | None:
     if isinstance(keys, list) and STATE_KEY not in keys and STATE_MANIFEST_KEY not in keys:
         shown = ctx.snap.state_shown
         return f"state Secret {shown} has no {STATE_KEY} key (nor a {STATE_MANIFEST_KEY})"
+    # Its parts, by the names its annotation gives (their data is the runner's to check).
+    parts = state_part_names(ctx.snap.state_shown, annotations_of(state))
+    missing = [part for part in parts if part not in ctx.snap.secrets]
+    if missing:
+        return f"state Secret {ctx.snap.state_shown} names part {missing[0]}, which is missing"
     return None
 
 

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from controller.core.basics.names import state_part_names
 from controller.runner import state_layout as layout
 from controller.runner.state import StateConflict, StateError, StateStore
 from tests.runner_fakes import FakeKube, stored_state
@@ -68,6 +69,11 @@ async def test_a_state_round_trips_inline_or_in_parts(size: int) -> None:
     assert loaded.data == data
     parts = [n for n in kube.secrets if "-part-" in n]
     assert (len(parts) > 1) == (size > MiB)
+    # The annotation the controller reads names exactly the manifest's parts.
+    state = kube.secrets["c-state"]
+    named = state_part_names("c-state", state["metadata"]["annotations"])
+    assert named == layout.part_names(state)
+    assert sorted(named) == sorted(parts)
     for name in parts:
         assert len(kube.secrets[name]["data"]["part"]) <= 1024 * 1024  # base64 of 768 KiB
         assert "captf.io/managed-by" not in kube.secrets[name]["metadata"]["labels"]

@@ -326,3 +326,15 @@ def test_a_cached_state_with_its_contract_outputs_is_read_by_its_key_list() -> N
     ctx = context_of(snapshot.build(captf(), [*base_objects(applied=False), cached]), NOW)
     assert isinstance(ctx, Context)
     assert deletion.unreadable(ctx) is not None
+
+
+def test_a_state_whose_part_is_missing_holds_the_deletion() -> None:
+    kept = state(inputs="h")
+    kept["metadata"]["annotations"]["captf.io/state-parts"] = "0123456789abcdef:2"
+    kept["data"] = {"manifest.json": "e30="}
+    parts = [secret(f"{STATE}-part-0123456789abcdef-{i}", {}, **{}) for i in range(2)]
+    whole = [*base_objects(applied=False), kept, *parts]
+    assert decided(_deleting(), whole)["op"] == "destroy"
+    out = _verbose(_deleting(), [*base_objects(applied=False), kept, parts[0]])
+    assert out["reason"] == "DeletionHeld"
+    assert f"names part {STATE}-part-0123456789abcdef-1, which is missing" in out["message"]
