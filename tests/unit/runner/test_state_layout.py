@@ -76,7 +76,14 @@ async def test_a_state_round_trips_inline_or_in_parts(size: int) -> None:
     assert sorted(named) == sorted(parts)
     for name in parts:
         assert len(kube.secrets[name]["data"]["part"]) <= 1024 * 1024  # base64 of 768 KiB
-        assert "captf.io/managed-by" not in kube.secrets[name]["metadata"]["labels"]
+        labels = kube.secrets[name]["metadata"]["labels"]
+        assert "captf.io/managed-by" not in labels  # the controller caches metadata only
+        # clusterctl move carries it (a part has no owner, as the state has none).
+        assert labels["clusterctl.cluster.x-k8s.io/move"] == ""
+        assert (labels["captf.io/state-part-of"], labels["captf.io/kind"]) == (
+            "c",
+            "TerraformCluster",
+        )
 
 
 async def test_a_backup_names_the_same_parts_and_unnamed_parts_are_collected() -> None:
