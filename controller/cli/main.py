@@ -207,6 +207,12 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
     s.set_defaults(func=_handler("controller.bench.scale"))
+    st = bsub.add_parser(
+        "state", help="state writes of 1 KiB, 5 MiB, 40 MiB; controller RSS by state size"
+    )
+    st.add_argument("--objects", type=int, default=100, help="objects for the RSS comparison")
+    st.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
+    st.set_defaults(func=_handler("controller.bench.state"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
