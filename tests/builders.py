@@ -32,6 +32,8 @@ from controller.core.basics.names import (
     OWNER_KINDS,
     PLAN_KIND,
     POOL,
+    legacy_state_secret_name,
+    state_secret_name,
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide import snapshot
@@ -256,13 +258,41 @@ def approval(
     }
 
 
-def state(name: str = "c1", serial: int | str | None = 1, inputs: str | None = None) -> Json:
+def kind_of(name: str) -> str:
+    """The fixtures name their objects by kind: p* a pool, m* and tm* a machine, the rest a
+    cluster."""
+    if name.startswith("p"):
+        return POOL
+    return MACHINE if name.startswith(("m", "tm")) else CLUSTER
+
+
+def labelled(obj: Json, name: str = "c1", kind: str | None = None) -> Json:
+    """`obj` (a Secret) with the kind and name labels of the object it belongs to."""
+    labels = obj["metadata"].setdefault("labels", {})
+    labels.update({LABEL_KIND: kind or kind_of(name), LABEL_NAME: name})
+    return obj
+
+
+def state(
+    name: str = "c1",
+    serial: int | str | None = 1,
+    inputs: str | None = None,
+    *,
+    kind: str | None = None,
+    legacy: bool = False,
+) -> Json:
+    """The state Secret of the object `kind`/`name`, labelled for it, under its name (or,
+    with `legacy`, the name before kinds were part of it). Without `kind`, the fixtures'
+    naming says it (`kind_of`)."""
+    kind = kind or kind_of(name)
     notes: dict[str, str] = {}
     if serial is not None:
         notes[ANN_SERIAL] = str(serial)
     if inputs is not None:
         notes[ANN_INPUTS_HASH] = inputs
-    s = secret(f"{name}-state", {"terraform.tfstate": "{}"})
+    named = legacy_state_secret_name(name) if legacy else state_secret_name(NS, kind, name)
+    s = secret(named, {"terraform.tfstate": "{}"})
+    s["metadata"]["labels"] = {LABEL_KIND: kind, LABEL_NAME: name}
     if notes:
         s["metadata"]["annotations"] = notes
     return s

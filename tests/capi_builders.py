@@ -13,11 +13,11 @@ from typing import Any
 
 import orjson
 
-from controller.core.basics.names import ANN_INPUTS_HASH
+from controller.core.basics.names import ANN_INPUTS_HASH, LABEL_KIND, LABEL_NAME, state_secret_name
 from controller.core.decide import snapshot
 from controller.core.decide.snapshot import Snapshot
 from controller.core.spec.refs import ObjectRef
-from tests.builders import NS, captf
+from tests.builders import NS, captf, kind_of
 
 Json = dict[str, Any]
 CAPI = "cluster.x-k8s.io/v1beta2"
@@ -125,11 +125,15 @@ def owned(kind: str, name: str, *, owner: Json, **build: Any) -> Json:
     return obj
 
 
-def state_with_outputs(name: str, outputs: Json, *, inputs_hash: str | None = "h") -> Json:
+def state_with_outputs(
+    name: str, outputs: Json, *, inputs_hash: str | None = "h", kind: str | None = None
+) -> Json:
     """A state Secret as the controller's cache keeps it: metadata and `outputs.json`."""
+    kind = kind or kind_of(name)
     notes = {"captf.io/serial": "3"} | ({ANN_INPUTS_HASH: inputs_hash} if inputs_hash else {})
     data = {"outputs.json": base64.b64encode(orjson.dumps(outputs)).decode()}
-    meta = _meta(f"{name}-state", annotations=notes)
+    meta = _meta(state_secret_name(NS, kind, name), annotations=notes)
+    meta["labels"] = {LABEL_KIND: kind, LABEL_NAME: name}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
 
 

@@ -2,12 +2,14 @@
 
 `FakeKube` keeps Secrets and Jobs as the API server would for the calls the
 runner makes: resourceVersions, AlreadyExists on create, Conflict on a stale
-PUT, NotFound, label selectors of the `k=v` form."""
+PUT, NotFound, label selectors of the `k=v[,k=v]` form."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import gzip
+import json
 from typing import Any
 
 from runtime.errors import ApiError
@@ -15,9 +17,20 @@ from runtime.errors import ApiError
 Json = dict[str, Any]
 
 
-def secret(name: str, data: dict[str, bytes], annotations: dict[str, str] | None = None) -> Json:
+def secret(
+    name: str,
+    data: dict[str, bytes],
+    annotations: dict[str, str] | None = None,
+    *,
+    kind: str | None = "TerraformCluster",
+    owner: str = "c",
+) -> Json:
+    """A Secret labelled (unless `kind` is None) for the object `kind`/`owner`, as the
+    controller and the runner label the Secrets of an object (the runner reads no other)."""
     encoded = {k: base64.b64encode(v).decode() for k, v in data.items()}
     metadata: Json = {"name": name, "annotations": dict(annotations or {})}
+    if kind is not None:
+        metadata["labels"] = {"captf.io/kind": kind, "captf.io/name": owner}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "data": encoded}
 
 
@@ -72,9 +85,24 @@ class FakeKube:
         self.writes.append(("delete", name))
 
     async def list_secrets(self, label_selector: str) -> list[Json]:
-        key, _, value = label_selector.partition("=")
+        wanted = [term.partition("=")[::2] for term in label_selector.split(",")]
         return [
             copy.deepcopy(s)
             for s in self.secrets.values()
-            if (s["metadata"].get("labels") or {}).get(key) == value
+            if all((s["metadata"].get("labels") or {}).get(k) == v for k, v in wanted)
         ]
+
+
+def stored_state(kube: FakeKube, name: str) -> bytes:
+    """The state a state (or backup, or rescue) Secret of `kube` holds, in either layout
+    (controller/runner/state_layout.py): its parts read from `kube`, unchecked."""
+    secret = kube.secrets[name]
+    if "terraform.tfstate" in secret.get("data", {}):
+        return data_of(secret, "terraform.tfstate")
+    manifest = json.loads(data_of(secret, "manifest.json"))
+    parts = manifest["parts"]
+    if parts:
+        body = b"".join(data_of(kube.secrets[p["name"]], "part") for p in parts)
+    else:
+        body = data_of(secret, "state.gz")
+    return gzip.decompress(body)

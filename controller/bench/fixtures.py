@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     LABEL_KIND,
     LABEL_NAME,
     MANAGED_BY,
+    state_secret_name,
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.decision import Run
@@ -99,7 +100,7 @@ async def _object(transport: Transport, ns: str, name: str, inputs_hash: str) ->
     obj = await create(transport, resource_path(CLUSTERS, ns), body)
     state = {
         "metadata": {
-            "name": f"{name}-state",
+            "name": state_secret_name(ns, "TerraformCluster", name),
             "labels": {LABEL_NAME: name, LABEL_KIND: "TerraformCluster"} | MANAGED_BY,
             "annotations": {ANN_SERIAL: str(JOBS_PER_OBJECT), ANN_INPUTS_HASH: inputs_hash},
         },

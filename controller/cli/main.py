@@ -240,6 +240,12 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
     s.set_defaults(func=_handler("controller.bench.scale"))
+    st = bsub.add_parser(
+        "state", help="state writes of 1 KiB, 5 MiB, 40 MiB; controller RSS by state size"
+    )
+    st.add_argument("--objects", type=int, default=100, help="objects for the RSS comparison")
+    st.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
+    st.set_defaults(func=_handler("controller.bench.state"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -331,6 +337,29 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("ref", metavar="KIND/NAME")
     r.add_argument("--serial", type=int, required=True, help="the backup's state serial")
     _add_target(r, "cli.people.restore")
+    _state(sub)
+
+
+def _state(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`captf state`: an object's state for an operator (docs/cli.md, "captf state")."""
+    s = sub.add_parser("state", help="an object's Terraform state: list, pull, push")
+    ssub = s.add_subparsers(dest="state", required=True)
+    ls = ssub.add_parser("list", help="the state and its backups: serial, size, writer")
+    ls.add_argument("ref", metavar="KIND/NAME")
+    ls.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    pull = ssub.add_parser("pull", help="the state as plain JSON, to stdout or a file")
+    pull.add_argument("ref", metavar="KIND/NAME")
+    pull.add_argument("file", nargs="?", metavar="FILE", help="where to write it (default: -)")
+    pull.add_argument("--serial", type=int, default=None, help="a backup's serial instead")
+    push = ssub.add_parser(
+        "push", help="replace the state of a paused or suspended object (a backup first)"
+    )
+    push.add_argument("ref", metavar="KIND/NAME")
+    push.add_argument("file", metavar="FILE", help="the state's JSON; - reads stdin")
+    for p, attr in ((ls, "run_list"), (pull, "run_pull"), (push, "run_push")):
+        p.add_argument("-n", "--namespace", default="default")
+        _add_kubeconfig(p)
+        p.set_defaults(func=_handler("controller.cli.people.state", attr))
 
 
 def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

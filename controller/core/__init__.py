@@ -32,6 +32,7 @@ from controller.core.decide.reads import (
     is_member,
     owns_secret,
     secrets_wanted,
+    state_parts_wanted,
 )
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
@@ -64,6 +65,8 @@ from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
+from controller.core.plan.state_moves import Move, state_moves
+from controller.core.plan.state_moves import Step as MoveStep
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -135,6 +138,8 @@ __all__ = [
     "ImageLookup",
     "Launch",
     "LeaseWrite",
+    "Move",
+    "MoveStep",
     "ObjectRef",
     "Outcome",
     "Plan",
@@ -198,6 +203,8 @@ __all__ = [
     "spec_of",
     "spec_refusals",
     "stale_leases",
+    "state_moves",
+    "state_parts_wanted",
     "terraform_cluster_of",
     "unwatched",
     "update_refusals",

@@ -33,6 +33,7 @@ from controller.core import (
     runner_rbac,
     secret_ref_of,
     secrets_wanted,
+    state_parts_wanted,
     terraform_cluster_of,
 )
 from controller.core.basics.names import (
@@ -296,15 +297,21 @@ class Caches:
         reads = reads or self.reads(obj, jobs)
         meta = obj["metadata"]
         ns, name = meta["namespace"], meta["name"]
-        # Named by the one list, then found by the object's name: durable inputs, backups.
+        kind = str(obj.get("kind", ""))
+        # Named by the one list, then found by the object's kind and name: durable inputs,
+        # backups; then the parts its state Secrets name (metadata only: a deletion holds
+        # when one is missing).
         secret_names = list(reads.secrets)
         secret_names += [
             s["metadata"]["name"]
             for store in (self.own_secrets.store, self.secrets.store)
             for index in (BY_INPUTS_OF, BY_BACKUP_OF)
-            for s in store.by_index(index, f"{ns}/{name}")
+            for s in store.by_index(index, f"{ns}/{kind}/{name}")
             if owns_secret(obj, s)
         ]
+        secret_names += state_parts_wanted(
+            obj, reads.secrets, lambda secret: self.secret_data.metadata_of(f"{ns}/{secret}")
+        )
         configmaps = _with_data(self.configmap_data, ns, configmaps_wanted(obj))
         events, pods = self._starting(obj, jobs)
         return Snapshot(

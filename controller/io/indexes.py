@@ -25,9 +25,12 @@ from controller.core.basics.names import (
     IDENTITY,
     LABEL_BACKUP_OF,
     LABEL_IDENTITY_MIRROR,
+    LABEL_KIND,
+    LABEL_NAME,
     LABEL_SCOPE,
     LABEL_UID,
     LEASE_WAITS,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.io.trimming import INPUTS_INFIX
@@ -44,8 +47,8 @@ BY_CLUSTER: Final = "cluster"
 BY_OWNER: Final = "owner"  # "ns/Kind/name": a CAPTF object, by its Cluster API owner
 BY_DEPENDENCY: Final = "dependency"  # "ns/Kind/name": an object, by each of its dependsOn
 BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for a Lease
-BY_INPUTS_OF: Final = "inputs_of"  # "ns/name": a durable inputs Secret, by its object's name
-BY_BACKUP_OF: Final = "backup_of"  # "ns/name": a state backup, by its object's name
+BY_INPUTS_OF: Final = "inputs_of"  # "ns/Kind/name": a durable inputs Secret, by its object
+BY_BACKUP_OF: Final = "backup_of"  # "ns/Kind/name": a state backup, by its object
 WAITING_FOR_LEASE: Final = "lease"
 # An identity is cluster-scoped, so these two are the exception to "namespace/...":
 # "name": a CAPTF object, by the TerraformClusterIdentity its own spec names (its users,
@@ -65,7 +68,9 @@ def ref_index(obj: Obj) -> Iterable[str]:
     """The Secrets and ConfigMaps a CAPTF object reads, and its state Secret."""
     meta = obj["metadata"]
     ns, spec = meta.get("namespace", ""), spec_of(obj)
-    secrets = [*secrets_read(spec), state_secret_name(meta["name"])]
+    name, kind = meta["name"], str(obj.get("kind", ""))
+    states = [state_secret_name(ns, kind, name), legacy_state_secret_name(name)]
+    secrets = [*secrets_read(spec), *states]
     refs = [f"{ns}/{SECRET}/{name}" for name in secrets]
     return refs + [f"{ns}/{CONFIGMAP}/{name}" for name in configmaps_read(spec)]
 
@@ -103,17 +108,22 @@ def waiting_index(obj: Obj) -> Iterable[str]:
 
 
 def inputs_of_index(secret: Obj) -> Iterable[str]:
+    """A durable inputs Secret, by the kind and name its labels name ("ns/Kind/name"): the
+    snapshot keeps only those whose name is the object's too."""
     meta = secret["metadata"]
-    name = str(meta.get("name", ""))
-    if INPUTS_INFIX not in name:
+    labels = meta.get("labels") or {}
+    kind, owner = labels.get(LABEL_KIND), labels.get(LABEL_NAME)
+    if INPUTS_INFIX not in str(meta.get("name", "")) or not kind or not owner:
         return []
-    return [f"{meta.get('namespace', '')}/{name.rsplit(INPUTS_INFIX, 1)[0]}"]
+    return [f"{meta.get('namespace', '')}/{kind}/{owner}"]
 
 
 def backup_of_index(secret: Obj) -> Iterable[str]:
+    """A state backup, by its object's kind and name ("ns/Kind/name")."""
     meta = secret["metadata"]
-    owner = (meta.get("labels") or {}).get(LABEL_BACKUP_OF)
-    return [f"{meta.get('namespace', '')}/{owner}"] if owner else []
+    labels = meta.get("labels") or {}
+    owner, kind = labels.get(LABEL_BACKUP_OF), labels.get(LABEL_KIND)
+    return [f"{meta.get('namespace', '')}/{kind}/{owner}"] if owner and kind else []
 
 
 def account_index(obj: Obj) -> Iterable[str]:

@@ -32,8 +32,10 @@ from controller.core import Outcome, finished_at, result
 from controller.core.basics.names import (
     COND_IDENTITY_ALLOWED,
     DATA_BYTES,
-    SECRET_SIZE_LIMIT,
+    STATE_SIZE_LIMIT,
     Reason,
+    labelled_for,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.core.basics.timefmt import TimeFormatError, parse_time
@@ -142,7 +144,7 @@ def samples(obj: Json, stores: Stores) -> Iterator[Sample]:
         yield Sample("drift_detected", base, float(drift.get("status") == "True"))
     if (at := last_success(obj, stores.jobs_of(str(meta.get("uid", ""))))) is not None:
         yield Sample("last_success_timestamp_seconds", base, at)
-    state = stores.own_secret(base[0], state_secret_name(base[2]))
+    state = _state_of(stores, *base)
     if state is not None and isinstance(state.get(DATA_BYTES), int):
         yield Sample("state_bytes", base, float(state[DATA_BYTES]))
     if (deleted := _seconds(meta.get("deletionTimestamp"))) is not None:
@@ -205,7 +207,7 @@ class ObjectCollector(Collector):
             counts.add_metric(list(labels), n)
         yield counts
         yield GaugeMetricFamily(
-            STATE_LIMIT, "The largest Secret Kubernetes stores: a state's limit", SECRET_SIZE_LIMIT
+            STATE_LIMIT, "The largest state CAPTF stores (docs/state.md)", STATE_SIZE_LIMIT
         )
 
 
@@ -265,3 +267,13 @@ class CacheStores:
 
 def register(registry: CollectorRegistry, stores: Stores, *, names: bool = True) -> None:
     registry.register(ObjectCollector(stores, names=names))
+
+
+def _state_of(stores: Stores, namespace: str, kind: str, name: str) -> Json | None:
+    """The object's state Secret as cached: under its name, else under the name before
+    kinds were part of it, labelled for the object (as the snapshot reads it)."""
+    for secret in (state_secret_name(namespace, kind, name), legacy_state_secret_name(name)):
+        found = stores.own_secret(namespace, secret)
+        if found is not None and labelled_for(found, kind, name):
+            return found
+    return None

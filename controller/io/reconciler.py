@@ -27,6 +27,9 @@ No rule lives here: what a refused create or a Lease found held leads to is the
 plan's (a refusal is remembered, and the next pass plans its wait and its Warning;
 a Lease held waits the Launch's `if_busy`).
 
+Before the plan, a state and backups under the names before kinds were part of them
+are moved (controller/io/state_moves.py), one step a pass, and the pass ends there.
+
 The order, and what a crash between two steps leaves (the next pass, from the
 state left, plans the rest; every step is idempotent):
 
@@ -107,6 +110,7 @@ from controller.core import (
     module_image,
     plan_pass,
 )
+from controller.core import state_moves as plan_state_moves
 from controller.core.basics.names import FINALIZER
 from controller.io import (
     accountant,
@@ -116,6 +120,7 @@ from controller.io import (
     plan_writes,
     results,
     runner_rbac,
+    state_moves,
 )
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
@@ -160,6 +165,11 @@ class Reconciler:
             await runner_rbac.remove_if_unused(self.client, self.caches, namespace)
             return DONE
         snap, found = await self._observe(obj)
+        # Before the plan: a state under the names before kinds were part of them is
+        # moved (controller/core/plan/state_moves.py), one step a pass; the next pass,
+        # which comes at once, reads what this one left.
+        if await state_moves.carry_out(self.client, namespace, plan_state_moves(snap)):
+            return requeue_after(0.0)
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)

@@ -5,8 +5,12 @@ sits in memory. Each keeps exactly what some rule reads, and says which."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from controller.core import RUNNER_VARS_READ as READ
 from controller.core import SECRET, TERMINAL_CONDITIONS, containers
@@ -15,11 +19,14 @@ from controller.core.basics.names import (
     DATA_BYTES,
     DATA_KEYS,
     LABEL_BACKUP_OF,
+    LABEL_KIND,
     LABEL_NAME,
     LABEL_OUTPUTS_OF,
     LABEL_PLAN_OF,
+    STATE_MANIFEST_KEY,
     STATE_OUTPUTS_KEY,
     STATE_OUTPUTS_LIMIT,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.core.basics.runner_vars import RunnerVar
@@ -28,7 +35,7 @@ from runtime.cache.resource import Obj
 
 Json = dict[str, Any]
 Transform = Callable[[Obj], Obj]
-# A durable inputs Secret is `<name>-inputs-<hash8>` (controller/core/plan/jobspec.py).
+# A durable inputs Secret is `<name>-<kind>-<key>-inputs-<hash8>` (controller/core/plan/jobspec.py).
 INPUTS_INFIX = "-inputs-"
 
 # What the controller reads of a Job (controller/core/jobs/job.py, history.py, sensitive.py,
@@ -178,14 +185,28 @@ def own_secret_fields(secret: Obj) -> Obj:
     data = secret.get("data") or {}
     if LABEL_PLAN_OF in labels:
         kept["data"] = dict.fromkeys(data, "")
-    elif _is_state(name, labels):
+    elif _is_state(str(kept["metadata"].get("namespace", "")), name, labels):
         kept[DATA_KEYS] = sorted(data)
-        kept[DATA_BYTES] = decoded_size(data)
+        kept[DATA_BYTES] = state_size(data)
         if STATE_OUTPUTS_KEY in data:
             kept["data"] = {STATE_OUTPUTS_KEY: _bounded(str(data[STATE_OUTPUTS_KEY]))}
     elif LABEL_OUTPUTS_OF in labels or (INPUTS_INFIX in name and LABEL_BACKUP_OF not in labels):
         kept["data"] = data
     return kept
+
+
+def state_size(data: dict[str, Any]) -> int:
+    """Bytes of the state a state Secret holds: the size its manifest states (the body
+    may sit in parts, compressed), else its data's, decoded (the layout before it)."""
+    manifest = data.get(STATE_MANIFEST_KEY)
+    if isinstance(manifest, str):
+        try:
+            size = orjson.loads(base64.b64decode(manifest)).get("size")
+        except (ValueError, AttributeError, binascii.Error):
+            size = None
+        if isinstance(size, int):
+            return size
+    return decoded_size(data)
 
 
 def decoded_size(data: dict[str, Any]) -> int:
@@ -201,10 +222,13 @@ def _bounded(raw: str) -> str:
     return raw if size <= STATE_OUTPUTS_LIMIT else ""
 
 
-def _is_state(name: str, labels: dict[str, str]) -> bool:
-    """The state Secret `<name>-state` of the object its captf.io/name label names."""
-    owner = labels.get(LABEL_NAME)
-    return bool(owner) and name == state_secret_name(str(owner)) and LABEL_BACKUP_OF not in labels
+def _is_state(namespace: str, name: str, labels: dict[str, str]) -> bool:
+    """The state Secret of the object its kind and name labels name (under its name, or
+    the name before kinds were part of it)."""
+    owner, kind = labels.get(LABEL_NAME), labels.get(LABEL_KIND)
+    if not owner or not kind or LABEL_BACKUP_OF in labels:
+        return False
+    return name in (state_secret_name(namespace, kind, owner), legacy_state_secret_name(owner))
 
 
 # What the controller reads of a Pending runner pod (controller/core/jobs/starting.py):

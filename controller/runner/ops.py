@@ -16,13 +16,15 @@ import orjson
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_PLAN_SUMMARY,
+    LABEL_KIND,
+    LABEL_NAME,
     LABEL_PLAN_OF,
-    LABEL_RESCUE_OF,
     PLAN_JSON_KEY,
     PLAN_KEY,
     SECRET_SIZE_LIMIT,
     STATE_KEY,
     Op,
+    labelled_for,
 )
 from controller.core.contract import outputs as outputs_contract
 from controller.core.contract.roles import UnknownKind, contract_for_kind
@@ -124,6 +126,7 @@ async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Run
         object_name=env.object_name,
         object_kind=env.object_kind,
         labels=env.written_labels,
+        writer=env.job_name,
     )
     ctx = OpContext(env, kube, tofu, work_dir, store)
     try:
@@ -152,6 +155,10 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
     inputs = await ctx.kube.get_secret(env.inputs_secret)
     if inputs is None:
         raise Stop(_failed(f"inputs Secret {env.inputs_secret} not found", ErrorKind.INPUTS))
+    if not labelled_for(inputs, env.object_kind, env.object_name):
+        who = f"{env.object_kind}/{env.object_name}"
+        text = f"inputs Secret {env.inputs_secret} is not labelled as {who}'s"
+        raise Stop(_failed(text, ErrorKind.INPUTS))
     recorded = ((inputs.get("metadata") or {}).get("annotations") or {}).get(ANN_INPUTS_HASH)
     if recorded != env.inputs_hash:
         text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
@@ -231,7 +238,12 @@ async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes], su
     # what a TerraformPlan is named after. The summary holds addresses and actions only.
     metadata: Json = {
         "name": name,
-        "labels": {LABEL_PLAN_OF: ctx.env.object_name} | ctx.env.written_labels,
+        "labels": {
+            LABEL_PLAN_OF: ctx.env.object_name,
+            LABEL_KIND: ctx.env.object_kind,
+            LABEL_NAME: ctx.env.object_name,
+        }
+        | ctx.env.written_labels,
         "annotations": {ANN_PLAN_SUMMARY: summary},
     }
     if ctx.env.job_uid:
@@ -247,11 +259,22 @@ async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes], su
         await ctx.kube.replace_secret(name, body)  # a retried Job pod: same name, newer plan
 
 
+def _plan_of_object(ctx: OpContext, secret: Json) -> bool:
+    """A plan Secret of this object: its plan-of label names it, and its kind label (plans
+    written before it existed carry none) names its kind."""
+    labels = (secret.get("metadata") or {}).get("labels") or {}
+    kind = labels.get(LABEL_KIND, ctx.env.object_kind)
+    return labels.get(LABEL_PLAN_OF) == ctx.env.object_name and kind == ctx.env.object_kind
+
+
 async def _approved_plan(ctx: OpContext, name: str) -> Json:
     secret = await ctx.kube.get_secret(name)
     raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
     if raw is None:
         text = f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"
+        raise Stop(_failed(text, ErrorKind.INPUTS))
+    if not _plan_of_object(ctx, secret or {}):
+        text = f"approved plan Secret {name} is not labelled as a plan of this object"
         raise Stop(_failed(text, ErrorKind.INPUTS))
     parsed: Json = orjson.loads(base64.b64decode(raw))
     return parsed
@@ -416,14 +439,8 @@ async def _save_state(
 
 async def _rescue(ctx: OpContext, data: bytes) -> str:
     name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
-    metadata: Json = {
-        "name": name,
-        "labels": {LABEL_RESCUE_OF: ctx.env.object_name} | ctx.env.written_labels,
-    }
-    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-    body["data"] = {STATE_KEY: base64.b64encode(data).decode()}
     try:
-        await ctx.kube.create_secret(body)
-    except ApiError as exc:
+        await ctx.store.rescue(name, data)
+    except (ApiError, StateError) as exc:
         return f"the rescue Secret {name} could not be written either ({exc})"
     return f"the new state is in Secret {name}"

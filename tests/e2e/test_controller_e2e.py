@@ -23,7 +23,7 @@ from tests.e2e.system import (
     finished_at,
     result_of,
 )
-from tests.kube.harness import MERGE, approve_plan, condition, event_for, events_of
+from tests.kube.harness import MERGE, approve_plan, condition, event_for, events_of, state_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
@@ -114,7 +114,7 @@ async def test_a_real_apply_creates_state(system: System) -> None:
 
     assert (system.infra / "managed.txt").read_text() == "hello"
     status = await status_of(system, "web")
-    notes = (await system.kube.secret("web-state"))["metadata"]["annotations"]
+    notes = (await system.kube.secret(state_of(system.kube, "web")))["metadata"]["annotations"]
     assert notes["captf.io/inputs-hash"] == status["inputsHash"]
     assert notes["captf.io/serial"] == str(status["stateSerial"])
     assert result_of(job)["stateSerial"] == status["stateSerial"] > 0
@@ -151,7 +151,7 @@ async def test_a_changed_variable_reapplies(system: System) -> None:
     status = await status_of(system, "web")
     assert status["appliedInputsHash"] == status["inputsHash"] == new_hash
     assert status["stateSerial"] > serial
-    state = await system.kube.secret("web-state")
+    state = await system.kube.secret(state_of(system.kube, "web"))
     assert state["metadata"]["annotations"]["captf.io/inputs-hash"] == new_hash
 
 
@@ -272,7 +272,11 @@ async def test_deleting_the_object_destroys_and_removes_the_finalizer(system: Sy
     # Destroyed, the state describes nothing: the runner removed it (deletionPolicy
     # Retain is how a state outlives its object).
     secrets = await system.kube.call("GET", f"/api/v1/namespaces/{system.kube.ns}/secrets")
-    assert [s for s in secrets["items"] if s["metadata"]["name"].startswith("web-state")] == []
+    assert [
+        s
+        for s in secrets["items"]
+        if s["metadata"]["name"].startswith(state_of(system.kube, "web"))
+    ] == []
 
     # The namespace's last object went after its destroy finished: the runner's account
     # and binding go with it.

@@ -10,7 +10,7 @@ import pytest
 
 from runtime.envtest.client import RequestFailed
 from tests.e2e.system import System, ended
-from tests.kube.harness import condition
+from tests.kube.harness import condition, state_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 
@@ -35,18 +35,23 @@ async def test_a_restore_ends_a_held_deletion_and_the_destroy_follows(system: Sy
 
     # An operator's copy of the state, as a backup the restore can name; then the state
     # Secret is lost and the object deleted.
-    state = await kube.secret("web-state")
+    state = await kube.secret(state_of(kube, "web"))
     serial = state["metadata"]["annotations"]["captf.io/serial"]
     backup = {
         "metadata": {
-            "name": f"web-state-{serial}",
-            "labels": {"captf.io/state-backup-of": "web", "captf.io/managed-by": "captf"},
+            "name": f"{state_of(kube, 'web')}-{serial}",
+            "labels": {
+                "captf.io/state-backup-of": "web",
+                "captf.io/kind": "TerraformCluster",
+                "captf.io/name": "web",
+                "captf.io/managed-by": "captf",
+            },
             "annotations": {"captf.io/serial": serial},
         },
         "data": state["data"],
     }
     await kube.call("POST", f"/api/v1/namespaces/{kube.ns}/secrets", backup)
-    await kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/web-state")
+    await kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{state_of(kube, 'web')}")
     await kube.call("DELETE", kube.captf_path(CLUSTERS, "web"))
 
     async def held() -> dict[str, str] | None:

@@ -17,10 +17,10 @@ import anyio
 import pytest
 
 from controller.cli.main import main
-from controller.core.basics.names import STATE_KEY
+from controller.core.basics.names import CLUSTER, STATE_KEY, inputs_secret_prefix
 from runtime.envtest.registry import Registry
 from tests.e2e.system import RUNNER_ACCOUNT, System, ended, result_of
-from tests.kube.harness import MERGE, condition
+from tests.kube.harness import MERGE, condition, state_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 Json = dict[str, Any]
@@ -70,14 +70,16 @@ async def test_a_module_image_is_applied_from_its_image_volume(
     pinned = f"{registry.host}/{system.kube.ns}/cluster@{printed}"
     assert image_volume(pinned) in pod["volumes"]
 
-    state = await system.kube.secret("web-state")
+    state = await system.kube.secret(state_of(system.kube, "web"))
     document = json.loads(base64.b64decode(state["data"][STATE_KEY]))
     resources = {(r["type"], r["name"]) for r in document["resources"]}
     assert ("terraform_data", "network") in resources
     assert ("terraform_data", "load_balancer") in resources
     endpoint = document["outputs"]["control_plane_endpoint"]["value"]
     assert endpoint == {"host": "127.0.0.1", "port": 7443}
-    inputs = await system.kube.secret(f"web-inputs-{hash_of(state)[:8]}")
+    inputs = await system.kube.secret(
+        f"{inputs_secret_prefix(system.kube.ns, CLUSTER, 'web')}{hash_of(state)[:8]}"
+    )
     assert base64.b64decode(inputs["data"]["image"]).decode() == tag
     assert base64.b64decode(inputs["data"]["image.digest"]).decode() == printed
     assert not [key for key in inputs["data"] if key.startswith("module.")]
@@ -148,7 +150,9 @@ async def test_a_moved_tag_re_applies_the_cluster_while_the_machine_keeps_its_pi
     first = await system.finished_job("pin", "apply", 1)
     assert result_of(first)["outcome"] == "succeeded", system.log(first)
     assert volume_reference(first) == f"{repo}/pin-cluster@{c1}"
-    inputs = await kube.secret(f"pin-inputs-{hash_of(first)[:8]}")
+    inputs = await kube.secret(
+        f"{inputs_secret_prefix(kube.ns, CLUSTER, 'pin')}{hash_of(first)[:8]}"
+    )
     assert base64.b64decode(inputs["data"]["image.digest"]).decode() == c1
 
     machine = {

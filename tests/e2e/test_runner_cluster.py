@@ -4,6 +4,7 @@ message file, and a SIGTERM sent to the process during a slow apply."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 
 from controller.core.spec.inputs import Inputs
 from controller.runner.binaries import runner_environ
+from controller.runner.state_layout import read_body
 from runtime.envtest import ApiServer
 from tests.e2e.test_runner_tofu import MODULE
 
@@ -43,6 +45,7 @@ class Cluster:
         meta = {
             "name": f"c-inputs-{inputs.hash8}",
             "annotations": {"captf.io/inputs-hash": inputs.hash},
+            "labels": {"captf.io/kind": "TerraformCluster", "captf.io/name": "c"},
         }
         body = {"metadata": meta, "data": data, "immutable": True}
         self.api.request("POST", f"/api/v1/namespaces/{self.ns}/secrets", body)
@@ -89,11 +92,22 @@ class Cluster:
     def secret(self, name: str) -> dict[str, Any]:
         return self.api.request("GET", f"/api/v1/namespaces/{self.ns}/secrets/{name}")
 
-    def state(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(
-            base64.b64decode(self.secret("c-state")["data"]["terraform.tfstate"])
-        )
+    def state(self, name: str = "c-state") -> dict[str, Any]:
+        """The state a state (or backup) Secret holds, its parts read and checked as the
+        runner reads them (controller/runner/state_layout.py)."""
+
+        async def fetch(part: str) -> dict[str, Any] | None:
+            return self.secret(part)
+
+        body = asyncio.run(read_body(self.secret(name), fetch))
+        parsed: dict[str, Any] = json.loads(body)
         return parsed
+
+    def secrets(self, selector: str = "") -> list[dict[str, Any]]:
+        params = {"labelSelector": selector} if selector else None
+        path = f"/api/v1/namespaces/{self.ns}/secrets"
+        items: list[dict[str, Any]] = self.api.request("GET", path, params=params)["items"]
+        return items
 
 
 @pytest.fixture

@@ -71,7 +71,8 @@ async def test_a_machine_applied_through_its_root_leaves_its_outputs_in_the_stat
     kube = FakeKube()
     inputs = machine_inputs()
     notes = {"captf.io/inputs-hash": inputs.hash}
-    kube.put(secret(f"tm1-inputs-{inputs.hash8}", inputs.secret_data(), notes))
+    named = f"tm1-inputs-{inputs.hash8}"
+    kube.put(secret(named, inputs.secret_data(), notes, kind="TerraformMachine", owner="tm1"))
     applied = await run(kube, "apply", inputs, tofu_build, tmp_path)
     assert applied.outcome is Outcome.SUCCESS, applied.message
     state = kube.secrets["tm1-state"]

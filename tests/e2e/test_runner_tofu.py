@@ -14,14 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
-from controller.core.basics.names import STATE_KEY
 from controller.core.jobs.job import Outcome
 from controller.core.spec.inputs import Inputs
 from controller.runner.binaries import runner_environ
 from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import serve
 from controller.runner.result import RunnerResult
-from tests.runner_fakes import FakeKube, data_of, secret
+from tests.runner_fakes import FakeKube, secret, stored_state
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +120,7 @@ class Object:
         return result
 
     def state(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(data_of(self.kube.secrets["c-state"], STATE_KEY))
+        parsed: dict[str, Any] = json.loads(stored_state(self.kube, "c-state"))
         return parsed
 
     def state_annotations(self) -> dict[str, str]:
@@ -144,6 +143,7 @@ async def test_apply_creates_state_and_file_then_a_new_variable_reapplies(obj: O
     assert obj.state_annotations() == {
         "captf.io/serial": str(obj.state()["serial"]),
         "captf.io/inputs-hash": obj.inputs.hash,
+        "captf.io/written-by": "c-apply-1",
     }
     assert first.state_serial == obj.state()["serial"]
     old_serial = obj.state()["serial"]
@@ -155,8 +155,7 @@ async def test_apply_creates_state_and_file_then_a_new_variable_reapplies(obj: O
     assert second.state_serial is not None
     assert second.state_serial > old_serial
     assert obj.state_annotations()["captf.io/inputs-hash"] == obj.inputs.hash
-    backup = obj.kube.secrets[f"c-state-{old_serial}"]
-    assert json.loads(data_of(backup, STATE_KEY))["serial"] == old_serial
+    assert json.loads(stored_state(obj.kube, f"c-state-{old_serial}"))["serial"] == old_serial
 
 
 async def test_guarded_replacement_is_blocked_with_nothing_changed(obj: Object) -> None:

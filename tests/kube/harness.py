@@ -36,6 +36,8 @@ from controller.core.basics.names import (
     MANAGED_BY,
     PLURALS,
     POOL,
+    legacy_state_secret_name,
+    state_secret_name,
 )
 from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
@@ -291,17 +293,31 @@ class Kube:
         return await self.call("PATCH", f"{pods}/{name}/status", {"status": status}, MERGE)
 
 
+def state_of(kube: Kube, name: str = "c1", kind: str = CLUSTER) -> str:
+    """The name of the state Secret of `kind`/`name` in the test's namespace."""
+    return state_secret_name(kube.ns, kind, name)
+
+
 async def write_state(
-    kube: Kube, job: Json, serial: int, name: str = "c1", *, labelled: bool = True
-) -> None:
+    kube: Kube,
+    job: Json,
+    serial: int,
+    name: str = "c1",
+    *,
+    labelled: bool = True,
+    legacy: bool = False,
+) -> str:
     """Plays the runner's state write after a successful apply: serial and inputs hash,
-    labelled as the runner labels it (`labelled=False`: as runners before the label did)."""
+    labelled with the object's kind and name, and as the runner labels it (`labelled=False`:
+    without the managed-by label, as runners before it did). `legacy`: under the name
+    before kinds were part of it. Returns the Secret's name."""
     inputs_hash = job["metadata"]["annotations"]["captf.io/inputs-hash"]
     notes = {"captf.io/serial": str(serial), "captf.io/inputs-hash": inputs_hash}
     kind = job["metadata"]["labels"][LABEL_KIND]
-    labels = {LABEL_NAME: name, LABEL_KIND: kind} | MANAGED_BY if labelled else {}
+    labels = {LABEL_NAME: name, LABEL_KIND: kind} | (MANAGED_BY if labelled else {})
+    secret = legacy_state_secret_name(name) if legacy else state_secret_name(kube.ns, kind, name)
     body = {
-        "metadata": {"name": f"{name}-state", "annotations": notes, "labels": labels},
+        "metadata": {"name": secret, "annotations": notes, "labels": labels},
         "stringData": {"terraform.tfstate": "{}"},
     }
     path = f"/api/v1/namespaces/{kube.ns}/secrets"
@@ -310,10 +326,11 @@ async def write_state(
     except Exception:
         await kube.call(
             "PATCH",
-            f"{path}/{name}-state",
+            f"{path}/{secret}",
             {"metadata": {"annotations": notes, "labels": labels}},
             MERGE,
         )
+    return secret
 
 
 async def write_plan(

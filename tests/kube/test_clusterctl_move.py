@@ -46,10 +46,14 @@ from controller.core.basics.names import (
     ANN_SERIAL,
     LABEL_BACKUP_OF,
     LABEL_KIND,
+    LABEL_MANAGED_BY,
     LABEL_NAME,
+    LABEL_STATE_PART_OF,
     LABEL_UID,
     MANAGED_BY,
+    state_secret_name,
 )
+from controller.core.basics.names import CLUSTER as CLUSTER_KIND
 from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApi, served_storage_only
 from runtime.clock import LoopClock
@@ -269,6 +273,25 @@ def captf_secrets(terraform: Json, *, move_label: bool) -> list[Json]:
             owners=[owner],
             immutable=True,
         ),
+        *_parts(name, labels, move),
+    ]
+
+
+def _parts(name: str, labels: dict[str, str], move: dict[str, str]) -> list[Json]:
+    """A part of a state laid out across Secrets (docs/state.md): no owner and no
+    managed-by label, so only the move label carries it (the layout writes it)."""
+    if not move:
+        return []
+    part_labels = {k: v for k, v in labels.items() if k != LABEL_MANAGED_BY}
+    part_labels |= move | {LABEL_STATE_PART_OF: name}
+    return [
+        _secret(
+            f"{name}-state-part-0123456789abcdef-0",
+            part_labels,
+            {},
+            {"part": b"\x1f\x8b compressed bytes"},
+            immutable=True,
+        )
     ]
 
 
@@ -468,12 +491,17 @@ def test_state_backup_and_inputs_arrive_when_the_state_carries_the_move_label(
     inputs hash, the backup (a restore names it), the durable inputs the hash stands for."""
     terraform = get(moved.target, moved.namespace, "TerraformCluster/labelled")
     assert terraform is not None
-    for name in ("labelled-state", "labelled-state-3", f"labelled-inputs-{INPUTS_HASH[:8]}"):
+    for name in (
+        "labelled-state",
+        "labelled-state-3",
+        f"labelled-inputs-{INPUTS_HASH[:8]}",
+        "labelled-state-part-0123456789abcdef-0",  # a part of a state in parts
+    ):
         got = get(moved.target, moved.namespace, f"Secret/{name}")
         want = moved.before[f"Secret/{name}"]
         assert got is not None, f"{name} did not move:\n{moved.log}"
         assert got["data"] == want["data"]
-        assert got["metadata"]["annotations"] == want["metadata"]["annotations"]
+        assert got["metadata"].get("annotations") == want["metadata"].get("annotations")
         assert got["metadata"]["labels"] == want["metadata"]["labels"]
         assert got.get("immutable") == want.get("immutable")
         # Gone from the source: move deletes what it carried.
@@ -678,7 +706,7 @@ async def test_nothing_reapplies_after_the_move(
 
     moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
     assert await moved.get("ConfigMap", "cluster-module") is not None, log
-    state = await moved.get("Secret", f"{SOURCE_CLUSTER}-state")
+    state = await moved.get("Secret", state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER))
     assert state is not None, f"the state did not move:\n{log}"
     async with running_controller(fresh_target, namespace, LoopClock(SCALE), time_scale=SCALE):
         rebuilt = await moved.until(
@@ -699,4 +727,7 @@ async def test_nothing_reapplies_after_the_move(
     # On the source: paused by move, then deleted for it; never destroyed, never re-applied.
     assert jobs_of(system, SOURCE_CLUSTER, "destroy") == []
     assert len(jobs_of(system, SOURCE_CLUSTER, "apply")) == applies
-    assert await objects.get("Secret", f"{SOURCE_CLUSTER}-state") is None
+    assert (
+        await objects.get("Secret", state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER))
+        is None
+    )

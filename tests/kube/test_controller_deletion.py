@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.core.basics.names import CLUSTER, inputs_secret_prefix
 from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     Kube,
@@ -14,6 +15,7 @@ from tests.kube.harness import (
     eventually,
     new_job,
     nth_job,
+    state_of,
     succeed_apply,
     write_state,
 )
@@ -31,21 +33,27 @@ async def _applied_then_state_lost(kube: Kube, clock: object, *, backup: bool) -
     inputs = apply["metadata"]["annotations"]["captf.io/inputs-hash"][:8]
 
     async def marked() -> bool:
-        notes = (await kube.secret(f"c1-inputs-{inputs}"))["metadata"].get("annotations") or {}
+        named = f"{inputs_secret_prefix(kube.ns, CLUSTER, 'c1')}{inputs}"
+        notes = (await kube.secret(named))["metadata"].get("annotations") or {}
         return notes.get("captf.io/applied") == "true"
 
     await eventually(marked, what="the inputs Secret marked captf.io/applied")
     if backup:
         body = {
             "metadata": {
-                "name": "c1-state-1",
-                "labels": {"captf.io/state-backup-of": "c1", "captf.io/managed-by": "captf"},
+                "name": f"{state_of(kube)}-1",
+                "labels": {
+                    "captf.io/state-backup-of": "c1",
+                    "captf.io/kind": "TerraformCluster",
+                    "captf.io/name": "c1",
+                    "captf.io/managed-by": "captf",
+                },
                 "annotations": {"captf.io/serial": "1"},
             },
             "stringData": {"terraform.tfstate": '{"serial": 1}'},
         }
         await kube.call("POST", f"/api/v1/namespaces/{kube.ns}/secrets", body)
-    await kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/c1-state")
+    await kube.call("DELETE", f"/api/v1/namespaces/{kube.ns}/secrets/{state_of(kube)}")
     await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
     return str((await kube.cluster())["metadata"]["uid"])
 
@@ -64,7 +72,7 @@ async def test_a_lost_state_holds_the_deletion_and_says_how_to_leave_it(
     async with controller_on(apiserver, namespace) as (kube, clock):
         uid = await _applied_then_state_lost(kube, clock, backup=False)
         held = await condition_is(kube, "Waiting", "True", "DeletionHeld")
-        assert "state Secret c1-state is gone" in held["message"]
+        assert f"state Secret {state_of(kube)} is gone" in held["message"]
         assert f"captf.io/abandon={uid}" in held["message"]
         await clock.advance(600)
         await condition_is(kube, "Waiting", "True", "DeletionHeld")
@@ -79,12 +87,12 @@ async def test_an_unreadable_state_holds_the_deletion(apiserver: ApiServer, name
         apply = await nth_job(kube, 1)
         await succeed_apply(kube, apply, serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
-        path = f"/api/v1/namespaces/{kube.ns}/secrets/c1-state"
+        path = f"/api/v1/namespaces/{kube.ns}/secrets/{state_of(kube)}"
         patch = {"data": {"terraform.tfstate": None, "tfstate.json": "e30="}}
         await kube.call("PATCH", path, patch, "application/merge-patch+json")
         await kube.call("DELETE", kube.captf_path(CLUSTERS, "c1"))
         held = await condition_is(kube, "Waiting", "True", "DeletionHeld")
-        assert "state Secret c1-state has no terraform.tfstate key" in held["message"]
+        assert f"state Secret {state_of(kube)} has no terraform.tfstate key" in held["message"]
         await clock.advance(600)
         await condition_is(kube, "Waiting", "True", "DeletionHeld")
         assert await kube.jobs("captf.io/op=destroy") == []

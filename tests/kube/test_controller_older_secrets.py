@@ -8,7 +8,14 @@ import pytest
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
-from tests.kube.harness import Kube, condition_is, nth_job, running_controller, succeed_apply
+from tests.kube.harness import (
+    Kube,
+    condition_is,
+    nth_job,
+    running_controller,
+    state_of,
+    succeed_apply,
+)
 
 pytestmark = pytest.mark.kube
 
@@ -23,5 +30,5 @@ async def test_a_state_secret_makes_the_object_ready_labelled_or_not(
         applied = await nth_job(kube, 1)
         await succeed_apply(kube, applied, serial=1, at=clock.now(), labelled=labelled)
         await condition_is(kube, "Ready", "True", "Applied")
-        state = await kube.secret("c1-state")
+        state = await kube.secret(state_of(kube))
         assert ("captf.io/managed-by" in state["metadata"].get("labels", {})) == labelled

@@ -16,6 +16,7 @@ from tests.kube.harness import (
     eventually,
     next_is,
     nth_job,
+    state_of,
     succeed_apply,
 )
 
@@ -67,7 +68,7 @@ async def test_retain_removes_the_finalizer_and_keeps_the_state(
 
         await eventually(gone, what="the object gone without a destroy")
         assert await kube.jobs("captf.io/op=destroy") == []
-        state = await kube.secret("c1-state")
+        state = await kube.secret(state_of(kube))
         assert state["metadata"]["annotations"]["captf.io/serial"] == "1"
         # Labelled with the object it came from, for a later object to adopt.
         labels = state["metadata"]["labels"]

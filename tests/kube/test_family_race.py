@@ -20,7 +20,14 @@ import anyio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core.basics.names import CLUSTER, LABEL_KIND, LABEL_NAME, LABEL_OP, POOL
+from controller.core.basics.names import (
+    CLUSTER,
+    LABEL_KIND,
+    LABEL_NAME,
+    LABEL_OP,
+    POOL,
+    state_secret_name,
+)
 from controller.core.decide.settings import Settings
 from controller.core.jobs.job import is_finished
 from controller.core.leases import family
@@ -146,7 +153,7 @@ class Race:
 
     async def _caches_show_finished(self, jobs: list[Json]) -> None:
         applied = {
-            job["metadata"]["labels"][LABEL_NAME]
+            (job["metadata"]["labels"][LABEL_KIND], job["metadata"]["labels"][LABEL_NAME])
             for job in jobs
             if job["metadata"]["labels"][LABEL_OP] == "apply"
         }
@@ -157,7 +164,10 @@ class Race:
                 if cached is None or not is_finished(cached):
                     return False
             states = self.caches.own_secrets.store
-            return all(f"{self.kube.ns}/{name}-state" in states for name in applied)
+            return all(
+                f"{self.kube.ns}/{state_secret_name(self.kube.ns, kind, name)}" in states
+                for kind, name in applied
+            )
 
         await eventually(shown, what="the caches to show the finished Jobs")
 

@@ -1163,7 +1163,8 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == sorted(
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["ClusterRole"] * 5  # captf-runner, -view, -edit, -plan-approver, -metrics-reader
+        # captf-runner, -view, -edit, -plan-approver, -state-operator, -metrics-reader
+        + ["ClusterRole"] * 6
         + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate

@@ -23,6 +23,7 @@ from tests.kube.harness import (
     next_is,
     nth_job,
     plan_is,
+    state_of,
     write_plan,
 )
 
@@ -215,8 +216,12 @@ async def test_restore_asks_only_for_a_backup_that_exists(
     await kube.setup_cluster()
     backup = {
         "metadata": {
-            "name": "c1-state-3",
-            "labels": {"captf.io/state-backup-of": "c1"},
+            "name": f"{state_of(kube)}-3",
+            "labels": {
+                "captf.io/state-backup-of": "c1",
+                "captf.io/kind": "TerraformCluster",
+                "captf.io/name": "c1",
+            },
             "annotations": {"captf.io/serial": "3"},
         },
         "stringData": {"terraform.tfstate": "{}"},
@@ -230,7 +235,7 @@ async def test_restore_asks_only_for_a_backup_that_exists(
 
     status, out, _ = await captf(capsys, apiserver, namespace, "restore", "tfc/c1", "--serial", "3")
     assert status == 0
-    assert "restore of state serial 3 (c1-state-3) requested" in out
+    assert f"restore of state serial 3 ({state_of(kube)}-3) requested" in out
     assert _notes(await kube.cluster())["captf.io/restore-serial"] == "3"
 
     status, _, err = await captf(

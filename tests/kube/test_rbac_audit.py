@@ -449,9 +449,9 @@ async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
         }
         await kube.call("POST", f"{RBAC}/namespaces/{namespace}/rolebindings", binding)
         labels = role["metadata"]["labels"]
-        if name not in ("captf-metrics-reader", "captf-plan-approver"):
+        if name not in ("captf-metrics-reader", "captf-plan-approver", "captf-state-operator"):
             assert labels["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
-        else:  # approving plans is a role of its own, never part of edit
+        else:  # approving plans, or a state, is a role of its own, never part of edit
             assert not any(key.startswith("rbac.authorization.k8s.io/aggregate") for key in labels)
     try:
         for plural in _KINDS:
@@ -471,6 +471,10 @@ async def test_view_and_edit_roles_cover_captf_objects_and_no_secret(
             assert _allowed(kube, "captf-plan-approver", verb, "terraformplans")
         assert not _allowed(kube, "captf-plan-approver", "patch", "terraformplans/status")
         assert not _allowed(kube, "captf-plan-approver", "create", "terraformplans")
+        # The state operator reads and replaces Secrets (the state), changes no object.
+        for verb in ("get", "list", "create", "update", "delete"):
+            assert _allowed(kube, "captf-state-operator", verb, "secrets", group="")
+        assert not _allowed(kube, "captf-state-operator", "patch", "terraformclusters")
     finally:
         for role in roles:
             await kube.call("DELETE", f"{RBAC}/clusterroles/{role['metadata']['name']}")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.basics.names import LABEL_UID, MANAGED_BY
+from controller.core.basics.names import LABEL_UID, MANAGED_BY, state_secret_name
 from controller.io.caches import Caches
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
@@ -84,9 +84,10 @@ async def test_a_shards_caches_hold_its_own_jobs_and_secrets_and_every_users_sec
     jobs = f"/apis/batch/v1/namespaces/{namespace}/jobs"
     apiserver.request("POST", secrets, {"metadata": {"name": "creds"}})
     for name, key in (("a", "shard1"), ("b", "shard2")):
-        labels = {SHARD_KEY: key, "captf.io/name": name}
+        labels = {SHARD_KEY: key, "captf.io/name": name, "captf.io/kind": "TerraformCluster"}
+        state = state_secret_name(namespace, "TerraformCluster", name)
         apiserver.request(
-            "POST", secrets, {"metadata": {"name": f"{name}-state", "labels": labels | MANAGED_BY}}
+            "POST", secrets, {"metadata": {"name": state, "labels": labels | MANAGED_BY}}
         )
         apiserver.request("POST", jobs, _job(f"{name}-apply-1", labels | {LABEL_UID: name}))
     async with open_transport(str(apiserver.kubeconfig)) as transport:
@@ -98,7 +99,8 @@ async def test_a_shards_caches_hold_its_own_jobs_and_secrets_and_every_users_sec
                 await stack.enter_async_context(informer)
                 await informer.wait_synced()
             assert [j["metadata"]["name"] for j in caches.jobs.store] == ["a-apply-1"]
-            assert [s["metadata"]["name"] for s in caches.own_secrets.store] == ["a-state"]
+            own = [s["metadata"]["name"] for s in caches.own_secrets.store]
+            assert own == [state_secret_name(namespace, "TerraformCluster", "a")]
             assert "creds" in [s["metadata"]["name"] for s in caches.secrets.store]
 
 

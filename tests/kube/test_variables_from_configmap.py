@@ -8,6 +8,7 @@ import base64
 import orjson
 import pytest
 
+from controller.core.basics.names import CLUSTER, inputs_secret_prefix
 from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     MERGE,
@@ -54,6 +55,7 @@ async def test_a_changed_configmap_reapplies(apiserver: ApiServer, namespace: st
         second = await new_job(kube, first)
         notes = job_notes(second)
         assert notes["captf.io/inputs-hash"] != job_notes(first)["captf.io/inputs-hash"]
-        inputs = await kube.secret(f"c1-inputs-{notes['captf.io/inputs-hash'][:8]}")
+        prefix = inputs_secret_prefix(kube.ns, CLUSTER, "c1")
+        inputs = await kube.secret(f"{prefix}{notes['captf.io/inputs-hash'][:8]}")
         variables = orjson.loads(base64.b64decode(inputs["data"]["variables.json"]))
         assert variables["size"] == "5"

@@ -11,17 +11,17 @@ import argparse
 from controller.cli.people.annotate import annotate
 from controller.cli.people.common import Refused, run_command, source_of
 from controller.cli.people.waiting import Live, read_live
-from controller.core.basics.names import ANN_RESTORE_SERIAL, ANN_SERIAL, LABEL_BACKUP_OF
+from controller.core.basics.names import ANN_RESTORE_SERIAL, ANN_SERIAL
 from controller.core.basics.serials import serial_of
 
 
 def backups(live: Live) -> dict[int, str]:
-    """Serial -> backup Secret name, for the object's state backups."""
+    """Serial -> backup Secret name, for the object's state backups (labelled with its name
+    and kind)."""
     out: dict[int, str] = {}
-    for name, secret in live.snap.secrets.items():
+    for secret in live.snap.backups():
         meta = secret.get("metadata") or {}
-        if (meta.get("labels") or {}).get(LABEL_BACKUP_OF) != live.name:
-            continue
+        name = str(meta.get("name", ""))
         serial = serial_of((meta.get("annotations") or {}).get(ANN_SERIAL))
         if serial is not None:
             out[serial] = name

@@ -5,8 +5,10 @@ selectors, alerts), so changing one is a breaking change."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 GROUP: Final = "infrastructure.cluster.x-k8s.io"
 VERSION: Final = "v1alpha1"
@@ -96,8 +98,21 @@ ANN_ABANDON: Final = "captf.io/abandon"
 
 # Annotations on Secrets.
 ANN_SERIAL: Final = "captf.io/serial"
-# The key of the state (and of each backup) in its Secret.
+# On a state Secret (and the backup made of it): what wrote it, a Job's name or
+# `captf state push` (`captf state list` shows it).
+ANN_WRITTEN_BY: Final = "captf.io/written-by"
+# The key of the state (and of each backup) in its Secret, as written before the state
+# was laid out across Secrets; now the key of the manifest that names its parts
+# (controller/runner/state_layout.py). A state Secret with neither is unreadable.
 STATE_KEY: Final = "terraform.tfstate"
+STATE_MANIFEST_KEY: Final = "manifest.json"
+# The largest state CAPTF stores (docs/state.md): a larger one is refused before any write.
+STATE_SIZE_LIMIT: Final = 128 * 1024 * 1024
+# On each part Secret of a state: the object whose state, backup or rescue names it.
+LABEL_STATE_PART_OF: Final = "captf.io/state-part-of"
+# On a state Secret whose body is in parts: `<digest16>:<count>`, from which the parts'
+# names follow (`state_part_names`); the controller holds a deletion when one is missing.
+ANN_STATE_PARTS: Final = "captf.io/state-parts"
 # Beside a cached Secret whose values the cache does not keep (a state): its data's keys.
 DATA_KEYS: Final = "dataKeys"
 # Beside a cached state: the bytes its data holds (decoded), which the state-size gauge
@@ -331,12 +346,68 @@ STATE_OUTPUTS_KEY: Final = "outputs.json"
 STATE_OUTPUTS_LIMIT: Final = 64 * 1024
 
 
-def state_secret_name(name: str) -> str:
+# Per-object Secrets (the state, its backups and rescues, the durable inputs) are named
+# from the object's namespace, kind and name: `<name>-<kind>-<key>`, key the first ten hex
+# digits of SHA-256 over `<namespace>/<kind>/<name>`. Objects of two kinds with one name
+# never share a Secret; the uid takes no part, so `clusterctl move` (which makes new
+# uids) keeps the names. The name leads for the operator's eye; the key, not the name,
+# makes it unique. Each also carries the kind and name labels, and is read only when
+# they match the object (`labelled_for`): a Secret whose name merely looks like ours is
+# never taken for one of ours.
+KIND_SLUGS: Final = {CLUSTER: "cluster", POOL: "pool", MACHINE: "machine"}
+OBJECT_KEY_LENGTH: Final = 10
+
+
+def object_key(namespace: str, kind: str, name: str) -> str:
+    return hashlib.sha256(f"{namespace}/{kind}/{name}".encode()).hexdigest()[:OBJECT_KEY_LENGTH]
+
+
+def secret_base(namespace: str, kind: str, name: str) -> str:
+    slug = KIND_SLUGS.get(kind, kind.lower())
+    return f"{name}-{slug}-{object_key(namespace, kind, name)}"
+
+
+def state_secret_name(namespace: str, kind: str, name: str) -> str:
+    return f"{secret_base(namespace, kind, name)}-state"
+
+
+def backup_secret_name(state_secret: str, serial: int) -> str:
+    return f"{state_secret}-{serial}"
+
+
+def state_part_name(state_secret: str, digest: str, index: int) -> str:
+    """A part of the state (or backup, or rescue) `state_secret`, named from the SHA-256
+    of the whole compressed body (controller/runner/state_layout.py)."""
+    return f"{state_secret}-part-{digest[:16]}-{index}"
+
+
+def state_part_names(state_secret: str, annotations: Mapping[str, str]) -> list[str]:
+    """The parts a state Secret's ANN_STATE_PARTS names; none when it has none or the
+    value is not `<digest16>:<count>`."""
+    digest, _, count = (annotations.get(ANN_STATE_PARTS) or "").partition(":")
+    if not digest or not count.isdigit():
+        return []
+    return [state_part_name(state_secret, digest, i) for i in range(int(count))]
+
+
+def inputs_secret_prefix(namespace: str, kind: str, name: str) -> str:
+    return f"{secret_base(namespace, kind, name)}-inputs-"
+
+
+# The names before they carried kind and namespace (read, for objects that wrote them,
+# while `controller/core/plan/state_moves.py` moves them; never written).
+def legacy_state_secret_name(name: str) -> str:
     return f"{name}-state"
 
 
-def inputs_secret_prefix(name: str) -> str:
+def legacy_inputs_secret_prefix(name: str) -> str:
     return f"{name}-inputs-"
+
+
+def labelled_for(secret: Mapping[str, Any] | None, kind: str, name: str) -> bool:
+    """Whether a Secret's kind and name labels name this object."""
+    labels = ((secret or {}).get("metadata") or {}).get("labels") or {}
+    return bool(name) and labels.get(LABEL_KIND) == kind and labels.get(LABEL_NAME) == name
 
 
 def op_lease_name(kind: str, name: str) -> str:

@@ -110,7 +110,7 @@ class Context:
         raw = annotations_of(state).get(ANN_SERIAL)
         # A plain decimal integer: int() alone would also take "1_000", " 3" or "\u0663".
         if raw is None or _INTEGER.fullmatch(raw) is None:
-            return f"state Secret {self.snap.name}-state has no integer {ANN_SERIAL} ({raw!r})"
+            return f"state Secret {self.snap.state_shown} has no integer {ANN_SERIAL} ({raw!r})"
         return None
 
 

@@ -29,9 +29,9 @@ import orjson
 
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
+    CLUSTER,
     STATE_OUTPUTS_KEY,
     Reason,
-    state_secret_name,
 )
 from controller.core.contract import inputs as contract
 from controller.core.contract import variables
@@ -165,7 +165,7 @@ def state_outputs(secret: Json | None) -> Json | TooLarge | None:
 def cluster_outputs(snap: Snapshot, cluster: Json) -> Json:
     """The cluster module's outputs, from its TerraformCluster's state: {} before any."""
     name = terraform_cluster_of(cluster)
-    found = state_outputs(snap.secrets.get(state_secret_name(name))) if name else None
+    found = state_outputs(snap.state_of(CLUSTER, name)) if name else None
     return found if isinstance(found, dict) else {}
 
 

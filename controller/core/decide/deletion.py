@@ -27,9 +27,10 @@ from controller.core.basics.names import (
     LABEL_RETAINED_FROM,
     LABEL_RETAINED_UID,
     STATE_KEY,
+    STATE_MANIFEST_KEY,
     Op,
     Reason,
-    state_secret_name,
+    state_part_names,
 )
 from controller.core.basics.serials import serial_of
 from controller.core.decide.context import Context
@@ -96,8 +97,14 @@ def unreadable(ctx: Context) -> str | None:
     # outputs. A state from a file or a live read shows its data whole.
     data = state.get("data")
     keys = state.get(DATA_KEYS, list(data) if isinstance(data, dict) else None)
-    if isinstance(keys, list) and STATE_KEY not in keys:
-        return f"state Secret {state_secret_name(ctx.snap.name)} has no {STATE_KEY} key"
+    if isinstance(keys, list) and STATE_KEY not in keys and STATE_MANIFEST_KEY not in keys:
+        shown = ctx.snap.state_shown
+        return f"state Secret {shown} has no {STATE_KEY} key (nor a {STATE_MANIFEST_KEY})"
+    # Its parts, by the names its annotation gives (their data is the runner's to check).
+    parts = state_part_names(ctx.snap.state_shown, annotations_of(state))
+    missing = [part for part in parts if part not in ctx.snap.secrets]
+    if missing:
+        return f"state Secret {ctx.snap.state_shown} names part {missing[0]}, which is missing"
     return None
 
 
@@ -111,7 +118,7 @@ def trouble(ctx: Context) -> str | None:
     shown = applied_before(ctx)
     if shown is None:
         return None
-    return f"state Secret {state_secret_name(ctx.snap.name)} is gone, and {shown}"
+    return f"state Secret {ctx.snap.state_shown} is gone, and {shown}"
 
 
 def newest_backup(snap: Snapshot) -> int | None:

@@ -17,7 +17,7 @@ may take from its TerraformCluster). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from enum import Enum
 from typing import Any
 
@@ -25,10 +25,15 @@ from controller.core.basics.names import (
     CAPI_CLUSTER,
     CLUSTER,
     LABEL_BACKUP_OF,
+    LABEL_KIND,
     inputs_secret_prefix,
+    labelled_for,
+    legacy_inputs_secret_prefix,
+    legacy_state_secret_name,
+    state_part_names,
     state_secret_name,
 )
-from controller.core.jobs.job import labels_of, name_of, result
+from controller.core.jobs.job import annotations_of, labels_of, name_of, result
 from controller.core.jobs.job_env import job_env
 from controller.core.spec.identity import credentials_secret, identity_ref_of
 from controller.core.spec.refs import (
@@ -90,30 +95,54 @@ def secrets_wanted(obj: Json, jobs: Iterable[Json], related: Related) -> dict[st
     member's owner, a member's TerraformCluster's state (its exports), the plan Secrets its
     Jobs name, and the credentials Secret of its identity. Its durable inputs and the
     state's backups are found by its name (`owns_secret`)."""
-    name, spec = name_of(obj), spec_of(obj)
+    name, spec, kind = name_of(obj), spec_of(obj), str(obj.get("kind", ""))
     jobs = list(jobs)
     values = [*secrets_read(spec), *(s for job in jobs for s in job_env(job).carried_secrets)]
     values += _bootstrap(obj, related)
-    wanted: dict[str, How] = {state_secret_name(name): How.CACHED}
+    wanted: dict[str, How] = dict.fromkeys(state_names(obj, kind, name), How.CACHED)
     wanted |= {plan: How.KEYS for plan in plan_secrets(jobs)}
     ref = identity_ref_of(obj, related)
     if ref is not None:
         wanted.setdefault(credentials_secret(ref), How.CACHED)
     if obj.get("kind") != CLUSTER:  # a member's inputs: its cluster's exports
         clusters = (terraform_cluster_of(o) for o in related.values() if _is_capi_cluster(o))
-        wanted |= {state_secret_name(c): How.CACHED for c in clusters if c}
+        wanted |= {s: How.CACHED for c in clusters if c for s in state_names(obj, CLUSTER, c)}
     wanted |= {secret: How.VALUES for secret in values if secret}
     return wanted
 
 
+def state_names(obj: Json, kind: str, name: str) -> tuple[str, str]:
+    """The names the state of `kind`/`name` in the object's namespace may have: its own,
+    and the one before kinds were part of it (read until it is moved; snapshot.state_of
+    keeps only a Secret labelled for that object)."""
+    namespace = str(obj.get("metadata", {}).get("namespace", ""))
+    return state_secret_name(namespace, kind, name), legacy_state_secret_name(name)
+
+
+def state_parts_wanted(
+    obj: Json, wanted: Container[str], found: Callable[[str], Json | None]
+) -> list[str]:
+    """The parts the object's state Secrets name (`found`: a wanted Secret as read, or
+    None), second stage of the list: a part's name is only known from its state."""
+    parts: list[str] = []
+    for secret in state_names(obj, str(obj.get("kind", "")), name_of(obj)):
+        state = found(secret) if secret in wanted else None
+        if state is not None:
+            parts += state_part_names(secret, annotations_of(state))
+    return parts
+
+
 def owns_secret(obj: Json, secret: Json) -> bool:
-    """A Secret found by the object's name rather than named: a durable inputs Secret
-    (`<name>-inputs-...`) or a backup of its state (labelled captf.io/state-backup-of)."""
-    name, secret_name = name_of(obj), name_of(secret)
-    return (
-        secret_name.startswith(inputs_secret_prefix(name))
-        or labels_of(secret).get(LABEL_BACKUP_OF) == name
-    )
+    """A Secret found by the object's kind and name rather than named, and labelled for
+    it: a durable inputs Secret (`<base>-inputs-...`, or the name before kinds were part
+    of it) or a backup of its state (labelled captf.io/state-backup-of)."""
+    name, kind, secret_name = name_of(obj), str(obj.get("kind", "")), name_of(secret)
+    namespace = str(obj.get("metadata", {}).get("namespace", ""))
+    prefixes = (inputs_secret_prefix(namespace, kind, name), legacy_inputs_secret_prefix(name))
+    if secret_name.startswith(prefixes):
+        return labelled_for(secret, kind, name)
+    labels = labels_of(secret)
+    return labels.get(LABEL_BACKUP_OF) == name and labels.get(LABEL_KIND) == kind
 
 
 def configmaps_wanted(obj: Json) -> tuple[str, ...]:

@@ -24,6 +24,9 @@ from controller.core.basics.names import (
     LABEL_UID,
     PLAN_KIND,
     inputs_secret_prefix,
+    labelled_for,
+    legacy_inputs_secret_prefix,
+    legacy_state_secret_name,
     state_secret_name,
 )
 from controller.core.basics.redact import Redactor
@@ -106,8 +109,34 @@ class Snapshot:
         return annotations_of(self.obj)
 
     @property
+    def state_name(self) -> str:
+        """The state Secret's name (controller/core/basics/names.py)."""
+        return state_secret_name(self.namespace, self.kind, self.name)
+
+    @property
     def state_secret(self) -> Json | None:
-        return self.secrets.get(state_secret_name(self.name))
+        """The state Secret, labelled for this object: under its name, else (until it is
+        moved, controller/core/plan/state_moves.py) under the name before kinds were part
+        of it. The moved copy is written before the old one goes, so a pass sees one or
+        the other, never neither."""
+        return self.state_of(self.kind, self.name)
+
+    def state_of(self, kind: str, name: str) -> Json | None:
+        """The state Secret of an object of this namespace (its own, or its cluster's)."""
+        for secret in (
+            state_secret_name(self.namespace, kind, name),
+            legacy_state_secret_name(name),
+        ):
+            found = self.secrets.get(secret)
+            if found is not None and labelled_for(found, kind, name):
+                return found
+        return None
+
+    @property
+    def state_shown(self) -> str:
+        """The state Secret's name for a message: the one found, else the one to write."""
+        found = self.state_secret
+        return name_of(found) if found is not None else self.state_name
 
     @property
     def identity_ref(self) -> IdentityRef | None:
@@ -115,15 +144,26 @@ class Snapshot:
         return identity_ref_of(self.obj, self.related)
 
     def inputs_secrets(self) -> list[Json]:
-        prefix = inputs_secret_prefix(self.name)
-        return [s for n, s in sorted(self.secrets.items()) if n.startswith(prefix)]
+        """The durable inputs Secrets labelled for this object (and those named the way
+        before kinds were part of the name)."""
+        prefixes = (
+            inputs_secret_prefix(self.namespace, self.kind, self.name),
+            legacy_inputs_secret_prefix(self.name),
+        )
+        return [
+            s
+            for n, s in sorted(self.secrets.items())
+            if n.startswith(prefixes) and labelled_for(s, self.kind, self.name)
+        ]
 
     def backups(self) -> list[Json]:
-        """The state's backups (`<name>-state-<serial>`, labelled captf.io/state-backup-of)."""
+        """The state's backups (`<state>-<serial>`, labelled captf.io/state-backup-of and
+        with the object's kind)."""
         return [
             s
             for _, s in sorted(self.secrets.items())
             if labels_of(s).get(LABEL_BACKUP_OF) == self.name
+            and labels_of(s).get(LABEL_KIND) == self.kind
         ]
 
     def job_names(self) -> set[str]:
@@ -222,7 +262,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         else:
             elsewhere.append(item)
     related = _related(obj, candidates)
-    named = reads.secrets_wanted(obj, jobs, related)
+    named = set(reads.secrets_wanted(obj, jobs, related))
+    named |= set(reads.state_parts_wanted(obj, named, secrets.get))
     kept = {n: s for n, s in secrets.items() if n in named or reads.owns_secret(obj, s)}
     wanted_maps = reads.configmaps_wanted(obj)
     return Snapshot(

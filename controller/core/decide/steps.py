@@ -213,7 +213,7 @@ def state(ctx: Context) -> Decision | None:
         return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
     serial = ctx.snap.status.get("stateSerial") or 0
     if ctx.snap.state_secret is None and isinstance(serial, int) and serial > 0:
-        message = f"state Secret {ctx.snap.name}-state is gone but serial {serial} was applied"
+        message = f"state Secret {ctx.snap.state_name} is gone but serial {serial} was applied"
         return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
     return None
 

@@ -86,7 +86,7 @@ def _interrupted_record(
         return None
     if op_of({"metadata": {"name": job}}) != Op.APPLY:
         return None
-    name = inputs_secret_name(snap.name, inputs)
+    name = inputs_secret_name(snap.obj, inputs)
     cached = snap.secrets.get(name)
     if annotations_of(cached or {}).get(ANN_INTERRUPTED_APPLY) == job:
         return None

@@ -29,6 +29,7 @@ from controller.core.basics.names import (
     LABEL_UID,
     MANAGED_BY,
     Op,
+    inputs_secret_prefix,
     state_secret_name,
 )
 from controller.core.basics.runner_vars import RunnerVar
@@ -51,8 +52,15 @@ CREDENTIALS_MODE = 0o440
 RUNNER_GROUP = 65532
 
 
-def inputs_secret_name(name: str, inputs: Inputs) -> str:
-    return f"{name}-inputs-{inputs.hash8}"
+def inputs_secret_name(obj: Json, inputs: Inputs) -> str:
+    """`<name>-<kind>-<key>-inputs-<hash8>` (controller/core/basics/names.py)."""
+    meta = obj["metadata"]
+    return f"{inputs_secret_prefix(meta['namespace'], obj['kind'], meta['name'])}{inputs.hash8}"
+
+
+def state_secret_of(obj: Json) -> str:
+    meta = obj["metadata"]
+    return state_secret_name(meta["namespace"], obj["kind"], meta["name"])
 
 
 def plan_secret_name(plan_job: str) -> str:
@@ -85,7 +93,7 @@ def inputs_secret(obj: Json, inputs: Inputs) -> Json:
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": inputs_secret_name(meta["name"], inputs),
+            "name": inputs_secret_name(obj, inputs),
             "namespace": meta["namespace"],
             "labels": object_labels(obj) | MANAGED_BY | {LABEL_CLUSTERCTL_MOVE: ""},
             "annotations": {ANN_INPUTS_HASH: inputs.hash},
@@ -221,9 +229,9 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         RunnerVar.JOB_NAME: name,
         RunnerVar.OBJECT_NAME: meta["name"],
         RunnerVar.OBJECT_KIND: obj["kind"],
-        RunnerVar.INPUTS_SECRET: inputs_secret_name(meta["name"], inputs),
+        RunnerVar.INPUTS_SECRET: inputs_secret_name(obj, inputs),
         RunnerVar.INPUTS_HASH: inputs.hash,
-        RunnerVar.STATE_SECRET: state_secret_name(meta["name"]),
+        RunnerVar.STATE_SECRET: state_secret_of(obj),
         RunnerVar.GUARDED: "true" if run.guarded else "false",
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,

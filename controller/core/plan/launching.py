@@ -59,7 +59,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
     claims = claims_of(ctx, name)
     assert not isinstance(claims, Requeue), "holds.leases_held let this Run through"
     secret = None
-    if inputs_secret_name(snap.name, ctx.inputs) not in snap.secrets:
+    if inputs_secret_name(snap.obj, ctx.inputs) not in snap.secrets:
         secret = inputs_secret(snap.obj, ctx.inputs)
     credentials = credentials_secret(snap.identity_ref)
     job = build_job(

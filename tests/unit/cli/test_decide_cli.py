@@ -548,6 +548,7 @@ objects:
 - kind: Secret
   metadata:
     name: c1-state
+    labels: {{captf.io/kind: TerraformCluster, captf.io/name: c1}}
     annotations: {{captf.io/serial: 1, captf.io/inputs-hash: "{hash}"}}
   stringData: {{terraform.tfstate: "{{}}"}}
 - kind: Job

@@ -182,6 +182,7 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
         ("ClusterRole", "captf-view", None),
         ("ClusterRole", "captf-edit", None),
         ("ClusterRole", "captf-plan-approver", None),
+        ("ClusterRole", "captf-state-operator", None),
         ("ClusterRole", "captf-metrics-reader", None),
         ("Deployment", "captf-controller", "captf-system"),
         ("PodDisruptionBudget", "captf-controller", "captf-system"),

@@ -12,6 +12,7 @@ from controller.core.basics.names import (
     CAPI_CLUSTER,
     CLUSTER,
     LABEL_CLUSTER_NAME,
+    LABEL_KIND,
     LABEL_NAME,
     POOL,
 )
@@ -100,9 +101,10 @@ async def test_a_secret_captf_wrote_is_read_from_its_cache_without_a_request(
 ) -> None:
     obj = captf(CLUSTER, "c")
     caches.jobs.store.upsert(job_fields(carrying(obj, "c-inputs-1")))
-    inputs = own("c-inputs-1", {LABEL_NAME: "c"}, {"inputs.json": "e30="})
+    inputs = own("c-inputs-1", {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, {"inputs.json": "e30="})
     deliver(caches.own_secrets, "ADDED", own_secret_fields(inputs))
-    deliver(caches.own_secrets, "ADDED", own_secret_fields(own("c-state", {}, {"s": "QQ=="})))
+    state = own("c-state", {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, {"s": "QQ=="})
+    deliver(caches.own_secrets, "ADDED", own_secret_fields(state))
     await load(caches, obj)
     assert sum(server.gets.values()) == 0
     snap = snapshot(caches, obj)
@@ -178,13 +180,14 @@ def populated(bystanders: int) -> tuple[Caches, Json]:
     caches.capi[CAPI_CLUSTER].store.upsert(cluster)
     caches.jobs.store.upsert(job_fields(job(obj, "c-apply-1")))
     for name in ("creds", "c-state", "c-inputs-1"):
-        caches.secrets.store.upsert(secret(name, labels={LABEL_NAME: "c"}))
+        caches.secrets.store.upsert(secret(name, labels={LABEL_NAME: "c", LABEL_KIND: CLUSTER}))
     for i in range(bystanders):
         other = captf(CLUSTER, f"o{i}", spec={"credentialsRef": {"name": f"s{i}"}})
         caches.objects[CLUSTER].store.upsert(other)
         caches.jobs.store.upsert(job_fields(job(other, f"o{i}-apply-1")))
         caches.secrets.store.upsert(secret(f"s{i}"))
-        caches.secrets.store.upsert(secret(f"o{i}-inputs-1", labels={LABEL_NAME: f"o{i}"}))
+        labels = {LABEL_NAME: f"o{i}", LABEL_KIND: CLUSTER}
+        caches.secrets.store.upsert(secret(f"o{i}-inputs-1", labels=labels))
     return caches, obj
 
 

@@ -26,6 +26,7 @@ from controller.core.basics.names import (
     FINALIZER,
     PLURALS,
     POOL,
+    state_secret_name,
 )
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.runner_rbac import role_binding, service_account
@@ -172,11 +173,14 @@ def _finish(fake: FakeApi, job: Json, failed: bool, *, in_pod: bool = False) -> 
         return
     done = {"type": "Complete", "status": "True", "lastTransitionTime": at}
     stored["status"] = {"succeeded": 1, "completionTime": at, "conditions": [done]}
-    owner = job["metadata"]["labels"]["captf.io/name"]
-    state = secret(f"{owner}-state", {"terraform.tfstate": "{}"})
+    labels = job["metadata"]["labels"]
+    owner, kind = labels["captf.io/name"], labels["captf.io/kind"]
+    named = state_secret_name(ns, kind, owner)
+    state = secret(named, {"terraform.tfstate": "{}"})
     notes = {ANN_SERIAL: "1", ANN_INPUTS_HASH: annotations_of(job)[ANN_INPUTS_HASH]}
     meta = state["metadata"] | {"annotations": notes, "resourceVersion": "1", "uid": "uid-state"}
-    fake.collection(api.secret_path(ns))[f"{owner}-state"] = state | {"metadata": meta}
+    meta["labels"] = {"captf.io/kind": kind, "captf.io/name": owner}
+    fake.collection(api.secret_path(ns))[named] = state | {"metadata": meta}
 
 
 def _result(job: Json, outcome: str) -> str:

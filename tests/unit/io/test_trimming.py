@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     MANAGED_BY,
     STATE_OUTPUTS_KEY,
     STATE_OUTPUTS_LIMIT,
+    state_secret_name,
 )
 from controller.core.decide.snapshot import owns
 from controller.core.jobs import job as job_rules
@@ -159,9 +160,12 @@ def test_the_jobs_of_one_object_share_the_strings_they_repeat() -> None:
 @pytest.mark.parametrize(
     ("name", "labels", "kept"),
     [
-        ("c-inputs-0123abcd", {LABEL_NAME: "c"}, {"k": "dg=="}),
+        ("c-inputs-0123abcd", {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, {"k": "dg=="}),
         ("p1", {LABEL_PLAN_OF: "c"}, {"k": ""}),
-        ("c-state", {LABEL_NAME: "c"}, None),
+        ("c-state", {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, None),
+        (state_secret_name("ns", CLUSTER, "c"), {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, None),
+        # Named like a state, without the kind label: a user's, kept as metadata.
+        ("d-state", {LABEL_NAME: "d"}, None),
         ("c-inputs-state-3", {LABEL_BACKUP_OF: "c-inputs"}, None),
         ("c-outputs", {LABEL_OUTPUTS_OF: "c"}, {"k": "dg=="}),
     ],
@@ -181,7 +185,7 @@ def test_what_is_cached_of_a_secret_captf_wrote(
 def test_a_state_keeps_its_contract_outputs_up_to_the_limit(size: int, kept_value: bool) -> None:
     outputs = base64.b64encode(b"x" * size).decode()
     data = {"terraform.tfstate": "c3RhdGU=", STATE_OUTPUTS_KEY: outputs}
-    cached = own_secret_fields(own("c-state", {LABEL_NAME: "c"}, data))
+    cached = own_secret_fields(own("c-state", {LABEL_NAME: "c", LABEL_KIND: CLUSTER}, data))
     assert cached["data"] == {STATE_OUTPUTS_KEY: outputs if kept_value else ""}
     # The state-size gauge reads the decoded size of every key ("state" is 5 bytes).
     assert cached[DATA_BYTES] == 5 + size

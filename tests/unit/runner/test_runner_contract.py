@@ -44,7 +44,8 @@ def machine_inputs() -> Json:
 def contract_secret(inputs: Json | None = None, variables: bytes = b'{"size":"2"}') -> Json:
     data = {"module.main.tf": MODULE, "variables.json": variables}
     data["contract.json"] = orjson.dumps(machine_inputs() if inputs is None else inputs)
-    return secret("c-inputs-abababab", data, {"captf.io/inputs-hash": HASH})
+    notes = {"captf.io/inputs-hash": HASH}
+    return secret("c-inputs-abababab", data, notes, kind="TerraformMachine")
 
 
 def machine_state(serial: int, outputs: Json) -> bytes:

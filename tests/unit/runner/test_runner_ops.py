@@ -17,7 +17,7 @@ from controller.runner.env import RunnerEnv, from_environ
 from controller.runner.main import report, run_op
 from controller.runner.ops import execute
 from controller.runner.tofu import Exit
-from tests.runner_fakes import FakeKube, data_of, secret
+from tests.runner_fakes import FakeKube, data_of, secret, stored_state
 
 HASH = "ab" * 32
 
@@ -104,6 +104,13 @@ def with_state(kube: FakeKube, serial: int, inputs_hash: str = "old") -> None:
     kube.put(secret("c-state", {"terraform.tfstate": tfstate(serial)}, annotations))
 
 
+def plan_secret(plan: dict[str, Any]) -> dict[str, Any]:
+    """An approved plan Secret of the object, labelled as the runner labels its plans."""
+    found = secret("c-plan", {"plan.json": orjson.dumps(plan)})
+    found["metadata"]["labels"]["captf.io/plan-of"] = "c"
+    return found
+
+
 def state_annotations(kube: FakeKube) -> dict[str, str]:
     return dict(kube.secrets["c-state"]["metadata"]["annotations"])
 
@@ -120,7 +127,11 @@ async def test_apply_renders_inputs_and_records_state_with_inputs_hash(
     assert tofu.calls[-1][-1] == "tfplan"  # applies exactly the plan it checked
     assert (tmp_path / "main.tf").read_text().startswith('resource "terraform_data"')
     assert json.loads((tmp_path / "terraform.tfvars.json").read_text()) == {"a": 1}
-    assert state_annotations(kube) == {"captf.io/serial": "1", "captf.io/inputs-hash": HASH}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "1",
+        "captf.io/inputs-hash": HASH,
+        "captf.io/written-by": "job",  # the Job that wrote it
+    }
 
 
 async def test_apply_starts_from_the_stored_state(kube: FakeKube, tmp_path: Path) -> None:
@@ -128,7 +139,7 @@ async def test_apply_starts_from_the_stored_state(kube: FakeKube, tmp_path: Path
     tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
     result = await execute(environ(), kube, tofu, tmp_path)
     assert result.state_serial == 5
-    assert data_of(kube.secrets["c-state-4"], "terraform.tfstate") == tfstate(4)
+    assert stored_state(kube, "c-state-4") == tfstate(4)
 
 
 async def test_inputs_hash_mismatch_fails_before_tofu(kube: FakeKube, tmp_path: Path) -> None:
@@ -187,7 +198,7 @@ async def test_unguarded_destructive_plan_applies(kube: FakeKube, tmp_path: Path
 
 async def test_approved_plan_that_changed_is_not_applied(kube: FakeKube, tmp_path: Path) -> None:
     approved = plan_json(("x", ["create"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    kube.put(plan_secret(approved))
     fresh = plan_json(("x", ["create"]), ("y", ["create"]))
     tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
     result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
@@ -199,7 +210,7 @@ async def test_approved_plan_that_changed_is_not_applied(kube: FakeKube, tmp_pat
 
 async def test_approved_plan_that_still_matches_is_applied(kube: FakeKube, tmp_path: Path) -> None:
     approved = plan_json(("x", ["delete"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(approved)}))
+    kube.put(plan_secret(approved))
     tofu = ScriptedTofu(tmp_path, plan=approved, new_state=tfstate(1))
     result = await execute(environ(CAPTF_APPROVED_PLAN_SECRET="c-plan"), kube, tofu, tmp_path)
     assert result.outcome is Outcome.SUCCESS
@@ -223,7 +234,11 @@ async def test_failed_apply_saves_partial_state_but_not_the_new_inputs_hash(
     assert result.outcome is Outcome.FAILURE
     assert result.state_serial == 5
     assert result.message.endswith("Error: quota exceeded\n  on main.tf line 1")
-    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "old"}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "5",
+        "captf.io/inputs-hash": "old",
+        "captf.io/written-by": "job",
+    }
 
 
 async def test_sigterm_during_apply_saves_state_and_reports_interrupted(
@@ -266,7 +281,7 @@ async def test_state_conflict_rescues_the_new_state(kube: FakeKube, tmp_path: Pa
     result = await execute(environ(), kube, Racing(tmp_path, new_state=tfstate(5)), tmp_path)
     assert result.outcome is Outcome.FAILURE
     assert "c-state-rescue-job" in result.message
-    assert data_of(kube.secrets["c-state-rescue-job"], "terraform.tfstate") == tfstate(5)
+    assert stored_state(kube, "c-state-rescue-job") == tfstate(5)
 
 
 async def test_drift_reports_changes_as_drift(kube: FakeKube, tmp_path: Path) -> None:
@@ -311,7 +326,11 @@ async def test_refresh_keeps_the_recorded_inputs_hash(kube: FakeKube, tmp_path: 
     result = await execute(environ("refresh"), kube, tofu, tmp_path)
     assert result.outcome is Outcome.SUCCESS
     assert tofu.calls[1][:2] == ("apply", "-refresh-only")
-    assert state_annotations(kube) == {"captf.io/serial": "5", "captf.io/inputs-hash": "applied"}
+    assert state_annotations(kube) == {
+        "captf.io/serial": "5",
+        "captf.io/inputs-hash": "applied",
+        "captf.io/written-by": "job",
+    }
 
 
 async def test_a_successful_destroy_removes_the_state_and_its_backups(
@@ -321,7 +340,7 @@ async def test_a_successful_destroy_removes_the_state_and_its_backups(
     that a later object of the same name could take for live infrastructure."""
     with_state(kube, 4)
     kube.put(secret("c-state-3", {"terraform.tfstate": tfstate(3)}))
-    kube.secrets["c-state-3"]["metadata"]["labels"] = {"captf.io/state-backup-of": "c"}
+    kube.secrets["c-state-3"]["metadata"]["labels"]["captf.io/state-backup-of"] = "c"
     tofu = ScriptedTofu(tmp_path, new_state=tfstate(5))
     result = await execute(environ("destroy"), kube, tofu, tmp_path)
     assert (result.outcome, result.state_serial) == (Outcome.SUCCESS, 5)
@@ -339,6 +358,7 @@ async def test_a_failed_destroy_keeps_the_state_it_left(kube: FakeKube, tmp_path
 async def test_restore_op(kube: FakeKube, tmp_path: Path) -> None:
     with_state(kube, 4)
     kube.put(secret("c-state-2", {"terraform.tfstate": tfstate(2)}))
+    kube.secrets["c-state-2"]["metadata"]["labels"]["captf.io/state-backup-of"] = "c"
     tofu = ScriptedTofu(tmp_path)
     env = environ("restore", CAPTF_RESTORE_SERIAL="2")
     result = await execute(env, kube, tofu, tmp_path)
@@ -378,7 +398,7 @@ async def test_an_approved_plan_is_applied_only_with_the_fingerprint_approved(
     """The plan Secret may have been rewritten since the approver saw the TerraformPlan:
     the fresh plan must have the fingerprint shown, whatever the Secret holds."""
     fresh = plan_json(("x", ["delete"]))
-    kube.put(secret("c-plan", {"plan.json": orjson.dumps(fresh)}))  # rewritten to match
+    kube.put(plan_secret(fresh))  # rewritten to match
     shown = plans.summarize(plan_json(("x", ["update"]))).fingerprint
     tofu = ScriptedTofu(tmp_path, plan=fresh, new_state=tfstate(1))
     env = environ(CAPTF_APPROVED_PLAN_SECRET="c-plan", CAPTF_APPROVED_FINGERPRINT=shown)

@@ -12,7 +12,7 @@ from controller.runner.state import (
     serial_of,
     with_serial,
 )
-from tests.runner_fakes import FakeKube, data_of
+from tests.runner_fakes import FakeKube, secret, stored_state
 
 
 def tfstate(serial: int, lineage: str = "L", resources: int = 0) -> bytes:
@@ -35,7 +35,7 @@ async def test_first_save_creates_the_state_secret() -> None:
     s = store(kube)
     assert await s.load() is None
     assert await s.save(None, tfstate(1), "h1") == 1
-    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(1)
+    assert stored_state(kube, "c-state") == tfstate(1)
     assert anns(kube, "c-state") == {"captf.io/serial": "1", "captf.io/inputs-hash": "h1"}
     loaded = await s.load()
     assert loaded is not None
@@ -49,7 +49,7 @@ async def test_new_content_backs_up_the_old_state_first() -> None:
     old = await s.load()
     assert await s.save(old, tfstate(2), "h2") == 2
     backup = kube.secrets["c-state-1"]
-    assert data_of(backup, "terraform.tfstate") == tfstate(1)
+    assert stored_state(kube, "c-state-1") == tfstate(1)
     assert backup["metadata"]["labels"][LABEL_BACKUP_OF] == "c"
     assert anns(kube, "c-state-1")["captf.io/inputs-hash"] == "h1"
     assert anns(kube, "c-state")["captf.io/serial"] == "2"
@@ -111,7 +111,7 @@ async def test_a_concurrent_write_is_a_conflict_not_an_overwrite() -> None:
     await s.save(await s.load(), tfstate(2), "h")
     with pytest.raises(StateConflict):
         await s.save(stale, tfstate(3), "h")
-    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(2)
+    assert stored_state(kube, "c-state") == tfstate(2)
 
 
 async def test_create_race_is_a_conflict() -> None:
@@ -128,12 +128,12 @@ async def test_restore_brings_back_the_backup_above_the_current_serial() -> None
     await s.save(await s.load(), tfstate(2, resources=2), "h2")
     await s.save(await s.load(), tfstate(3, resources=3), "h3")
     assert await s.restore(1) == 4
-    restored = data_of(kube.secrets["c-state"], "terraform.tfstate")
+    restored = stored_state(kube, "c-state")
     assert serial_of(restored) == 4
     assert len(json.loads(restored)["resources"]) == 1
     assert anns(kube, "c-state") == {"captf.io/serial": "4", "captf.io/inputs-hash": "h1"}
     # The state it replaced is itself a backup now.
-    assert serial_of(data_of(kube.secrets["c-state-3"], "terraform.tfstate")) == 3
+    assert serial_of(stored_state(kube, "c-state-3")) == 3
 
 
 async def test_restore_of_a_missing_backup_fails() -> None:
@@ -146,7 +146,8 @@ async def test_restore_of_a_missing_backup_fails() -> None:
 
 async def test_unreadable_state_is_an_error() -> None:
     kube = FakeKube()
-    kube.secrets["c-state"] = {"metadata": {"name": "c-state"}, "data": {}}
+    labels = {"captf.io/kind": "TerraformCluster", "captf.io/name": "c"}
+    kube.secrets["c-state"] = {"metadata": {"name": "c-state", "labels": labels}, "data": {}}
     with pytest.raises(StateError, match=r"terraform\.tfstate"):
         await store(kube).load()
     with pytest.raises(StateError):
@@ -172,7 +173,7 @@ async def test_a_write_whose_answer_was_lost_is_not_a_conflict() -> None:
 
     kube.replace_secret = replace_then_conflict  # type: ignore[method-assign]
     assert await s.save(old, tfstate(2), "h") == 2
-    assert data_of(kube.secrets["c-state"], "terraform.tfstate") == tfstate(2)
+    assert stored_state(kube, "c-state") == tfstate(2)
 
 
 async def test_restore_over_a_lost_state_writes_the_backup_back() -> None:
@@ -204,3 +205,48 @@ async def test_restore_over_an_unreadable_state_keeps_it_aside_first() -> None:
     assert loaded is not None
     assert loaded.serial == 8
     assert len(json.loads(loaded.data)["resources"]) == 1
+
+
+async def test_a_state_under_the_older_name_is_read_and_written_under_the_new() -> None:
+    kube = FakeKube()
+    kube.put(secret("c-state", {"terraform.tfstate": tfstate(3)}, {"captf.io/serial": "3"}))
+    s = StateStore(
+        kube, secret_name="c-cluster-k-state", object_name="c", object_kind="TerraformCluster"
+    )
+    old = await s.load()
+    assert old is not None
+    assert old.serial == 3
+    assert await s.save(old, tfstate(4), "h") == 4
+    assert stored_state(kube, "c-cluster-k-state") == tfstate(4)
+    assert stored_state(kube, "c-cluster-k-state-3") == tfstate(3)
+    # The older Secret stays for the controller to retire (controller/io/state_moves.py).
+    assert stored_state(kube, "c-state") == tfstate(3)
+    loaded = await s.load()
+    assert loaded is not None
+    assert loaded.serial == 4
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [None, {"captf.io/name": "c"}, {"captf.io/name": "c", "captf.io/kind": "TerraformMachine"}],
+    ids=["none", "no kind", "another kind"],
+)
+async def test_a_secret_without_the_objects_labels_is_never_read_as_state(
+    labels: dict[str, str] | None,
+) -> None:
+    kube = FakeKube()
+    s = StateStore(
+        kube, secret_name="c-cluster-k-state", object_name="c", object_kind="TerraformCluster"
+    )
+    older = secret("c-state", {"terraform.tfstate": tfstate(3)}, kind=None)
+    older["metadata"]["labels"] = labels or {}
+    kube.put(older)
+    assert await s.load() is None  # the older name, not ours: no state
+    squatter = secret("c-cluster-k-state", {"terraform.tfstate": tfstate(9)}, kind=None)
+    squatter["metadata"]["labels"] = labels or {}
+    kube.put(squatter)
+    with pytest.raises(StateError, match="not labelled"):
+        await s.load()
+    with pytest.raises(StateError):
+        await s.restore(3)
+    assert stored_state(kube, "c-cluster-k-state") == tfstate(9)

@@ -7,7 +7,14 @@ from typing import Any
 
 import orjson
 
-from controller.core.basics.names import ANN_INPUTS_HASH, CLUSTER, MACHINE, POOL, Reason
+from controller.core.basics.names import (
+    ANN_INPUTS_HASH,
+    CLUSTER,
+    MACHINE,
+    POOL,
+    Reason,
+    state_secret_name,
+)
 from controller.core.decide.context import read_spec
 from controller.core.decide.contract_inputs import NotYet, Refused, assemble
 from controller.core.jobs.sensitive import values
@@ -16,10 +23,12 @@ from controller.core.spec.policy import RunnerPolicy
 from tests import capi_builders as capi
 from tests.builders import (
     MODULE,
+    NS,
     ROLE_MODULE,
     VARIABLES,
     base_objects,
     current_hash,
+    labelled,
     module_configmap,
     secret,
     state,
@@ -62,6 +71,7 @@ def test_control_plane_initialized_is_latched_by_the_last_durable_inputs() -> No
     assert reading.inputs.contract is not None
     latched = dict(reading.inputs.contract, control_plane_initialized=True)
     durable = secret("c1-inputs-abcdef12", {"contract.json": orjson.dumps(latched).decode()})
+    durable = labelled(durable)
     snap = capi.snap_of(
         snap.obj,
         [*base_objects("c1", applied=False, module=ROLE_MODULE), durable],
@@ -84,7 +94,7 @@ def test_after_a_move_the_latch_reads_the_inputs_the_state_was_applied_with() ->
     for name, initialized, digest in (("aaaaaaaa", False, "a" * 64), ("bbbbbbbb", True, "b" * 64)):
         given = dict(reading.inputs.contract, control_plane_initialized=initialized)
         body = {"contract.json": orjson.dumps(given).decode()}
-        inputs = secret(f"c1-inputs-{name}", body, **{ANN_INPUTS_HASH: digest})
+        inputs = labelled(secret(f"c1-inputs-{name}", body, **{ANN_INPUTS_HASH: digest}))
         inputs["metadata"]["creationTimestamp"] = moved_at
         durable.append(inputs)
     snap = capi.snap_of(
@@ -236,7 +246,9 @@ def test_a_machine_once_applied_keeps_the_inputs_it_was_applied_with() -> None:
         {k: v.decode() for k, v in applied.secret_data().items()},
         **{"captf.io/inputs-hash": applied.hash},
     )
-    state = secret("tm1-state", {}, **{"captf.io/inputs-hash": applied.hash})
+    durable = labelled(durable, "tm1")
+    named = state_secret_name(NS, MACHINE, "tm1")
+    state = labelled(secret(named, {}, **{"captf.io/inputs-hash": applied.hash}), "tm1")
     # The Machine and its bootstrap Secret are gone (a deletion): the inputs stay.
     gone = capi.snap_of(
         snap.obj, [module_configmap("tm1", ROLE_MODULE), durable, state], [capi.cluster()]

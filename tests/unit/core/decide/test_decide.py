@@ -32,6 +32,7 @@ from tests.builders import (
     current_hash,
     decided,
     job,
+    labelled,
     lease,
     module_configmap,
     owners_of,
@@ -369,10 +370,12 @@ CASES: list[tuple[str, Json, list[Json], Json]] = [
         captf(),
         [
             *base_objects(),
-            secret(
-                inputs_secret,
-                {"variables.json": "{}"},
-                **{ANN_INTERRUPTED_APPLY: "c1-apply-00000003"},
+            labelled(
+                secret(
+                    inputs_secret,
+                    {"variables.json": "{}"},
+                    **{ANN_INTERRUPTED_APPLY: "c1-apply-00000003"},
+                )
             ),
         ],
         _run("apply", "InterruptedApply"),

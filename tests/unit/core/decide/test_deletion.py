@@ -10,11 +10,15 @@ from controller.core.basics.names import (
     ANN_APPLIED,
     ANN_RESTORE_SERIAL,
     ANN_SERIAL,
+    CLUSTER,
     FINALIZER,
     LABEL_BACKUP_OF,
+    LABEL_KIND,
+    LABEL_NAME,
     LABEL_RETAINED_FROM,
     LABEL_RETAINED_UID,
     POOL,
+    state_secret_name,
 )
 from controller.core.decide import deletion, snapshot
 from controller.core.decide.context import Context, context_of
@@ -24,6 +28,7 @@ from controller.core.plan import planner
 from controller.core.plan.accounting import accounting_of
 from tests.builders import (
     NOW,
+    NS,
     Json,
     ago,
     base_objects,
@@ -31,11 +36,15 @@ from tests.builders import (
     current_hash,
     decided,
     job,
+    labelled,
     secret,
     state,
 )
 
 UID = "uid-c1"
+
+
+STATE = state_secret_name(NS, CLUSTER, "c1")
 
 
 def _deleting(**kwargs: object) -> Json:
@@ -44,12 +53,12 @@ def _deleting(**kwargs: object) -> Json:
 
 def _inputs(applied: bool = True, name: str = "c1-inputs-0123abcd") -> Json:
     notes = {ANN_APPLIED: "true"} if applied else {}
-    return secret(name, {"variables.json": "{}"}, **notes)
+    return labelled(secret(name, {"variables.json": "{}"}, **notes))
 
 
 def _backup(serial: int) -> Json:
-    out = secret(f"c1-state-{serial}", {"terraform.tfstate": "{}"})
-    out["metadata"]["labels"] = {LABEL_BACKUP_OF: "c1"}
+    out = secret(f"{STATE}-{serial}", {"terraform.tfstate": "{}"})
+    out["metadata"]["labels"] = {LABEL_BACKUP_OF: "c1", LABEL_KIND: CLUSTER, LABEL_NAME: "c1"}
     out["metadata"]["annotations"] = {ANN_SERIAL: str(serial)}
     return out
 
@@ -79,7 +88,7 @@ def test_a_lost_state_after_an_apply_holds_the_deletion(
 ) -> None:
     out = _verbose(_deleting(status=status), _without_state(*extra))
     assert (out["action"], out["reason"], out["after"]) == ("requeue", "DeletionHeld", 60.0)
-    assert "state Secret c1-state is gone" in out["message"]
+    assert f"state Secret {STATE} is gone" in out["message"]
     assert shown in out["message"]
     assert f"{ANN_ABANDON}={UID}" in out["message"]
 
@@ -114,6 +123,9 @@ def test_the_state_keys_the_cache_keeps_are_read_like_data() -> None:
     kept["dataKeys"] = ["other"]
     assert decided(_deleting(), [*base_objects(applied=False), kept])["reason"] == "DeletionHeld"
     kept["dataKeys"] = ["terraform.tfstate"]
+    assert decided(_deleting(), [*base_objects(applied=False), kept])["op"] == "destroy"
+    # A state laid out across Secrets: its manifest is the state's key.
+    kept["dataKeys"] = ["manifest.json", "outputs.json"]
     assert decided(_deleting(), [*base_objects(applied=False), kept])["op"] == "destroy"
 
 
@@ -197,8 +209,8 @@ def test_retain_keeps_and_labels_the_state_backups_and_inputs() -> None:
     patches = {p.name: p.patch["metadata"] for p in done.secret_patches}
     marks = {LABEL_RETAINED_FROM: "TerraformCluster.c1", LABEL_RETAINED_UID: UID}
     assert patches == {
-        "c1-state": {"labels": marks},
-        "c1-state-1": {"labels": marks},
+        STATE: {"labels": marks},
+        f"{STATE}-1": {"labels": marks},
         "c1-inputs-0123abcd": {"labels": marks, "ownerReferences": None},
     }
     assert [e.reason for e in done.events] == ["InfrastructureRetained"]
@@ -228,7 +240,7 @@ def test_a_member_takes_its_clusters_deletion_policy(
 
 def _retained(kind_name: str = "TerraformCluster.c1", uid: str = "old-uid") -> Json:
     kept = state(inputs=current_hash())
-    kept["metadata"]["labels"] = {LABEL_RETAINED_FROM: kind_name, LABEL_RETAINED_UID: uid}
+    kept["metadata"]["labels"] |= {LABEL_RETAINED_FROM: kind_name, LABEL_RETAINED_UID: uid}
     return kept
 
 
@@ -243,7 +255,7 @@ def test_a_new_object_waits_on_a_retained_state_until_it_adopts_it() -> None:
     done = planner.plan(snapshot.build(adopting, others), NOW)
     [patch] = done.secret_patches
     labels = {LABEL_RETAINED_FROM: None, LABEL_RETAINED_UID: None}
-    assert (patch.name, patch.patch) == ("c1-state", {"metadata": {"labels": labels}})
+    assert (patch.name, patch.patch) == (STATE, {"metadata": {"labels": labels}})
     assert "RetainedStateAdopted" in [e.reason for e in done.events]
 
 
@@ -314,3 +326,15 @@ def test_a_cached_state_with_its_contract_outputs_is_read_by_its_key_list() -> N
     ctx = context_of(snapshot.build(captf(), [*base_objects(applied=False), cached]), NOW)
     assert isinstance(ctx, Context)
     assert deletion.unreadable(ctx) is not None
+
+
+def test_a_state_whose_part_is_missing_holds_the_deletion() -> None:
+    kept = state(inputs="h")
+    kept["metadata"]["annotations"]["captf.io/state-parts"] = "0123456789abcdef:2"
+    kept["data"] = {"manifest.json": "e30="}
+    parts = [secret(f"{STATE}-part-0123456789abcdef-{i}", {}, **{}) for i in range(2)]
+    whole = [*base_objects(applied=False), kept, *parts]
+    assert decided(_deleting(), whole)["op"] == "destroy"
+    out = _verbose(_deleting(), [*base_objects(applied=False), kept, parts[0]])
+    assert out["reason"] == "DeletionHeld"
+    assert f"names part {STATE}-part-0123456789abcdef-1, which is missing" in out["message"]

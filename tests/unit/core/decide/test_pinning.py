@@ -96,7 +96,7 @@ def applied(obj: Json, others: list[Json], digest: str, *, ago_minutes: float = 
     }
     digest_hash = inputs["metadata"]["annotations"][ANN_INPUTS_HASH]
     name = obj["metadata"]["name"]
-    return [*others, inputs, job, state(name, serial=1, inputs=digest_hash)]
+    return [*others, inputs, job, state(name, serial=1, inputs=digest_hash, kind=obj["kind"])]
 
 
 @pytest.mark.parametrize("kind", [CLUSTER, MACHINE, POOL])

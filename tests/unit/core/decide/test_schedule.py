@@ -90,12 +90,13 @@ def _speaking(obj: Json, others: list[Json], *, module: dict[str, str] = ROLE_MO
     """`others` with the object's module ConfigMap holding `module` (by default a role
     module: it declares captf_contract) and its state recording the inputs hash the object
     renders now, so no apply is due and the schedule's rules decide."""
-    name = obj["metadata"]["name"]
-    kept = [o for o in others if o["metadata"]["name"] not in (f"{name}-module", f"{name}-state")]
+    name, kind = obj["metadata"]["name"], obj["kind"]
+    replaced = {f"{name}-module", state(name, kind=kind)["metadata"]["name"]}
+    kept = [o for o in others if o["metadata"]["name"] not in replaced]
     with_module = [*kept, module_configmap(name, module)]
     ctx = context_of(snapshot.build(obj, with_module), NOW)
     assert isinstance(ctx, Context)
-    return [*with_module, state(name, inputs=ctx.inputs.hash)]
+    return [*with_module, state(name, inputs=ctx.inputs.hash, kind=kind)]
 
 
 def _with_cluster(
@@ -103,8 +104,8 @@ def _with_cluster(
 ) -> list[Json]:
     """The member's module, credentials and state, its TerraformCluster, and the Cluster API
     objects it acts for (its owner, their Cluster, the bootstrap data)."""
-    module_and_state = base_objects("m1")[1:]
-    others = [*module_and_state, captf(ready=True), *owners_of(_member(kind)), *objects]
+    bare = base_objects("m1", applied=False)[1:]  # the state: _speaking's, of its kind
+    others = [*bare, captf(ready=True), *owners_of(_member(kind)), *objects]
     return _speaking(_member(kind), others, module=module)
 
 

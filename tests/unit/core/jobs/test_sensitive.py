@@ -94,7 +94,7 @@ def test_the_controller_rebuilds_the_runners_set_from_the_job() -> None:
         name="c-apply-1",
     )
     stored = {"raw": {k: v.decode() for k, v in rendered.secret_data().items()}}
-    inputs_secret = secret(jobspec.inputs_secret_name("c", rendered), stored["raw"])
+    inputs_secret = secret(jobspec.inputs_secret_name(obj, rendered), stored["raw"])
     carried = secrets | {inputs_secret["metadata"]["name"]: inputs_secret}  # type: ignore[index]
     rule = job_redactor(job, carried)
     text = "Error: auth correct-horse / ghp_abcdef failed for visible"

@@ -22,7 +22,7 @@ def _applied(snap: Any, outputs: Json, name: str) -> Any:
     inputs = read_spec(snap, RunnerPolicy()).inputs
     assert inputs is not None
     assert inputs.contract is not None
-    state = capi.state_with_outputs(name, outputs, inputs_hash=inputs.hash)
+    state = capi.state_with_outputs(name, outputs, inputs_hash=inputs.hash, kind=snap.kind)
     return replace(snap, secrets={**snap.secrets, state["metadata"]["name"]: state})
 
 

@@ -18,7 +18,18 @@ from controller.core.basics.names import (
     ANN_SEQ,
 )
 from controller.core.decide.triggers import started_after_record
-from tests.builders import NOW, ago, base_objects, captf, current_hash, decided, job, secret, ts
+from tests.builders import (
+    NOW,
+    ago,
+    base_objects,
+    captf,
+    current_hash,
+    decided,
+    job,
+    labelled,
+    secret,
+    ts,
+)
 
 Json = dict[str, Any]
 INPUTS_SECRET = f"c1-inputs-{current_hash()[:8]}"
@@ -26,8 +37,10 @@ DELETED = "c1-apply-00000002"
 
 
 def _record(**notes: str) -> Json:
-    return secret(
-        INPUTS_SECRET, {"variables.json": "{}"}, **({ANN_INTERRUPTED_APPLY: DELETED} | notes)
+    return labelled(
+        secret(
+            INPUTS_SECRET, {"variables.json": "{}"}, **({ANN_INTERRUPTED_APPLY: DELETED} | notes)
+        )
     )
 
 
