@@ -11,10 +11,18 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core.basics.names import DATA_BYTES
+from controller.core.basics.names import (
+    DATA_BYTES,
+    LABEL_KIND,
+    LABEL_NAME,
+    STATE_MANIFEST_KEY,
+    STATE_SIZE_LIMIT,
+    legacy_state_secret_name,
+    state_secret_name,
+)
 from controller.io import object_metrics
 from controller.io.object_metrics import ObjectCollector, PassMetrics
-from controller.io.trimming import decoded_size
+from controller.io.trimming import decoded_size, state_size
 
 Json = dict[str, Any]
 NS = "team-a"
@@ -24,10 +32,12 @@ class FakeStores:
     def __init__(
         self,
         objects: list[Json],
-        states: Mapping[str, int] | None = None,
+        states: Mapping[str, tuple[str, int]] | None = None,
         jobs: Mapping[str, list[Json]] | None = None,
     ) -> None:
         self.objects = objects
+        # By Secret name: the state Secrets cached, each of a TerraformMachine of the
+        # fixtures' (`state_of`), with the size trimming recorded.
         self.states = dict(states or {})
         self.jobs = dict(jobs or {})
 
@@ -38,11 +48,25 @@ class FakeStores:
         return out
 
     def own_secret(self, namespace: str, name: str) -> Json | None:
-        size = self.states.get(f"{namespace}/{name}")
-        return None if size is None else {"metadata": {"name": name}, DATA_BYTES: size}
+        found = self.states.get(f"{namespace}/{name}")
+        if found is None:
+            return None
+        owner, size = found
+        labels = {LABEL_KIND: "TerraformMachine", LABEL_NAME: owner}
+        return {"metadata": {"name": name, "labels": labels}, DATA_BYTES: size}
 
     def jobs_of(self, uid: str) -> list[Json]:
         return self.jobs.get(uid, [])
+
+
+def state_of(name: str, size: int, *, legacy: bool = False) -> dict[str, tuple[str, int]]:
+    """A TerraformMachine's cached state Secret (under the name before kinds, `legacy`)."""
+    secret = (
+        legacy_state_secret_name(name)
+        if legacy
+        else state_secret_name(NS, "TerraformMachine", name)
+    )
+    return {f"{NS}/{secret}": (name, size)}
 
 
 def cond(kind: str, status: str, reason: str = "R") -> Json:
@@ -120,7 +144,7 @@ SICK = obj(
 def test_each_gauge_of_each_object(
     family: str, name: str, extra: dict[str, str], want: float | None
 ) -> None:
-    stores = FakeStores([HEALTHY, SICK], states={f"{NS}/m1-state": 4096})
+    stores = FakeStores([HEALTHY, SICK], states=state_of("m1", 4096))
     assert value(scrape(stores), family, name=name, **extra) == want
 
 
@@ -147,7 +171,7 @@ def test_a_deleting_object_says_since_when() -> None:
 def test_without_names_the_gauges_aggregate_per_namespace_and_kind() -> None:
     other = obj("m4", conditions=[cond("Ready", "True")], lastRun=SICK["status"]["lastRun"])
     other["status"]["lastRun"] = {"result": "succeeded", "finishedAt": "2026-01-01T05:00:00Z"}
-    stores = FakeStores([HEALTHY, SICK, other], states={f"{NS}/m1-state": 10, f"{NS}/m4-state": 99})
+    stores = FakeStores([HEALTHY, SICK, other], states=state_of("m1", 10) | state_of("m4", 99))
     registry = scrape(stores, names=False)
     assert value(registry, "ready") == 2.0  # how many are Ready
     assert value(registry, "state_bytes") == 99.0  # the largest
@@ -168,7 +192,31 @@ def test_objects_by_condition_count_without_names() -> None:
 
 def test_the_state_limit_is_exported() -> None:
     registry = scrape(FakeStores([]))
-    assert registry.get_sample_value(object_metrics.STATE_LIMIT) == 1024 * 1024
+    assert registry.get_sample_value(object_metrics.STATE_LIMIT) == STATE_SIZE_LIMIT
+
+
+def test_a_state_under_its_older_name_is_measured_until_it_moves() -> None:
+    registry = scrape(FakeStores([HEALTHY], states=state_of("m1", 77, legacy=True)))
+    assert value(registry, "state_bytes", name="m1") == 77.0
+
+
+def test_another_objects_state_of_the_same_name_is_not_measured() -> None:
+    # A Secret named as m1's state but labelled for a TerraformMachine m2.
+    mislabelled = {k: ("m2", size) for k, (_, size) in state_of("m1", 5).items()}
+    registry = scrape(FakeStores([HEALTHY], states=mislabelled))
+    assert value(registry, "state_bytes", name="m1") is None
+
+
+@pytest.mark.parametrize("size", [0, 17, 64 * 1024 * 1024])
+def test_a_laid_out_state_measures_as_its_manifest_says(size: int) -> None:
+    manifest = base64.b64encode(json.dumps({"size": size, "parts": []}).encode()).decode()
+    body = base64.b64encode(b"compressed").decode()
+    assert state_size({STATE_MANIFEST_KEY: manifest, "state.gz": body}) == size
+
+
+def test_a_state_of_the_older_layout_measures_as_its_data() -> None:
+    data = {"terraform.tfstate": base64.b64encode(b"x" * 40).decode()}
+    assert state_size(data) == 40
 
 
 def test_a_deleted_object_leaves_no_series() -> None:
