@@ -90,6 +90,12 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
     )
+    p.add_argument(
+        "--max-concurrent-runs-per-cluster",
+        type=int,
+        default=0,
+        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
     _add_kubeconfig(p)
@@ -116,7 +122,14 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-concurrent-runs",
         type=int,
         default=DEFAULTS.max_concurrent_runs,
-        help="run-slot Leases",
+        help="run-slot Leases: Jobs running at once (docs/controller.md#run-slots)",
+    )
+    p.add_argument(
+        "--max-concurrent-runs-per-cluster",
+        type=int,
+        default=DEFAULTS.max_concurrent_runs_per_cluster,
+        help="run slots the Jobs of one Cluster API cluster may hold at once, so one cluster "
+        "scaling up cannot take them all; 0: no cap (docs/controller.md#run-slots)",
     )
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(

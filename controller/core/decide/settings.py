@@ -23,6 +23,8 @@ DEFAULT_SLOT_NAMESPACE = "default"
 class Settings:
     max_concurrent_runs: int = 10  # --max-concurrent-runs: the run-slot Leases
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE  # where the run slots live
+    # --max-concurrent-runs-per-cluster: slots one cluster's Jobs may hold; 0: no cap.
+    max_runs_per_cluster: int = 0
     # --allowed-images, --allowed-service-accounts; without flags nothing is restricted.
     runner: RunnerPolicy = OPEN
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
@@ -64,4 +66,5 @@ def settings_of(
         shard_keys=selector_keys(watch_label_selector),
         cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
         image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
+        max_runs_per_cluster=int(getattr(flags, "max_concurrent_runs_per_cluster", 0)),
     )

@@ -21,7 +21,7 @@ from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
 from controller.core.leases.family import Busy
-from controller.core.leases.slots import free_slot
+from controller.core.leases.slots import cluster_full, free_slot
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
@@ -81,9 +81,19 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
     takes them)."""
     snap, settings = ctx.snap, ctx.settings
     name, seq = snap.next_job(run.op)
-    claims = _claims(snap, name, settings.slot_namespace, settings.max_concurrent_runs)
+    full = cluster_full(
+        snap.leases,
+        job=name,
+        own_jobs=snap.job_names(),
+        namespace=settings.slot_namespace,
+        cluster=(snap.namespace, cluster_of(snap.obj, snap.related)),
+        cap=settings.max_runs_per_cluster,
+    )
+    claims = (
+        () if full else _claims(snap, name, settings.slot_namespace, settings.max_concurrent_runs)
+    )
     if not claims or claims[0].role != Role.RUN_SLOT:
-        message = f"all {settings.max_concurrent_runs} run slots are held"
+        message = full or f"all {settings.max_concurrent_runs} run slots are held"
         return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=message)
     for claim in claims:
         change = change_of(claim, _cached(snap, claim), ctx.now)
@@ -114,12 +124,18 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[
     )
     if slot is None:
         return ()
+    cluster = cluster_of(snap.obj, snap.related)
     claims = [
         LeaseWrite(
-            slot_namespace, slot, job, Role.RUN_SLOT, own=own, holder_namespace=snap.namespace
+            slot_namespace,
+            slot,
+            job,
+            Role.RUN_SLOT,
+            cluster,
+            own=own,
+            holder_namespace=snap.namespace,
         )
     ]
-    cluster = cluster_of(snap.obj, snap.related)
     if snap.kind == CLUSTER:
         lease = family.lease_name(cluster)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.CLUSTER_FAMILY, cluster, own))
