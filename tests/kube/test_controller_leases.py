@@ -177,16 +177,16 @@ async def test_a_cluster_at_its_cap_waits_while_another_cluster_takes_a_free_slo
     """--max-concurrent-runs 3 --max-concurrent-runs-per-cluster 1: the second pool of
     cluster c1 waits though two slots are free; a pool of c2 takes one."""
     kube, clock = Kube(apiserver, namespace), SteppedClock()
-    base = f"/api/v1/namespaces/{namespace}"
     module = {"metadata": {"name": "pools-module"}, "data": MODULE}
-    await kube.call("POST", f"{base}/configmaps", module)
-    creds = {"metadata": {"name": "creds"}, "stringData": {"TOKEN": "t"}}
-    await kube.call("POST", f"{base}/secrets", creds)
-    for cluster in ("c1", "c2"):
-        await kube.capi_cluster(cluster)
+    await kube.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", module)
     async with running_controller(
         apiserver, namespace, clock=clock, max_concurrent_runs=3, max_concurrent_runs_per_cluster=1
     ):
+        for cluster in ("c1", "c2"):  # applied, so that their pools may run
+            await kube.setup_cluster(cluster)
+            applied = await nth_job(kube, 1, f"captf.io/name={cluster}")
+            await succeed_apply(kube, applied, serial=1, at=clock.now(), name=cluster)
+            await condition_is(kube, "Ready", "True", name=cluster)
         await _pool_in(kube, "p1", "c1")
         first = await nth_job(kube, 1, "captf.io/name=p1")
         slot = await _lease(kube, "captf-run-slot-0")
