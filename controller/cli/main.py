@@ -220,6 +220,17 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     s.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
     s.set_defaults(func=_handler("controller.bench.scale"))
+    c = bsub.add_parser(
+        "capi",
+        help="scale a MachineDeployment to N and back under Cluster API's manager, against it,"
+        " kube-apiserver and bare OpenTofu in the same run: one JSON line",
+    )
+    c.add_argument("--machines", type=int, default=100, help="the MachineDeployment's scale")
+    c.add_argument(
+        "--max-concurrent-runs", type=int, default=10, help="the controller's run slots"
+    )
+    c.add_argument("--time-scale", type=float, default=30.0, help="as make run's TIME_SCALE")
+    c.set_defaults(func=_handler("controller.bench.capi"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
