@@ -6,6 +6,7 @@ while a Machine waited)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,5 +124,5 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
+    rank = max(0, min(len(ordered), math.ceil(q / 100 * len(ordered))) - 1)
     return round(ordered[rank], 3)

@@ -226,9 +226,7 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         " kube-apiserver and bare OpenTofu in the same run: one JSON line",
     )
     c.add_argument("--machines", type=int, default=100, help="the MachineDeployment's scale")
-    c.add_argument(
-        "--max-concurrent-runs", type=int, default=10, help="the controller's run slots"
-    )
+    c.add_argument("--max-concurrent-runs", type=int, default=10, help="the controller's run slots")
     c.add_argument("--time-scale", type=float, default=30.0, help="as make run's TIME_SCALE")
     c.set_defaults(func=_handler("controller.bench.capi"))
 
