@@ -23,6 +23,8 @@ process's ended children. Exit 0 when every phase finished, 1 otherwise."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -82,6 +84,7 @@ _RESOURCES = {
     "Secret": SECRETS,
 }
 SETTLE_SECONDS = 10.0
+LOGS = Path(".local/bench-capi")
 Done = Callable[[], Awaitable[bool]]
 
 
@@ -128,7 +131,13 @@ async def _bench(
         async with open_transport(kubeconfig) as transport, anyio.create_task_group() as tg:
             await scaled_clock(transport, CONTROLLER_NAMESPACE, TIME_ORIGIN, args.time_scale)
             env = runner_environ(tofu) | {"CAPTF_CRANE": str(crane)}
-            logs = server.workdir / "pod-logs"
+            # CAPTF_BENCH_SOURCE: the pods run the captf of another source tree (an older
+            # commit's: what a change is measured against), as `bench scale` allows.
+            source = os.environ.get("CAPTF_BENCH_SOURCE")
+            env |= {"PYTHONPATH": source} if source else {}
+            # Kept after the run (the server's directory is not): where the time went.
+            logs = LOGS / "pod-logs"
+            shutil.rmtree(LOGS, ignore_errors=True)
             async with ProcessNode(
                 transport, images=default_images(env), log_dir=logs, crane=crane
             ):
@@ -233,23 +242,41 @@ class Phases:
 
     async def run(self) -> dict[str, Any]:
         ready = await self._until("ready", self._ready, 600.0)
-        pods = await self._controller_pods()
-        controller = tuple(p for p in map(pod_pid, pods) if p is not None)
+        controller = await self._controller_pids()
         meter = Meter({"controller": controller, **self.pids}, children=frozenset({"controller"}))
-        reconciles = [await self._reconciles(pods)]
-        up = ready and await self._phase("scale_up", self.n, meter, self._all_running)
-        reconciles.append(await self._reconciles(pods))
-        down = up and await self._phase("scale_down", 0, meter, self._all_gone)
-        reconciles.append(await self._reconciles(pods))
-        await anyio.sleep(SETTLE_SECONDS)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._sample, meter)
+            reconciles = [await self._reconciles()]
+            up = ready and await self._phase("scale_up", self.n, meter, self._all_running)
+            reconciles.append(await self._reconciles())
+            down = up and await self._phase("scale_down", 0, meter, self._all_gone)
+            reconciles.append(await self._reconciles())
+            await anyio.sleep(SETTLE_SECONDS)
+            tg.cancel_scope.cancel()
+        settled = [memory_mib(pid, "VmRSS") for pid in await self._controller_pids()]
         self.report["rss_mib"] = {
-            "peak": round(max(memory_mib(p, "VmHWM") for p in controller), 1),
-            "settled": round(max(memory_mib(p, "VmRSS") for p in controller), 1),
+            "peak": round(meter.peak_mib("controller"), 1),
+            "settled": round(max(settled, default=0.0), 1),
         }
+        # A replica that restarted (a lost lease under load) is a new process: its CPU is
+        # counted up to its last sample, its reconcile counter starts again.
+        self.report["controller_restarts"] = meter.processes("controller") - len(controller)
         bare_ok = down and await self._bare()
         self.report["finished"] = bool(ready and up and down and bare_ok)
         self._summarise(reconciles[-1] - reconciles[0])
         return self.report
+
+    async def _sample(self, meter: Meter) -> None:
+        """Every second: the controller's processes (a restarted replica is a new one) and
+        every process's CPU and memory so far."""
+        while True:
+            for pid in await self._controller_pids():
+                meter.add("controller", pid)
+            meter.sample()
+            await anyio.sleep(1.0)
+
+    async def _controller_pids(self) -> tuple[int, ...]:
+        return tuple(p for p in map(pod_pid, await self._controller_pods()) if p is not None)
 
     async def _phase(self, name: str, replicas: int, meter: Meter, done: Done) -> bool:
         meter.lap()
@@ -305,9 +332,10 @@ class Phases:
         found = await self.transport.request("GET", path, params={"labelSelector": CONTROLLER_PODS})
         return list(found["items"])
 
-    async def _reconciles(self, pods: list[Json]) -> float:
+    async def _reconciles(self) -> float:
         family = "controller_runtime_reconcile"  # the parser drops `_total`
-        return await anyio.to_thread.run_sync(scrape_sum, pods, family)
+        pods = await self._controller_pods()
+        return float(await anyio.to_thread.run_sync(scrape_sum, pods, family))
 
     async def _bare(self) -> bool:
         before, started = ended_children_cpu(), time.monotonic()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,15 +59,33 @@ def pod_pid(pod: Json) -> int | None:
 
 @dataclass
 class Meter:
-    """CPU seconds by process, lap by lap. `groups`: name -> pids (summed); `children`:
-    the names whose waited-for children count too (our controller's)."""
+    """CPU seconds by process group, lap by lap. `groups`: name -> pids (summed; `add`
+    more as they appear: a controller replica that restarts is a new process);
+    `children`: the names whose waited-for children count too (our controller's). Each
+    process's last reading is kept once it has ended, so `sample` it often: what a
+    process used after its last sample is lost (and counted as this process's ended
+    children, `runners`, when the node reaps it)."""
 
-    groups: Mapping[str, tuple[int, ...]]
+    groups: dict[str, tuple[int, ...]]
     children: frozenset[str] = frozenset()
+    _used: dict[tuple[str, int], float] = field(default_factory=dict)
+    _peak: dict[int, float] = field(default_factory=dict)
     _last: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._last = self._read()
+
+    def add(self, name: str, pid: int) -> None:
+        if pid not in self.groups.get(name, ()):
+            self.groups[name] = (*self.groups.get(name, ()), pid)
+
+    def sample(self) -> None:
+        for name, pids in self.groups.items():
+            for pid in pids:
+                used = cpu_seconds(pid, children=name in self.children)
+                key = (name, pid)
+                self._used[key] = max(self._used.get(key, 0.0), used)
+                self._peak[pid] = max(self._peak.get(pid, 0.0), memory_mib(pid, "VmHWM"))
 
     def lap(self) -> dict[str, float]:
         now = self._read()
@@ -76,9 +93,17 @@ class Meter:
         self._last = now
         return used
 
+    def processes(self, name: str) -> int:
+        """How many processes the group has had: more than at the start is a restart."""
+        return len(self.groups.get(name, ()))
+
+    def peak_mib(self, name: str) -> float:
+        return max((self._peak.get(pid, 0.0) for pid in self.groups.get(name, ())), default=0.0)
+
     def _read(self) -> dict[str, float]:
+        self.sample()
         read = {
-            name: sum(cpu_seconds(pid, children=name in self.children) for pid in pids)
+            name: sum(self._used.get((name, pid), 0.0) for pid in pids)
             for name, pids in self.groups.items()
         }
         read["runners"] = ended_children_cpu()

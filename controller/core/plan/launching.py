@@ -46,6 +46,16 @@ class Launch:
     def name(self) -> str:
         return name_of(self.job)
 
+    def wait_if_busy(self, reason: str) -> float | None:
+        """Seconds to wait when a claim's live read finds a Lease held after all; None: try
+        again at once, rate-limited, as after a conflict. A run slot taken meanwhile is
+        the latter: objects launching together each pick the first slot their cache shows
+        free, the same one, and all but one lose it; the next pass, on a fresher cache,
+        picks another, or waits by the gate when none is left (issue 31: waiting
+        LEASE_WAIT here made a MachineDeployment's Machines start one by one, seconds
+        apart, with slots free)."""
+        return None if reason == Reason.WAITING_FOR_RUN_LEASE else self.if_busy
+
 
 def refusal_wait(refusal: Refusal, policy: Policy, now: datetime) -> float:
     """Seconds left of the refusal's backoff: like a failed Job's, under the object's

@@ -13,14 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.core import plan_pass
-from controller.core.basics.names import CLUSTER, MACHINE
+from controller.core.basics.names import CLUSTER, MACHINE, Reason
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
+from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.settings import Settings
 from controller.core.decide.steps import decide
 from controller.core.leases.family import Busy, holder_of
 from controller.core.leases.slots import cluster_full, free_slot, holder_cluster
 from controller.core.leases.writes import LeaseWrite, Role, change_of
+from controller.core.plan.launching import Launch
 from tests.builders import (
     NOW,
     NS,
@@ -163,3 +165,11 @@ def test_the_decision_waits_for_the_clusters_cap_and_another_cluster_runs() -> N
             assert (launch.claims[0].role, launch.claims[0].cluster) == (Role.RUN_SLOT, cluster)
     uncapped = to_json(decide(snapshot.build(captf(CLUSTER), [*base_objects(), *held]), NOW))
     assert uncapped["action"] != "requeue" or uncapped["reason"] != "WaitingForRunLease"
+
+
+def test_a_run_slot_taken_meanwhile_is_tried_again_at_once_an_operation_lease_waits() -> None:
+    """Objects launching together pick the same first free slot; the losers try again on
+    a fresher cache (rate-limited) instead of waiting LEASE_WAIT with slots free."""
+    start = Launch({"metadata": {"name": "m1-apply-1"}}, None, ())
+    assert start.wait_if_busy(Reason.WAITING_FOR_RUN_LEASE) is None
+    assert start.wait_if_busy(Reason.WAITING_FOR_CLUSTER_OPERATION) == LEASE_WAIT
