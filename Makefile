@@ -90,8 +90,9 @@ bench: $(STAMP) kube
 # controller's CPU against Cluster API's manager and kube-apiserver, the runner's against
 # bare OpenTofu (one JSON line last; docs/performance.md).
 MACHINES ?= 100
+BENCH_TIME_SCALE ?= 1
 bench-capi: $(STAMP) kube tofu capi registry
-	$(BIN)/captf bench capi --machines $(MACHINES)
+	$(BIN)/captf bench capi --machines $(MACHINES) --time-scale $(BENCH_TIME_SCALE)
 
 # Our watch cache against kubernetes_asyncio's; needs `make apiserver` running.
 bench-watch: $(STAMP) kube
