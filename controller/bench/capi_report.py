@@ -31,6 +31,7 @@ def summarise(report: dict[str, Any], seen: Seen, reconciles: float, slots: int)
             "count": len(free),
         },
     }
+    report["machine_to_apply_job_s"]["breakdown"] = seen.breakdown()
     report["reconciles_per_machine"] = round(reconciles / n, 2)
     machines = set(seen.machines)
     each = {op: seen.jobs_per_machine(op, machines) for op in ("apply", "destroy")}

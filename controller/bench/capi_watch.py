@@ -26,6 +26,11 @@ class Seen:
     phases: dict[str, str] = field(default_factory=dict)  # Machine -> phase, while it exists
     owners: dict[str, str] = field(default_factory=dict)  # TerraformMachine -> its Machine
     infra: set[str] = field(default_factory=set)  # TerraformMachines that exist now
+    # TerraformMachine -> when first seen, when first seen owned, and each status.next
+    # reason it showed with when (where a Machine's wait went)
+    infra_seen: dict[str, float] = field(default_factory=dict)
+    owned_at: dict[str, float] = field(default_factory=dict)
+    reasons: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     # (TerraformMachine, op) -> names of its Jobs seen; Job -> first seen, finished
     jobs: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     job_seen: dict[str, float] = field(default_factory=dict)
@@ -51,9 +56,16 @@ class Seen:
             self.infra.discard(name)
             return
         self.infra.add(name)
+        now = time.monotonic()
+        self.infra_seen.setdefault(name, now)
         for ref in obj["metadata"].get("ownerReferences") or []:
             if ref.get("kind") == "Machine":
                 self.owners[name] = str(ref["name"])
+                self.owned_at.setdefault(name, now)
+        reason = str(((new.get("status") or {}).get("next") or {}).get("reason") or "")
+        shown = self.reasons.setdefault(name, [])
+        if reason and (not shown or shown[-1][1] != reason):
+            shown.append((now, reason))
 
     def job(self, old: Json | None, new: Json | None) -> None:
         if new is None:  # pruned: it runs no more
@@ -94,6 +106,30 @@ class Seen:
             if self._most_running(start, end) < slots:
                 free.append(end - start)
         return every, free
+
+    def breakdown(self) -> dict[str, Any]:
+        """Medians, seconds, of a Machine's way to its apply Job: Machine -> its
+        TerraformMachine seen, -> owned, -> the Job; and the seconds spent showing each
+        status.next reason before the Job, summed over Machines."""
+        steps: dict[str, list[float]] = {
+            "machine_to_infra": [],
+            "infra_to_owned": [],
+            "owned_to_job": [],
+        }
+        spent: dict[str, float] = {}
+        for infra, machine in self.owners.items():
+            names = self.jobs.get((infra, "apply"))
+            if not names or machine not in self.machines or infra not in self.owned_at:
+                continue
+            job = min(self.job_seen[n] for n in names)
+            steps["machine_to_infra"].append(self.infra_seen[infra] - self.machines[machine])
+            steps["infra_to_owned"].append(self.owned_at[infra] - self.infra_seen[infra])
+            steps["owned_to_job"].append(job - self.owned_at[infra])
+            shown = [r for r in self.reasons.get(infra, []) if r[0] < job]
+            for (at, reason), until in zip(shown, [*(r[0] for r in shown[1:]), job], strict=True):
+                spent[reason] = round(spent.get(reason, 0.0) + until - at, 2)
+        medians = {k: percentile(v, 50) for k, v in steps.items()}
+        return {"median_s": medians, "reason_s": dict(sorted(spent.items()))}
 
     def _most_running(self, start: float, end: float) -> int:
         """The most Jobs running at any moment in [start, end)."""

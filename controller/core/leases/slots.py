@@ -45,15 +45,26 @@ def free_slot(
     """The slot already held for `job`, else the first of the `count` slots that is free
     or held by one of the object's own Jobs (finished, awaiting release); None when all
     are held. Only the slots of `namespace`, the controller's, count."""
+    found = free_slots(leases, job=job, own_jobs=own_jobs, namespace=namespace, count=count)
+    return found[0] if found else None
+
+
+def free_slots(
+    leases: Iterable[Json], *, job: str, own_jobs: Collection[str], namespace: str, count: int
+) -> list[str]:
+    """The slot already held for `job` alone, else every slot `free_slot` could take, in
+    its order: the launch takes the first, and the next when another Job took that one
+    meanwhile (objects launching together all see the same first free slot)."""
     slots = _slots(leases, namespace)
     for name, lease in sorted(slots.items()):
         if holder_of(lease) == job:
-            return name
+            return [name]
+    found = []
     for i in range(count):
         holder = holder_of(slots.get(slot_name(i)))
         if not holder or holder in own_jobs:
-            return slot_name(i)
-    return None
+            found.append(slot_name(i))
+    return found
 
 
 def cluster_full(

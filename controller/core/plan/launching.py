@@ -21,7 +21,7 @@ from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
 from controller.core.leases.family import Busy
-from controller.core.leases.slots import cluster_full, free_slot
+from controller.core.leases.slots import cluster_full, free_slots
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
@@ -41,6 +41,8 @@ class Launch:
     # Seconds to wait when a claim's live read finds the Lease held after all (the
     # cache showed it free): the same wait as when the cache shows it held.
     if_busy: float = LEASE_WAIT
+    # The run slots to try, in order, when another Job took the first claim's meanwhile.
+    other_slots: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -123,17 +125,17 @@ def launch_of(ctx: Context, run: Run) -> Launch | Requeue:
         credentials=credentials,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
-    return labelled_launch(Launch(job, secret, claims), labels)
+    others = _slots(snap, name, settings.slot_namespace, settings.max_concurrent_runs)[1:]
+    return labelled_launch(Launch(job, secret, claims, other_slots=tuple(others)), labels)
 
 
 def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[LeaseWrite, ...]:
     """A run slot, the family's operation Lease, and a member's own operation Lease."""
     own = frozenset(snap.job_names())
-    slot = free_slot(
-        snap.leases, job=job, own_jobs=snap.job_names(), namespace=slot_namespace, count=slots
-    )
-    if slot is None:
+    found = _slots(snap, job, slot_namespace, slots)
+    if not found:
         return ()
+    slot = found[0]
     cluster = cluster_of(snap.obj, snap.related)
     claims = [
         LeaseWrite(
@@ -156,6 +158,11 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[
         lease = op_lease_name(snap.kind, snap.name)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_OWN, cluster, own))
     return tuple(claims)
+
+
+def _slots(snap: Snapshot, job: str, slot_namespace: str, count: int) -> list[str]:
+    own = snap.job_names()
+    return free_slots(snap.leases, job=job, own_jobs=own, namespace=slot_namespace, count=count)
 
 
 def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:

@@ -63,6 +63,7 @@ def changed(path: tuple[str, ...], value: Any) -> Json:
         (("metadata", "annotations"), {"example.com/owner": "team-a"}, False),
         (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", False),
         (("metadata", "finalizers"), [FINALIZER, "other.io/keep"], False),
+        (("metadata", "ownerReferences"), [{"kind": "Machine", "name": "m", "uid": "u"}], False),
     ],
 )
 def test_only_the_controllers_own_object_writes_are_ignored(
