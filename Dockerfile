@@ -15,16 +15,6 @@ RUN CAPTF_CACHE_DIR=/build ./build.sh > /build-dir \
  && ./write-tofurc.sh /opt/tofu/mirror > /opt/tofu/tofurc \
  && TF_CLI_CONFIG_FILE=/opt/tofu/tofurc /opt/tofu/tofu version
 
-# go-containerregistry's crane, which the controller runs to resolve module image
-# tags to digests (controller/io/registry.py): built from hack/registry's go.mod and
-# go.sum, so it is the version (v0.22.1) the development build pins, checksums verified.
-FROM golang:1.26-bookworm AS crane
-WORKDIR /src/hack/registry
-COPY hack/registry/go.mod hack/registry/go.sum hack/registry/tools.go ./
-RUN CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags "-s -w" \
-      -o /out/crane github.com/google/go-containerregistry/cmd/crane \
- && /out/crane version
-
 # captf-copy, the static copier a module image Job's copy shape runs from the module
 # image (controller/runner/copier.py puts it into the pod's shared emptyDir).
 FROM golang:1.26-bookworm AS copier
@@ -43,7 +33,6 @@ RUN pip install --no-cache-dir --prefix=/install .
 FROM python:3.11-slim-bookworm
 COPY --from=python /install /usr/local
 COPY --from=tofu /opt/tofu /opt/tofu
-COPY --from=crane /out/crane /usr/local/bin/crane
 COPY --from=copier /out/captf-copy /usr/local/bin/captf-copy
 # The runner reads these (contract: docs/runner.md); the controller ignores them.
 ENV CAPTF_TOFU=/opt/tofu/tofu \

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart apiserver run decide-examples bench bench-watch chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart apiserver run decide-examples bench bench-watch bench-capi chaos clean
 
 all: test
 
@@ -90,6 +90,14 @@ run: $(STAMP) kube tofu capi registry
 # The scale benchmark on its own API server (one JSON line last); OBJECTS=N to change N.
 bench: $(STAMP) kube
 	$(BIN)/captf bench scale --objects $${OBJECTS:-10000}
+
+# Cluster API scale on `make run`'s cluster: a MachineDeployment to MACHINES and back, our
+# controller's CPU against Cluster API's manager and kube-apiserver, the runner's against
+# bare OpenTofu (one JSON line last; docs/performance.md).
+MACHINES ?= 100
+BENCH_TIME_SCALE ?= 1
+bench-capi: $(STAMP) kube tofu capi registry
+	$(BIN)/captf bench capi --machines $(MACHINES) --time-scale $(BENCH_TIME_SCALE)
 
 # Our watch cache against kubernetes_asyncio's; needs `make apiserver` running.
 bench-watch: $(STAMP) kube

@@ -116,6 +116,12 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
     )
+    p.add_argument(
+        "--max-concurrent-runs-per-cluster",
+        type=int,
+        default=0,
+        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
     _add_kubeconfig(p)
@@ -142,7 +148,14 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--max-concurrent-runs",
         type=int,
         default=DEFAULTS.max_concurrent_runs,
-        help="run-slot Leases",
+        help="run-slot Leases: Jobs running at once (docs/controller.md#run-slots)",
+    )
+    p.add_argument(
+        "--max-concurrent-runs-per-cluster",
+        type=int,
+        default=DEFAULTS.max_concurrent_runs_per_cluster,
+        help="run slots the Jobs of one Cluster API cluster may hold at once, so one cluster "
+        "scaling up cannot take them all; 0: no cap (docs/controller.md#run-slots)",
     )
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
@@ -246,6 +259,21 @@ def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st.add_argument("--objects", type=int, default=100, help="objects for the RSS comparison")
     st.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
     st.set_defaults(func=_handler("controller.bench.state"))
+    c = bsub.add_parser(
+        "capi",
+        help="scale a MachineDeployment to N and back under Cluster API's manager, against it,"
+        " kube-apiserver and bare OpenTofu in the same run: one JSON line",
+    )
+    c.add_argument("--machines", type=int, default=100, help="the MachineDeployment's scale")
+    c.add_argument("--max-concurrent-runs", type=int, default=10, help="the controller's run slots")
+    c.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="the controller's time compression (make run's is 30: its timed waits and "
+        "cache lifetimes then pass 30 times faster than Cluster API's)",
+    )
+    c.set_defaults(func=_handler("controller.bench.capi"))
 
 
 def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

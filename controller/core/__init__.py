@@ -50,6 +50,7 @@ from controller.core.jobs.termination import (
 )
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of, member_jobs
+from controller.core.leases.slots import is_run_slot
 from controller.core.leases.stale import (
     STALE_AFTER,
     holder_namespace,
@@ -177,6 +178,7 @@ __all__ = [
     "inputs_spec",
     "is_finished",
     "is_member",
+    "is_run_slot",
     "job_env",
     "live_check_needed",
     "member_jobs",

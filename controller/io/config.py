@@ -26,6 +26,8 @@ class ControllerConfig:
     namespaces: str | None = None
     controller_namespace: str | None = None  # run slots and the leader Lease; None: the pod's
     max_concurrent_runs: int = 10
+    # Slots one Cluster API cluster's Jobs may hold (docs/controller.md#run-slots); 0: no cap.
+    max_concurrent_runs_per_cluster: int = 0
     # A reconcile spends most of its time waiting on the API server (a status write, a
     # patch: 70-260 ms under load), not on CPU (about 1 ms of decision): 16 keeps the queue
     # short at 100 changes/s while leaving the API server's in-flight limits far away.
@@ -83,6 +85,8 @@ class ControllerConfig:
             return "--max-concurrent-runs, --workers and --time-scale must be positive"
         if self.kept_plans < 0:
             return "--kept-plans must not be negative"
+        if self.max_concurrent_runs_per_cluster < 0:
+            return "--max-concurrent-runs-per-cluster must not be negative (0: no cap)"
         return None
 
     def settings(

@@ -36,6 +36,7 @@ from controller.core import (
     cluster_name_of,
     identity_ref_of,
     infrastructure_ref,
+    is_run_slot,
     own_identity_ref,
     secret_ref_of,
     spec_of,
@@ -50,6 +51,7 @@ from controller.core.basics.names import (
     LABEL_NAME,
     LABEL_PLAN_OF,
     OWNER_KINDS,
+    Reason,
 )
 from controller.io.caches import Caches
 from controller.io.indexes import (
@@ -199,10 +201,40 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     return keys
 
 
+# A freed run slot wakes this many of the objects waiting for one, those waiting longest;
+# the rest find a slot by their own wait (LEASE_WAIT). Waking every waiter cost a pass per
+# waiting object at each release, hundreds while a MachineDeployment scales, all but one
+# finding the slot taken again (issue 31). Two, not one: the first may be unable to take
+# it (its cluster at --max-concurrent-runs-per-cluster).
+SLOT_WAKES = 2
+
+
 def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A freed operation Lease wakes every object waiting for a Lease; a freed run slot,
+    the SLOT_WAKES that have waited longest for one, and those waiting for an operation."""
     if not lease_freed(old, new):
         return []
-    return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_LEASE))
+    waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
+    if not is_run_slot(new or old or {}):
+        return _keys(waiting)
+    for_slot = [o for o in waiting if _next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
+    others = [o for o in waiting if _next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
+    return _keys([*longest, *others])
+
+
+def _next_reason(obj: Obj) -> str:
+    return str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
+
+
+def _waiting_since(obj: Obj) -> tuple[str, str]:
+    """Since when its Waiting condition holds (RFC 3339 sorts as time), then its name."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    since = next(
+        (str(c.get("lastTransitionTime") or "") for c in conditions if c.get("type") == "Waiting"),
+        "",
+    )
+    return since, str(obj["metadata"].get("name", ""))
 
 
 def identity_key(name: str) -> str:

@@ -11,9 +11,10 @@ be lost to every object and a family entry would stop the cluster's others."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
-from controller.core import Launch, LeaseWrite
+from controller.core import Launch, LeaseWrite, Role
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError
@@ -55,9 +56,34 @@ async def _create(client: Api, start: Launch, taken: list[LeaseWrite], now: date
     if start.inputs_secret is not None:
         await api.create(client, api.secret_path(namespace), start.inputs_secret)
     for claim in start.claims:
+        if claim.role == Role.RUN_SLOT:
+            await _take_slot(client, claim, start.other_slots, taken, now)
+            continue
         taken.append(claim)  # before the write: its answer may be lost, not its effect
         await leases.carry_out(client, claim, now)
     await api.create(client, api.job_path(namespace), start.job)
+
+
+async def _take_slot(
+    client: Api, claim: LeaseWrite, others: tuple[str, ...], taken: list[LeaseWrite], now: datetime
+) -> None:
+    """The run slot the plan chose, else the next it named: objects launching together
+    all chose the same first free slot, and all but one find it taken (issue 31). The
+    last refusal (LeaseBusy, or 409 when it changed meanwhile) is raised."""
+    names = (claim.name, *others)
+    for name in names:
+        attempt = replace(claim, name=name)
+        taken.append(attempt)  # before the write: its answer may be lost, not its effect
+        try:
+            await leases.carry_out(client, attempt, now)
+            return
+        except leases.LeaseBusy:
+            if name == names[-1]:
+                raise
+        except ApiError as err:
+            if err.status != 409 or name == names[-1]:
+                raise
+        taken.pop()  # refused: it took nothing
 
 
 async def _give_back(client: Api, taken: list[LeaseWrite], now: datetime) -> None:

@@ -22,7 +22,8 @@ def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
     object: status, its finalizer, the retry-capped label, the block-move annotation. Such
     an event must not wake the object again (the pass that wrote it already decided with
     it); any other change
-    (spec, labels and annotations that are not ours, deletion, foreign finalizers) does."""
+    (spec, labels and annotations that are not ours, deletion, foreign finalizers, owner
+    references) does."""
     if old is None or new is None:
         return False
     return _own_writes_aside(old) == _own_writes_aside(new)
@@ -40,6 +41,10 @@ def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
         notes,
         labels,
         finalizers,
+        # Cluster API sets a member's owner (its Machine or MachinePool) after creating it:
+        # a member that waited WaitingForOwner acts on that event, not on its next poll
+        # or the owner's next change (issue 31: Machine -> Job took seconds).
+        meta.get("ownerReferences"),
     )
 
 

@@ -216,11 +216,12 @@ class Reconciler:
         stopped the writes."""
         try:
             await self._write(key, snap, todo, now)
-        except LeaseBusy:
+        except LeaseBusy as held:
             assert todo.launch is not None  # only a launch's claims find a Lease held
             if self.passes is not None:
                 self.passes.lease_busy(snap.obj)
-            return requeue_after(todo.launch.if_busy)
+            wait = todo.launch.wait_if_busy(held.busy.reason)
+            return CONFLICT if wait is None else requeue_after(wait)
         except BeingFreed:
             # Once the janitor is done, the claims read what it left: a rate-limited
             # requeue, as after a conflict.

@@ -2,44 +2,44 @@
 (controller/core/decide/pinning.py): the digest the reference names now, the sum of its
 layers' sizes and its `io.captf.role` label.
 
-The registry protocol is go-containerregistry's `crane`, run by the reader the process
-node and `captf lint image` use too (controller/image/fetch.py): `crane digest`
-resolves a tag, `crane manifest` and `crane blob` fetch the manifest and the config by
-digest, and each is hashed and compared with the digest it was asked for. Only the
-manifest and the config are fetched, never a layer. The binary is `$CAPTF_CRANE`, else
-`crane` on the PATH (the controller's image carries it), else this checkout's build
-(hack/registry).
+The registry protocol is spoken in this process (controller/io/oci.py, over aiohttp):
+the manifest by tag or digest, hashed to the digest it is named by, an index resolved
+to this machine's platform, and the config blob by digest, checked against its
+descriptor; never a layer. Two or three requests a lookup (and the token), where three
+`crane` processes, each with its own handshake, used to be (docs/performance.md).
 
 Credentials are those of the pod that would run the image: the imagePullSecrets of
 the runner's ServiceAccount (the API server copies them into the pod), each Secret of
 type `kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg` merged into one
-Docker config, the first naming a registry winning, written for the call into a
-private temporary directory and removed after it. crane never sees this process's own
-Docker login (`DOCKER_CONFIG` and `HOME` always point at that directory).
+Docker config, the first naming a registry winning. They stay in this process's memory
+for the lookup, are sent only to the registry they are for (never to where it
+redirects a blob, never to a token service not named by its challenge) and are never
+logged; this process's own Docker login, proxies and `.netrc` are never used.
 
-Answers are cached briefly: a success for SUCCESS_TTL, a failure for FAILURE_TTL, by
-reference, namespace and a hash of the credentials used, so the members of one pool
-starting together ask once, and a retry after a failure's wait asks again. A failure
-is one of three kinds with a message this module writes (never crane's output, which
-could carry what a registry echoes back): ImageNotFound (404, no such manifest or
-repository, a reference crane refuses), RegistryUnauthorized (401, 403),
-RegistryUnavailable (anything else: a 5xx, no answer in LOOKUP_TIMEOUT, no crane)."""
+One lookup per key, shared: the key is the reference, the namespace and a hash of the
+credentials used. Concurrent askers of a key await the one lookup in flight (the
+members of a MachineDeployment scaling up ask together), and its answer is cached: a
+success for SUCCESS_TTL, a failure for FAILURE_TTL, so a retry after a failure's wait
+asks again. The ServiceAccount and Secret reads behind the credentials are shared in
+flight too. A failure is one of three kinds with a message this module writes (never
+the registry's text, which could carry what it echoes back): ImageNotFound (404, no
+such manifest or repository, a reference that is none), RegistryUnauthorized (401,
+403), RegistryUnavailable (anything else: a 5xx, content that does not hash, no answer
+in LOOKUP_TIMEOUT)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import json
 import logging
-import os
-import re
-import shutil
-import tempfile
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import aiohttp
 import anyio
 
 from controller.core import (
@@ -53,15 +53,17 @@ from controller.core import (
     Resolved,
     Unresolved,
     reference_digest,
-    repository_of,
 )
-from controller.image.fetch import Crane, FetchFailed, FetchKind, is_index, platform_entry
+from controller.image.fetch import FetchFailed, is_index, platform_entry
 from controller.image.layout import platform_of
 from controller.io.api import SECRETS, SERVICE_ACCOUNTS, Api, get_or_none, resource_path
+from controller.io.oci import Client, RegistryFailed, parse
 from runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 SUCCESS_TTL = 60.0
 FAILURE_TTL = 15.0
@@ -69,34 +71,10 @@ FAILURE_TTL = 15.0
 # (controller/io/memory.py); were that pass late, a failure's must still be gone when the
 # wait it causes ends, so that the Run after the wait asks again.
 assert min(IMAGE_WAITS.values()) > FAILURE_TTL, "a failed lookup must be asked again after its wait"
-# Seconds one crane call may take: the lookup blocks the object's pass, not the others'.
+# Seconds one lookup may take: it blocks the passes that await it, not the others'.
 LOOKUP_TIMEOUT = 20.0
 DOCKER_CONFIG_JSON = ("kubernetes.io/dockerconfigjson", ".dockerconfigjson")
 DOCKER_CFG = ("kubernetes.io/dockercfg", ".dockercfg")
-# What crane gets of this process beside the private Docker config: its trust roots.
-_PASSED = ("PATH", "SSL_CERT_FILE", "SSL_CERT_DIR")
-_NOT_FOUND = re.compile(r"MANIFEST_UNKNOWN|NAME_UNKNOWN|BLOB_UNKNOWN|\b404\b|not found", re.I)
-_UNAUTHORIZED = re.compile(r"UNAUTHORIZED|DENIED|\b401\b|\b403\b", re.I)
-_BAD_REFERENCE = re.compile(r"could not parse reference|invalid reference", re.I)
-_STATUS = re.compile(r"\b(5\d\d)\b")
-
-
-def crane_binary() -> Path | None:
-    """The crane the controller looks up with (see the module), or None."""
-    given = os.environ.get("CAPTF_CRANE")
-    if given:
-        return Path(given)
-    found = shutil.which("crane")
-    if found:
-        return Path(found)
-    # Imported here: a deployed controller, which has crane on its PATH, never asks where
-    # a development build is (runtime.registry_build, not the test cluster's package).
-    from runtime.registry_build import RegistryMissing, registry_dir
-
-    try:
-        return registry_dir(build=False) / "crane"
-    except RegistryMissing:
-        return None
 
 
 class LookupFailed(Exception):
@@ -106,16 +84,40 @@ class LookupFailed(Exception):
 
 
 @dataclass
+class Flights(Generic[K, V]):
+    """Work shared by key while it runs: the first asker starts it, later askers await
+    the same task. Shielded: one asker cancelled leaves the others their answer."""
+
+    _running: dict[K, asyncio.Task[V]] = field(default_factory=dict)
+
+    async def run(self, key: K, work: Callable[[], Awaitable[V]]) -> V:
+        task = self._running.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._alone(key, work))
+            self._running[key] = task
+        return await asyncio.shield(task)
+
+    async def _alone(self, key: K, work: Callable[[], Awaitable[V]]) -> V:
+        try:
+            return await work()
+        finally:
+            del self._running[key]
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+
+@dataclass
 class ImageRegistry:
-    """The controller's lookups and their short cache (one event loop: no lock is needed
-    for the cache; concurrent lookups of one key may both ask, which is harmless)."""
+    """The controller's lookups, their flights and their short cache (one event loop: no
+    lock is needed)."""
 
     clock: Clock
-    # None: found on the first lookup (`crane_binary`, off the event loop: it may run
-    # the development build's check script), so a controller that never meets a module
-    # image never looks.
-    crane: Path | None = None
     _cache: dict[tuple[str, str, str], tuple[ImageFact, float]] = field(default_factory=dict)
+    _lookups: Flights[tuple[str, str, str], ImageFact] = field(default_factory=Flights)
+    _auths: Flights[tuple[str, str], Json] = field(default_factory=Flights)
+    # The scheme each registry host answered on (https, or http for a private one).
+    _schemes: dict[str, str] = field(default_factory=dict)
 
     def peek(self, reference: str, namespace: str) -> ImageFact | None:
         """A fresh cached answer for `reference` in `namespace`, whatever credentials it
@@ -128,34 +130,53 @@ class ImageRegistry:
         return None
 
     async def resolve(self, client: Api, lookup: ImageLookup) -> ImageFact:
-        """The answer for the plan's lookup: cached, else asked of the registry."""
-        auths = await pull_auths(client, lookup.namespace, lookup.service_account)
+        """The answer for the plan's lookup: cached, else the lookup in flight for the
+        same key, else asked of the registry."""
+        account = lookup.service_account or ""
+        auths = await self._auths.run(
+            (lookup.namespace, account),
+            lambda: pull_auths(client, lookup.namespace, lookup.service_account),
+        )
         key = (lookup.reference, lookup.namespace, _fingerprint(auths))
-        now = self.clock.monotonic()
         cached = self._cache.get(key)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > self.clock.monotonic():
             return cached[0]
-        fact = await self._ask(lookup.reference, auths)
+        return await self._lookups.run(key, lambda: self._ask_and_keep(key, auths))
+
+    async def _ask_and_keep(self, key: tuple[str, str, str], auths: Json) -> ImageFact:
+        fact = await self._ask(key[0], auths)
+        now = self.clock.monotonic()
         self._expire(now)
         self._cache[key] = (fact, now + cached_for(fact))
         return fact
 
     async def _ask(self, reference: str, auths: Json) -> ImageFact:
-        if self.crane is None:
-            self.crane = await anyio.to_thread.run_sync(crane_binary)
         try:
-            with tempfile.TemporaryDirectory(prefix="captf-lookup-") as private:
-                if auths:
-                    _write_private(Path(private) / "config.json", json.dumps({"auths": auths}))
-                if self.crane is None or not self.crane.exists():
-                    raise LookupFailed(
-                        REGISTRY_UNAVAILABLE, "the controller has no crane to look images up with"
-                    )
-                crane = Crane(self.crane, Path(private), timeout=LOOKUP_TIMEOUT, passed=_PASSED)
-                return await _lookup(crane, reference, Path(private) / "image-config")
+            return await self._lookup(reference, auths)
         except LookupFailed as failed:
             log.info("module image %s: %s", reference, failed.kind)
             return Unresolved(reference, failed.kind, str(failed))
+
+    async def _lookup(self, reference: str, auths: Json) -> Resolved:
+        try:
+            name = parse(reference)
+        except ValueError:
+            raise _failed(reference, RegistryFailed(IMAGE_NOT_FOUND, "")) from None
+        try:
+            with anyio.fail_after(LOOKUP_TIMEOUT):
+                async with aiohttp.ClientSession(trust_env=False) as session:
+                    client = Client(session, name, auths, self._schemes)
+                    return await _lookup(client, reference)
+        except TimeoutError:
+            raise LookupFailed(
+                REGISTRY_UNAVAILABLE,
+                f"{reference}: the registry gave no answer in {LOOKUP_TIMEOUT:g}s",
+            ) from None
+        except RegistryFailed as failed:
+            raise _failed(reference, failed) from None
+        except (aiohttp.ClientError, OSError):
+            unreached = RegistryFailed(REGISTRY_UNAVAILABLE, "could not be reached")
+            raise _failed(reference, unreached) from None
 
     def _expire(self, now: float) -> None:
         for key in [k for k, (_, until) in self._cache.items() if until <= now]:
@@ -167,55 +188,48 @@ def cached_for(fact: ImageFact) -> float:
     return SUCCESS_TTL if isinstance(fact, Resolved) else FAILURE_TTL
 
 
-async def _lookup(crane: Crane, reference: str, config_file: Path) -> Resolved:
-    repository = repository_of(reference)
-    try:
-        digest = reference_digest(reference) or await crane.digest(reference)
-        if not digest.startswith("sha256:"):
-            raise LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: the registry named no digest")
-        manifest = await crane.verified_manifest(repository, digest)
-        if is_index(manifest):
-            chosen = _platform_manifest(manifest, reference)
-            manifest = await crane.verified_manifest(repository, chosen)
-        config = manifest.get("config")
-        if not isinstance(config, dict) or "digest" not in config:
-            raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: the manifest names no config")
-        raw = (await crane.verified_blob(repository, config, config_file)).read_bytes()
-    except FetchFailed as failed:
-        raise _fetched_failure(reference, failed) from None
-    labels = (json.loads(raw).get("config") or {}).get("Labels") or {}
+async def _lookup(client: Client, reference: str) -> Resolved:
+    """The digest (the reference's own, else its tag's), the image manifest behind it
+    and its config."""
+    digest = reference_digest(reference)
+    raw, named = await client.manifest(digest or client.name.tag)
+    digest = digest or named
+    manifest = _json(raw, reference)
+    if is_index(manifest):
+        raw, _ = await client.manifest(_platform_manifest(manifest, reference))
+        manifest = _json(raw, reference)
+    config = manifest.get("config")
+    if not isinstance(config, dict) or "digest" not in config:
+        raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: the manifest names no config")
+    labels = (_json(await client.blob(config), reference).get("config") or {}).get("Labels")
     size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or [])
-    role = labels.get(ROLE_LABEL)
+    role = (labels or {}).get(ROLE_LABEL)
     return Resolved(reference, digest, size, str(role) if role is not None else None)
 
 
-def _fetched_failure(reference: str, failed: FetchFailed) -> LookupFailed:
-    """A crane failure as a lookup's: content that does not hash to its digest is the
-    registry's fault; a timeout says so; anything else is read from crane's own line."""
-    if failed.kind is FetchKind.REFUSED:
-        return LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: {failed}")
-    if failed.verbose == str(failed) and failed.kind is FetchKind.UNREACHABLE:
-        return LookupFailed(
-            REGISTRY_UNAVAILABLE,
-            f"{reference}: the registry gave no answer in {LOOKUP_TIMEOUT:g}s",
-        )
-    return _failure(reference, failed.verbose)
+def _json(raw: bytes, reference: str) -> Json:
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise LookupFailed(REGISTRY_UNAVAILABLE, f"{reference}: the registry sent no JSON object")
+    return found
 
 
-def _failure(reference: str, said: str) -> LookupFailed:
-    """The kind of a failed crane call and a message of our own (see the module)."""
+def _failed(reference: str, failed: RegistryFailed) -> LookupFailed:
+    """A lookup's failure in our own words: the registry as the reference names it, the
+    reference, and for an unavailable registry what went wrong (see the module)."""
     registry = reference.split("/", 1)[0]
-    if _UNAUTHORIZED.search(said):
+    if failed.kind == REGISTRY_UNAUTHORIZED:
         return LookupFailed(
             REGISTRY_UNAUTHORIZED,
             f"registry {registry} refused {reference} without valid credentials "
             "(the runner ServiceAccount's imagePullSecrets)",
         )
-    if _NOT_FOUND.search(said) or _BAD_REFERENCE.search(said):
+    if failed.kind == IMAGE_NOT_FOUND:
         return LookupFailed(IMAGE_NOT_FOUND, f"registry {registry} has no image {reference}")
-    status = _STATUS.search(said)
-    why = f"answered HTTP {status.group(1)}" if status else "could not be reached"
-    return LookupFailed(REGISTRY_UNAVAILABLE, f"registry {registry} {why} for {reference}")
+    return LookupFailed(REGISTRY_UNAVAILABLE, f"registry {registry} {failed} for {reference}")
 
 
 def _platform_manifest(index: Json, reference: str) -> str:
@@ -275,10 +289,3 @@ def auths_of(secret: Json) -> Json:
 def _fingerprint(auths: Json) -> str:
     """A cache key part for the credentials: their hash, never the credentials."""
     return hashlib.sha256(json.dumps(auths, sort_keys=True).encode()).hexdigest()
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.chmod(0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)

@@ -154,3 +154,54 @@ async def _create_pool(kube: Kube) -> None:
         },
     }
     await kube.create_member(body)
+
+
+async def _pool_in(kube: Kube, name: str, cluster: str) -> None:
+    body = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformMachinePool",
+        "metadata": {"name": name},
+        "spec": {
+            "source": {"configMapRef": {"name": "pools-module"}},
+            "variables": {"size": 1},
+            "credentialsRef": {"name": "creds"},
+            "jobs": {"image": "captf:dev"},
+        },
+    }
+    await kube.create_member(body, cluster=cluster)
+
+
+async def test_a_cluster_at_its_cap_waits_while_another_cluster_takes_a_free_slot(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """--max-concurrent-runs 3 --max-concurrent-runs-per-cluster 1: the second pool of
+    cluster c1 waits though two slots are free; a pool of c2 takes one."""
+    kube, clock = Kube(apiserver, namespace), SteppedClock()
+    module = {"metadata": {"name": "pools-module"}, "data": MODULE}
+    await kube.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", module)
+    async with running_controller(
+        apiserver, namespace, clock=clock, max_concurrent_runs=3, max_concurrent_runs_per_cluster=1
+    ):
+        for cluster in ("c1", "c2"):  # applied, so that their pools may run
+            await kube.setup_cluster(cluster)
+            applied = await nth_job(kube, 1, f"captf.io/name={cluster}")
+            await succeed_apply(kube, applied, serial=1, at=clock.now(), name=cluster)
+            await condition_is(kube, "Ready", "True", name=cluster)
+        await _pool_in(kube, "p1", "c1")
+        first = await nth_job(kube, 1, "captf.io/name=p1")
+        slot = await _lease(kube, "captf-run-slot-0")
+        assert _holder(slot) == first["metadata"]["name"]
+        assert slot["metadata"]["annotations"]["captf.io/holder-cluster"] == "c1"
+
+        await _pool_in(kube, "p2", "c1")
+        waiting = await condition_is(
+            kube, "Waiting", "True", "WaitingForRunLease", name="p2", plural=POOLS
+        )
+        assert "cluster c1 holds 1 run slots" in waiting["message"]
+        await _pool_in(kube, "q1", "c2")
+        await nth_job(kube, 1, "captf.io/name=q1")
+        assert await kube.jobs("captf.io/name=p2") == []
+
+        # c1's Job is accounted: its slot is free for c1's next.
+        await succeed_apply(kube, first, serial=1, at=clock.now(), name="p1")
+        await nth_job(kube, 1, "captf.io/name=p2")

@@ -5,6 +5,7 @@ a registry answering 500; and the short cache."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import threading
 import uuid
@@ -58,7 +59,7 @@ async def test_a_tag_resolves_to_its_digest_size_and_role_and_is_cached(
 ) -> None:
     digest = labelled(registry, tmp_path, f"{repo}:1", "machine")
     reference = f"{registry.host}/{repo}:1"
-    lookups = ImageRegistry(SteppedClock(), crane=registry.crane)
+    lookups = ImageRegistry(SteppedClock())
     found = await resolve(apiserver, lookups, reference, namespace)
     assert isinstance(found, Resolved)
     assert (found.digest, found.role) == (digest, "machine")
@@ -71,11 +72,32 @@ async def test_a_tag_resolves_to_its_digest_size_and_role_and_is_cached(
     assert not peeked.asked
 
 
+async def test_objects_asking_together_share_one_lookup(
+    apiserver: ApiServer, namespace: str, registry: Registry, repo: str, tmp_path: Path
+) -> None:
+    """A MachineDeployment's Machines ask at once: one manifest and one config read."""
+    digest = labelled(registry, tmp_path, f"{repo}:1", "machine")
+    reference = f"{registry.host}/{repo}:1"
+    lookups = ImageRegistry(SteppedClock())
+    # Access-log lines of GETs (the push before read the repository too).
+    manifests, blobs = f'"GET /v2/{repo}/manifests/', f'"GET /v2/{repo}/blobs/'
+    before = requests(registry, manifests), requests(registry, blobs)
+    async with open_transport(str(apiserver.kubeconfig)) as client:
+        lookup = ImageLookup(reference, namespace, ACCOUNT)
+        found = await asyncio.gather(*(lookups.resolve(client, lookup) for _ in range(20)))
+    assert {f.digest for f in found if isinstance(f, Resolved)} == {digest}
+    assert len(found) == 20
+    assert (requests(registry, manifests), requests(registry, blobs)) == (
+        before[0] + 1,
+        before[1] + 1,
+    )
+
+
 async def test_a_missing_image_is_not_found_and_asked_again_after_the_failure_ttl(
     apiserver: ApiServer, namespace: str, registry: Registry, repo: str
 ) -> None:
     clock = SteppedClock()
-    lookups = ImageRegistry(clock, crane=registry.crane)
+    lookups = ImageRegistry(clock)
     reference = f"{registry.host}/{repo}:nope"
     found = await resolve(apiserver, lookups, reference, namespace)
     assert isinstance(found, Unresolved)
@@ -111,9 +133,7 @@ async def test_a_registry_wanting_credentials_is_unauthorized_without_the_pull_s
     base = f"/api/v1/namespaces/{namespace}"
     await kube.call("POST", f"{base}/serviceaccounts", {"metadata": {"name": ACCOUNT}})
 
-    refused = await resolve(
-        apiserver, ImageRegistry(SteppedClock(), crane=auth_registry.crane), reference, namespace
-    )
+    refused = await resolve(apiserver, ImageRegistry(SteppedClock()), reference, namespace)
     assert isinstance(refused, Unresolved)
     assert refused.kind == "RegistryUnauthorized"
     assert password not in refused.message
@@ -129,7 +149,7 @@ async def test_a_registry_wanting_credentials_is_unauthorized_without_the_pull_s
         "PATCH", f"{base}/serviceaccounts/{ACCOUNT}", patch, "application/merge-patch+json"
     )
     # New credentials are another cache key: the 401 cached a moment ago is not served.
-    lookups = ImageRegistry(SteppedClock(), crane=auth_registry.crane)
+    lookups = ImageRegistry(SteppedClock())
     found = await resolve(apiserver, lookups, reference, namespace)
     assert isinstance(found, Resolved)
     assert found.digest == digest
@@ -160,9 +180,9 @@ def failing_registry() -> Iterator[str]:
 
 
 async def test_a_registry_answering_500_is_unavailable(
-    apiserver: ApiServer, namespace: str, registry_build: Path, failing_registry: str
+    apiserver: ApiServer, namespace: str, failing_registry: str
 ) -> None:
-    lookups = ImageRegistry(SteppedClock(), crane=registry_build / "crane")
+    lookups = ImageRegistry(SteppedClock())
     reference = f"{failing_registry}/team/mod:1"
     found = await resolve(apiserver, lookups, reference, namespace)
     assert isinstance(found, Unresolved)

@@ -184,6 +184,9 @@ RUN_SLOT_PREFIX: Final = "captf-run-slot-"
 TIME_ORIGIN: Final = "captf-time-origin"
 # On a run slot: where the Job that holds it lives (the holder identity is the Job's name).
 ANN_HOLDER_NAMESPACE: Final = "captf.io/holder-namespace"
+# On a run slot: the Cluster API cluster of the Job that holds it ("" for none), which
+# --max-concurrent-runs-per-cluster counts (controller/core/leases/slots.py).
+ANN_HOLDER_CLUSTER: Final = "captf.io/holder-cluster"
 # On a cluster's operation Lease: the members' Jobs that run, as a JSON object
 # {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
 # of the two is set at any resourceVersion (controller/core/leases/family.py).

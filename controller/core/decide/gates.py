@@ -28,7 +28,7 @@ from controller.core.jobs import backoff
 from controller.core.jobs.job import labels_of, name_of
 from controller.core.leases import family
 from controller.core.leases.family import holder_of as _holder
-from controller.core.leases.slots import is_run_slot
+from controller.core.leases.slots import cluster_full, is_run_slot
 from controller.core.spec.refs import cluster_of
 from controller.core.spec.windows import next_opening, open_window
 
@@ -105,6 +105,9 @@ def check_leases(ctx: Context) -> Requeue | None:
     slots = [lease for lease in held if is_run_slot(lease)]
     if len(slots) >= ctx.settings.max_concurrent_runs:
         return slots_held(ctx.settings.max_concurrent_runs)
+    full = _cluster_full(ctx, own)
+    if full is not None:
+        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=full)
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:
@@ -140,6 +143,19 @@ def _family_jobs(snap: Snapshot) -> list[str]:
         if name_of(lease) == name and _namespace_of(lease, snap.namespace) == snap.namespace
         for job in family.member_jobs(lease)
     ]
+
+
+def _cluster_full(ctx: Context, own: set[str]) -> str | None:
+    """The per-cluster cap's wait (controller/core/leases/slots.py)."""
+    snap, settings = ctx.snap, ctx.settings
+    return cluster_full(
+        snap.leases,
+        job="",  # the Jobs it would create next are among `own`
+        own_jobs=own,
+        namespace=settings.slot_namespace,
+        cluster=(snap.namespace, cluster_of(snap.obj, snap.related)),
+        cap=settings.max_runs_per_cluster,
+    )
 
 
 def _own_job_names(snap: Snapshot) -> set[str]:

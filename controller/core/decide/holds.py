@@ -40,7 +40,7 @@ from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
 from controller.core.leases.family import Busy
-from controller.core.leases.slots import free_slot
+from controller.core.leases.slots import cluster_full, free_slots
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.spec.image import reference_digest
 from controller.core.spec.policy import Policy
@@ -94,6 +94,16 @@ def claims_of(ctx: Context, job: str) -> tuple[LeaseWrite, ...] | Requeue:
     Lease, a member's own), or the wait the cached Leases impose (the live ones are read
     again when io takes them)."""
     snap, settings = ctx.snap, ctx.settings
+    full = cluster_full(
+        snap.leases,
+        job=job,
+        own_jobs=snap.job_names(),
+        namespace=settings.slot_namespace,
+        cluster=(snap.namespace, cluster_of(snap.obj, snap.related)),
+        cap=settings.max_runs_per_cluster,
+    )
+    if full:
+        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=full)
     claims = _claims(snap, job, settings.slot_namespace, settings.max_concurrent_runs)
     if not claims or claims[0].role != Role.RUN_SLOT:
         return slots_held(settings.max_concurrent_runs)
@@ -149,17 +159,21 @@ def held(ctx: Context, decision: Decision) -> Decision:
 def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[LeaseWrite, ...]:
     """A run slot, the family's operation Lease, and a member's own operation Lease."""
     own = frozenset(snap.job_names())
-    slot = free_slot(
-        snap.leases, job=job, own_jobs=snap.job_names(), namespace=slot_namespace, count=slots
-    )
-    if slot is None:
+    found = free_slots_of(snap, job, slot_namespace, slots)
+    if not found:
         return ()
+    cluster = cluster_of(snap.obj, snap.related)
     claims = [
         LeaseWrite(
-            slot_namespace, slot, job, Role.RUN_SLOT, own=own, holder_namespace=snap.namespace
+            slot_namespace,
+            found[0],
+            job,
+            Role.RUN_SLOT,
+            cluster,
+            own=own,
+            holder_namespace=snap.namespace,
         )
     ]
-    cluster = cluster_of(snap.obj, snap.related)
     if snap.kind == CLUSTER:
         lease = family.lease_name(cluster)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.CLUSTER_FAMILY, cluster, own))
@@ -170,6 +184,12 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[
         lease = op_lease_name(snap.kind, snap.name)
         claims.append(LeaseWrite(snap.namespace, lease, job, Role.MEMBER_OWN, cluster, own))
     return tuple(claims)
+
+
+def free_slots_of(snap: Snapshot, job: str, slot_namespace: str, count: int) -> list[str]:
+    """The run slots `job` may take, in the order to try them."""
+    own = snap.job_names()
+    return free_slots(snap.leases, job=job, own_jobs=own, namespace=slot_namespace, count=count)
 
 
 def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:

@@ -28,6 +28,8 @@ DEFAULT_SLOT_NAMESPACE = "default"
 class Settings:
     max_concurrent_runs: int = 10  # --max-concurrent-runs: the run-slot Leases
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE  # where the run slots live
+    # --max-concurrent-runs-per-cluster: slots one cluster's Jobs may hold; 0: no cap.
+    max_runs_per_cluster: int = 0
     # --allowed-images, --allowed-service-accounts; without flags nothing is restricted.
     runner: RunnerPolicy = OPEN
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
@@ -77,6 +79,7 @@ def settings_of(
         module_image_mount=mount_of(
             str(getattr(flags, "module_image_mount", AUTO)), server_version
         ),
+        max_runs_per_cluster=int(getattr(flags, "max_concurrent_runs_per_cluster", 0)),
     )
 
 

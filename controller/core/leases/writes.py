@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from controller.core.basics.names import (
+    ANN_HOLDER_CLUSTER,
     ANN_HOLDER_NAMESPACE,
     LABEL_CLUSTER,
     LABEL_SCOPE,
@@ -45,7 +46,7 @@ class LeaseWrite:
     name: str
     job: str
     role: Role
-    cluster: str = ""  # the family: the cluster's name
+    cluster: str = ""  # the family: the cluster's name (a run slot's holder's)
     # Jobs whose hold does not block this one: the object's own (finished, awaiting release).
     own: frozenset[str] = field(default_factory=frozenset)
     holder_namespace: str = ""  # run slots: where the Job lives
@@ -101,7 +102,10 @@ def lease_body(write: LeaseWrite, now: datetime) -> Json:
     meta: Json = {"name": write.name, "namespace": write.namespace}
     if write.role == Role.RUN_SLOT:
         meta["labels"] = {LABEL_SCOPE: SCOPE_RUN_SLOT}
-        meta["annotations"] = {ANN_HOLDER_NAMESPACE: write.holder_namespace}
+        meta["annotations"] = {
+            ANN_HOLDER_NAMESPACE: write.holder_namespace,
+            ANN_HOLDER_CLUSTER: write.cluster,  # what the per-cluster cap counts
+        }
     else:
         meta["labels"] = {LABEL_CLUSTER: write.cluster, LABEL_SCOPE: SCOPE_MEMBER}
     at = format_micro(now)

@@ -16,7 +16,7 @@ from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Refusal
 from controller.core.decide.gates import LEASE_WAIT
-from controller.core.decide.holds import claims_of
+from controller.core.decide.holds import claims_of, free_slots_of
 from controller.core.jobs.job import name_of
 from controller.core.leases.writes import LeaseWrite
 from controller.core.plan.accounting import Event
@@ -35,10 +35,22 @@ class Launch:
     # Seconds to wait when a claim's live read finds the Lease held after all (the
     # cache showed it free): the same wait as when the cache shows it held.
     if_busy: float = LEASE_WAIT
+    # The run slots to try, in order, when another Job took the first claim's meanwhile.
+    other_slots: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return name_of(self.job)
+
+    def wait_if_busy(self, reason: str) -> float | None:
+        """Seconds to wait when a claim's live read finds a Lease held after all; None: try
+        again at once, rate-limited, as after a conflict. A run slot taken meanwhile is
+        the latter: objects launching together each pick the first slot their cache shows
+        free, the same one, and all but one lose it; the next pass, on a fresher cache,
+        picks another, or waits by the gate when none is left (issue 31: waiting
+        LEASE_WAIT here made a MachineDeployment's Machines start one by one, seconds
+        apart, with slots free)."""
+        return None if reason == Reason.WAITING_FOR_RUN_LEASE else self.if_busy
 
 
 def refusal_event(refusal: Refusal | None) -> tuple[Event, ...]:
@@ -73,7 +85,8 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         mount=settings.module_image_mount,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
-    return labelled_launch(Launch(job, secret, claims), labels)
+    others = free_slots_of(snap, name, settings.slot_namespace, settings.max_concurrent_runs)[1:]
+    return labelled_launch(Launch(job, secret, claims, other_slots=tuple(others)), labels)
 
 
 # A shard's labels go on what a launch writes: the Job, its pod, its inputs Secret, and the

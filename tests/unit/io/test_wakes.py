@@ -63,6 +63,7 @@ def changed(path: tuple[str, ...], value: Any) -> Json:
         (("metadata", "annotations"), {"example.com/owner": "team-a"}, False),
         (("metadata", "deletionTimestamp"), "2026-01-01T00:00:00Z", False),
         (("metadata", "finalizers"), [FINALIZER, "other.io/keep"], False),
+        (("metadata", "ownerReferences"), [{"kind": "Machine", "name": "m", "uid": "u"}], False),
     ],
 )
 def test_only_the_controllers_own_object_writes_are_ignored(
@@ -149,6 +150,41 @@ def test_a_freed_lease_wakes_only_the_objects_waiting_for_one(
     lease["metadata"]["resourceVersion"] = "2"
     deliver(caches.leases, "MODIFIED", lease)
     assert woken == [f"{CLUSTER}/{NS}/w"]
+
+
+def _waiting_since(name: str, reason: str, since: str) -> Json:
+    waiting = {"type": "Waiting", "status": "True", "lastTransitionTime": since}
+    status = {"next": {"reason": reason}, "conditions": [waiting]}
+    return captf(CLUSTER, name) | {"status": status}
+
+
+def _freed(name: str, labels: dict[str, str]) -> tuple[Json, Json]:
+    held = {"metadata": meta(name, 1, labels=labels), "spec": {"holderIdentity": "job-1"}}
+    freed = copy.deepcopy(held)
+    freed["spec"] = {}
+    freed["metadata"]["resourceVersion"] = "2"
+    return held, freed
+
+
+def test_a_freed_run_slot_wakes_the_two_longest_waiting_for_one_and_every_operation_waiter(
+    caches: Caches, woken: list[str]
+) -> None:
+    """Not every waiter: each release would cost a pass per waiting object (issue 31)."""
+    for i, since in enumerate(["12:00:05", "12:00:01", "12:00:09", "12:00:03", "12:00:07"]):
+        obj = _waiting_since(f"w{i}", "WaitingForRunLease", f"2026-06-01T{since}Z")
+        caches.objects[CLUSTER].store.upsert(obj)
+    operation = _waiting_since("op", "WaitingForClusterOperation", "2026-06-01T12:00:00Z")
+    caches.objects[CLUSTER].store.upsert(operation)
+    held, freed = _freed("captf-run-slot-3", {LABEL_SCOPE: SCOPE_RUN_SLOT})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert sorted(woken) == [f"{CLUSTER}/{NS}/{name}" for name in ("op", "w1", "w3")]
+
+    woken.clear()
+    held, freed = _freed("captf-op-terraformcluster-c", {})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert len(woken) == 6  # an operation Lease: every waiter
 
 
 # --- Identities -----------------------------------------------------------------------------

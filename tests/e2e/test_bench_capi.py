@@ -1,0 +1,57 @@
+"""`captf bench capi` at a small N (controller/bench/capi.py): not its timings, its
+invariants. Every phase finishes; each Machine had exactly one apply Job and one destroy
+Job; the ratios, latencies, memory, reconciles and the runner's overhead are all there.
+It runs the whole `make run` machinery (control plane, Cluster API's manager, the
+controller's Deployment on the process node, the registry), as `make bench-capi` does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kube, pytest.mark.capi]
+REPO = Path(__file__).resolve().parents[2]
+MACHINES = 3
+BENCH = (sys.executable, "-m", "controller.cli.main", "bench", "capi")
+
+
+def test_the_bench_at_three_machines_keeps_its_invariants(
+    tofu_build: Path, capi_build: Path, registry_build: Path
+) -> None:
+    done = subprocess.run(
+        [*BENCH, "--machines", str(MACHINES)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-4000:]
+    report: dict[str, Any] = json.loads(lines[-1])
+    assert done.returncode == 0, (report, done.stderr[-4000:])
+    assert set(report["phases"]) == {"ready", "scale_up", "scale_down", "bare_tofu"}
+    assert all(phase["finished"] for phase in report["phases"].values()), report["phases"]
+    assert report["finished"] is True
+    each_way = {"apply": {"1": MACHINES}, "destroy": {"1": MACHINES}}
+    assert report["jobs_per_machine"] == each_way
+    assert report["one_job_each_way"] is True
+    for ratio in ("ratio_controller_to_capi", "ratio_controller_to_apiserver"):
+        assert report[ratio] > 0, ratio
+    for process in ("controller", "capi", "apiserver"):
+        assert report["cpu_s_per_machine"][process] > 0, process
+    latency = report["machine_to_apply_job_s"]
+    assert latency["count"] == MACHINES
+    assert latency["p99"] >= latency["p50"] >= 0
+    assert report["reconciles_per_machine"] > 0
+    assert report["rss_mib"]["peak"] >= report["rss_mib"]["settled"] > 0
+    runner = report["runner"]
+    assert runner["cpu_s_per_apply_job"] > 0
+    assert runner["tofu_cpu_s_per_run"] > 0
+    assert "overhead_ratio" in runner
+    assert report["busiest_in_scale_up"] in report["cpu_s"]["scale_up"]
