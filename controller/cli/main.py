@@ -1,16 +1,18 @@
 """The `captf` command line.
 
-Arguments are declared here, in one place; each command's body lives in its own
-module and is imported only when that command runs, so `captf decide -f` never
-loads the I/O stack."""
+Arguments are declared here, and the developer commands' (`bench`, `dev`) in
+dev_parsers.py; each command's body lives in its own module and is imported only
+when that command runs (parser_kit.handler), so `captf decide -f` never loads the
+I/O stack."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from controller.cli.dev_parsers import add_bench, add_dev
+from controller.cli.parser_kit import Command, add_kubeconfig, handler
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -18,26 +20,6 @@ from controller.core.spec.module_mount import AUTO, MOUNTS
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.io.config import DEFAULTS
 from runtime.errors import ConfigError
-
-Command = Callable[[argparse.Namespace], int]
-
-
-def _handler(module: str, attr: str = "run") -> Callable[[argparse.Namespace], int]:
-    """A command body, imported on first call."""
-
-    def call(args: argparse.Namespace) -> int:
-        fn: Command = getattr(importlib.import_module(module), attr)
-        return fn(args)
-
-    return call
-
-
-def _add_kubeconfig(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config)",
-    )
 
 
 def _add_runner_policy(p: argparse.ArgumentParser) -> None:
@@ -124,13 +106,13 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
-    _add_kubeconfig(p)
-    p.set_defaults(func=_handler("controller.cli.decide_command"))
+    add_kubeconfig(p)
+    p.set_defaults(func=handler("controller.cli.decide_command"))
 
 
 def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run the controller")
-    _add_kubeconfig(p)
+    add_kubeconfig(p)
     p.add_argument("--namespace", default=None, help="watch only this namespace (default: all)")
     p.add_argument(
         "--namespaces",
@@ -231,106 +213,7 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="json: one object per line; text: for people (default: text on a terminal, else json)",
     )
-    p.set_defaults(func=_handler("controller.io.main"))
-
-
-def _bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("bench", help="benchmarks against a peer measured in the same run")
-    bsub = p.add_subparsers(dest="bench", required=True)
-    w = bsub.add_parser("watch", help="reflector+cache vs kubernetes_asyncio watch.Watch")
-    w.add_argument("--objects", type=int, default=10_000)
-    w.add_argument("--namespace", default="captf-bench")
-    _add_kubeconfig(w)
-    w.set_defaults(func=_handler("controller.bench.watch"))
-    s = bsub.add_parser(
-        "scale", help="the controller over N idle objects on its own API server: one JSON line"
-    )
-    s.add_argument("--objects", type=int, default=10_000, help="TerraformClusters, 100 a namespace")
-    s.add_argument("--rate", type=float, default=100.0, help="spec changes per second")
-    s.add_argument("--seconds", type=float, default=30.0, help="how long the changes last")
-    s.add_argument(
-        "--unrelated-secrets", type=int, default=0, help="Secrets no object reads, 2 KiB each"
-    )
-    s.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
-    s.set_defaults(func=_handler("controller.bench.scale"))
-    st = bsub.add_parser(
-        "state", help="state writes of 1 KiB, 5 MiB, 40 MiB; controller RSS by state size"
-    )
-    st.add_argument("--objects", type=int, default=100, help="objects for the RSS comparison")
-    st.add_argument("--crds", default="manifests/crds", help="the CRDs to install")
-    st.set_defaults(func=_handler("controller.bench.state"))
-    c = bsub.add_parser(
-        "capi",
-        help="scale a MachineDeployment to N and back under Cluster API's manager, against it,"
-        " kube-apiserver and bare OpenTofu in the same run: one JSON line",
-    )
-    c.add_argument("--machines", type=int, default=100, help="the MachineDeployment's scale")
-    c.add_argument("--max-concurrent-runs", type=int, default=10, help="the controller's run slots")
-    c.add_argument(
-        "--time-scale",
-        type=float,
-        default=1.0,
-        help="the controller's time compression (make run's is 30: its timed waits and "
-        "cache lifetimes then pass 30 times faster than Cluster API's)",
-    )
-    c.set_defaults(func=_handler("controller.bench.capi"))
-
-
-def _dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("dev", help="local development: API server, process node, demo")
-    dsub = p.add_subparsers(dest="dev", required=True)
-    a = dsub.add_parser(
-        "apiserver", help="start etcd, kube-apiserver and kube-controller-manager on loopback"
-    )
-    a.add_argument("--kubeconfig", default=".local/kubeconfig", help="where to write it")
-    a.add_argument("--crds", default="manifests/crds", help="CRDs to install ('' for none)")
-    a.add_argument(
-        "--controller-manager",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run kube-controller-manager (Job, Deployment, GC, disruption controllers)",
-    )
-    a.set_defaults(func=_handler("runtime.envtest.cli"))
-    n = dsub.add_parser("node", help="a Node whose pods run as local processes (a kubelet)")
-    _add_kubeconfig(n)
-    n.add_argument("--name", default="local", help="the Node's name")
-    n.add_argument("--namespace", default=None, help="run only this namespace's pods")
-    n.add_argument(
-        "--log-dir", default=None, help="pod logs (default: $CAPTF_NODE_LOGS, .local/pod-logs)"
-    )
-    n.set_defaults(func=_handler("controller.dev.node.main"))
-    d = dsub.add_parser("drain", help="cordon a node and evict its pods (Eviction API)")
-    _add_kubeconfig(d)
-    d.add_argument("--node", default="local")
-    d.add_argument("--namespace", default=None, help="evict only this namespace's pods")
-    d.add_argument("-l", "--selector", default=None, help="evict only pods with these labels")
-    d.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds to retry evictions a PDB refuses"
-    )
-    d.set_defaults(func=_handler("controller.dev.node.main", "run_drain"))
-    u = dsub.add_parser("uncordon", help="make a drained node schedulable again")
-    _add_kubeconfig(u)
-    u.add_argument("--node", default="local")
-    u.set_defaults(func=_handler("controller.dev.node.main", "run_uncordon"))
-    c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
-    c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
-    c.add_argument("--root", default=".", help="the repository's root")
-    c.set_defaults(func=_handler("controller.dev.chart"))
-    k = dsub.add_parser(
-        "clusterctl", help="generate the clusterctl provider repository from manifests/"
-    )
-    k.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
-    k.add_argument("--root", default=".", help="the repository's root")
-    k.set_defaults(func=_handler("controller.dev.clusterctl"))
-    r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
-    r.add_argument("--time-scale", type=float, default=30.0)
-    r.add_argument(
-        "--modules",
-        default=None,
-        metavar="DIR",
-        help="role modules in DIR/cluster, DIR/machine, DIR/machinepool (examples/modules)",
-    )
-    r.set_defaults(func=_handler("controller.dev.demo"))
+    p.set_defaults(func=handler("controller.io.main"))
 
 
 def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -386,8 +269,8 @@ def _state(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push.add_argument("file", metavar="FILE", help="the state's JSON; - reads stdin")
     for p, attr in ((ls, "run_list"), (pull, "run_pull"), (push, "run_push")):
         p.add_argument("-n", "--namespace", default="default")
-        _add_kubeconfig(p)
-        p.set_defaults(func=_handler("controller.cli.people.state", attr))
+        add_kubeconfig(p)
+        p.set_defaults(func=handler("controller.cli.people.state", attr))
 
 
 def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -398,7 +281,7 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m.add_argument("--role", required=True, choices=[role.value for role in Role])
     m.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     m.add_argument("--strict", action="store_true", help="warnings fail the module too (exit 1)")
-    m.set_defaults(func=_handler("controller.cli.lint_command"))
+    m.set_defaults(func=handler("controller.cli.lint_command"))
     i = lsub.add_parser("image", help="a pushed module image against the image contract")
     i.add_argument("reference", metavar="REF", help="the image: registry/repo:tag or @sha256:...")
     i.add_argument("--role", required=True, choices=[role.value for role in Role])
@@ -409,7 +292,7 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="OS/ARCH",
         help="the platform to check (default: linux/amd64 of an index; a single image as it is)",
     )
-    i.set_defaults(func=_handler("controller.cli.lint_image_command"))
+    i.set_defaults(func=handler("controller.cli.lint_image_command"))
 
 
 def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -428,31 +311,31 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a provider filesystem mirror to take the required providers from"
         " (default: the local build's)",
     )
-    b.set_defaults(func=_handler("controller.cli.image_command"))
+    b.set_defaults(func=handler("controller.cli.image_command"))
 
 
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
-    _add_kubeconfig(p)
-    p.set_defaults(func=_handler(f"controller.{module}"))
+    add_kubeconfig(p)
+    p.set_defaults(func=handler(f"controller.{module}"))
 
 
 def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runner", help="the runner image's entrypoint (one Job's operation)")
-    p.set_defaults(func=_handler("controller.runner.main"))
+    p.set_defaults(func=handler("controller.runner.main"))
     c = sub.add_parser(
         "install-copier",
         help="the runner image's static copier into DEST (a module image Job's first init "
         "container, in the copy shape)",
     )
     c.add_argument("dest", metavar="DEST")
-    c.set_defaults(func=_handler("controller.runner.copier"))
+    c.set_defaults(func=handler("controller.runner.copier"))
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _people, _lint, _image, _run, _bench, _dev, _runner):
+    for add in (_decide, _people, _lint, _image, _run, add_bench, add_dev, _runner):
         add(sub)
     return root
 

@@ -9,7 +9,7 @@ read list (controller/core/decide/reads.py) names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
@@ -312,12 +312,12 @@ class Caches:
         secret_names += state_parts_wanted(
             obj, reads.secrets, lambda secret: self.secret_data.metadata_of(f"{ns}/{secret}")
         )
-        configmaps = _with_data(self.configmap_data, ns, configmaps_wanted(obj))
+        configmaps = self.configmap_data.with_data(ns, configmaps_wanted(obj))
         events, pods = self._starting(obj, jobs)
         return Snapshot(
             obj=obj,
             jobs=tuple(jobs),
-            secrets=MappingProxyType(_with_data(self.secret_data, ns, secret_names)),
+            secrets=MappingProxyType(self.secret_data.with_data(ns, secret_names)),
             configmaps=MappingProxyType(configmaps),
             leases=tuple(self._leases(ns)),
             related=MappingProxyType(dict(reads.related)),
@@ -391,15 +391,3 @@ class PassReads:
     related: Mapping[tuple[str, str], Json]
     secrets: Mapping[str, How]
     identity_ref: IdentityRef | None
-
-
-def _with_data(contents: Contents, ns: str, names: Iterable[str]) -> dict[str, Json]:
-    """The named Secrets or ConfigMaps that exist, each with the data held for it."""
-    found: dict[str, Json] = {}
-    for name in names:
-        meta = contents.metadata_of(f"{ns}/{name}")
-        if meta is None:
-            continue
-        data = contents.data(ns, name)
-        found[name] = meta if data is None else meta | {"data": data}
-    return found

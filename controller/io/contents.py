@@ -84,6 +84,17 @@ class Contents:
         """The object as cached, from whichever cache holds it."""
         return self._whole(key) or self.metadata.get(key)
 
+    def with_data(self, namespace: str, names: Iterable[str]) -> dict[str, Json]:
+        """The named Secrets or ConfigMaps that exist, each with the data held for it."""
+        found: dict[str, Json] = {}
+        for name in names:
+            meta = self.metadata_of(f"{namespace}/{name}")
+            if meta is None:
+                continue
+            data = self.data(namespace, name)
+            found[name] = meta if data is None else meta | {"data": data}
+        return found
+
     def _whole(self, key: str) -> Json | None:
         return None if self.whole is None else self.whole.get(key)
 

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
 import socket
 import sys
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 from prometheus_client import CollectorRegistry
@@ -31,10 +28,16 @@ from prometheus_client import CollectorRegistry
 from controller.core import Settings
 from controller.core.basics.names import TIME_ORIGIN
 from controller.io import metrics_set
-from controller.io.admission import Webhooks
 from controller.io.caches import Caches
 from controller.io.config import ControllerConfig
 from controller.io.dispatch import ByKind
+from controller.io.endpoints import (
+    WebhookCannotListen,
+    health_addr,
+    secure_metrics,
+    url_host,
+    webhooks,
+)
 from controller.io.handlers import wire_handlers
 from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
@@ -45,7 +48,6 @@ from controller.io.reconciler import Reconciler
 from controller.io.server_version import server_version
 from controller.io.writes import NotingWrites
 from runtime import logs
-from runtime.admission import AdmissionServer
 from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
 from runtime.clock import Clock, LoopClock
 from runtime.events import EventErrorReporter, EventRecorder
@@ -54,7 +56,6 @@ from runtime.incluster import service_account_dir
 from runtime.leader import LEASE_DURATION, Candidacy, LeaderLost, leader_election
 from runtime.loop import Controller
 from runtime.metrics import RuntimeMetrics
-from runtime.metrics_auth import KubeReviewer, SecureMetricsServer
 from runtime.shutdown import StopRequest, stop_on_signals
 from runtime.timeorigin import OriginError, scaled_clock
 from runtime.transport import Transport, open_transport
@@ -183,20 +184,18 @@ async def serve(
         )
         candidacy = Candidacy(leading=not args.leader_elect)
         secure = args.metrics_secure
-        health = HealthServer(registry, address=_health_addr(args), metrics=not secure)
+        health = HealthServer(registry, address=health_addr(args), metrics=not secure)
         health.add_readiness_check("role", lambda: _serves_its_role(candidacy, parts))
         with pauses:
             async with (
                 health,
-                _secure_metrics(args, registry, transport),
-                _webhooks(args, transport),
+                secure_metrics(args, registry, transport),
+                webhooks(args, transport),
             ):
                 if secure:
-                    log.info("health on http://%s/healthz", _url_host(args, health.port))
+                    log.info("health on http://%s/healthz", url_host(args, health.port))
                 else:
-                    log.info(
-                        "metrics and health on http://%s/metrics", _url_host(args, health.port)
-                    )
+                    log.info("metrics and health on http://%s/metrics", url_host(args, health.port))
                 if args.leader_elect:
                     await _campaign_then_control(parts, candidacy)
                 else:
@@ -225,51 +224,6 @@ def _serves_its_role(candidacy: Candidacy, parts: _Parts) -> bool:
     if candidacy.leading:
         return all(i.synced.is_set() for i in parts.caches.informers())
     return parts.lease_clock.monotonic() - candidacy.answered_at < LEASE_DURATION
-
-
-def _health_addr(args: ControllerConfig) -> str:
-    """With --metrics-secure, the probes have a plain HTTP port of their own."""
-    return args.health_probe_addr if args.metrics_secure else args.metrics_addr
-
-
-def _secure_metrics(
-    args: ControllerConfig, registry: CollectorRegistry, transport: Transport
-) -> contextlib.AbstractAsyncContextManager[object]:
-    """HTTPS /metrics for tokens the API server allows (runtime.metrics_auth)."""
-    if not args.metrics_secure:
-        return contextlib.nullcontext()
-    cert_dir = Path(args.metrics_cert_dir) if args.metrics_cert_dir else None
-    reviewer = KubeReviewer(transport, LoopClock())
-    return SecureMetricsServer(registry, reviewer, address=args.metrics_addr, cert_dir=cert_dir)
-
-
-class WebhookCannotListen(CannotListen):
-    """--webhook-addr cannot be served."""
-
-
-@contextlib.asynccontextmanager
-async def _webhooks(args: ControllerConfig, transport: Transport) -> AsyncIterator[None]:
-    """The admission webhooks, on every replica (controller/io/admission.py)."""
-    if not args.webhook_addr:
-        yield
-        return
-    cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
-    server = AdmissionServer(
-        Webhooks(transport).reviews(), address=args.webhook_addr, cert_dir=cert_dir
-    )
-    try:
-        await server.__aenter__()
-    except CannotListen as err:
-        raise WebhookCannotListen(str(err)) from err
-    try:
-        yield
-    finally:
-        await server.__aexit__(None, None, None)
-
-
-def _url_host(args: ControllerConfig, port: int) -> str:
-    host, _ = parse_address(_health_addr(args))
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:

@@ -26,7 +26,8 @@ from controller.runner import redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.module_image import tofu_of
-from controller.runner.ops import Tofu, execute
+from controller.runner.op_context import Tofu
+from controller.runner.ops import execute
 from controller.runner.result import RunnerResult
 from controller.runner.steps import Recorder
 from controller.runner.tofu import TofuRunner

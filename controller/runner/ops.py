@@ -7,9 +7,7 @@ the result is decided, because tofu may have changed real infrastructure."""
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
 
 import orjson
 
@@ -26,97 +24,19 @@ from controller.core.basics.names import (
     Op,
     labelled_for,
 )
-from controller.core.contract import outputs as outputs_contract
-from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.core.jobs.job import Outcome
-from controller.core.jobs.run_report import ErrorKind, headline, is_lock_error
+from controller.core.jobs.run_report import ErrorKind, headline
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import Json, Kube
-from controller.runner.result import MESSAGE_LIMIT, RunnerResult, bounded
+from controller.runner.op_context import OpContext, Stop, Tofu, failed, tofu_failed
+from controller.runner.result import RunnerResult
 from controller.runner.state import StateError, StateStore, StoredState, contract_reading
-from controller.runner.tofu import Exit
 from controller.runner.workdir import ImageRenderError, RenderError, render
 from runtime.errors import ApiError
 
 PLAN_FILE = "tfplan"
 _FLAGS = ("-input=false", "-no-color")
-
-
-class Tofu(Protocol):
-    @property
-    def terminated(self) -> bool: ...
-
-    async def run(self, *args: str, capture: bool = False) -> Exit: ...
-
-
-@dataclass(frozen=True)
-class OpContext:
-    env: RunnerEnv
-    kube: Kube
-    tofu: Tofu
-    work_dir: Path
-    store: StateStore
-
-
-class Stop(Exception):
-    """Ends the op early with `result`."""
-
-    def __init__(self, result: RunnerResult) -> None:
-        super().__init__(result.message)
-        self.result = result
-
-
-def _failed(
-    message: str, kind: ErrorKind, serial: int | None = None, *, summary: str | None = None
-) -> RunnerResult:
-    """A failure of `kind`. Its summary is the message's first line unless given: a line
-    the runner wrote, whose values go all the same once it is redacted (result.py)."""
-    first = message.strip().splitlines()[:1]
-    return RunnerResult(
-        outcome=Outcome.FAILURE,
-        message=message,
-        state_serial=serial,
-        error_kind=kind,
-        summary=first[0] if summary is None and first else summary or "",
-    )
-
-
-# The error kind of a tofu command that failed, by the step's name.
-_KINDS = {
-    "init": ErrorKind.INIT,
-    "plan": ErrorKind.PLAN,
-    "show": ErrorKind.PLAN,
-    "apply": ErrorKind.APPLY,
-    "apply -refresh-only": ErrorKind.REFRESH,
-    "destroy": ErrorKind.DESTROY,
-}
-
-
-def _tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None) -> RunnerResult:
-    # The headline leaves room for it in the bounded message; the stderr tail fills the rest.
-    tail = bounded(ex.stderr, MESSAGE_LIMIT - 200)
-    if ctx.tofu.terminated:
-        saved = "" if serial is None else f"; state saved at serial {serial}"
-        message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
-        return RunnerResult(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
-    kind = ErrorKind.STATE_LOCK if is_lock_error(ex.stderr) else _KINDS[what]
-    # The summary is tofu's own headline, never a line of its output as printed.
-    summary = headline(ex.stderr) or f"tofu {what} failed"
-    failed = _failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", kind, serial, summary=summary)
-    missing = _missing_outputs(ctx, ex.stderr)
-    return failed if missing is None else replace(failed, missing_outputs=missing)
-
-
-def _missing_outputs(ctx: OpContext, stderr: str) -> tuple[str, ...] | None:
-    """The contract outputs a failed plan says the role module lacks: the root re-exports
-    each, and OpenTofu names the one the module does not declare."""
-    try:
-        role = contract_for_kind(ctx.env.object_kind).role
-    except UnknownKind:
-        return None
-    missing = outputs_contract.missing_outputs(role, stderr)
-    return None if missing is None else missing.names
 
 
 async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> RunnerResult:
@@ -154,15 +74,15 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
     env = ctx.env
     inputs = await ctx.kube.get_secret(env.inputs_secret)
     if inputs is None:
-        raise Stop(_failed(f"inputs Secret {env.inputs_secret} not found", ErrorKind.INPUTS))
+        raise Stop(failed(f"inputs Secret {env.inputs_secret} not found", ErrorKind.INPUTS))
     if not labelled_for(inputs, env.object_kind, env.object_name):
         who = f"{env.object_kind}/{env.object_name}"
         text = f"inputs Secret {env.inputs_secret} is not labelled as {who}'s"
-        raise Stop(_failed(text, ErrorKind.INPUTS))
+        raise Stop(failed(text, ErrorKind.INPUTS))
     recorded = ((inputs.get("metadata") or {}).get("annotations") or {}).get(ANN_INPUTS_HASH)
     if recorded != env.inputs_hash:
         text = f"inputs Secret {env.inputs_secret} holds inputs {recorded}, not {env.inputs_hash}"
-        raise Stop(_failed(text, ErrorKind.INPUTS))
+        raise Stop(failed(text, ErrorKind.INPUTS))
     try:
         render(
             ctx.work_dir,
@@ -172,18 +92,18 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
             image_dir=env.module_image_dir,
         )
     except ImageRenderError as exc:
-        raise Stop(_failed(str(exc), ErrorKind.IMAGE_LAYOUT)) from None
+        raise Stop(failed(str(exc), ErrorKind.IMAGE_LAYOUT)) from None
     except RenderError as exc:
-        raise Stop(_failed(str(exc), ErrorKind.INPUTS)) from None
+        raise Stop(failed(str(exc), ErrorKind.INPUTS)) from None
     try:
         old = await ctx.store.load()
     except StateError as exc:
-        raise Stop(_failed(str(exc), ErrorKind.STATE)) from None
+        raise Stop(failed(str(exc), ErrorKind.STATE)) from None
     if old is not None:
         (ctx.work_dir / STATE_KEY).write_bytes(old.data)
     ex = await ctx.tofu.run("init", *_FLAGS)
     if ex.code != 0:
-        raise Stop(_tofu_failed(ctx, "init", ex))
+        raise Stop(tofu_failed(ctx, "init", ex))
     return old
 
 
@@ -191,14 +111,14 @@ async def _plan(ctx: OpContext, *extra: str) -> tuple[int, bytes, Json]:
     """`tofu plan -out`, then the saved plan as JSON; returns (exit code, JSON bytes, JSON)."""
     ex = await ctx.tofu.run("plan", *_FLAGS, f"-out={PLAN_FILE}", *extra)
     if ex.code not in (0, 2) or (ex.code == 2 and "-detailed-exitcode" not in extra):
-        raise Stop(_tofu_failed(ctx, "plan", ex))
+        raise Stop(tofu_failed(ctx, "plan", ex))
     shown = await ctx.tofu.run("show", "-json", "-no-color", PLAN_FILE, capture=True)
     if shown.code != 0:
-        raise Stop(_tofu_failed(ctx, "show", shown))
+        raise Stop(tofu_failed(ctx, "show", shown))
     try:
         parsed = orjson.loads(shown.stdout)
     except orjson.JSONDecodeError as exc:
-        raise Stop(_failed(f"tofu show -json printed no JSON: {exc}", ErrorKind.PLAN)) from None
+        raise Stop(failed(f"tofu show -json printed no JSON: {exc}", ErrorKind.PLAN)) from None
     return ex.code, shown.stdout, parsed
 
 
@@ -211,7 +131,7 @@ async def _plan_op(ctx: OpContext) -> RunnerResult:
     _, raw, plan = await _plan(ctx)
     name = await _keep_plan(ctx, raw, plan)
     if name is None:
-        return _failed(
+        return failed(
             f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)", ErrorKind.PLAN
         )
     return RunnerResult(
@@ -272,10 +192,10 @@ async def _approved_plan(ctx: OpContext, name: str) -> Json:
     raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
     if raw is None:
         text = f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"
-        raise Stop(_failed(text, ErrorKind.INPUTS))
+        raise Stop(failed(text, ErrorKind.INPUTS))
     if not _plan_of_object(ctx, secret or {}):
         text = f"approved plan Secret {name} is not labelled as a plan of this object"
-        raise Stop(_failed(text, ErrorKind.INPUTS))
+        raise Stop(failed(text, ErrorKind.INPUTS))
     parsed: Json = orjson.loads(base64.b64decode(raw))
     return parsed
 
@@ -303,7 +223,7 @@ async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
     ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
     serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
     if ex.code != 0:
-        return _tofu_failed(ctx, "apply", ex, serial)
+        return tofu_failed(ctx, "apply", ex, serial)
     written = await _write_outputs(ctx, serial) if ctx.env.outputs_secret else None
     return RunnerResult(
         outcome=Outcome.SUCCESS,
@@ -340,12 +260,12 @@ async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
     if shown.code != 0:
         text = f"applied, but tofu output failed: {shown.stderr}"
         summary = headline(shown.stderr) or "applied, but tofu output failed"
-        raise Stop(_failed(text, ErrorKind.OUTPUTS, serial, summary=summary))
+        raise Stop(failed(text, ErrorKind.OUTPUTS, serial, summary=summary))
     try:
         data = outputs.chosen(orjson.loads(shown.stdout or b"{}"), ctx.env.outputs_names)
     except (outputs.OutputsError, orjson.JSONDecodeError) as exc:
         text = f"applied, but outputs Secret {name} not written: {exc}"
-        raise Stop(_failed(text, ErrorKind.OUTPUTS, serial)) from None
+        raise Stop(failed(text, ErrorKind.OUTPUTS, serial)) from None
     body = outputs.secret_body(
         name,
         data,
@@ -379,7 +299,7 @@ async def _write_op(
     keep = None if ctx.env.op is Op.DESTROY and ex.code == 0 else _hash(old)
     serial = await _save_state(ctx, old, keep)
     if ex.code != 0:
-        return _tofu_failed(ctx, what, ex, serial)
+        return tofu_failed(ctx, what, ex, serial)
     if ctx.env.op is Op.DESTROY:
         # Destroyed: the state and its backups describe nothing any more.
         await ctx.store.remove()
@@ -405,7 +325,7 @@ async def _restore(ctx: OpContext) -> RunnerResult:
     try:
         new_serial = await ctx.store.restore(serial)
     except StateError as exc:
-        return _failed(str(exc), ErrorKind.STATE)
+        return failed(str(exc), ErrorKind.STATE)
     text = f"restored backup {ctx.store.backup_name(serial)} as state serial {new_serial}"
     return RunnerResult(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
 
@@ -434,7 +354,7 @@ async def _save_state(
     except (StateError, ApiError) as exc:
         rescue = await _rescue(ctx, data)
         text = f"tofu ran but its state could not be saved ({exc}); {rescue}"
-        raise Stop(_failed(text, ErrorKind.STATE)) from None
+        raise Stop(failed(text, ErrorKind.STATE)) from None
 
 
 async def _rescue(ctx: OpContext, data: bytes) -> str:

@@ -27,7 +27,6 @@ of real infrastructure and must outlive the object, its Jobs and mistakes."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -61,6 +60,13 @@ from controller.runner.state_body import (
     serial_of,
     with_serial,
 )
+from controller.runner.state_secrets import (
+    backup_body,
+    meta,
+    part_body,
+    secret_body,
+    unreadable_copy_body,
+)
 from runtime.errors import ApiError
 
 __all__ = [
@@ -93,16 +99,6 @@ class StoredState:
     inputs_hash: str | None
     secret: Json  # as read: its resourceVersion guards the next write
     outputs: bytes | None = None  # the stored outputs.json
-
-
-def _meta(secret: Json, field: str) -> dict[str, str]:
-    return dict((secret.get("metadata") or {}).get(field) or {})
-
-
-def _secret(metadata: Json, keys: Mapping[str, bytes]) -> Json:
-    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-    body["data"] = {k: base64.b64encode(v).decode() for k, v in keys.items()}
-    return body
 
 
 class StateStore:
@@ -161,7 +157,7 @@ class StateStore:
 
     def _is_backup(self, secret: Json) -> bool:
         labelled = labelled_for(secret, self._object_kind, self._object_name)
-        return labelled and _meta(secret, "labels").get(LABEL_BACKUP_OF) == self._object_name
+        return labelled and meta(secret, "labels").get(LABEL_BACKUP_OF) == self._object_name
 
     def _selector(self, label: str) -> str:
         return f"{label}={self._object_name},{LABEL_KIND}={self._object_kind}"
@@ -173,7 +169,7 @@ class StateStore:
             data = await layout.read_body(secret, self._kube.get_secret)
         except layout.LayoutError as exc:
             raise StateError(f"Secret {name} cannot be read: {exc}") from None
-        hashed = _meta(secret, "annotations").get(ANN_INPUTS_HASH)
+        hashed = meta(secret, "annotations").get(ANN_INPUTS_HASH)
         outputs = layout.decoded(secret, OUTPUTS_KEY)
         return StoredState(data, serial_of(data), hashed, secret, outputs)
 
@@ -190,8 +186,8 @@ class StateStore:
         laid = await self._lay_out(self._name, data)
         if old is not None and old.data != data:
             await self._backup(old)
-        labels = {**(_meta(old.secret, "labels") if old else {}), **self._object_labels}
-        annotations = _meta(old.secret, "annotations") if old else {}
+        labels = {**(meta(old.secret, "labels") if old else {}), **self._object_labels}
+        annotations = meta(old.secret, "annotations") if old else {}
         annotations[ANN_SERIAL] = str(serial)
         annotations.pop(ANN_INPUTS_HASH, None)
         if inputs_hash is not None:
@@ -206,7 +202,7 @@ class StateStore:
         keys = dict(laid.keys)
         if outputs is not None:
             keys[OUTPUTS_KEY] = outputs
-        body = _secret(metadata, keys)
+        body = secret_body(metadata, keys)
         try:
             if old is None or old.secret["metadata"].get("name") != self._name:
                 # Nothing yet under this name (a state read under the older name is
@@ -242,10 +238,8 @@ class StateStore:
             LABEL_PART_OF: self._object_name,
         }
         for part in laid.parts:
-            body = _secret({"name": part.name, "labels": labels}, {layout.PART_KEY: part.data})
-            body["immutable"] = True
             try:
-                await self._kube.create_secret(body)
+                await self._kube.create_secret(part_body(part.name, labels, part.data))
             except ApiError as exc:
                 if exc.status != 409:
                     raise
@@ -264,19 +258,9 @@ class StateStore:
     async def _backup(self, old: StoredState) -> None:
         """The old state's Secret data as it is stored (a manifest names the same parts)."""
         name = self.backup_name(old.serial)
-        annotations = {
-            ANN_SERIAL: str(old.serial),
-            ANN_BACKED_UP_AT: datetime.now(UTC).isoformat(timespec="microseconds"),
-        }
-        if old.inputs_hash is not None:
-            annotations[ANN_INPUTS_HASH] = old.inputs_hash
-        written_by = _meta(old.secret, "annotations").get(ANN_WRITTEN_BY)
-        if written_by:
-            annotations[ANN_WRITTEN_BY] = written_by
         labels = {**self._object_labels, LABEL_BACKUP_OF: self._object_name}
-        metadata: Json = {"name": name, "labels": labels, "annotations": annotations}
-        body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-        body["data"] = {k: v for k, v in (old.secret.get("data") or {}).items() if k != OUTPUTS_KEY}
+        now = datetime.now(UTC).isoformat(timespec="microseconds")
+        body = backup_body(name, old.secret, old.serial, old.inputs_hash, labels, now)
         try:
             await self._kube.create_secret(body)
         except ApiError as exc:
@@ -304,7 +288,7 @@ class StateStore:
         backups = await self._kube.list_secrets(self._selector(LABEL_BACKUP_OF))
 
         def age_key(secret: Json) -> tuple[str, int]:
-            annotations = _meta(secret, "annotations")
+            annotations = meta(secret, "annotations")
             serial = serials.serial_of(annotations.get(ANN_SERIAL))
             return annotations.get(ANN_BACKED_UP_AT, ""), -1 if serial is None else serial
 
@@ -370,14 +354,12 @@ class StateStore:
         if not labelled_for(secret, self._object_kind, self._object_name):
             raise StateError(f"Secret {self._name} is not labelled as this object's state")
         version = str(secret["metadata"].get("resourceVersion", ""))
-        claimed = serials.serial_of(_meta(secret, "annotations").get(ANN_SERIAL)) or 0
+        claimed = serials.serial_of(meta(secret, "annotations").get(ANN_SERIAL)) or 0
         serial = max(restored.serial, claimed + 1)
         keep = {**self._object_labels, LABEL_RESCUE_OF: self._object_name}
-        body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque"}
-        body["metadata"] = {"name": f"{self._name}-unreadable-{version}", "labels": keep}
-        body["data"] = dict(secret.get("data") or {})
+        copy = unreadable_copy_body(f"{self._name}-unreadable-{version}", secret, keep)
         try:
-            await self._kube.create_secret(body)
+            await self._kube.create_secret(copy)
         except ApiError as exc:
             if exc.status != 409:  # kept by an earlier attempt of this restore
                 raise
@@ -389,7 +371,7 @@ class StateStore:
         parts = layout.parts_annotation(laid)
         if parts is not None:
             annotations[ANN_STATE_PARTS] = parts
-        labels = {**_meta(secret, "labels"), **self._object_labels}
+        labels = {**meta(secret, "labels"), **self._object_labels}
         metadata: Json = {
             "name": self._name,
             "labels": labels,
@@ -397,7 +379,7 @@ class StateStore:
             "resourceVersion": version,
         }
         try:
-            await self._kube.replace_secret(self._name, _secret(metadata, laid.keys))
+            await self._kube.replace_secret(self._name, secret_body(metadata, laid.keys))
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -410,4 +392,4 @@ class StateStore:
         (so any size fits), labelled as a rescue of this object."""
         laid = await self._lay_out(name, data)
         labels = {**self._object_labels, LABEL_RESCUE_OF: self._object_name}
-        await self._kube.create_secret(_secret({"name": name, "labels": labels}, laid.keys))
+        await self._kube.create_secret(secret_body({"name": name, "labels": labels}, laid.keys))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from controller.runner.ops import Tofu
+from controller.runner.op_context import Tofu
 from controller.runner.result import Step
 from controller.runner.tofu import Exit
 
