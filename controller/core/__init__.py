@@ -22,6 +22,7 @@ from controller.core.admission.kinds import ALL as ADMISSION_KINDS
 from controller.core.admission.kinds import inputs_spec
 from controller.core.admission.refusal import Refusal as AdmissionRefusal
 from controller.core.admission.refusal import message_of as refusals_message
+from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import WAITS as IMAGE_WAITS
@@ -56,6 +57,7 @@ from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
+from controller.core.plan.templates import TemplatePass, template_pass
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -108,6 +110,8 @@ __all__ = [
     "IMAGE_NOT_FOUND",
     "IMAGE_WAITS",
     "JOB_UID_LABEL",
+    "LABEL_CAPACITY",
+    "LABEL_NODE_INFO",
     "LEASE_API",
     "NO_IDENTITY",
     "REGISTRY_UNAUTHORIZED",
@@ -143,6 +147,7 @@ __all__ = [
     "Settings",
     "Snapshot",
     "SourceSecret",
+    "TemplatePass",
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
@@ -187,6 +192,7 @@ __all__ = [
     "spec_of",
     "spec_refusals",
     "stale_leases",
+    "template_pass",
     "terraform_cluster_of",
     "unwatched",
     "update_refusals",

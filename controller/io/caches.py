@@ -64,6 +64,7 @@ from controller.core.basics.names import (
     RUNNER_ACCOUNT,
     RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
+    TEMPLATE_PLURALS,
     VERSION,
     inputs_secret_prefix,
     state_secret_name,
@@ -183,6 +184,16 @@ OBJECTS: Final = {
         indexes=OBJECT_INDEXES,
     )
     for kind in KINDS
+}
+# The templates, for their scale-from-zero status (controller/core/plan/templates.py).
+# Not sharded: a template carries no shard label, and every shard that sees it writes
+# the same status (the patch is idempotent, its Events are named once-only).
+TEMPLATES: Final = {
+    kind: InformerSpec(
+        resource=Resource(GROUP, VERSION, plural),
+        transform=partial(with_kind, api_version=API_VERSION, kind=kind),
+    )
+    for kind, plural in TEMPLATE_PLURALS.items()
 }
 # Only CAPTF's Jobs: they all carry the uid label.
 JOBS: Final = InformerSpec(
@@ -334,6 +345,7 @@ class Caches:
         )
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
         self.capi = {kind: informer(spec) for kind, spec in CAPI.items()}
+        self.templates = {kind: informer(spec) for kind, spec in TEMPLATES.items()}
         self.jobs = informer(JOBS)
         self.plans = informer(PLANS)
         self.secrets = informer(SECRETS)
@@ -363,6 +375,7 @@ class Caches:
         return [
             *self.objects.values(),
             *self.capi.values(),
+            *self.templates.values(),
             self.jobs,
             self.plans,
             self.secrets,
@@ -392,6 +405,10 @@ class Caches:
 
     def object(self, kind: str, namespace: str, name: str) -> Json | None:
         found = self.objects[kind].store.get(f"{namespace}/{name}")
+        return None if found is None else with_kind(found, API_VERSION, kind)
+
+    def template(self, kind: str, namespace: str, name: str) -> Json | None:
+        found = self.templates[kind].store.get(f"{namespace}/{name}")
         return None if found is None else with_kind(found, API_VERSION, kind)
 
     def objects_by(self, index: str, value: str) -> list[Json]:

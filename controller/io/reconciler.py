@@ -106,7 +106,7 @@ from controller.core import (
     module_image,
     plan_pass,
 )
-from controller.core.basics.names import FINALIZER, IDENTITY
+from controller.core.basics.names import FINALIZER, IDENTITY, TEMPLATE_PLURALS
 from controller.io import accountant, api, interrupted, plan_writes, results, runner_rbac
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
@@ -117,6 +117,7 @@ from controller.io.launcher import Refused, launch
 from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
 from controller.io.registry import ImageRegistry, cached_for
+from controller.io.templates import TemplateKeeper
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
@@ -137,17 +138,22 @@ class Reconciler:
     registry: ImageRegistry | None = None  # module image lookups; default: crane's
     # The identities share the queue (their keys name the kind): controller/io/identities.py.
     identities: IdentityKeeper = field(init=False)
+    # And the templates (scale from zero): controller/io/templates.py.
+    templates: TemplateKeeper = field(init=False)
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
         self.identities = IdentityKeeper(self.client, self.caches, self.clock)
         if self.registry is None:
             self.registry = ImageRegistry(self.clock)
+        self.templates = TemplateKeeper(self.client, self.caches, self.clock, self.registry)
 
     async def reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
         if kind == IDENTITY:
             return await self.identities.reconcile(name)
+        if kind in TEMPLATE_PLURALS:
+            return await self.templates.reconcile(kind, namespace, name)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
             self.memory.forget(key)

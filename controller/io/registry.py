@@ -45,6 +45,8 @@ import anyio
 from controller.core import (
     IMAGE_NOT_FOUND,
     IMAGE_WAITS,
+    LABEL_CAPACITY,
+    LABEL_NODE_INFO,
     REGISTRY_UNAUTHORIZED,
     REGISTRY_UNAVAILABLE,
     ROLE_LABEL,
@@ -186,7 +188,15 @@ async def _lookup(crane: Crane, reference: str, config_file: Path) -> Resolved:
     labels = (json.loads(raw).get("config") or {}).get("Labels") or {}
     size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or [])
     role = labels.get(ROLE_LABEL)
-    return Resolved(reference, digest, size, str(role) if role is not None else None)
+    capacity, node_info = labels.get(LABEL_CAPACITY), labels.get(LABEL_NODE_INFO)
+    return Resolved(
+        reference,
+        digest,
+        size,
+        str(role) if role is not None else None,
+        capacity=str(capacity) if capacity is not None else None,
+        node_info=str(node_info) if node_info is not None else None,
+    )
 
 
 def _fetched_failure(reference: str, failed: FetchFailed) -> LookupFailed:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.core.basics.names import CAPI_PLURALS
+from controller.core.basics.names import CAPI_PLURALS, TEMPLATE_PLURALS
 from controller.core.decide.runner_rbac import role_binding
 from controller.dev.kustomize import render
 from runtime.envtest import ApiServer, RequestFailed
@@ -792,6 +792,9 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, "terraformclusteridentities", verb) for verb in ("list", "watch", "patch")}
     | {(GROUP, "terraformclusteridentities/status", "patch")}
     | {("", "namespaces", verb) for verb in ("list", "watch")}
+    # Templates: watched, their scale-from-zero status written; never their spec.
+    | {(GROUP, p, verb) for p in TEMPLATE_PLURALS.values() for verb in ("list", "watch")}
+    | {(GROUP, f"{p}/status", "patch") for p in TEMPLATE_PLURALS.values()}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     # The runner ServiceAccount's imagePullSecrets, before a module image's lookup.
     | {("", "serviceaccounts", "get")}

@@ -38,6 +38,10 @@ from tests.kube.harness import (
 from tests.kube.test_controller_leases import _create_pool
 
 pytestmark = pytest.mark.kube
+TEMPLATES = {
+    "terraformmachinetemplates": "TerraformMachineTemplate",
+    "terraformmachinepooltemplates": "TerraformMachinePoolTemplate",
+}
 Json = dict[str, Any]
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 CLUSTERS = "terraformclusters"
@@ -274,6 +278,33 @@ async def _identity_flow(kube: Kube) -> None:
     await eventually(lambda: mirror(False), what="the copy deleted")
 
 
+async def _template_flow(kube: Kube) -> None:
+    """A machine and a pool template sized by their spec (no image: no lookup): each
+    watched and its scale-from-zero status written."""
+    for plural, kind in TEMPLATES.items():
+        body = {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "sized"},
+            "spec": {
+                "capacity": {"cpu": "2"},
+                "template": {
+                    "spec": {
+                        "source": {"configMapRef": {"name": "module"}},
+                        "jobs": {"image": "runner:1"},
+                    }
+                },
+            },
+        }
+        await kube.call("POST", kube.captf_path(plural), body)
+
+        async def sized(plural: str = plural) -> bool:
+            found = await kube.get(plural, "sized")
+            return (found.get("status") or {}).get("capacity") == {"cpu": "2"}
+
+        await eventually(sized, what=f"{plural} status.capacity")
+
+
 async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     apiserver: ApiServer, namespace: str, tmp_path: Path
 ) -> None:
@@ -394,6 +425,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
 
         await eventually(runner_rbac_gone, what="the runner's RBAC removed with the last object")
         await _identity_flow(kube)
+        await _template_flow(kube)
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
     refused = sorted(

@@ -75,7 +75,9 @@ def test_template_crd_is_established_with_its_names(apiserver: ApiServer, kind: 
     }
     [version] = crd["spec"]["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
-    assert "subresources" not in version  # status-less: nothing reconciles a template
+    # The machine and pool templates show their scale-from-zero status; nothing else does.
+    status = kind != "TerraformClusterTemplate"
+    assert ("subresources" in version) == status
     assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Age"]
 
 
@@ -96,7 +98,9 @@ def test_an_unchanged_dry_run_apply_is_accepted_and_a_change_refused(
     with pytest.raises(RequestFailed) as refused:
         apply(apiserver, changed, namespace, dry_run=True)
     assert refused.value.status == 422
-    assert f"{kind} spec is immutable" in str(refused.value)
+    # The machine and pool templates keep spec.capacity/nodeInfo (scale from zero) mutable.
+    field = "spec" if kind == "TerraformClusterTemplate" else "spec.template"
+    assert f"{kind} {field} is immutable" in str(refused.value)
     live = apiserver.request("GET", path(kind, namespace, "t"))
     assert live["spec"] == stored["spec"]
 

@@ -25,6 +25,14 @@ PLURALS: Final = {
     POOL: "terraformmachinepools",
     MACHINE: "terraformmachines",
 }
+# The templates whose status tells the autoscaler the node they would make (scale from
+# zero: controller/core/plan/templates.py). They run nothing.
+MACHINE_TEMPLATE: Final = "TerraformMachineTemplate"
+POOL_TEMPLATE: Final = "TerraformMachinePoolTemplate"
+TEMPLATE_PLURALS: Final = {
+    MACHINE_TEMPLATE: "terraformmachinetemplates",
+    POOL_TEMPLATE: "terraformmachinepooltemplates",
+}
 # Kinds whose module and variables may change after create.
 MUTABLE_KINDS: Final = frozenset({CLUSTER, POOL})
 
