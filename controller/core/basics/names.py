@@ -286,6 +286,8 @@ class Reason(StrEnum):
     REFRESH_AFTER_APPLY = "RefreshAfterApply"
     # The newest reading of the contract's health is pending: 30 s doubling to 5 min.
     HEALTH_PENDING = "HealthPending"
+    # A Ready machine's health is re-read: spec.health.interval (5 min) has passed.
+    HEALTH_CHECK_DUE = "HealthCheckDue"
 
 
 # What makes an op run (the Run's reason).
@@ -304,6 +306,7 @@ TRIGGERS: Final = frozenset(
         Reason.REFRESH_DUE,
         Reason.REFRESH_AFTER_APPLY,
         Reason.HEALTH_PENDING,
+        Reason.HEALTH_CHECK_DUE,
     }
 )
 
