@@ -74,6 +74,9 @@ state left, plans the rest; every step is idempotent):
                          fields written and plans none; a 409 retries the key.
   9. status              One merge patch, after the Job exists: the status names only
                          Jobs that exist.
+ 9b. owner mark         The remediation annotations on the owner Machine (decide/
+                         remediation.py), after the status and Events that say why; a
+                         replay patches the same two keys again.
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
@@ -106,7 +109,15 @@ from controller.core import (
     module_image,
     plan_pass,
 )
-from controller.core.basics.names import FINALIZER, IDENTITY, TEMPLATE_PLURALS
+from controller.core.basics.names import (
+    CAPI_GROUP,
+    CAPI_MACHINE,
+    CAPI_PLURALS,
+    CAPI_VERSION,
+    FINALIZER,
+    IDENTITY,
+    TEMPLATE_PLURALS,
+)
 from controller.io import accountant, api, interrupted, plan_writes, results, runner_rbac
 from controller.io.accountant import JobMetrics
 from controller.io.api import Api
@@ -118,12 +129,14 @@ from controller.io.leases import LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
 from controller.io.registry import ImageRegistry, cached_for
 from controller.io.templates import TemplateKeeper
+from runtime.cache.resource import Resource
 from runtime.clock import Clock
 from runtime.errors import ApiError
 from runtime.loop import DONE, Result, requeue_after
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
+CAPI_MACHINES = Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[CAPI_MACHINE])
 CONFLICT = Result(requeue=True)
 
 
@@ -268,6 +281,15 @@ class Reconciler:
             obj = _typed(obj, updated)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
+        if todo.owner_mark is not None:
+            # Only the two remediation annotations, as a merge patch: the Machine's other
+            # metadata is Cluster API's and the user's (a 404: the Machine is gone).
+            path = api.resource_path(CAPI_MACHINES, snap.namespace, todo.owner_mark.machine)
+            try:
+                await api.merge_patch(self.client, path, todo.owner_mark.patch)
+            except ApiError as err:
+                if err.status != 404:
+                    raise
         if todo.metadata is not None:
             # Only our keys: a merge patch leaves every other label and annotation alone,
             # so a stale read cannot undo anyone's change; no precondition needed.

@@ -806,12 +806,13 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "update")
     }
     | {("", "events", "create")}
-    # Cluster API's owners: watched only.
+    # Cluster API's owners: watched; a Machine patched only for its remediation mark.
     | {
         ("cluster.x-k8s.io", plural, verb)
         for plural in CAPI_PLURALS.values()
         for verb in ("list", "watch")
     }
+    | {("cluster.x-k8s.io", "machines", "patch")}
     | {("authentication.k8s.io", "tokenreviews", "create")}
     | {("authorization.k8s.io", "subjectaccessreviews", "create")}
     # The runner's identity in the objects' namespaces, and `bind` on its ClusterRole.

@@ -36,6 +36,7 @@ from tests.kube.harness import (
     write_plan,
 )
 from tests.kube.test_controller_leases import _create_pool
+from tests.kube.test_controller_remediation import remediation_flow
 
 pytestmark = pytest.mark.kube
 TEMPLATES = {
@@ -426,6 +427,13 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await eventually(runner_rbac_gone, what="the runner's RBAC removed with the last object")
         await _identity_flow(kube)
         await _template_flow(kube)
+        # A machine read unhealthy three times: its Machine marked for remediation (a
+        # patch of machines), then unmarked.
+        await kube.setup_cluster("c3")
+        c3 = await nth_job(kube, 1, "captf.io/name=c3")
+        await succeed_apply(kube, c3, serial=1, at=clock.now(), name="c3")
+        await condition_is(kube, "Ready", "True", "Applied", name="c3")
+        await remediation_flow(kube, clock, cluster="c3")
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
     refused = sorted(

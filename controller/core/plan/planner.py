@@ -30,10 +30,11 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID, requested_serial
-from controller.core.decide import pinning, runner_rbac
+from controller.core.decide import pinning, remediation, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
@@ -124,6 +125,9 @@ class Plan:
     # nothing; io makes the lookup as its last step and hands the answer to the next pass
     # in the Facts (controller/core/decide/pinning.py).
     image_lookup: ImageLookup | None = None
+    # Remediation through Cluster API (controller/core/decide/remediation.py): a merge
+    # patch of the owner Machine's two annotations; None: nothing to write.
+    owner_mark: OwnerMark | None = None
 
 
 def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
@@ -135,6 +139,13 @@ def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
     if not active or active in snap.job_names() or active in pending:
         return None
     return str(active)
+
+
+def _mark_event(snap: Snapshot, mark: OwnerMark | None) -> tuple[Event, ...]:
+    if mark is None:
+        return ()
+    kind = "Warning" if mark.reason == remediation.REQUESTED else "Normal"
+    return (Event(remediation.event_name(snap.name, mark), kind, mark.reason, mark.message),)
 
 
 def plan(
@@ -189,6 +200,7 @@ def plan(
     meta = snap.obj.get("metadata", {})
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
+    mark = remediation.owner_mark(ctx) if ctx is not None else None
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
@@ -210,7 +222,9 @@ def plan(
             + _restore_event(books, snap.status)
             + _capped_event(books, policy, now)
             + keeping.events_of(ctx, decision)
+            + _mark_event(snap, mark)
         ),
+        owner_mark=mark,
         announces_refusal=bool(refused),
         remove_finalizer=bool(meta.get("deletionTimestamp"))
         and isinstance(decision, Idle)
