@@ -178,14 +178,14 @@ async def test_a_template_spec_change_is_refused(
         stored = await kube.call("POST", path, template)
         change = {"spec": {"template": {"spec": {"variables": {"size": 2}}}}}
         refused = await _refusal(kube, "PATCH", f"{path}/t1", change, MERGE)
-        assert "TerraformMachineTemplate spec is immutable" in refused
+        assert "TerraformMachineTemplate spec.template is immutable" in refused
         # The CRD's rule answered first; the webhook says the same of the same update.
         new = json.loads(json.dumps(stored))
         new["spec"]["template"]["spec"]["variables"] = {"size": 2}
         review = _review("TerraformMachineTemplate", "UPDATE", new, old=stored)
         response = await asyncio.to_thread(_send, webhook, "/validate", review)
         assert response["allowed"] is False
-        assert "spec is immutable" in response["status"]["message"]
+        assert "spec.template is immutable" in response["status"]["message"]
         # Labels may change: not a spec change, and not sent to the webhook at all.
         labelled = {"metadata": {"labels": {"team": "a"}}}
         await kube.call("PATCH", f"{path}/t1", labelled, MERGE)

@@ -360,9 +360,12 @@ def _set(path: str, value: object) -> Callable[[Obj], None]:
 
 INVALID = {
     "drift interval not a duration": (_set("drift.interval", "5 minutes"), "spec.drift.interval"),
-    "drift interval zero": (_set("drift.interval", "0s"), "interval must be at least 1m"),
-    "drift interval of 1ns": (_set("drift.interval", "1ns"), "interval must be at least 1m"),
-    "drift interval just short": (_set("drift.interval", "59.9s"), "interval must be at least 1m"),
+    # A zero drift interval turns the checks off (issue 30: they are on by default).
+    "drift interval of 1ns": (_set("drift.interval", "1ns"), "interval must be 0 or at least 1m"),
+    "drift interval just short": (
+        _set("drift.interval", "59.9s"),
+        "interval must be 0 or at least 1m",
+    ),
     "refresh interval of 1ms": (_set("refresh.interval", "1ms"), "interval must be at least 1m"),
     "refresh interval with a unit Go lacks": (
         _set("refresh.interval", "1d"),

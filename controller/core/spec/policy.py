@@ -121,7 +121,7 @@ def _bool(spec: Json, section: str, key: str) -> bool:
 
 # The schedules on by default (docs/decisions.md, issue 30): absent, the interval is
 # this; `0` (or `0s`, or empty) turns the schedule off. The refresh has none.
-DEFAULT_INTERVALS: Final = {"health": 300.0}
+DEFAULT_INTERVALS: Final = {"drift": 1800.0, "health": 300.0}
 
 
 def _interval(spec: Json, section: str) -> float | None:
