@@ -197,9 +197,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
-        # Only a machine's health is watched (issue 30: spec.health.interval).
+        # Only a machine's health is watched, only a pool's members re-read (issue 30).
         assert ("health" in spec["properties"]) == (kind == "TerraformMachine")
+        assert ("membership" in spec["properties"]) == (kind == "TerraformMachinePool")
         spec["properties"].pop("health", None)
+        spec["properties"].pop("membership", None)
         status = schema["properties"]["status"]["properties"]
         for field in CONTRACT_STATUS:
             status.pop(field, None)

@@ -288,6 +288,8 @@ class Reason(StrEnum):
     HEALTH_PENDING = "HealthPending"
     # A Ready machine's health is re-read: spec.health.interval (5 min) has passed.
     HEALTH_CHECK_DUE = "HealthCheckDue"
+    # A pool's members are re-read: spec.membership.interval (60 s) has passed.
+    MEMBERSHIP_DUE = "MembershipRefreshDue"
 
 
 # What makes an op run (the Run's reason).
@@ -307,6 +309,7 @@ TRIGGERS: Final = frozenset(
         Reason.REFRESH_AFTER_APPLY,
         Reason.HEALTH_PENDING,
         Reason.HEALTH_CHECK_DUE,
+        Reason.MEMBERSHIP_DUE,
     }
 )
 

@@ -16,6 +16,7 @@ from controller.core.basics.names import (
     CLUSTER,
     MACHINE,
     MUTABLE_KINDS,
+    POOL,
     Op,
     Reason,
 )
@@ -40,6 +41,7 @@ HEALTH_PENDING_CAP = 300.0
 # The schedule name a health re-read's jitter is drawn under (not an op's: the refresh
 # interval's jitter differs, so the two schedules do not coincide).
 HEALTH = "health"
+MEMBERSHIP = "membership"
 # The health states of an instance that is there but not serving, or gone.
 UNHEALTHY = frozenset({"degraded", "stopped", "terminated"})
 
@@ -184,6 +186,27 @@ def health_watch(ctx: Context) -> datetime | None:
         return None
     late = jitter(ctx.snap.uid, HEALTH, interval)
     return records[0].at + timedelta(seconds=interval + late)
+
+
+def membership(ctx: Context) -> datetime | None:
+    """When a pool's members are next re-read (a refresh Job: the module's
+    provider_id_list, replicas and instances, which the write-back copies): every
+    spec.membership.interval (60 s by default; 0 turns it off) after its newest refresh
+    of any outcome, else its newest successful apply, late by its jitter
+    (`jitter(uid, "membership")`). None for a cluster or machine, a module outside the
+    contract, and a pool never applied. A failed re-read backs off as any refresh does
+    (`run`); it is never an apply's failure, and an apply due comes first (its step
+    precedes this one)."""
+    interval = ctx.policy.membership_interval
+    if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
+        return None
+    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+    if applied is None:
+        return None
+    refreshed = ctx.history.newest(Op.REFRESH)
+    base = refreshed.at if refreshed is not None and refreshed.at > applied.at else applied.at
+    late = jitter(ctx.snap.uid, MEMBERSHIP, interval)
+    return base + timedelta(seconds=interval + late)
 
 
 def unhealthy_streak(ctx: Context) -> int:

@@ -80,6 +80,8 @@ class Policy:
     deletion: str | None = None
     # spec.health.interval: a Ready machine's health re-read (None: off).
     health_interval: float | None = None
+    # spec.membership.interval: a pool's members re-read (None: off).
+    membership_interval: float | None = None
     adopt_retained_state: bool = False  # spec.adoptRetainedState
 
 
@@ -121,7 +123,7 @@ def _bool(spec: Json, section: str, key: str) -> bool:
 
 # The schedules on by default (docs/decisions.md, issue 30): absent, the interval is
 # this; `0` (or `0s`, or empty) turns the schedule off. The refresh has none.
-DEFAULT_INTERVALS: Final = {"drift": 1800.0, "health": 300.0}
+DEFAULT_INTERVALS: Final = {"drift": 1800.0, "health": 300.0, "membership": 60.0}
 
 
 def _interval(spec: Json, section: str) -> float | None:
@@ -196,6 +198,7 @@ def read_policy(spec: Json, runner: RunnerPolicy = OPEN) -> Policy:
         drift_remediate=_bool(spec, "drift", "remediate"),
         refresh_interval=_interval(spec, "refresh"),
         health_interval=_interval(spec, "health"),
+        membership_interval=_interval(spec, "membership"),
         manual=mode == "Manual",
         allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,

@@ -114,14 +114,26 @@ def test_drift_checks_are_on_by_default_every_thirty_minutes(kind: str) -> None:
     """Issue 30: an object without spec.drift.interval checks 30 min after its newest
     check or apply, plus its jitter; `0` turns that off."""
     name = "c1" if kind == "TerraformCluster" else "m1"
-    obj = captf(kind, name, spec={"drift": None, "health": {"interval": "0"}})
+    obj = captf(
+        kind,
+        name,
+        spec={"drift": None, "health": {"interval": "0"}, "membership": {"interval": "0"}},
+    )
     applied = job("apply", 1, "succeeded", owner=name, kind=kind, finished=ago(1), result=DEFINITE)
     others = _with_cluster(applied, kind=kind) if name == "m1" else _cluster_objects(obj, applied)
     late = jitter(obj["metadata"]["uid"], "drift", 1800)
     due = NOW + timedelta(seconds=1800 - 60 + late)
     assert decided(obj, others, at=due - timedelta(seconds=1)) == {"action": "idle", "after": 1.0}
     assert decided(obj, others, at=due)["reason"] == "DriftCheckDue"
-    off = captf(kind, name, spec={"drift": {"interval": "0"}, "health": {"interval": "0"}})
+    off = captf(
+        kind,
+        name,
+        spec={
+            "drift": {"interval": "0"},
+            "health": {"interval": "0"},
+            "membership": {"interval": "0"},
+        },
+    )
     assert decided(off, others, at=due + timedelta(hours=5)) == {"action": "idle"}
 
 
