@@ -168,6 +168,7 @@ def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, shor
 
 # The status fields of one kind's contract write-back; `initialization` is shared.
 CONTRACT_STATUS = (
+    "instances",
     "failureDomains",
     "addresses",
     "failureDomain",
