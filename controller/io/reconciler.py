@@ -76,7 +76,9 @@ state left, plans the rest; every step is idempotent):
                          Jobs that exist.
  9b. owner mark         The remediation annotations on the owner Machine (decide/
                          remediation.py), after the status and Events that say why; a
-                         replay patches the same two keys again.
+                         replay patches the same two keys again. Then a pool's replicas
+                         on its MachinePool (plan/replicas.py), guarded by its
+                         resourceVersion: a 409 retries the key.
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
@@ -113,6 +115,7 @@ from controller.core.basics.names import (
     CAPI_GROUP,
     CAPI_MACHINE,
     CAPI_PLURALS,
+    CAPI_POOL,
     CAPI_VERSION,
     FINALIZER,
     IDENTITY,
@@ -137,6 +140,7 @@ from runtime.loop import DONE, Result, requeue_after
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
 CAPI_MACHINES = Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[CAPI_MACHINE])
+CAPI_POOLS = Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[CAPI_POOL])
 CONFLICT = Result(requeue=True)
 
 
@@ -290,6 +294,11 @@ class Reconciler:
             except ApiError as err:
                 if err.status != 404:
                     raise
+        if todo.pool_patch is not None:
+            # Guarded by the MachinePool's resourceVersion as read: a change made since
+            # (the autoscaler's) is a 409, and the key is retried with the newer object.
+            path = api.resource_path(CAPI_POOLS, snap.namespace, todo.pool_patch.machine_pool)
+            await api.merge_patch(self.client, path, todo.pool_patch.patch)
         if todo.metadata is not None:
             # Only our keys: a merge patch leaves every other label and annotation alone,
             # so a stale read cannot undo anyone's change; no precondition needed.

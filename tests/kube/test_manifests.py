@@ -818,7 +818,7 @@ CONTROLLER_PERMISSIONS = (
         for plural in CAPI_PLURALS.values()
         for verb in ("list", "watch")
     }
-    | {("cluster.x-k8s.io", "machines", "patch")}
+    | {("cluster.x-k8s.io", "machines", "patch"), ("cluster.x-k8s.io", "machinepools", "patch")}
     | {("authentication.k8s.io", "tokenreviews", "create")}
     | {("authorization.k8s.io", "subjectaccessreviews", "create")}
     # The runner's identity in the objects' namespaces, and `bind` on its ClusterRole.

@@ -35,6 +35,7 @@ from tests.kube.harness import (
     succeed_apply,
     write_plan,
 )
+from tests.kube.test_controller_autoscaling import autoscaling_flow
 from tests.kube.test_controller_leases import _create_pool
 from tests.kube.test_controller_remediation import remediation_flow
 
@@ -434,6 +435,9 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await succeed_apply(kube, c3, serial=1, at=clock.now(), name="c3")
         await condition_is(kube, "Ready", "True", "Applied", name="c3")
         await remediation_flow(kube, clock, cluster="c3")
+        # An autoscaled pool: its MachinePool claimed and its replicas written (a patch of
+        # machinepools, guarded by resourceVersion).
+        await autoscaling_flow(kube, clock, cluster="c3")
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
     refused = sorted(

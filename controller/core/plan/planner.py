@@ -43,7 +43,7 @@ from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.jobs.termination import Recorded, recordings
-from controller.core.plan import accounting, keeping, plan_objects, status, writeback
+from controller.core.plan import accounting, keeping, plan_objects, replicas, status, writeback
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -60,6 +60,7 @@ from controller.core.plan.launching import (
     still_refused,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
+from controller.core.plan.replicas import PoolPatch
 from controller.core.spec.image import ImageLookup
 from controller.core.spec.policy import Policy
 
@@ -128,6 +129,9 @@ class Plan:
     # Remediation through Cluster API (controller/core/decide/remediation.py): a merge
     # patch of the owner Machine's two annotations; None: nothing to write.
     owner_mark: OwnerMark | None = None
+    # Autoscaling write-back (controller/core/plan/replicas.py): a guarded merge patch of
+    # the owner MachinePool; None: nothing to write.
+    pool_patch: PoolPatch | None = None
 
 
 def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
@@ -146,6 +150,14 @@ def _mark_event(snap: Snapshot, mark: OwnerMark | None) -> tuple[Event, ...]:
         return ()
     kind = "Warning" if mark.reason == remediation.REQUESTED else "Normal"
     return (Event(remediation.event_name(snap.name, mark), kind, mark.reason, mark.message),)
+
+
+def _sized_event(snap: Snapshot, sized: PoolPatch | None) -> tuple[Event, ...]:
+    if sized is None or sized.replicas is None:
+        return ()
+    version = str(sized.patch["metadata"].get("resourceVersion") or "")
+    name = f"{snap.name}.replicas.{sized.replicas}.{version}"[:253]
+    return (Event(name, "Normal", replicas.WRITTEN, sized.message),)
 
 
 def plan(
@@ -201,6 +213,7 @@ def plan(
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
     mark = remediation.owner_mark(ctx) if ctx is not None else None
+    sized = replicas.pool_patch(ctx) if ctx is not None and not deleted else None
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
@@ -223,8 +236,10 @@ def plan(
             + _capped_event(books, policy, now)
             + keeping.events_of(ctx, decision)
             + _mark_event(snap, mark)
+            + _sized_event(snap, sized)
         ),
         owner_mark=mark,
+        pool_patch=sized,
         announces_refusal=bool(refused),
         remove_finalizer=bool(meta.get("deletionTimestamp"))
         and isinstance(decision, Idle)
