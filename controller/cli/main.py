@@ -311,6 +311,16 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="a provider filesystem mirror to take the required providers from"
         " (default: the local build's)",
     )
+    b.add_argument(
+        "--capacity",
+        metavar="RES=QTY,...",
+        help="scale from zero: the node's capacity, e.g. cpu=4,memory=16Gi (io.captf.capacity)",
+    )
+    b.add_argument(
+        "--node-info",
+        metavar="KEY=VALUE,...",
+        help="scale from zero: e.g. architecture=amd64,operatingSystem=linux (io.captf.node-info)",
+    )
     b.set_defaults(func=handler("controller.cli.image_command"))
 
 

@@ -21,6 +21,7 @@ from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ALL as ADMISSION_KINDS
 from controller.core.admission.kinds import inputs_spec
 from controller.core.admission.refusal import message_of as refusals_message
+from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import WAITS as IMAGE_WAITS
@@ -68,6 +69,7 @@ from controller.core.plan.planner import Plan, live_check_needed
 from controller.core.plan.planner import plan as plan_pass
 from controller.core.plan.state_moves import Move, state_moves
 from controller.core.plan.state_moves import Step as MoveStep
+from controller.core.plan.templates import TemplatePass, template_pass
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -118,6 +120,8 @@ __all__ = [
     "IMAGE_NOT_FOUND",
     "IMAGE_WAITS",
     "JOB_UID_LABEL",
+    "LABEL_CAPACITY",
+    "LABEL_NODE_INFO",
     "LEASE_API",
     "NO_IDENTITY",
     "REGISTRY_UNAUTHORIZED",
@@ -156,6 +160,7 @@ __all__ = [
     "Settings",
     "Snapshot",
     "SourceSecret",
+    "TemplatePass",
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
@@ -207,6 +212,7 @@ __all__ = [
     "stale_leases",
     "state_moves",
     "state_parts_wanted",
+    "template_pass",
     "terraform_cluster_of",
     "unwatched",
     "update_refusals",

@@ -12,6 +12,7 @@ import os
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,14 +48,28 @@ class Planned:
 
 
 def build_and_push(
-    module: Path, role: Role, tag: str, *, runtime: Path, providers: Path | None
+    module: Path,
+    role: Role,
+    tag: str,
+    *,
+    runtime: Path,
+    providers: Path | None,
+    extra_labels: Mapping[str, str] | None = None,
 ) -> str:
     """Builds the image from `module`, `runtime` and `providers`, pushes it as `tag` and
-    returns its digest."""
-    return push(plan(module, role, runtime=runtime, providers=providers), tag)
+    returns its digest. `extra_labels`: the scale-from-zero labels (capacity.labels_of)."""
+    planned = plan(module, role, runtime=runtime, providers=providers, extra_labels=extra_labels)
+    return push(planned, tag)
 
 
-def plan(module: Path, role: Role, *, runtime: Path, providers: Path | None) -> Planned:
+def plan(
+    module: Path,
+    role: Role,
+    *,
+    runtime: Path,
+    providers: Path | None,
+    extra_labels: Mapping[str, str] | None = None,
+) -> Planned:
     if not module.is_dir():
         raise BuildError(f"{module} is not a directory")
     if not runtime.is_file():
@@ -64,7 +79,7 @@ def plan(module: Path, role: Role, *, runtime: Path, providers: Path | None) -> 
     layers = tuple(
         Layer(m, layer_key(m)) for m in layout.split(layout_of(module, runtime, providers))
     )
-    labels = layout.labels(role, runtime_version(runtime))
+    labels = layout.labels(role, runtime_version(runtime)) | dict(extra_labels or {})
     platform = layout.platform_of()
     head = {"labels": labels, "platform": platform, "user": layout.USER}
     key = hashlib.sha256(

@@ -24,6 +24,7 @@ from controller.core.basics.names import (
     KINDS,
     PLAN_PLURAL,
     PLURALS,
+    TEMPLATE_PLURALS,
     VERSION,
 )
 from runtime import events
@@ -53,6 +54,8 @@ class Api(Protocol):
 # The resources controller/ reads or writes, by the API group, version and plural that
 # locate them; the core group is "".
 OBJECTS: Final = {kind: Resource(GROUP, VERSION, PLURALS[kind]) for kind in KINDS}
+# The templates Cluster API clones from: read, and their status written (scale from zero).
+TEMPLATES: Final = {kind: Resource(GROUP, VERSION, p) for kind, p in TEMPLATE_PLURALS.items()}
 # Cluster API's Cluster, Machine and MachinePool: read only, never written.
 CAPI_OBJECTS: Final = {
     kind: Resource(CAPI_GROUP, CAPI_VERSION, CAPI_PLURALS[kind]) for kind in CAPI_KINDS

@@ -73,6 +73,7 @@ from controller.io.informers import (
     RUNNER_BINDINGS,
     SECRETS,
     SLOT_LEASES,
+    TEMPLATES,
     InformerSpec,
     with_kind,
 )
@@ -121,6 +122,7 @@ class Caches:
         )
         self.objects = {kind: informer(spec) for kind, spec in OBJECTS.items()}
         self.capi = {kind: informer(spec) for kind, spec in CAPI.items()}
+        self.templates = {kind: informer(spec) for kind, spec in TEMPLATES.items()}
         self.jobs = informer(JOBS)
         self.plans = informer(PLANS)
         self.secrets = informer(SECRETS)
@@ -150,6 +152,7 @@ class Caches:
         return [
             *self.objects.values(),
             *self.capi.values(),
+            *self.templates.values(),
             self.jobs,
             self.plans,
             self.secrets,
@@ -179,6 +182,10 @@ class Caches:
 
     def object(self, kind: str, namespace: str, name: str) -> Json | None:
         found = self.objects[kind].store.get(f"{namespace}/{name}")
+        return None if found is None else with_kind(found, API_VERSION, kind)
+
+    def template(self, kind: str, namespace: str, name: str) -> Json | None:
+        found = self.templates[kind].store.get(f"{namespace}/{name}")
         return None if found is None else with_kind(found, API_VERSION, kind)
 
     def objects_by(self, index: str, value: str) -> list[Json]:

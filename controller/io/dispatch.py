@@ -1,5 +1,6 @@
 """The controller's reconcilers, by the kind a key names: the identities' own
-(controller/io/identities.py) and the CAPTF objects' (controller/io/reconciler.py). They
+(controller/io/identities.py), the templates' (controller/io/templates.py: their
+scale-from-zero status) and the CAPTF objects' (controller/io/reconciler.py). They
 share one work queue, so the wakes of both go through one rate limiter and one set of
 workers; neither reconciler knows of the other."""
 
@@ -7,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.core.basics.names import IDENTITY
+from controller.core.basics.names import IDENTITY, TEMPLATE_PLURALS
 from controller.io.identities import IdentityKeeper
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
+from controller.io.templates import TemplateKeeper
 from runtime.loop import Result
 
 
@@ -18,9 +20,12 @@ from runtime.loop import Result
 class ByKind:
     objects: Reconciler
     identities: IdentityKeeper
+    templates: TemplateKeeper
 
     async def reconcile(self, key: str) -> Result:
-        kind, _, name = parse_key(key)
+        kind, namespace, name = parse_key(key)
         if kind == IDENTITY:
             return await self.identities.reconcile(name)
+        if kind in TEMPLATE_PLURALS:
+            return await self.templates.reconcile(kind, namespace, name)
         return await self.objects.reconcile(key)

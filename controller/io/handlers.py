@@ -86,6 +86,8 @@ def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
         _add(informer, partial(object_wakes, caches, kind), enqueue)
     for kind, informer in caches.capi.items():
         _add(informer, partial(capi_wakes, caches, kind), enqueue)
+    for kind, informer in caches.templates.items():
+        _add(informer, partial(template_wakes, kind), enqueue)
     _add(caches.jobs, job_wakes, enqueue)
     _add(caches.plans, plan_wakes, enqueue)
     for informer in (caches.secrets, caches.own_secrets):
@@ -127,6 +129,20 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
             cluster = caches.terraform_cluster(obj)
             keys += _keys([cluster] if cluster is not None else [])
     return keys
+
+
+def template_wakes(kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    """A template wakes itself, unless only its status changed (the controller's own
+    write: the pass that wrote it has nothing left to do)."""
+    if old is not None and new is not None and _without_status(old) == _without_status(new):
+        return []
+    meta = (new or old or {})["metadata"]
+    return [key_of(kind, meta["namespace"], meta["name"])]
+
+
+def _without_status(obj: Obj) -> tuple[Any, Any, Any]:
+    meta = obj.get("metadata") or {}
+    return obj.get("spec"), meta.get("generation"), meta.get("deletionTimestamp")
 
 
 def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:

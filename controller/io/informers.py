@@ -132,6 +132,16 @@ OBJECTS: Final = {
     )
     for kind in KINDS
 }
+# The templates, for their scale-from-zero status (controller/core/plan/templates.py).
+# Not sharded: a template carries no shard label, and every shard that sees it writes
+# the same status (the patch is idempotent, its Events are named once-only).
+TEMPLATES: Final = {
+    kind: InformerSpec(
+        resource=resource,
+        transform=partial(with_kind, api_version=API_VERSION, kind=kind),
+    )
+    for kind, resource in api.TEMPLATES.items()
+}
 # Only CAPTF's Jobs: they all carry the uid label.
 JOBS: Final = InformerSpec(
     resource=api.JOBS,

@@ -46,6 +46,7 @@ from controller.io.metrics_set import ControllerMetrics
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
 from controller.io.server_version import server_version
+from controller.io.templates import TemplateKeeper
 from controller.io.writes import NotingWrites
 from runtime import logs
 from runtime.cache.heap import FreezeWhileFilling, PauseWatch, raise_thresholds
@@ -282,9 +283,11 @@ async def _control(parts: _Parts) -> None:
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
     # The identities' reconciler shares the queue: their keys name their kind (dispatch.py).
     identities = IdentityKeeper(reconciler.client, caches, clock)
+    assert reconciler.registry is not None  # made with the reconciler: one lookup cache
+    templates = TemplateKeeper(reconciler.client, caches, clock, reconciler.registry)
     controller = Controller(
         "captf",
-        ByKind(reconciler, identities),
+        ByKind(reconciler, identities, templates),
         queue,
         clock=clock,
         workers=args.workers,

@@ -77,6 +77,11 @@ state left, plans the rest; every step is idempotent):
                          fields written and plans none; a 409 retries the key.
   9. status              One merge patch, after the Job exists: the status names only
                          Jobs that exist.
+ 9b. owner mark         The remediation annotations on the owner Machine (decide/
+                         remediation.py), after the status and Events that say why; a
+                         replay patches the same two keys again. Then a pool's replicas
+                         on its MachinePool (plan/replicas.py), guarded by its
+                         resourceVersion: a 409 retries the key.
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
@@ -111,7 +116,7 @@ from controller.core import (
     plan_pass,
 )
 from controller.core import state_moves as plan_state_moves
-from controller.core.basics.names import FINALIZER
+from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, FINALIZER
 from controller.io import (
     accountant,
     api,
@@ -148,7 +153,7 @@ class Reconciler:
     metrics: JobMetrics
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
-    registry: ImageRegistry | None = None  # module image lookups; default: crane's
+    registry: ImageRegistry | None = None  # module image lookups; default: a new one
     passes: PassMetrics | None = None  # the lease-wait and identity counters; None: none
 
     def __post_init__(self) -> None:
@@ -297,6 +302,24 @@ class Reconciler:
             obj = _typed(obj, updated)
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
+        if todo.owner_mark is not None:
+            # Only the two remediation annotations, as a merge patch: the Machine's other
+            # metadata is Cluster API's and the user's (a 404: the Machine is gone).
+            path = api.resource_path(
+                api.CAPI_OBJECTS[CAPI_MACHINE], snap.namespace, todo.owner_mark.machine
+            )
+            try:
+                await api.merge_patch(self.client, path, todo.owner_mark.patch)
+            except ApiError as err:
+                if err.status != 404:
+                    raise
+        if todo.pool_patch is not None:
+            # Guarded by the MachinePool's resourceVersion as read: a change made since
+            # (the autoscaler's) is a 409, and the key is retried with the newer object.
+            path = api.resource_path(
+                api.CAPI_OBJECTS[CAPI_POOL], snap.namespace, todo.pool_patch.machine_pool
+            )
+            await api.merge_patch(self.client, path, todo.pool_patch.patch)
         if todo.metadata is not None:
             # Only our keys: a merge patch leaves every other label and annotation alone,
             # so a stale read cannot undo anyone's change; no precondition needed.

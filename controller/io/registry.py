@@ -45,6 +45,8 @@ import anyio
 from controller.core import (
     IMAGE_NOT_FOUND,
     IMAGE_WAITS,
+    LABEL_CAPACITY,
+    LABEL_NODE_INFO,
     REGISTRY_UNAUTHORIZED,
     REGISTRY_UNAVAILABLE,
     ROLE_LABEL,
@@ -203,8 +205,17 @@ async def _lookup(client: Client, reference: str) -> Resolved:
         raise LookupFailed(IMAGE_NOT_FOUND, f"{reference}: the manifest names no config")
     labels = (_json(await client.blob(config), reference).get("config") or {}).get("Labels")
     size = sum(int(layer.get("size") or 0) for layer in manifest.get("layers") or [])
-    role = (labels or {}).get(ROLE_LABEL)
-    return Resolved(reference, digest, size, str(role) if role is not None else None)
+    labels = labels or {}
+    role = labels.get(ROLE_LABEL)
+    capacity, node_info = labels.get(LABEL_CAPACITY), labels.get(LABEL_NODE_INFO)
+    return Resolved(
+        reference,
+        digest,
+        size,
+        str(role) if role is not None else None,
+        capacity=str(capacity) if capacity is not None else None,
+        node_info=str(node_info) if node_info is not None else None,
+    )
 
 
 def _json(raw: bytes, reference: str) -> Json:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO, label_problems
 from controller.core.contract.roles import CONTRACT_VERSION, Role
 from controller.lint.module_facts import Where
 from controller.lint.rules import Finding, Rule, Severity
@@ -55,6 +56,7 @@ IMAGE_RULES: Final = {
         Rule("image-label-role", _E, "io.captf.role is missing or names another role"),
         Rule("image-label-contract", _W, "io.captf.contract is missing or another version"),
         Rule("image-label-runtime", _E, "io.captf.runtime(.version) missing or unknown"),
+        Rule("image-label-capacity", _E, "io.captf.capacity or io.captf.node-info malformed"),
         Rule("image-user-root", _W, "the image runs as root"),
     )
 }
@@ -342,6 +344,20 @@ def _label_runtime(image: ImageFacts, role: Role) -> Iterator[Finding]:
         yield _finding("image-label-runtime", f"no {LABEL_RUNTIME_VERSION} label", severity=_W)
 
 
+def _label_capacity(image: ImageFacts, role: Role) -> Iterator[Finding]:
+    """The scale-from-zero labels, when present, are of the contract's shape (an error:
+    the template's status would show CapacityLabelInvalid). On a cluster image they
+    mean nothing (a warning); a pool's template reads them as a machine's does."""
+    for problem in label_problems(image.labels):
+        yield _finding("image-label-capacity", problem)
+    present = [k for k in (LABEL_CAPACITY, LABEL_NODE_INFO) if k in image.labels]
+    if present and role == Role.CLUSTER:
+        message = (
+            f"{', '.join(present)} on a cluster image: only machine and pool templates read it"
+        )
+        yield _finding("image-label-capacity", message, severity=_W)
+
+
 def _user_root(image: ImageFacts, role: Role) -> Iterator[Finding]:
     user = image.user.split(":", 1)[0].strip()
     if user in _ROOT_USERS:
@@ -365,6 +381,7 @@ CHECKS: tuple[Check, ...] = (
     _label_role,
     _label_contract,
     _label_runtime,
+    _label_capacity,
     _user_root,
 )
 

@@ -164,6 +164,7 @@ async def test_a_moved_tag_re_applies_the_cluster_while_the_machine_keeps_its_pi
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"} | jobs,
             "drift": drift,
+            "health": {"interval": "0"},  # the health watch's refreshes are not this test's
             "guard": {"allowDestructive": True},
         },
     }

@@ -68,6 +68,7 @@ async def _pool(system: System) -> None:
             "variablesFrom": [{"secretRef": {"name": "web-outputs", "key": "endpoint"}}],
             "credentialsRef": {"name": "creds"},
             "jobs": {"image": "captf:dev"},
+            "drift": {"interval": "0"},  # on by default (30 s at the e2e time scale)
             "guard": {"allowDestructive": True},
         },
     }

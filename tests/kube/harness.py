@@ -131,6 +131,9 @@ class Kube:
                 "variables": {"size": 1},
                 "credentialsRef": {"name": "creds"},
                 "jobs": {"image": "captf:dev"} | (jobs or {}),
+                # Drift checks are on by default (30 min, issue 30); a test of another
+                # rule that steps the clock past them turns them off (`drift=` overrides).
+                "drift": {"interval": "0"},
             }
             | spec,
         }

@@ -178,14 +178,14 @@ async def test_a_template_spec_change_is_refused(
         stored = await kube.call("POST", path, template)
         change = {"spec": {"template": {"spec": {"variables": {"size": 2}}}}}
         refused = await _refusal(kube, "PATCH", f"{path}/t1", change, MERGE)
-        assert "TerraformMachineTemplate spec is immutable" in refused
+        assert "TerraformMachineTemplate spec.template is immutable" in refused
         # Cluster API's topology controller compares by a dry run it annotates: that
         # passes (it then rotates the template), and stores nothing.
         note = {"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}}
         dry = await kube.call("PATCH", f"{path}/t1?dryRun=All", change | {"metadata": note}, MERGE)
         assert dry["spec"]["template"]["spec"]["variables"] == {"size": 2}
         # Without the annotation a dry run is refused like the real thing.
-        assert "spec is immutable" in await _refusal(
+        assert "spec.template is immutable" in await _refusal(
             kube, "PATCH", f"{path}/t1?dryRun=All", change, MERGE
         )
         live = await kube.call("GET", f"{path}/t1")
@@ -195,7 +195,7 @@ async def test_a_template_spec_change_is_refused(
         review = _review("TerraformMachineTemplate", "UPDATE", new, old=stored)
         response = await asyncio.to_thread(_send, webhook, "/validate", review)
         assert response["allowed"] is False
-        assert "spec is immutable" in response["status"]["message"]
+        assert "spec.template is immutable" in response["status"]["message"]
         # Labels may change: not a spec change, and not sent to the webhook at all.
         labelled = {"metadata": {"labels": {"team": "a"}}}
         await kube.call("PATCH", f"{path}/t1", labelled, MERGE)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.core.basics.names import CAPI_PLURALS
+from controller.core.basics.names import CAPI_PLURALS, TEMPLATE_PLURALS
 from controller.core.decide.runner_rbac import role_binding
 from controller.dev.kustomize import render
 from runtime.envtest import ApiServer, RequestFailed
@@ -168,6 +168,7 @@ def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, shor
 
 # The status fields of one kind's contract write-back; `initialization` is shared.
 CONTRACT_STATUS = (
+    "instances",
     "failureDomains",
     "addresses",
     "failureDomain",
@@ -197,6 +198,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
+        # Only a machine's health is watched, only a pool's members re-read (issue 30).
+        assert ("health" in spec["properties"]) == (kind == "TerraformMachine")
+        assert ("membership" in spec["properties"]) == (kind == "TerraformMachinePool")
+        spec["properties"].pop("health", None)
+        spec["properties"].pop("membership", None)
         status = schema["properties"]["status"]["properties"]
         for field in CONTRACT_STATUS:
             status.pop(field, None)
@@ -376,9 +382,12 @@ def _set(path: str, value: object) -> Callable[[Obj], None]:
 
 INVALID = {
     "drift interval not a duration": (_set("drift.interval", "5 minutes"), "spec.drift.interval"),
-    "drift interval zero": (_set("drift.interval", "0s"), "interval must be at least 1m"),
-    "drift interval of 1ns": (_set("drift.interval", "1ns"), "interval must be at least 1m"),
-    "drift interval just short": (_set("drift.interval", "59.9s"), "interval must be at least 1m"),
+    # A zero drift interval turns the checks off (issue 30: they are on by default).
+    "drift interval of 1ns": (_set("drift.interval", "1ns"), "interval must be 0 or at least 1m"),
+    "drift interval just short": (
+        _set("drift.interval", "59.9s"),
+        "interval must be 0 or at least 1m",
+    ),
     "refresh interval of 1ms": (_set("refresh.interval", "1ms"), "interval must be at least 1m"),
     "refresh interval with a unit Go lacks": (
         _set("refresh.interval", "1d"),
@@ -811,6 +820,9 @@ CONTROLLER_PERMISSIONS = (
     | {(GROUP, "terraformclusteridentities", verb) for verb in ("list", "watch", "patch")}
     | {(GROUP, "terraformclusteridentities/status", "patch")}
     | {("", "namespaces", verb) for verb in ("list", "watch")}
+    # Templates: watched, their scale-from-zero status written; never their spec.
+    | {(GROUP, p, verb) for p in TEMPLATE_PLURALS.values() for verb in ("list", "watch")}
+    | {(GROUP, f"{p}/status", "patch") for p in TEMPLATE_PLURALS.values()}
     | {("", "configmaps", verb) for verb in ("get", "list", "watch")}
     # The runner ServiceAccount's imagePullSecrets, before a module image's lookup.
     | {("", "serviceaccounts", "get")}
@@ -819,12 +831,13 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "update")
     }
     | {("", "events", "create")}
-    # Cluster API's owners: watched only.
+    # Cluster API's owners: watched; a Machine patched only for its remediation mark.
     | {
         ("cluster.x-k8s.io", plural, verb)
         for plural in CAPI_PLURALS.values()
         for verb in ("list", "watch")
     }
+    | {("cluster.x-k8s.io", "machines", "patch"), ("cluster.x-k8s.io", "machinepools", "patch")}
     | {("authentication.k8s.io", "tokenreviews", "create")}
     | {("authorization.k8s.io", "subjectaccessreviews", "create")}
     # The runner's identity in the objects' namespaces, and `bind` on its ClusterRole.

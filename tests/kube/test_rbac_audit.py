@@ -35,9 +35,15 @@ from tests.kube.harness import (
     succeed_apply,
     write_plan,
 )
+from tests.kube.test_controller_autoscaling import autoscaling_flow
 from tests.kube.test_controller_leases import _create_pool
+from tests.kube.test_controller_remediation import remediation_flow
 
 pytestmark = pytest.mark.kube
+TEMPLATES = {
+    "terraformmachinetemplates": "TerraformMachineTemplate",
+    "terraformmachinepooltemplates": "TerraformMachinePoolTemplate",
+}
 Json = dict[str, Any]
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 CLUSTERS = "terraformclusters"
@@ -274,6 +280,33 @@ async def _identity_flow(kube: Kube) -> None:
     await eventually(lambda: mirror(False), what="the copy deleted")
 
 
+async def _template_flow(kube: Kube) -> None:
+    """A machine and a pool template sized by their spec (no image: no lookup): each
+    watched and its scale-from-zero status written."""
+    for plural, kind in TEMPLATES.items():
+        body = {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "sized"},
+            "spec": {
+                "capacity": {"cpu": "2"},
+                "template": {
+                    "spec": {
+                        "source": {"configMapRef": {"name": "module"}},
+                        "jobs": {"image": "runner:1"},
+                    }
+                },
+            },
+        }
+        await kube.call("POST", kube.captf_path(plural), body)
+
+        async def sized(plural: str = plural) -> bool:
+            found = await kube.get(plural, "sized")
+            return (found.get("status") or {}).get("capacity") == {"cpu": "2"}
+
+        await eventually(sized, what=f"{plural} status.capacity")
+
+
 async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
     apiserver: ApiServer, namespace: str, tmp_path: Path
 ) -> None:
@@ -394,6 +427,17 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
 
         await eventually(runner_rbac_gone, what="the runner's RBAC removed with the last object")
         await _identity_flow(kube)
+        await _template_flow(kube)
+        # A machine read unhealthy three times: its Machine marked for remediation (a
+        # patch of machines), then unmarked.
+        await kube.setup_cluster("c3")
+        c3 = await nth_job(kube, 1, "captf.io/name=c3")
+        await succeed_apply(kube, c3, serial=1, at=clock.now(), name="c3")
+        await condition_is(kube, "Ready", "True", "Applied", name="c3")
+        await remediation_flow(kube, clock, cluster="c3")
+        # An autoscaled pool: its MachinePool claimed and its replicas written (a patch of
+        # machinepools, guarded by resourceVersion).
+        await autoscaling_flow(kube, clock, cluster="c3")
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")
     refused = sorted(

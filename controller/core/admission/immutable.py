@@ -39,10 +39,12 @@ def _spec(obj: Json) -> Json:
 
 
 def template_changes(kind: str, old: Json, new: Json) -> list[Refusal]:
-    if _spec(old) == _spec(new):  # values, so an apply that changes nothing passes
+    # Values, so an apply that changes nothing passes. spec.capacity and spec.nodeInfo
+    # (scale from zero) stay mutable: they describe the node, they make no machine.
+    if _spec(old).get("template") == _spec(new).get("template"):
         return []
-    rule = f"{kind} spec is immutable: create a new template and point its users at it"
-    return [Refusal("spec", rule)]
+    rule = f"{kind} spec.template is immutable: create a new template and point its users at it"
+    return [Refusal("spec.template", rule)]
 
 
 def machine_changes(old: Json, new: Json) -> list[Refusal]:

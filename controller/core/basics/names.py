@@ -27,6 +27,14 @@ PLURALS: Final = {
     POOL: "terraformmachinepools",
     MACHINE: "terraformmachines",
 }
+# The templates whose status tells the autoscaler the node they would make (scale from
+# zero: controller/core/plan/templates.py). They run nothing.
+MACHINE_TEMPLATE: Final = "TerraformMachineTemplate"
+POOL_TEMPLATE: Final = "TerraformMachinePoolTemplate"
+TEMPLATE_PLURALS: Final = {
+    MACHINE_TEMPLATE: "terraformmachinetemplates",
+    POOL_TEMPLATE: "terraformmachinepooltemplates",
+}
 # Kinds whose module and variables may change after create.
 MUTABLE_KINDS: Final = frozenset({CLUSTER, POOL})
 
@@ -304,6 +312,10 @@ class Reason(StrEnum):
     REFRESH_AFTER_APPLY = "RefreshAfterApply"
     # The newest reading of the contract's health is pending: 30 s doubling to 5 min.
     HEALTH_PENDING = "HealthPending"
+    # A Ready machine's health is re-read: spec.health.interval (5 min) has passed.
+    HEALTH_CHECK_DUE = "HealthCheckDue"
+    # A pool's members are re-read: spec.membership.interval (60 s) has passed.
+    MEMBERSHIP_DUE = "MembershipRefreshDue"
 
 
 # What makes an op run (the Run's reason).
@@ -322,6 +334,8 @@ TRIGGERS: Final = frozenset(
         Reason.REFRESH_DUE,
         Reason.REFRESH_AFTER_APPLY,
         Reason.HEALTH_PENDING,
+        Reason.HEALTH_CHECK_DUE,
+        Reason.MEMBERSHIP_DUE,
     }
 )
 

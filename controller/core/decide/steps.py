@@ -361,6 +361,22 @@ def health_pending(ctx: Context) -> Decision | None:
     return run(ctx, Op.REFRESH, Reason.HEALTH_PENDING, message="the health output reads pending")
 
 
+def health_watch(ctx: Context) -> Decision | None:
+    due = triggers.health_watch(ctx)
+    if due is None or due > ctx.now:
+        return None
+    message = "the health interval has passed: the machine's health is read again"
+    return run(ctx, Op.REFRESH, Reason.HEALTH_CHECK_DUE, message=message)
+
+
+def membership(ctx: Context) -> Decision | None:
+    due = triggers.membership(ctx)
+    if due is None or due > ctx.now:
+        return None
+    message = "the membership interval has passed: the pool's members are read again"
+    return run(ctx, Op.REFRESH, Reason.MEMBERSHIP_DUE, message=message)
+
+
 def scheduled_checks(ctx: Context) -> Decision | None:
     for op, trigger in ((Op.DRIFT, Reason.DRIFT_CHECK_DUE), (Op.REFRESH, Reason.REFRESH_DUE)):
         due = triggers.scheduled(ctx, op)
@@ -371,7 +387,8 @@ def scheduled_checks(ctx: Context) -> Decision | None:
 
 def idle(ctx: Context) -> Idle:
     checks = [triggers.scheduled(ctx, op) for op in (Op.DRIFT, Op.REFRESH)]
-    times = [t for t in [*checks, triggers.health_pending(ctx)] if t]
+    watches = [triggers.health_pending(ctx), triggers.health_watch(ctx), triggers.membership(ctx)]
+    times = [t for t in [*checks, *watches] if t]
     if not times:
         return Idle(None, message="nothing scheduled")
     soonest = min(times)
@@ -465,6 +482,8 @@ STEPS: tuple[Step, ...] = (
     apply,
     refresh_after_apply,
     health_pending,
+    health_watch,
+    membership,
     scheduled_checks,
 )
 

@@ -14,7 +14,9 @@ from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY_AT,
     ANN_INTERRUPTED_APPLY_SEQ,
     CLUSTER,
+    MACHINE,
     MUTABLE_KINDS,
+    POOL,
     Op,
     Reason,
 )
@@ -36,6 +38,12 @@ JITTER_SHARE = 0.1
 # successful apply: what it made or changed is read soon (docs/decisions.md).
 HEALTH_PENDING_FIRST = 30.0
 HEALTH_PENDING_CAP = 300.0
+# The schedule name a health re-read's jitter is drawn under (not an op's: the refresh
+# interval's jitter differs, so the two schedules do not coincide).
+HEALTH = "health"
+MEMBERSHIP = "membership"
+# The health states of an instance that is there but not serving, or gone.
+UNHEALTHY = frozenset({"degraded", "stopped", "terminated"})
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,64 @@ def scheduled(ctx: Context, op: str) -> datetime | None:
         created = created_at(ctx.snap.obj)
         return max(ctx.now, created + late) if created else ctx.now
     return base + timedelta(seconds=interval) + late
+
+
+def health_watch(ctx: Context) -> datetime | None:
+    """When a Ready machine's health is next re-read: spec.health.interval (5 min by
+    default; 0 turns it off) after its newest successful apply or refresh, late by its
+    jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
+    or pool, a module outside the contract, an object never applied, and while the
+    newest reading is not definite: the refresh after an apply and HealthPending have
+    their own schedules then. A failed refresh backs off by the seed's rules (`run`)."""
+    interval = ctx.policy.health_interval
+    if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
+        return None
+    records = [
+        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
+    ]
+    if not records:
+        return None
+    reading = contract_reading(ctx, records[0])
+    if reading is None or not reading.definite:
+        return None
+    late = jitter(ctx.snap.uid, HEALTH, interval)
+    return records[0].at + timedelta(seconds=interval + late)
+
+
+def membership(ctx: Context) -> datetime | None:
+    """When a pool's members are next re-read (a refresh Job: the module's
+    provider_id_list, replicas and instances, which the write-back copies): every
+    spec.membership.interval (60 s by default; 0 turns it off) after its newest refresh
+    of any outcome, else its newest successful apply, late by its jitter
+    (`jitter(uid, "membership")`). None for a cluster or machine, a module outside the
+    contract, and a pool never applied. A failed re-read backs off as any refresh does
+    (`run`); it is never an apply's failure, and an apply due comes first (its step
+    precedes this one)."""
+    interval = ctx.policy.membership_interval
+    if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
+        return None
+    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
+    if applied is None:
+        return None
+    refreshed = ctx.history.newest(Op.REFRESH)
+    base = refreshed.at if refreshed is not None and refreshed.at > applied.at else applied.at
+    late = jitter(ctx.snap.uid, MEMBERSHIP, interval)
+    return base + timedelta(seconds=interval + late)
+
+
+def unhealthy_streak(ctx: Context) -> int:
+    """How many of the newest successful applies and refreshes, in a row, read the
+    instance unhealthy (degraded, stopped, terminated): what asks Cluster API to
+    remediate the machine (controller/core/decide/remediation.py)."""
+    count = 0
+    for record in ctx.history:
+        if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
+            continue
+        reading = contract_reading(ctx, record)
+        if reading is None or reading.health not in UNHEALTHY:
+            break
+        count += 1
+    return count
 
 
 def refresh_after_apply(ctx: Context) -> Finished | None:

@@ -28,10 +28,11 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.serials import RESTORE_SERIAL_INVALID
-from controller.core.decide import pinning, runner_rbac
+from controller.core.decide import pinning, remediation, runner_rbac
 from controller.core.decide.context import Context, Reading, read_spec
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
@@ -40,7 +41,15 @@ from controller.core.jobs import backoff, retention, starting
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import name_of
 from controller.core.jobs.termination import Recorded, recordings
-from controller.core.plan import accounting, keeping, plan_objects, signals, status, writeback
+from controller.core.plan import (
+    accounting,
+    keeping,
+    plan_objects,
+    replicas,
+    signals,
+    status,
+    writeback,
+)
 from controller.core.plan.accounting import (
     Accounting,
     Event,
@@ -56,6 +65,7 @@ from controller.core.plan.launching import (
     refusal_event,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
+from controller.core.plan.replicas import PoolPatch
 from controller.core.spec.image import ImageLookup
 from controller.core.spec.policy import Policy
 
@@ -119,6 +129,12 @@ class Plan:
     # nothing; io makes the lookup as its last step and hands the answer to the next pass
     # in the Facts (controller/core/decide/pinning.py).
     image_lookup: ImageLookup | None = None
+    # Remediation through Cluster API (controller/core/decide/remediation.py): a merge
+    # patch of the owner Machine's two annotations; None: nothing to write.
+    owner_mark: OwnerMark | None = None
+    # Autoscaling write-back (controller/core/plan/replicas.py): a guarded merge patch of
+    # the owner MachinePool; None: nothing to write.
+    pool_patch: PoolPatch | None = None
 
 
 def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
@@ -222,6 +238,8 @@ def plan(
     deleted = bool(meta.get("deletionTimestamp")) and not meta.get("finalizers")
     refused = refusal_event(facts.refusal)
     contract_spec = None if contract is None else contract.spec
+    mark = remediation.owner_mark(ctx) if ctx is not None else None
+    sized = replicas.pool_patch(ctx) if ctx is not None and not deleted else None
     return Plan(
         decision=decision,
         add_finalizer=not meta.get("deletionTimestamp") and FINALIZER not in _finalizers(snap),
@@ -244,7 +262,11 @@ def plan(
             + _capped_event(books, policy, now)
             + keeping.events_of(ctx, decision)
             + signals.events(snap, decision, stored, desired, None if deleted else contract_spec)
+            + signals.mark_event(snap, mark)
+            + signals.sized_event(snap, sized)
         ),
+        owner_mark=mark,
+        pool_patch=sized,
         announces_refusal=bool(refused),
         remove_finalizer=bool(meta.get("deletionTimestamp"))
         and isinstance(decision, Idle)

@@ -20,10 +20,14 @@ from typing import Any, Final
 
 from controller.core.basics.names import Reason
 from controller.core.contract.sources import valid_endpoint
+from controller.core.decide import remediation
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.snapshot import Snapshot
+from controller.core.plan import replicas
 from controller.core.plan.accounting import Event
+from controller.core.plan.replicas import PoolPatch
 from controller.core.plan.writeback import WriteBack
 
 Json = dict[str, Any]
@@ -186,3 +190,21 @@ def _plan(snap: Snapshot, decision: Decision, stored: Json, desired: Json) -> tu
         return ()
     name = _name(snap, "planwaits", old.get("lastTransitionTime", ""), old.get("reason", ""))
     return (Event(name, "Normal", PLAN_AWAITS_APPROVAL, new.get("message", "")),)
+
+
+def mark_event(snap: Snapshot, mark: OwnerMark | None) -> tuple[Event, ...]:
+    """The Event of a remediation mark set or withdrawn on the owner Machine."""
+    if mark is None:
+        return ()
+    kind = "Warning" if mark.reason == remediation.REQUESTED else "Normal"
+    return (Event(remediation.event_name(snap.name, mark), kind, mark.reason, mark.message),)
+
+
+def sized_event(snap: Snapshot, sized: PoolPatch | None) -> tuple[Event, ...]:
+    """The Event of replicas written back to the MachinePool, once per write (its name
+    carries the resourceVersion the patch was guarded by)."""
+    if sized is None or sized.replicas is None:
+        return ()
+    version = str(sized.patch["metadata"].get("resourceVersion") or "")
+    name = f"{snap.name}.replicas.{sized.replicas}.{version}"[:253]
+    return (Event(name, "Normal", replicas.WRITTEN, sized.message),)

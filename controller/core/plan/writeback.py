@@ -43,10 +43,12 @@ from controller.core.contract.outputs import (
 )
 from controller.core.contract.provisioned import provisioned
 from controller.core.contract.roles import Role
-from controller.core.contract.sources import dig, valid_endpoint
+from controller.core.contract.sources import AUTOSCALING_ACTIVE as AUTOSCALING
+from controller.core.contract.sources import autoscaling_of, dig, valid_endpoint
 from controller.core.decide.context import Context
 from controller.core.decide.contract_inputs import TooLarge, role_of, state_outputs
 from controller.core.jobs.job import inputs_hash_of, result
+from controller.core.spec.refs import owner_of
 
 Json = dict[str, Any]
 OUTPUTS_VALID = "OutputsValid"
@@ -89,7 +91,10 @@ def write_back(ctx: Context) -> WriteBack | None:
         status["ready"] = done
     ready = _ready(ctx, done=done, healthy=health.status == "True")
     healthy = _cond(health.type, health.status, health.reason, health.message)
-    return WriteBack(spec=spec or None, status=status, conditions=(ready, healthy, valid))
+    conditions: tuple[Json, ...] = (ready, healthy, valid)
+    if role is Role.MACHINEPOOL:
+        conditions += (_autoscaling(ctx),)
+    return WriteBack(spec=spec or None, status=status, conditions=conditions)
 
 
 def outputs_of(ctx: Context, role: Role) -> Decoded:
@@ -160,11 +165,50 @@ def _machine(ctx: Context, outputs: MachineOutputs, spec: Json, status: Json) ->
 def _pool(ctx: Context, outputs: PoolOutputs, spec: Json, status: Json) -> None:
     if outputs.replicas is not None:
         status["replicas"] = outputs.replicas
+    instances = _instances(outputs)
+    if instances is not None:
+        status["instances"] = instances
     ids = list(outputs.provider_id_list) if outputs.provider_id_list is not None else None
     if ids is not None and ids != list(ctx.snap.spec.get("providerIDList") or []):
         spec["spec"] = {"providerIDList": ids}
     if outputs.provider_id is not None and not ctx.snap.spec.get("providerID"):
         spec.setdefault("spec", {})["providerID"] = outputs.provider_id
+
+
+def _instances(outputs: PoolOutputs) -> list[Json] | None:
+    """status.instances: the module's `instances`, at most INSTANCES_MAX (outputs.py)."""
+    if outputs.instances is None:
+        return None
+    out = []
+    for instance in outputs.instances:
+        item: Json = {"providerID": instance.provider_id}
+        for key, value in (
+            ("instanceID", instance.instance_id),
+            ("failureDomain", instance.failure_domain),
+            ("state", instance.state),
+        ):
+            if value is not None:
+                item[key] = value
+        if instance.addresses:
+            item["addresses"] = [{"type": a.type, "address": a.address} for a in instance.addresses]
+        out.append(item)
+    return out
+
+
+def _autoscaling(ctx: Context) -> Json:
+    """AutoscalingActive: whether the pool's MachinePool hands its size to the module
+    (the cluster-autoscaler's min/max annotations, the `autoscaling` input). Never feeds
+    Ready."""
+    owner = owner_of(ctx.snap.obj)
+    machine_pool = ctx.snap.related.get(owner) if owner is not None else None
+    scaling = autoscaling_of(machine_pool or {})
+    if scaling.enabled:
+        message = f"the module manages the group's size, between {scaling.min} and {scaling.max}"
+        return _cond(AUTOSCALING, "True", scaling.reason, message)
+    message = (
+        "the MachinePool's spec.replicas is the size (no valid autoscaler min/max annotations)"
+    )
+    return _cond(AUTOSCALING, "False", scaling.reason, message)
 
 
 def _ready(ctx: Context, *, done: bool, healthy: bool) -> Json:

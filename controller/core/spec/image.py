@@ -42,6 +42,10 @@ class Resolved:
     # only found in io's short cache (a lookup for another object): then it may note a
     # moved tag, but never changes what runs.
     asked: bool = True
+    # The scale-from-zero labels, as written (controller/core/contract/capacity.py);
+    # None: the image has no such label. Read only by the templates' pass.
+    capacity: str | None = None
+    node_info: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Final
 
 from controller.core.basics.names import MIN_INTERVAL
 from controller.core.basics.timefmt import TimeFormatError, parse_duration
@@ -85,6 +85,10 @@ class Policy:
     # spec.deletionPolicy as written: Delete, Retain, or None (a member takes its
     # cluster's, controller/core/spec/deletion.py; a cluster's None is Delete).
     deletion: str | None = None
+    # spec.health.interval: a Ready machine's health re-read (None: off).
+    health_interval: float | None = None
+    # spec.membership.interval: a pool's members re-read (None: off).
+    membership_interval: float | None = None
     adopt_retained_state: bool = False  # spec.adoptRetainedState
     # How the runner pod is shaped (resources, scheduling, security contexts, extra env):
     # never an input, so changing it re-applies nothing.
@@ -127,17 +131,25 @@ def _bool(spec: Json, section: str, key: str) -> bool:
     return value
 
 
+# The schedules on by default (docs/decisions.md, issue 30): absent, the interval is
+# this; `0` (or `0s`, or empty) turns the schedule off. The refresh has none.
+DEFAULT_INTERVALS: Final = {"drift": 1800.0, "health": 300.0, "membership": 60.0}
+
+
 def _interval(spec: Json, section: str) -> float | None:
-    raw = _section(spec, section).get("interval")
-    if raw in (None, ""):
+    fields = _section(spec, section)
+    if "interval" not in fields:
+        return DEFAULT_INTERVALS.get(section)
+    raw = fields["interval"]
+    if raw in (None, "", "0", 0):
         return None
     try:
         seconds = parse_duration(str(raw))
     except TimeFormatError as err:
         raise PolicyError(f"spec.{section}.interval: {err}") from None
-    if seconds <= 0:
-        raise PolicyError(f"spec.{section}.interval must be positive, got {raw!r}")
-    return max(seconds, MIN_INTERVAL)
+    if seconds < 0:
+        raise PolicyError(f"spec.{section}.interval must not be negative, got {raw!r}")
+    return max(seconds, MIN_INTERVAL) if seconds else None
 
 
 def _allowed(value: str, globs: tuple[str, ...]) -> bool:
@@ -203,6 +215,8 @@ def read_policy(
         drift_interval=_interval(spec, "drift"),
         drift_remediate=_bool(spec, "drift", "remediate"),
         refresh_interval=_interval(spec, "refresh"),
+        health_interval=_interval(spec, "health"),
+        membership_interval=_interval(spec, "membership"),
         manual=mode == "Manual",
         allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,

@@ -141,8 +141,11 @@ def test_template_spec_is_immutable_by_value() -> None:
     changed: Json = {"spec": {"template": {"spec": {"variables": {"a": 2}}}}}
     assert update_refusals("TerraformMachineTemplate", old, same) == []
     [refusal] = update_refusals("TerraformMachineTemplate", old, changed)
-    assert refusal.field == "spec"
-    assert "TerraformMachineTemplate spec is immutable" in refusal.rule
+    assert refusal.field == "spec.template"
+    assert "TerraformMachineTemplate spec.template is immutable" in refusal.rule
+    # The scale-from-zero fields beside the template make no machine: they may change.
+    sized: Json = {"spec": {"template": old["spec"]["template"], "capacity": {"cpu": "4"}}}
+    assert update_refusals("TerraformMachineTemplate", old, sized) == []
 
 
 DRY_RUN_NOTE: Json = {"annotations": {"topology.cluster.x-k8s.io/dry-run": ""}}

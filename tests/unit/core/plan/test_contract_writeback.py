@@ -191,3 +191,93 @@ def test_objects_outside_cluster_api_get_no_write_back() -> None:
     todo = plan(snapshot.build(captf(), base_objects()), NOW)
     assert todo.spec_patch is None
     assert "OutputsValid" not in {c["type"] for c in (todo.status or {}).get("conditions", [])}
+
+
+def _pool_plan(outputs: Json, annotations: dict[str, str] | None = None) -> Plan:
+    owner_cluster, owner = capi.cluster(), capi.machine_pool(annotations=annotations)
+    tp = capi.owned(POOL, "tp1", owner=owner)
+    others = [
+        module_configmap("tp1", ROLE_MODULE),
+        secret("creds", {"token": "t"}),
+        capi.bootstrap_secret("p1-bootstrap"),
+    ]
+    return plan(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), outputs, "tp1"), NOW)
+
+
+POOL_OUT = {
+    "provider_id": None,
+    "provider_id_list": ["captf://a"],
+    "replicas": 1,
+    "instances": [
+        {
+            "provider_id": "captf://a",
+            "instance_id": "i-a",
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.9"}],
+            "failure_domain": "z1",
+            "state": "running",
+        }
+    ],
+    "health": HEALTHY,
+}
+
+
+def test_a_pool_shows_its_instances_and_whether_autoscaling_is_active() -> None:
+    """Issue 30: status.instances from the module's `instances` (bounded by
+    INSTANCES_MAX), and AutoscalingActive from the MachinePool's autoscaler annotations."""
+    todo = _pool_plan(POOL_OUT)
+    assert todo.status is not None
+    assert todo.status["instances"] == [
+        {
+            "providerID": "captf://a",
+            "instanceID": "i-a",
+            "failureDomain": "z1",
+            "state": "running",
+            "addresses": [{"type": "InternalIP", "address": "10.0.0.9"}],
+        }
+    ]
+    assert conditions(todo)["AutoscalingActive"]["status"] == "False"
+    assert conditions(todo)["AutoscalingActive"]["reason"] == "AutoscalingDisabled"
+    bounds = {
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+    }
+    active = conditions(_pool_plan(POOL_OUT, bounds))["AutoscalingActive"]
+    assert (active["status"], active["reason"]) == ("True", "AutoscalingActive")
+    assert "between 1 and 5" in active["message"]
+
+
+BOUNDS = {
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+}
+MANAGED = "cluster.x-k8s.io/replicas-managed-by"
+
+
+def _sized(annotations: dict[str, str], replicas: int | None = 2) -> Json | None:
+    owner_cluster = capi.cluster()
+    owner = capi.machine_pool(annotations=annotations, replicas=replicas)
+    owner["metadata"]["resourceVersion"] = "41"
+    tp = capi.owned(POOL, "tp1", owner=owner)
+    others = [
+        module_configmap("tp1", ROLE_MODULE),
+        secret("creds", {"token": "t"}),
+        capi.bootstrap_secret("p1-bootstrap"),
+    ]
+    out = POOL_OUT | {"replicas": 4}
+    todo = plan(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), out, "tp1"), NOW)
+    return None if todo.pool_patch is None else todo.pool_patch.patch
+
+
+def test_an_autoscaled_pool_claims_its_machine_pool_and_writes_the_observed_replicas() -> None:
+    """Issue 30: the module observed 4; the MachinePool says 2; the patch is guarded by
+    the resourceVersion read."""
+    assert _sized(BOUNDS) == {
+        "metadata": {"annotations": {MANAGED: "captf"}, "resourceVersion": "41"},
+        "spec": {"replicas": 4},
+    }
+    assert _sized(BOUNDS | {MANAGED: "captf"}, replicas=4) is None  # already so
+    assert _sized(BOUNDS | {MANAGED: "someone-else"}) is None  # not ours to take
+    assert _sized({}) is None  # without autoscaling the replicas are the user's
+    assert _sized({MANAGED: "captf"}) == {  # autoscaling turned off: the claim withdrawn
+        "metadata": {"annotations": {MANAGED: None}, "resourceVersion": "41"}
+    }

@@ -1,0 +1,99 @@
+"""Remediation through Cluster API: a TerraformMachine whose instance reads unhealthy
+asks its Machine to be remediated, and withdraws the ask when it reads healthy again.
+
+Cluster API's MachineHealthCheck treats a Machine annotated
+`cluster.x-k8s.io/remediate-machine` as unhealthy (`HasRemediateMachineAnnotation`) and
+remediates it as it would any other: the MachineSet (or control plane) deletes it and
+makes a new one, whose TerraformMachine is a new machine; the old one's destroy Job
+runs as for any deleted machine. CAPTF never deletes a Machine itself.
+
+The ask is made after REMEDIATE_AFTER successful applies and refreshes in a row read the
+instance degraded, stopped or terminated (one reading could be a blip, and the health
+watch reads every 5 min by default); it is withdrawn once the newest reading is running
+again. Only an ask CAPTF made is withdrawn: beside the annotation it writes
+`captf.io/remediation-requested` (the TerraformMachine's uid), and a mark someone else
+set is left alone. Nothing is written while the object is paused or being deleted, or
+for a module outside the contract (it has no health reading). Pure: the plan carries
+the patch to io."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from controller.core.basics.names import CAPI_MACHINE, MACHINE, Op
+from controller.core.decide import pause, triggers
+from controller.core.decide.context import Context, speaks_contract
+from controller.core.jobs.job import Outcome
+from controller.core.spec.refs import owner_of
+
+Json = dict[str, Any]
+ANN_REMEDIATE: Final = "cluster.x-k8s.io/remediate-machine"
+ANN_REQUESTED_BY: Final = "captf.io/remediation-requested"
+REMEDIATE_AFTER: Final = 3
+REQUESTED: Final = "RemediationRequested"
+WITHDRAWN: Final = "RemediationWithdrawn"
+
+
+@dataclass(frozen=True)
+class OwnerMark:
+    """A merge patch of the owner Machine's annotations, and why."""
+
+    machine: str  # the Machine's name, in the object's namespace
+    patch: Json  # {"metadata": {"annotations": {...}}}
+    reason: str  # REQUESTED or WITHDRAWN
+    message: str
+    reading: str  # the Job whose reading decided it (names the Event once-only)
+
+
+def owner_mark(ctx: Context) -> OwnerMark | None:
+    snap = ctx.snap
+    if snap.kind != MACHINE or snap.deleting or pause.pause_of(snap) is not None:
+        return None
+    if not speaks_contract(ctx.inputs):
+        return None
+    owner = owner_of(snap.obj)
+    if owner is None:
+        return None
+    machine = snap.related.get((CAPI_MACHINE, owner.name))
+    if machine is None:
+        return None
+    notes = (machine.get("metadata") or {}).get("annotations") or {}
+    newest = _newest_reading(ctx)
+    if newest is None:
+        return None
+    streak = triggers.unhealthy_streak(ctx)
+    if streak >= REMEDIATE_AFTER and ANN_REMEDIATE not in notes:
+        message = (
+            f"{streak} readings in a row found the instance {newest[1]}: "
+            f"Machine {owner.name} is marked {ANN_REMEDIATE} for its MachineHealthCheck"
+        )
+        patch: Json = {ANN_REMEDIATE: "", ANN_REQUESTED_BY: snap.uid}
+        return _mark(owner.name, patch, REQUESTED, message, newest[0])
+    if notes.get(ANN_REQUESTED_BY) == snap.uid and newest[1] == "running":
+        message = f"the instance reads running again: {ANN_REMEDIATE} withdrawn from {owner.name}"
+        patch = {ANN_REMEDIATE: None, ANN_REQUESTED_BY: None}  # a merge patch removes them
+        return _mark(owner.name, patch, WITHDRAWN, message, newest[0])
+    return None
+
+
+def _newest_reading(ctx: Context) -> tuple[str, str] | None:
+    """The newest successful apply's or refresh's (Job name, health state)."""
+    for record in ctx.history:
+        if record.op in (Op.APPLY, Op.REFRESH) and record.outcome == Outcome.SUCCESS:
+            reading = triggers.contract_reading(ctx, record)
+            if reading is None or reading.health is None:
+                return None
+            return record.name, reading.health
+    return None
+
+
+def _mark(machine: str, notes: Json, reason: str, message: str, job: str) -> OwnerMark:
+    return OwnerMark(machine, {"metadata": {"annotations": notes}}, reason, message, job)
+
+
+def event_name(obj_name: str, mark: OwnerMark) -> str:
+    """Once per reading that decided it: a replay of the pass is refused."""
+    tag = hashlib.sha256(f"{mark.reason}/{mark.reading}".encode()).hexdigest()[:10]
+    return f"{obj_name}.{mark.reason.lower()}.{tag}"

@@ -1,0 +1,239 @@
+"""One pass over one TerraformMachineTemplate or TerraformMachinePoolTemplate, as data:
+its scale-from-zero status (controller/core/contract/capacity.py) and the lookup of its
+module image that the status needs.
+
+A template runs nothing: its pass only reads the image's labels, once per image
+reference and generation. `status.capacity` is `spec.capacity` when set (a module that
+takes its size as a variable), else the image's `io.captf.capacity`; `status.nodeInfo`
+likewise from `spec.nodeInfo` or `io.captf.node-info`. `CapacityResolved` says where
+they came from, or why not. A failed lookup keeps the values shown and is retried after
+as long as it has been failing (at least 30 s, at most 10 min): the delay doubles with
+no counter kept, from the condition's own lastTransitionTime.
+
+Pure: io looks the image up when `lookup` asks, and carries the status and Events out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from controller.core.basics.names import RUNNER_ACCOUNT
+from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.core.contract.capacity import (
+    LABEL_CAPACITY,
+    LABEL_NODE_INFO,
+    ShapeError,
+    check_capacity,
+    check_node_info,
+    parse_capacity,
+    parse_node_info,
+)
+from controller.core.plan.accounting import Event
+from controller.core.plan.status import merge_conditions
+from controller.core.spec.image import ImageFact, ImageLookup, Resolved, Unresolved
+
+Json = dict[str, Any]
+CONDITION: Final = "CapacityResolved"
+RESOLVED: Final = "CapacityResolved"
+NOT_DECLARED: Final = "CapacityNotDeclared"
+INSPECT_FAILED: Final = "ImageInspectFailed"
+LABEL_INVALID: Final = "CapacityLabelInvalid"
+SPEC_INVALID: Final = "CapacitySpecInvalid"
+RETRY_FIRST: Final = 30.0
+RETRY_CAP: Final = 600.0
+
+
+@dataclass(frozen=True)
+class TemplatePass:
+    lookup: ImageLookup | None = None  # the image to look up before the status is known
+    status: Json | None = None  # a merge patch of status; None: unchanged
+    events: tuple[Event, ...] = ()
+    requeue: float | None = None
+
+
+def image_of(template: Json) -> str | None:
+    source = (((template.get("spec") or {}).get("template") or {}).get("spec") or {}).get("source")
+    image = (source or {}).get("image")
+    return str(image) if image else None
+
+
+def needs_lookup(template: Json) -> bool:
+    """Whether the status does not yet say what this generation's image carries: a new
+    template, a new generation, or a lookup that failed (retried on its schedule)."""
+    image = image_of(template)
+    if image is None:
+        return False
+    status = template.get("status") or {}
+    source = status.get("capacitySource") or {}
+    generation = (template.get("metadata") or {}).get("generation", 0)
+    failed = _condition(status).get("reason") == INSPECT_FAILED
+    return failed or source.get("image") != image or status.get("observedGeneration") != generation
+
+
+def template_pass(template: Json, fact: ImageFact | None, now: datetime) -> TemplatePass:
+    """The template's pass, given the lookup's answer (None: not looked up this pass)."""
+    image = image_of(template)
+    if image is not None and fact is None and needs_lookup(template):
+        namespace = template["metadata"]["namespace"]
+        # The pull credentials a Job made from the template would have (the default
+        # account is the runner's, as the controller's --allowed-service-accounts default).
+        account = _jobs(template).get("serviceAccountName") or RUNNER_ACCOUNT
+        return TemplatePass(lookup=ImageLookup(image, namespace, str(account)))
+    if image is not None and fact is None:
+        return TemplatePass()
+    status, retry = _desired(template, image, fact, now)
+    old = template.get("status") or {}
+    patch = {k: _replacing(old.get(k), v) for k, v in status.items() if old.get(k) != v}
+    for gone in ("capacity", "nodeInfo"):
+        if gone in old and gone not in status:
+            patch[gone] = None
+    events = _events(template, old, status, now)
+    return TemplatePass(status=patch or None, events=events, requeue=retry)
+
+
+def _replacing(old: Any, new: Any) -> Any:
+    """A merge patch replaces a map only key by key: the keys it no longer has are nulled
+    (a capacity without the GPU the label named loses the GPU)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {k: None for k in old if k not in new} | new
+    return new
+
+
+def _jobs(template: Json) -> Json:
+    spec = ((template.get("spec") or {}).get("template") or {}).get("spec") or {}
+    jobs = spec.get("jobs")
+    return jobs if isinstance(jobs, dict) else {}
+
+
+def _desired(
+    template: Json, image: str | None, fact: ImageFact | None, now: datetime
+) -> tuple[Json, float | None]:
+    spec = template.get("spec") or {}
+    old = template.get("status") or {}
+    labels = _labels(fact)
+    capacity, cap_problem = _value(spec.get("capacity"), labels.get(LABEL_CAPACITY), "capacity")
+    node_info, info_problem = _value(spec.get("nodeInfo"), labels.get(LABEL_NODE_INFO), "nodeInfo")
+    out: Json = {"observedGeneration": (template.get("metadata") or {}).get("generation", 0)}
+    retry = None
+    if isinstance(fact, Unresolved):
+        # The spec's values stand without the registry; the image's stay as they were.
+        capacity = capacity if spec.get("capacity") else old.get("capacity")
+        node_info = node_info if spec.get("nodeInfo") else old.get("nodeInfo")
+        retry = _retry_after(old, now)
+    _set(out, "capacity", capacity)
+    _set(out, "nodeInfo", node_info)
+    out["capacitySource"] = _source(spec, image, fact)
+    cond = _condition_of(spec, fact, cap_problem or info_problem, capacity, node_info)
+    out["conditions"] = merge_conditions(old.get("conditions") or [], [cond], now)
+    return out, retry
+
+
+def _labels(fact: ImageFact | None) -> dict[str, str]:
+    if not isinstance(fact, Resolved):
+        return {}
+    return {
+        k: v for k, v in ((LABEL_CAPACITY, fact.capacity), (LABEL_NODE_INFO, fact.node_info)) if v
+    }
+
+
+def _value(spec_value: Any, label: str | None, field: str) -> tuple[dict[str, str] | None, str]:
+    """The field's value (the spec's, whole, else the label's) and what was wrong."""
+    check, parse = (
+        (check_capacity, parse_capacity)
+        if field == "capacity"
+        else (check_node_info, parse_node_info)
+    )
+    try:
+        if spec_value:
+            return check(spec_value), ""
+        return (parse(label) if label is not None else None), ""
+    except ShapeError as err:
+        where = (
+            f"spec.{field}"
+            if spec_value
+            else (LABEL_CAPACITY if field == "capacity" else LABEL_NODE_INFO)
+        )
+        return None, f"{where}: {err}"
+
+
+def _source(spec: Json, image: str | None, fact: ImageFact | None) -> Json:
+    out: Json = {"source": "Spec" if spec.get("capacity") else "Image"}
+    if image is not None and isinstance(fact, Resolved):
+        out["image"] = image
+    return out
+
+
+def _condition_of(
+    spec: Json, fact: ImageFact | None, problem: str, capacity: Any, node_info: Any
+) -> Json:
+    if problem:
+        reason = SPEC_INVALID if problem.startswith("spec.") else LABEL_INVALID
+        return _cond("False", reason, problem)
+    if isinstance(fact, Unresolved):
+        if spec.get("capacity"):
+            return _cond(
+                "True", RESOLVED, f"image not inspected ({fact.kind}); capacity from spec.capacity"
+            )
+        return _cond("False", INSPECT_FAILED, f"the module image could not be read: {fact.kind}")
+    if capacity is None and node_info is None:
+        message = (
+            "neither spec.capacity nor the image's io.captf.capacity label says the node's size"
+        )
+        return _cond("True", NOT_DECLARED, message)
+    where = "spec" if spec.get("capacity") else "the module image's labels"
+    return _cond("True", RESOLVED, f"capacity and nodeInfo from {where}")
+
+
+def _cond(status: str, reason: str, message: str) -> Json:
+    return {"type": CONDITION, "status": status, "reason": reason, "message": message}
+
+
+def _condition(status: Json) -> Json:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == CONDITION:
+            return dict(cond)
+    return {}
+
+
+def _retry_after(old: Json, now: datetime) -> float:
+    """As long as the lookups have been failing, within [30 s, 10 min]: doubling."""
+    cond = _condition(old)
+    if cond.get("reason") != INSPECT_FAILED:
+        return RETRY_FIRST
+    try:
+        since = parse_time(str(cond.get("lastTransitionTime") or ""))
+    except TimeFormatError:
+        return RETRY_FIRST
+    return min(max((now - since).total_seconds(), RETRY_FIRST), RETRY_CAP)
+
+
+def _set(out: Json, key: str, value: Any) -> None:
+    if value:
+        out[key] = value
+
+
+def _events(template: Json, old: Json, new: Json, now: datetime) -> tuple[Event, ...]:
+    """CapacityResolved (Normal) when the values change; ImageInspectFailed (Warning) when
+    the lookups start failing. Named for what they announce: a replay is refused."""
+    name = template["metadata"]["name"]
+    values = {k: new.get(k) for k in ("capacity", "nodeInfo")}
+    cond = _condition(new)
+    if cond.get("reason") == INSPECT_FAILED and _condition(old).get("reason") != INSPECT_FAILED:
+        tag = _digest([name, cond.get("lastTransitionTime")])
+        return (Event(f"{name}.inspect-failed.{tag}", "Warning", INSPECT_FAILED, cond["message"]),)
+    if values != {k: old.get(k) for k in values} and any(values.values()):
+        tag = _digest([template["metadata"].get("uid"), values])
+        message = f"capacity {_show(values['capacity'])}, nodeInfo {_show(values['nodeInfo'])}"
+        return (Event(f"{name}.capacity.{tag}", "Normal", RESOLVED, message),)
+    return ()
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")) if value else "unset"
+
+
+def _digest(parts: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:10]

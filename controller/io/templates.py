@@ -1,0 +1,72 @@
+"""The reconcile of one TerraformMachineTemplate or TerraformMachinePoolTemplate: its
+scale-from-zero status (the pass is the core's, controller/core/plan/templates.py).
+
+A template runs no Job, holds no finalizer and reads no state. In order:
+
+  1. image lookup   When the pass asks: the registry lookup of the template's module
+                    image (controller/io/registry.py, with its short cache), with the
+                    pull credentials of the ServiceAccount its Jobs would run as; then
+                    the pass again, with the answer.
+  2. Events         Before the status that shows what they announce (named once-only).
+  3. status         One merge patch of the fields the pass changes.
+
+A template changed meanwhile wakes the key again; the status is the controller's alone,
+so no precondition is needed (api.patch_status)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core import TemplatePass, template_pass
+from controller.core.basics.names import GROUP, TEMPLATE_PLURALS, VERSION
+from controller.io import api
+from controller.io.api import Api
+from controller.io.caches import Caches
+from controller.io.registry import ImageRegistry
+from runtime.cache.resource import Resource
+from runtime.clock import Clock
+from runtime.errors import ApiError
+from runtime.loop import DONE, Result, requeue_after
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+
+
+@dataclass
+class TemplateKeeper:
+    client: Api
+    caches: Caches
+    clock: Clock
+    registry: ImageRegistry
+
+    async def reconcile(self, kind: str, namespace: str, name: str) -> Result:
+        template = self.caches.template(kind, namespace, name)
+        if template is None:
+            return DONE
+        todo = template_pass(template, None, self.clock.now())
+        if todo.lookup is not None:
+            fact = await self.registry.resolve(self.client, todo.lookup)
+            todo = template_pass(template, fact, self.clock.now())
+        try:
+            await self._write(kind, template, todo)
+        except ApiError as err:
+            if err.status in (404, 409):
+                return Result(requeue=err.status == 409)
+            raise
+        return requeue_after(todo.requeue) if todo.requeue else DONE
+
+    async def _write(self, kind: str, template: Json, todo: TemplatePass) -> None:
+        now = self.clock.now()
+        for event in todo.events:
+            await api.record_event(self.client, api.event_body(template, event, now))
+        if todo.status is None:
+            return
+        meta = template["metadata"]
+        resource = Resource(GROUP, VERSION, TEMPLATE_PLURALS[kind])
+        path = api.resource_path(resource, meta["namespace"], meta["name"], sub="status")
+        await self.client.request(
+            "PATCH", path, body={"status": todo.status}, content_type=api.MERGE
+        )
+        log.info("%s %s/%s: capacity status written", kind, meta["namespace"], meta["name"])

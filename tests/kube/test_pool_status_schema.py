@@ -1,0 +1,57 @@
+"""The pool's membership status on the real API server: status.instances (as the
+write-back writes it, controller/core/plan/writeback.py) and the AutoscalingActive
+condition are kept by the CRD's schema, not pruned, and more than 1000 instances are
+refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime.envtest import ApiServer, RequestFailed
+
+pytestmark = pytest.mark.kube
+POOLS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/terraformmachinepools"
+MERGE = "application/merge-patch+json"
+Json = dict[str, Any]
+
+
+def _pool() -> Json:
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformMachinePool",
+        "metadata": {"name": "p1"},
+        "spec": {
+            "source": {"configMapRef": {"name": "m"}},
+            "credentialsRef": {"name": "creds"},
+            "jobs": {"image": "captf:dev"},
+        },
+    }
+
+
+def test_instances_and_autoscaling_active_are_kept(apiserver: ApiServer, namespace: str) -> None:
+    base = POOLS.format(ns=namespace)
+    apiserver.request("POST", base, _pool())
+    instance = {
+        "providerID": "captf://a",
+        "instanceID": "i-a",
+        "failureDomain": "z1",
+        "state": "running",
+        "addresses": [{"type": "InternalIP", "address": "10.0.0.9"}],
+    }
+    active = {
+        "type": "AutoscalingActive",
+        "status": "True",
+        "reason": "AutoscalingActive",
+        "message": "between 1 and 5",
+        "lastTransitionTime": "2026-12-04T12:00:00Z",
+    }
+    status = {"status": {"replicas": 1, "instances": [instance], "conditions": [active]}}
+    stored = apiserver.request("PATCH", f"{base}/p1/status", status, MERGE)
+    assert stored["status"]["instances"] == [instance]
+    assert stored["status"]["conditions"][0]["type"] == "AutoscalingActive"
+    too_many = {"status": {"instances": [instance] * 1001}}
+    with pytest.raises(RequestFailed) as refused:
+        apiserver.request("PATCH", f"{base}/p1/status", too_many, MERGE)
+    assert refused.value.status == 422

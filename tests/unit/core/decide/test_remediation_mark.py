@@ -1,0 +1,115 @@
+"""Remediation through Cluster API (controller/core/decide/remediation.py): after three
+unhealthy readings in a row the plan marks the owner Machine
+`cluster.x-k8s.io/remediate-machine`, and withdraws only its own mark when the instance
+reads running again; never while paused or deleting, never for a module outside the
+contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.core.basics.names import ANN_PAUSED, FINALIZER, MACHINE
+from controller.core.decide import snapshot
+from controller.core.plan.planner import plan
+from tests.builders import MODULE, NOW, Json, ago, captf, job
+from tests.unit.core.decide.test_schedule import _member, _with_cluster
+
+REMEDIATE = "cluster.x-k8s.io/remediate-machine"
+OURS = "captf.io/remediation-requested"
+
+
+def _reading(health: str) -> Json:
+    return {"stateSerial": 1, "contract": {"pending": [], "health": health}}
+
+
+def _readings(*healths: str) -> list[Json]:
+    """Oldest first: an apply, then refreshes a minute apart."""
+    n = len(healths)
+    out = [
+        job(
+            "apply",
+            1,
+            "succeeded",
+            owner="m1",
+            kind=MACHINE,
+            finished=ago(n + 1),
+            result=_reading(healths[0]),
+        )
+    ]
+    for i, health in enumerate(healths[1:], start=1):
+        out.append(
+            job(
+                "refresh",
+                i,
+                "succeeded",
+                owner="m1",
+                kind=MACHINE,
+                finished=ago(n - i + 1),
+                result=_reading(health),
+            )
+        )
+    return out
+
+
+def _mark(machine: Json, others: list[Json], notes: dict[str, str] | None = None) -> Json | None:
+    if notes is not None:
+        for obj in others:
+            if obj.get("kind") == "Machine":
+                obj["metadata"]["annotations"] = dict(notes)
+    todo = plan(snapshot.build(machine, others), NOW)
+    return None if todo.owner_mark is None else todo.owner_mark.patch["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("healths", "marked"),
+    [
+        (["stopped", "stopped", "stopped"], True),
+        (["running", "degraded", "terminated", "stopped"], True),
+        (["stopped", "stopped"], False),
+        (["stopped", "stopped", "running", "stopped"], False),
+        (["running", "running"], False),
+    ],
+)
+def test_three_unhealthy_readings_in_a_row_mark_the_machine(
+    healths: list[str], marked: bool
+) -> None:
+    patch = _mark(_member(), _with_cluster(*_readings(*healths)))
+    if marked:
+        assert patch == {REMEDIATE: "", OURS: "uid-m1"}
+    else:
+        assert patch is None
+
+
+def test_a_marked_machine_is_not_marked_again_and_its_mark_withdrawn_when_running() -> None:
+    unhealthy = _with_cluster(*_readings("stopped", "stopped", "stopped"))
+    assert _mark(_member(), unhealthy, {REMEDIATE: "", OURS: "uid-m1"}) is None
+    recovered = _with_cluster(*_readings("stopped", "stopped", "stopped", "running"))
+    assert _mark(_member(), recovered, {REMEDIATE: "", OURS: "uid-m1"}) == {
+        REMEDIATE: None,
+        OURS: None,
+    }
+
+
+def test_someone_elses_mark_is_left_alone() -> None:
+    recovered = _with_cluster(*_readings("running"))
+    assert _mark(_member(), recovered, {REMEDIATE: ""}) is None
+    assert _mark(_member(), recovered, {REMEDIATE: "", OURS: "another-uid"}) is None
+
+
+def test_no_mark_while_paused_deleting_or_outside_the_contract() -> None:
+    unhealthy = _readings("stopped", "stopped", "stopped")
+    paused = captf(MACHINE, "m1", annotations={ANN_PAUSED: ""})
+    assert _mark(paused, _with_cluster(*unhealthy)) is None
+    deleting = captf(MACHINE, "m1", deleting=ago(1), finalizers=[FINALIZER])
+    assert _mark(deleting, _with_cluster(*unhealthy)) is None
+    assert _mark(_member(), _with_cluster(*unhealthy, module=MODULE)) is None
+
+
+def test_the_mark_is_announced_once_per_reading() -> None:
+    others = _with_cluster(*_readings("stopped", "stopped", "stopped"))
+    todo = plan(snapshot.build(_member(), others), NOW)
+    [event] = [e for e in todo.events if e.reason == "RemediationRequested"]
+    assert event.type == "Warning"
+    assert "3 readings in a row" in event.message
+    again = plan(snapshot.build(_member(), others), NOW)
+    assert [e.name for e in again.events if e.reason == "RemediationRequested"] == [event.name]

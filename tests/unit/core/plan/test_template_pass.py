@@ -1,0 +1,154 @@
+"""A template's scale-from-zero pass (controller/core/plan/templates.py): when it asks
+for its image, what status it writes from the spec and the labels, how a failed lookup
+is retried (doubling from the condition's own time, 30 s to 10 min), and its Events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.core.basics.timefmt import format_time
+from controller.core.plan.templates import needs_lookup, template_pass
+from controller.core.spec.image import ImageLookup, Resolved, Unresolved
+
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+IMAGE = "registry.example/machine:1"
+CAP = '{"cpu":"4","memory":"16Gi"}'
+INFO = '{"architecture":"amd64","operatingSystem":"linux"}'
+Json = dict[str, Any]
+
+
+def tmpl(status: Json | None = None, generation: int = 1, **spec: Any) -> Json:
+    inner = {"source": {"image": IMAGE}, "jobs": {"serviceAccountName": "runner"}}
+    return {
+        "kind": "TerraformMachineTemplate",
+        "metadata": {"name": "t", "namespace": "ns", "uid": "u1", "generation": generation},
+        "spec": {"template": {"spec": inner}, **spec},
+        "status": status or {},
+    }
+
+
+def found(capacity: str | None = CAP, node_info: str | None = INFO) -> Resolved:
+    return Resolved(
+        IMAGE, "sha256:" + "a" * 64, 1, "machine", capacity=capacity, node_info=node_info
+    )
+
+
+def cond(status: Json) -> Json:
+    return next(c for c in status["conditions"] if c["type"] == "CapacityResolved")
+
+
+def test_a_new_template_asks_for_its_image_with_its_jobs_account() -> None:
+    todo = template_pass(tmpl(), None, NOW)
+    assert todo.lookup == ImageLookup(IMAGE, "ns", "runner")
+    assert todo.status is None
+
+
+@pytest.mark.parametrize(
+    ("fact", "spec", "reason", "capacity", "node_info", "source"),
+    [
+        (found(), {}, "CapacityResolved", {"cpu": "4", "memory": "16Gi"}, "amd64", "Image"),
+        (found(None, None), {}, "CapacityNotDeclared", None, None, "Image"),
+        (found('{"cpu":"x"}'), {}, "CapacityLabelInvalid", None, "amd64", "Image"),
+        (
+            found('{"cpu":"x"}'),
+            {"capacity": {"cpu": "2"}},
+            "CapacityResolved",
+            {"cpu": "2"},
+            "amd64",
+            "Spec",
+        ),
+        (Unresolved(IMAGE, "ImageNotFound", "m"), {}, "ImageInspectFailed", None, None, "Image"),
+        (
+            Unresolved(IMAGE, "ImageNotFound", "m"),
+            {"capacity": {"cpu": "2"}},
+            "CapacityResolved",
+            {"cpu": "2"},
+            None,
+            "Spec",
+        ),
+        (
+            found(),
+            {"nodeInfo": {"architecture": "arm64"}},
+            "CapacityResolved",
+            {"cpu": "4", "memory": "16Gi"},
+            "arm64",
+            "Image",
+        ),
+    ],
+)
+def test_the_status_from_the_spec_and_the_labels(
+    fact: Any, spec: Json, reason: str, capacity: Json | None, node_info: str | None, source: str
+) -> None:
+    status = template_pass(tmpl(**spec), fact, NOW).status
+    assert status is not None
+    assert cond(status)["reason"] == reason
+    assert status.get("capacity") == capacity
+    assert (status.get("nodeInfo") or {}).get("architecture") == node_info
+    assert status["capacitySource"]["source"] == source
+    assert status["observedGeneration"] == 1
+
+
+def test_a_resolved_template_asks_nothing_until_its_generation_moves() -> None:
+    status = template_pass(tmpl(), found(), NOW).status
+    done = tmpl(status)
+    assert not needs_lookup(done)
+    assert template_pass(done, None, NOW).lookup is None
+    assert template_pass(done, found(), NOW).status is None  # nothing changes
+    assert needs_lookup(tmpl(status, generation=2))
+
+
+def test_a_smaller_capacity_nulls_the_keys_it_drops() -> None:
+    old = template_pass(tmpl(), found('{"cpu":"4","nvidia.com/gpu":"1"}'), NOW).status
+    patch = template_pass(tmpl(old, generation=2, capacity={"cpu": "8"}), found(), NOW).status
+    assert patch is not None
+    assert patch["capacity"] == {"cpu": "8", "nvidia.com/gpu": None}
+
+
+def test_a_failed_lookup_keeps_the_values_shown_and_warns_once() -> None:
+    good = template_pass(tmpl(), found(), NOW).status
+    assert good is not None
+    failing = Unresolved(IMAGE, "RegistryUnavailable", "m")
+    first = template_pass(tmpl(good, generation=2), failing, NOW)
+    assert first.status is not None
+    assert "capacity" not in first.status  # unchanged: the values shown stay
+    assert cond(first.status)["reason"] == "ImageInspectFailed"
+    assert [e.reason for e in first.events] == ["ImageInspectFailed"]
+    again = template_pass(tmpl(good | first.status, generation=2), failing, NOW)
+    assert again.events == ()
+
+
+@given(st.floats(min_value=0, max_value=10_000))
+def test_retries_double_from_the_condition_time_within_30s_and_10min(elapsed: float) -> None:
+    since = NOW - timedelta(seconds=elapsed)
+    failed = {
+        "type": "CapacityResolved",
+        "status": "False",
+        "reason": "ImageInspectFailed",
+        "lastTransitionTime": format_time(since),
+    }
+    todo = template_pass(tmpl({"conditions": [failed]}), Unresolved(IMAGE, "x", "m"), NOW)
+    assert todo.requeue is not None
+    assert 30.0 <= todo.requeue <= 600.0
+    assert todo.requeue == pytest.approx(min(max(elapsed, 30.0), 600.0), abs=1.0)
+
+
+def test_a_template_without_an_image_reads_its_spec_without_a_lookup() -> None:
+    obj = tmpl(capacity={"cpu": "2"})
+    obj["spec"]["template"]["spec"]["source"] = {"configMapRef": {"name": "m"}}
+    todo = template_pass(obj, None, NOW)
+    assert todo.lookup is None
+    assert todo.status is not None
+    assert todo.status["capacity"] == {"cpu": "2"}
+    assert [e.reason for e in todo.events] == ["CapacityResolved"]
+
+
+def test_without_an_account_the_lookup_uses_the_runners() -> None:
+    obj = tmpl()
+    del obj["spec"]["template"]["spec"]["jobs"]["serviceAccountName"]
+    todo = template_pass(obj, None, NOW)
+    assert todo.lookup == ImageLookup(IMAGE, "ns", "captf-runner")
