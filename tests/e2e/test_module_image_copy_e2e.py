@@ -16,6 +16,7 @@ import anyio
 import pytest
 import pytest_asyncio
 
+from controller.core.basics.names import CLUSTER, inputs_secret_prefix
 from controller.dev.clusterapi import install_crds_only
 from controller.dev.node.main import copier
 from runtime.envtest import ApiServer
@@ -114,7 +115,9 @@ async def test_the_copy_shape_applies_pins_follows_a_moved_tag_and_destroys_on_i
     # OpenTofu came from the image, through the copy.
     ran_with = next(line for line in system.log(first).splitlines() if "module image:" in line)
     assert "/captf/runtime, CLI config " in ran_with
-    inputs = await kube.secret(f"pin-inputs-{hash_of(first)[:8]}")
+    inputs = await kube.secret(
+        f"{inputs_secret_prefix(kube.ns, CLUSTER, 'pin')}{hash_of(first)[:8]}"
+    )
     assert base64.b64decode(inputs["data"]["image.digest"]).decode() == c1
 
     async def shows_mount() -> Json | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import anyio
 import pytest
 
 from controller.cli.main import main
-from controller.core.basics.names import CLUSTER, STATE_KEY, inputs_secret_prefix
+from controller.core.basics.names import CLUSTER, inputs_secret_prefix
 from runtime.envtest.registry import Registry
 from tests.e2e.system import RUNNER_ACCOUNT, System, ended, result_of
 from tests.kube.harness import MERGE, condition, state_of
@@ -71,7 +70,7 @@ async def test_a_module_image_is_applied_from_its_image_volume(
     assert image_volume(pinned) in pod["volumes"]
 
     state = await system.kube.secret(state_of(system.kube, "web"))
-    document = json.loads(base64.b64decode(state["data"][STATE_KEY]))
+    document = await system.kube.state_document(state_of(system.kube, "web"))
     resources = {(r["type"], r["name"]) for r in document["resources"]}
     assert ("terraform_data", "network") in resources
     assert ("terraform_data", "load_balancer") in resources

@@ -42,6 +42,7 @@ from controller.core.basics.names import (
 from controller.core.basics.timefmt import format_time
 from controller.io.config import ControllerConfig
 from controller.io.main import serve
+from controller.runner.state_layout import read_body
 from runtime.clock import Clock, SteppedClock
 from runtime.envtest import ApiServer, RequestFailed
 
@@ -81,6 +82,13 @@ class Kube:
 
     async def secret(self, name: str) -> Json:
         return await self.call("GET", f"/api/v1/namespaces/{self.ns}/secrets/{name}")
+
+    async def state_document(self, name: str) -> Json:
+        """The state a state (or backup) Secret holds, its parts read and checked as the
+        runner reads them (controller/runner/state_layout.py)."""
+        body = await read_body(await self.secret(name), self.secret)
+        document: Json = orjson.loads(body)
+        return document
 
     async def delete_job(self, name: str) -> None:
         """Deletes a Job the way kubectl does (background propagation: no GC needed)."""

@@ -74,8 +74,8 @@ async def autoscaling_flow(kube: Kube, clock: SteppedClock, cluster: str = "c1")
     pools = kube.capi_path("machinepools", "p2")
     await kube.call("PATCH", pools, {"metadata": {"annotations": BOUNDS}}, MERGE)
     applied = await nth_job(kube, 1, "captf.io/name=p2,captf.io/op=apply")
-    await write_state(kube, applied, serial=1, name="p2")
-    secret = f"/api/v1/namespaces/{kube.ns}/secrets/p2-state"
+    state = await write_state(kube, applied, serial=1, name="p2")
+    secret = f"/api/v1/namespaces/{kube.ns}/secrets/{state}"
     await kube.call("PATCH", secret, {"stringData": {"outputs.json": json.dumps(OUTPUTS)}}, MERGE)
     await kube.finish(applied, "succeeded", at=clock.now(), result={"stateSerial": 1})
 

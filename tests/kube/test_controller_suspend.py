@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.core.basics.names import CLUSTER, POOL
 from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     MERGE,
@@ -98,8 +99,8 @@ async def test_a_retained_cluster_waits_for_its_members_then_lets_go(
         await clock.advance(60)
         await eventually(lambda: _gone(kube, CLUSTERS, "c1"), what="the cluster let go")
         assert await kube.jobs("captf.io/op=destroy") == []
-        for name in ("c1", "p1"):
-            labels = (await kube.secret(f"{name}-state"))["metadata"]["labels"]
+        for name, kind in (("c1", CLUSTER), ("p1", POOL)):
+            labels = (await kube.secret(state_of(kube, name, kind)))["metadata"]["labels"]
             assert labels["captf.io/retained-from"].endswith(f".{name}")
 
 

@@ -75,6 +75,8 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
             "retryInSeconds": None,
             "attempts": 1,
             "lastError": f"Job {first['metadata']['name']} failed: {TOFU_ERROR}",
+            "source": "configmap/c1-module",
+            "image": None,
             "lastRun": {
                 "job": first["metadata"]["name"],
                 "op": "apply",
