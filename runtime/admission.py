@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import anyio
 from aiohttp import web
@@ -33,11 +33,11 @@ from anyio.abc import TaskGroup
 
 from runtime.certs import CERT_FILE, KEY_FILE, tls_context
 from runtime.health import parse_address, serve
+from runtime.jsonobj import Json
 
 log = logging.getLogger("captf.admission")
 API_VERSION = "admission.k8s.io/v1"
 RELOAD_EVERY = 60.0
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
 from controller.core.spec.inputs import inputs_hash
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 NS = "default"
 MODULE = {"main.tf": 'resource "terraform_data" "x" {\n  input = var.size\n}\n'}

@@ -17,9 +17,9 @@ from controller.core.basics.names import ANN_INPUTS_HASH, LABEL_KIND, LABEL_NAME
 from controller.core.decide import snapshot
 from controller.core.decide.snapshot import Snapshot
 from controller.core.spec.refs import ObjectRef
+from runtime.jsonobj import Json
 from tests.builders import NS, captf, kind_of
 
-Json = dict[str, Any]
 CAPI = "cluster.x-k8s.io/v1beta2"
 
 

@@ -11,7 +11,6 @@ import os
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -20,8 +19,8 @@ from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApiMissing, capi_dir
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.crds import crd_documents
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[1]
 HACK = ROOT / "hack" / "capi"
 OUR_CRDS = ROOT / "manifests" / "crds"

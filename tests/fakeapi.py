@@ -34,8 +34,8 @@ from controller.io.caches import Caches
 from controller.io.trimming import own_secret_fields
 from runtime.cache import Informer
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 _KIND_OF_PLURAL = {plural: kind for kind, plural in PLURALS.items()}
 # Resources with a status subresource: a write of the object leaves its status alone.
 _WITH_STATUS = {*PLURALS.values(), "jobs"}

@@ -10,11 +10,9 @@ import base64
 import copy
 import gzip
 import json
-from typing import Any
 
 from runtime.errors import ApiError
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def secret(

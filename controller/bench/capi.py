@@ -68,10 +68,10 @@ from runtime.cache import Informer, Resource
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
+from runtime.jsonobj import Json
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 
-Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 EXAMPLES = REPO / "examples" / "clusterapi"

@@ -11,9 +11,8 @@ import os
 import resource
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def cpu_seconds(pid: int, *, children: bool = False) -> float:

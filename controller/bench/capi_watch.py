@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.core.basics.names import LABEL_KIND, LABEL_NAME, LABEL_OP, MACHINE
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
 
 

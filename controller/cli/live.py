@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from controller.cli.kinds import ALIASES
 from controller.cli.snapshot_file import SnapshotError
@@ -34,10 +33,9 @@ from controller.io import api
 from runtime.cache.resource import Resource
 from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.timeorigin import shared_origin
 from runtime.transport import Transport, open_transport
-
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)

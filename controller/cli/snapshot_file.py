@@ -13,15 +13,13 @@ import base64
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from controller.cli import api_yaml
 from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND
 from controller.core.basics.timefmt import TimeFormatError, parse_time
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # An identity, and the Namespace whose labels its selector reads, are cluster-scoped:
 # they carry no metadata.namespace.

@@ -38,7 +38,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 import yaml
@@ -50,9 +50,8 @@ from runtime.cache.resource import Resource
 from runtime.certs import self_signed
 from runtime.envtest import RequestFailed, process
 from runtime.envtest.client import Client
+from runtime.jsonobj import Json
 from runtime.lifecycle import RunsInContext
-
-Json = dict[str, Any]
 
 DIR_ENV = "CAPTF_CAPI_DIR"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "capi" / "build.sh"

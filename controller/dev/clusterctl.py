@@ -27,15 +27,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from controller.dev import chart
 from controller.dev.generated import run_generator
 from controller.dev.kustomize import render
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "terraform"

@@ -69,6 +69,7 @@ from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.supervise import supervised
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
@@ -90,7 +91,6 @@ _EXAMPLE_RESOURCES = {
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
 }
-Json = dict[str, Any]
 
 
 def run(args: argparse.Namespace) -> int:

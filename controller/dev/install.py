@@ -39,8 +39,7 @@ from controller.io.api import resource_path
 from runtime.cache.resource import Resource
 from runtime.certs import self_signed
 from runtime.envtest import RequestFailed
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 NAMESPACE = "captf-system"
 DEPLOYMENT = "captf-controller"

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 KUSTOMIZATION = "kustomization.yaml"
 SUPPORTED = {"apiVersion", "kind", "resources", "namespace", "images", "commonLabels"}

@@ -21,10 +21,11 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from controller.core.contract.roles import Role
 from controller.image import build
+from runtime.jsonobj import Json
 
 REPOSITORY: Final = "captf-examples"
 EXAMPLE_REGISTRY: Final = "localhost:5000"
@@ -33,7 +34,6 @@ ROLES: Final = ("cluster", "machine", "machinepool")
 _MODULE_SUFFIXES: Final = (".tf", ".tf.json")
 TAG_DIGITS: Final = 16
 
-Json = dict[str, Any]
 Say = Callable[[str], None]
 
 

@@ -5,11 +5,8 @@ the lines are tested without a cluster; the Timeline watches and prints them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core.basics.names import CAPI_POOL
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def _status(obj: Json | None) -> Json:

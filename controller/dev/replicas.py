@@ -19,8 +19,8 @@ from controller.io.api import DEPLOYMENTS, LEASES, PODS
 from runtime.cache import Informer, Resource, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import LoopClock
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Say = Callable[[str, str], None]
 
 CONTROLLER_PODS = "app.kubernetes.io/name=captf,app.kubernetes.io/component=controller"

@@ -33,8 +33,8 @@ from controller.io.api import CAPI_OBJECTS, JOBS, OBJECTS, SECRETS
 from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # A failure shows its headline and this many of its last lines: tofu ends with the cause.
 CAUSE_LINES = 6
 

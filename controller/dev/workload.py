@@ -36,10 +36,10 @@ from controller.io.api import CAPI_OBJECTS
 from runtime.cache import Informer, Selection
 from runtime.clock import LoopClock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.supervise import supervised
 from runtime.transport import Transport
 
-Json = dict[str, Any]
 Say = Callable[[str, str], None]
 SECRET_TYPE = "cluster.x-k8s.io/secret"
 # The Nodes' InternalIP: nothing listens there for them.

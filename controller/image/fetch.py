@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 TIMEOUT_SECONDS = 300.0
 INDEXES = (

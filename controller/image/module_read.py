@@ -13,7 +13,6 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from controller.image.fetch import Crane, FetchFailed, is_index, platform_entry
 from controller.image.tree import Tree, TreeRefused
@@ -25,10 +24,9 @@ from controller.lint.image_rules import (
     resolve,
 )
 from controller.lint.providers import OPENTOFU_REGISTRY, TERRAFORM_REGISTRY
+from runtime.jsonobj import Json
 
 DEFAULT_PLATFORM = "linux/amd64"
-
-Json = dict[str, Any]
 
 
 class ImageUnreadable(Exception):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -30,9 +29,9 @@ from controller.core.basics.names import (
 from controller.io import api, leases
 from controller.io.api import Api
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 
 
 class JobMetrics:

@@ -35,6 +35,7 @@ from controller.core import (
 )
 from runtime.admission import ALLOW, Answer, Review
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 log = logging.getLogger("captf.admission")
 GROUP = "infrastructure.cluster.x-k8s.io"
@@ -49,7 +50,6 @@ SHOWN_USERS = 5
 VALIDATE_PATH = "/validate"
 MUTATE_PLAN_PATH = "/mutate-terraformplan"
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
-Json = dict[str, Any]
 
 
 class Api(Protocol):

@@ -30,9 +30,9 @@ from controller.core.basics.names import (
 from runtime import events
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import MERGE_PATCH
 
-Json = dict[str, Any]
 MERGE = MERGE_PATCH
 
 COMPONENT = "captf-controller"

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import MappingProxyType
-from typing import Any
 
 from controller.core import (
     NO_IDENTITY,
@@ -83,8 +82,7 @@ from runtime.cache.namespaced import Unwatched
 from runtime.cache.reflector import ListWatchTransport
 from runtime.cache.resource import Obj
 from runtime.clock import Clock
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class Caches:

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 from runtime.cache import Resource, Store, resource_version
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Data = dict[str, str]
 
 

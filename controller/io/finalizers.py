@@ -4,13 +4,10 @@ the precondition, and a finalizer another party added meanwhile is never dropped
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.io import api
 from controller.io.api import Api
 from runtime.errors import ApiError
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 async def add(client: Api, path: str, obj: Json, finalizer: str) -> Json:

@@ -74,8 +74,8 @@ from controller.io.predicates import (
 )
 from runtime.cache import Informer
 from runtime.cache.resource import Obj
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # An informer's event, (old, new), mapped to the keys it wakes.
 Wakes = Callable[[Obj | None, Obj | None], Iterable[str]]
 

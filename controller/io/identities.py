@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core import (
     IdentityPass,
@@ -33,10 +32,10 @@ from controller.io.caches import Caches
 from controller.io.indexes import BY_IDENTITY
 from runtime.clock import Clock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.loop import DONE, Result, requeue_after
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 JSON_PATCH = "application/json-patch+json"
 IDENTITIES = api.IDENTITIES
 

@@ -7,13 +7,9 @@ plan's (controller/core/plan/planner.py)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core import Record, Snapshot
 from controller.io import api
 from controller.io.api import Api
-
-Json = dict[str, Any]
 
 
 async def confirmed_gone(client: Api, snap: Snapshot, job: str) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.core import (
     STALE_AFTER,
@@ -44,9 +44,9 @@ from controller.io.caches import Caches
 from controller.io.leases import LeaseBusy
 from runtime.clock import Clock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 
 
 class Launches(Protocol):

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ToClock = Callable[[datetime], datetime]
 # The resolution of a Job's times (metav1.Time).
 _STAMP = timedelta(seconds=1)

@@ -5,9 +5,7 @@ reconcile is told (level-based: it reads everything else)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def key_of(kind: str, namespace: str, name: str) -> str:

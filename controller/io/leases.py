@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Any
 
 from controller.core import LEASE_API, Busy, LeaseWrite, Role, change_of
 from controller.io import api
 from controller.io.api import Api
-
-Json = dict[str, Any]
 
 
 class LeaseBusy(Exception):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
@@ -41,8 +41,8 @@ from controller.core.basics.names import (
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.io.caches import Caches
 from controller.io.indexes import BY_UID
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Labels = tuple[str, ...]
 
 PREFIX: Final = "captf_object_"

@@ -23,14 +23,12 @@ import ipaddress
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
 
 from controller.core import IMAGE_NOT_FOUND, REGISTRY_UNAUTHORIZED, REGISTRY_UNAVAILABLE
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",

@@ -103,7 +103,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from controller.core import (
     Facts,
@@ -138,10 +137,10 @@ from controller.io.object_metrics import PassMetrics
 from controller.io.registry import ImageRegistry, cached_for
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_not_found
+from runtime.jsonobj import Json
 from runtime.loop import DONE, Result, requeue_after
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 CONFLICT = Result(requeue=True)
 
 

@@ -37,7 +37,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import aiohttp
 import anyio
@@ -61,9 +61,9 @@ from controller.image.layout import platform_of
 from controller.io.api import SECRETS, SERVICE_ACCOUNTS, Api, get_or_none, resource_path
 from controller.io.oci import Client, RegistryFailed, parse
 from runtime.clock import Clock
+from runtime.jsonobj import Json
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

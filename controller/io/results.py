@@ -19,7 +19,6 @@ the Job cache, making a finished Job look like one without a result."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from controller.core import (
     JOB_UID_LABEL,
@@ -33,8 +32,7 @@ from controller.core.basics.names import ANN_RESULT
 from controller.io import api
 from controller.io.api import PODS, Api
 from runtime.errors import ApiError
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 async def read(client: Api, jobs: Sequence[Json]) -> dict[str, str]:

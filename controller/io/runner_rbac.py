@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from controller.core import is_finished, runner_rbac
 from controller.core.basics.names import KINDS, LABEL_UID, RUNNER_ACCOUNT
@@ -28,9 +27,9 @@ from controller.io.api import JOBS, OBJECTS, ROLE_BINDINGS, SERVICE_ACCOUNTS, Ap
 from controller.io.caches import Caches
 from runtime.cache.resource import Resource
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 RESOURCES = {"ServiceAccount": SERVICE_ACCOUNTS, "RoleBinding": ROLE_BINDINGS}
 
 

@@ -9,7 +9,6 @@ moves nothing (the latter is logged: the older Secret stays for the operator).""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from controller.core import Move, MoveStep
 from controller.core.basics.names import (
@@ -20,9 +19,9 @@ from controller.core.basics.names import (
 from controller.io import api
 from controller.io.api import Api
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 
 
 async def carry_out(client: Api, namespace: str, moves: tuple[Move, ...]) -> bool:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core import TemplatePass, template_pass
 from controller.core.basics.names import GROUP, TEMPLATE_PLURALS, VERSION
@@ -28,10 +27,10 @@ from controller.io.registry import ImageRegistry
 from runtime.cache.resource import Resource
 from runtime.clock import Clock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.loop import DONE, Result, requeue_after
 
 log = logging.getLogger(__name__)
-Json = dict[str, Any]
 
 
 @dataclass

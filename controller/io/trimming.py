@@ -32,8 +32,8 @@ from controller.core.basics.names import (
 from controller.core.basics.runner_vars import RunnerVar
 from runtime.cache import interned
 from runtime.cache.resource import Obj
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Transform = Callable[[Obj], Obj]
 # A durable inputs Secret is `<name>-<kind>-<key>-inputs-<hash8>` (controller/core/plan/jobspec.py).
 INPUTS_INFIX = "-inputs-"

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 from urllib.parse import quote
 
 from runtime.errors import ApiError, is_transient
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 T = TypeVar("T")
 
 # Retry delays (seconds) for transient API errors: about a minute in all, longer

@@ -28,12 +28,15 @@ from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, headline
 from controller.runner import outputs, plans
 from controller.runner.env import RunnerEnv
-from controller.runner.kube import Json, Kube
+from controller.runner.kube import (
+    Kube,
+)
 from controller.runner.op_context import OpContext, Stop, Tofu, failed, tofu_failed
 from controller.runner.result import RunnerResult
 from controller.runner.state import StateError, StateStore, StoredState, contract_reading
 from controller.runner.workdir import ImageRenderError, RenderError, render
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 PLAN_FILE = "tfplan"
 _FLAGS = ("-input=false", "-no-color")

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from typing import Any
 
 import orjson
 
 from controller.core.basics.names import API_VERSION, LABEL_OUTPUTS_OF, MANAGED_BY
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class OutputsError(ValueError):

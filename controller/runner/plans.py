@@ -7,13 +7,11 @@ is one of ["no-op"], ["create"], ["read"], ["update"], ["delete"],
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 import orjson
 
 from controller.core.basics.plan_summary import PlanSummary, action_of, summary_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # Actions that leave real infrastructure as it is: they are not "changes" when
 # an approved plan is compared with a fresh one.

@@ -52,7 +52,9 @@ from controller.core.basics.names import (
     legacy_state_secret_name,
 )
 from controller.runner import state_layout as layout
-from controller.runner.kube import Json, Kube
+from controller.runner.kube import (
+    Kube,
+)
 from controller.runner.state_body import (
     StateError,
     contract_outputs,
@@ -68,6 +70,7 @@ from controller.runner.state_secrets import (
     unreadable_copy_body,
 )
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
 __all__ = [
     "OUTPUTS_KEY",

@@ -24,7 +24,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import (
     STATE_KEY,
@@ -32,8 +32,7 @@ from controller.core.basics.names import (
     STATE_SIZE_LIMIT,
     state_part_name,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 MANIFEST_KEY: Final = STATE_MANIFEST_KEY
 INLINE_KEY: Final = "state.gz"

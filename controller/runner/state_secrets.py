@@ -16,7 +16,7 @@ from controller.core.basics.names import (
     STATE_OUTPUTS_KEY,
 )
 from controller.runner import state_layout as layout
-from controller.runner.kube import Json
+from runtime.jsonobj import Json
 
 
 def meta(secret: Json, field: str) -> dict[str, str]:

@@ -22,8 +22,8 @@ from controller.core.contract.roles import UnknownKind, contract_for_kind
 from controller.core.contract.root import MODULE_DIR, ROOT_DIR, InputsMismatch
 from controller.core.contract.root import render as root_of
 from controller.core.contract.variables import VariablesRefused
-from controller.runner.kube import Json
 from controller.runner.module_image import ImageLayoutError, copy_module
+from runtime.jsonobj import Json
 
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"

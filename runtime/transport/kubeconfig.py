@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 import yaml
 
 from runtime.errors import ConfigError
 from runtime.incluster import DEFAULT_SERVICE_ACCOUNT_DIR, service_account_dir
+from runtime.jsonobj import Json
 
 SERVICE_ACCOUNT = DEFAULT_SERVICE_ACCOUNT_DIR
 # The kubelet rotates projected tokens well before they expire; client-go re-reads the
@@ -35,8 +36,6 @@ SERVICE_ACCOUNT = DEFAULT_SERVICE_ACCOUNT_DIR
 TOKEN_FILE_REREAD_SECONDS = 60.0
 # An exec plugin's token without an expiry is kept until a 401 says otherwise.
 EXEC_TIMEOUT_SECONDS = 60.0
-
-Json = dict[str, Any]
 
 
 class Credentials(Protocol):

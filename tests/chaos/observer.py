@@ -17,7 +17,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -26,9 +25,9 @@ from runtime.cache import Informer, Resource, Selection
 from runtime.cache.listing import Listed
 from runtime.cache.reflector import Delta
 from runtime.clock import LoopClock
+from runtime.jsonobj import Json
 from runtime.transport import Transport
 
-Json = dict[str, Any]
 JOBS = Resource("batch", "v1", "jobs")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 EVENTS = Resource("", "v1", "events")

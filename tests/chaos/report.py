@@ -10,7 +10,6 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.jobs.job import Outcome, classify, result
 from controller.core.plan.accounting import (
@@ -21,9 +20,9 @@ from controller.core.plan.accounting import (
     PLAN_READY,
     RESTORED,
 )
+from runtime.jsonobj import Json
 from tests.chaos.observer import INFINITY, EventRecord, JobRecord
 
-Json = dict[str, Any]
 EXAMPLES = 5
 # The reasons of the Events bookkeeping emits for a finished Job. Other Events may carry a
 # Job's name too (RetryCapped is named after the Job that hit the cap).

@@ -26,6 +26,7 @@ import yaml
 
 from controller.dev.clusterapi import install_crds_only
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.chaos import report
 from tests.chaos.faults import Faults
@@ -36,7 +37,6 @@ from tests.chaos.proxy import Proxy
 from tests.chaos.workload import Workload
 
 log = logging.getLogger("chaos")
-Json = dict[str, Any]
 NAMESPACE = "chaos"
 CONTROLLER_NAMESPACE = "chaos-system"
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from runtime.jsonobj import Json
 from tests.chaos.observer import INFINITY, Observer
-
-Json = dict[str, Any]
 
 
 def job(rv: int, *, started: bool = False, outcome: str = "", accounted: bool = False) -> Json:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from runtime.jsonobj import Json
 from tests.chaos import report
 from tests.chaos.observer import INFINITY, EventRecord, JobRecord
 
-Json = dict[str, Any]
 OWNERS = {
     "uc": report.Owner("c", "c", True),
     "up": report.Owner("c-pool", "c", False),

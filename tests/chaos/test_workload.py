@@ -18,11 +18,10 @@ from controller.core.spec.refs import (
     owner_of,
     terraform_cluster_of,
 )
+from runtime.jsonobj import Json
 from runtime.transport import Transport
 from tests.chaos import report
 from tests.chaos.workload import OWNER, PLURAL, Workload, module
-
-Json = dict[str, Any]
 
 
 class FakeTransport:

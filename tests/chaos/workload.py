@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import Transport
 from tests.kube.harness import owner_reference
 
-Json = dict[str, Any]
 MERGE = "application/merge-patch+json"
 API = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
 CAPTF_API_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"

@@ -17,8 +17,8 @@ from typing import Any
 
 from controller.dev import workload
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "examples" / "modules"
 CAPI = "cluster.x-k8s.io/v1beta2"

@@ -31,10 +31,10 @@ from controller.runner.binaries import runner_environ
 from runtime.cache import Informer, Resource, Selection
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
 from tests.kube.harness import Kube, controller_args, eventually, install_runner_role
 
-Json = dict[str, Any]
 T = TypeVar("T")
 
 # One controller minute lasts one real second.

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 import pytest_asyncio
 
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.e2e.system import System, in_background, running_system
 from tests.kube.harness import condition, event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 MODULE = 'resource "terraform_data" "x" {\n  input = var.size\n}\nvariable "size" {}\n'
 MISSING = "registry.invalid/nothing:1"  # in no node image table
 # Long: were the Job not ended, the test would time out long before this passes.

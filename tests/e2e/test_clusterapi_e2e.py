@@ -12,12 +12,12 @@ test_capi_objects.py."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import pytest
 
 from controller.core.basics.timefmt import parse_time
 from controller.dev.clusterapi import ClusterApi
+from runtime.jsonobj import Json
 from tests.e2e.capi_objects import (
     MODULES,
     CapiObjects,
@@ -33,7 +33,6 @@ pytestmark = [
     pytest.mark.e2e,
 ]
 
-Json = dict[str, Any]
 CLUSTER = "c1"
 WORKERS = "c1-md"
 POOL = "c1-pool"

@@ -22,7 +22,6 @@ import contextlib
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -34,6 +33,7 @@ from controller.dev.clusterapi import ClusterApi
 from controller.dev.workload import NodeJoiner
 from runtime.envtest import RequestFailed
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from tests.e2e.capi_objects import (
     CREDENTIALS,
     MODULES,
@@ -48,7 +48,6 @@ from tests.kube.test_clusterctl import create_all, documents, kubeadm_crds, run_
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi, pytest.mark.e2e]
 
-Json = dict[str, Any]
 CLUSTER = "cc1"
 WORKERS = 2
 KUBERNETES = "v1.35.0"

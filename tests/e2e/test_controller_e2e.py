@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller.core.basics.timefmt import parse_time
 from runtime.envtest.client import RequestFailed
+from runtime.jsonobj import Json
 from tests.e2e.system import (
     System,
     ended,
@@ -26,7 +26,6 @@ from tests.e2e.system import (
 from tests.kube.harness import MERGE, approve_plan, condition, event_for, events_of, state_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 # Every argument of local_file forces a replacement: a new content is destructive.
 FILE_MODULE = """\

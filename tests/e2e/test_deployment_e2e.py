@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -36,11 +35,11 @@ from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import replica_of, scrape_sum
 from controller.runner.binaries import runner_environ
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import Kube, condition, events_of, eventually
 
 pytestmark = pytest.mark.e2e
-Json = dict[str, Any]
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"

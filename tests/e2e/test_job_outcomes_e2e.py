@@ -8,17 +8,16 @@ pod, and the controller counts what it sees."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller.dev.node import cordon, drain
 from runtime.clock import LoopClock
+from runtime.jsonobj import Json
 from tests.e2e.system import WAIT, System, ended
 from tests.kube.harness import event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 DEADLINE = 60
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -19,6 +18,7 @@ import pytest_asyncio
 from runtime.envtest import ApiServer
 from runtime.envtest.client import RequestFailed
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from tests.e2e.system import (
     RUNNER_ACCOUNT,
     System,
@@ -32,7 +32,6 @@ from tests.kube.harness import MERGE
 from tests.registry_support import REGISTRY_USER, dockerconfigjson, layer, push
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",

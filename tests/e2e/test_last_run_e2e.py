@@ -5,15 +5,14 @@ for an apply that fails and then, retried after its backoff, succeeds."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from runtime.jsonobj import Json
 from tests.e2e.system import System, ended, result_of
 from tests.e2e.test_controller_e2e import FLAKY_MODULE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 TOFU_STEPS = ["init", "plan", "show", "apply"]
 
 

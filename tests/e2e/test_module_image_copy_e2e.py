@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -22,6 +21,7 @@ from controller.dev.node.main import copier
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from tests.conftest import CRD_DIR, _new_namespace
 from tests.e2e.system import RUNNER_ACCOUNT, System, in_background, result_of, running_system
 from tests.e2e.test_job_policy_e2e import restrict
@@ -34,7 +34,6 @@ from tests.e2e.test_module_image_e2e import (
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import contextlib
 import io
 import shutil
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -18,11 +17,11 @@ import pytest
 from controller.cli.main import main
 from controller.core.basics.names import CLUSTER, inputs_secret_prefix
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from tests.e2e.system import RUNNER_ACCOUNT, System, ended, result_of
 from tests.kube.harness import MERGE, condition, state_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 CLUSTER_MODULE = Path(__file__).resolve().parents[2] / "examples" / "modules" / "cluster"
 

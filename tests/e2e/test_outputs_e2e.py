@@ -5,16 +5,15 @@ the pool (its inputs hash follows the Secret)."""
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import pytest
 
 from controller.core.basics.names import MANAGED_BY
+from runtime.jsonobj import Json
 from tests.e2e.system import System, ended, result_of
 from tests.kube.harness import MERGE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 CLUSTER_MODULE = """\
 variable "name" {

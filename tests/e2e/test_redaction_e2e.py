@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
 
 import pytest
 
+from runtime.jsonobj import Json
 from tests.e2e.system import System, result_of
 from tests.kube.harness import condition, event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
-Json = dict[str, Any]
 
 CREDENTIAL = "AKIAplanted-credential-7f3a9c"
 PASSWORD = "db-password-from-a-secret-51e2"

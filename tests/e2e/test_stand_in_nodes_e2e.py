@@ -7,21 +7,18 @@ the test, as it ended `make run`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
 
 from controller.dev.clusterapi import ClusterApi
 from controller.dev.workload import NodeJoiner, node_name
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from tests.capi_support import CONTROL_PLANES
 from tests.e2e.system import WAIT, System
 from tests.e2e.test_clusterapi_e2e import CLUSTER, WORKERS, provisioned_cluster, workers
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi, pytest.mark.e2e]
-
-Json = dict[str, Any]
 
 
 async def _node(system: System, provider_id: str) -> Json | None:

@@ -45,8 +45,8 @@ from controller.io.main import serve
 from controller.runner.state_layout import read_body
 from runtime.clock import Clock, SteppedClock
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 T = TypeVar("T")
 MERGE = "application/merge-patch+json"
 RUNNER_ROLE = Path(__file__).resolve().parents[2] / "manifests" / "runner-rbac.yaml"

@@ -5,11 +5,11 @@ security context, naming the field and never the value."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import Kube
 from tests.kube.test_admission_webhook import (
     GROUP_VERSION,
@@ -22,7 +22,6 @@ from tests.kube.test_admission_webhook import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 
 POLICY: Json = {
     "image": "captf:dev",

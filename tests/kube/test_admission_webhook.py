@@ -32,13 +32,13 @@ from controller.dev.kustomize import render
 from controller.io.admission import Webhooks
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.client import admin_ssl_context
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import MERGE, Kube, condition_is, eventually, running_controller
 from tests.paths import REPO
 
 pytestmark = pytest.mark.kube
 MANIFESTS = REPO / "manifests"
-Json = dict[str, Any]
 GROUP_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"
 PLANS_CRD = "terraformplans.infrastructure.cluster.x-k8s.io"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

@@ -12,18 +12,17 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 from tests.capi_support import CONTROL_PLANE_CRD, CONTROL_PLANES
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi, pytest.mark.asyncio(loop_scope="module")]
 
-Json = dict[str, Any]
 API = "/apis/cluster.x-k8s.io/v1beta2"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 DEPLOYMENT_NAME = "cluster.x-k8s.io/deployment-name"

@@ -28,11 +28,11 @@ import yaml
 from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir, served_storage_only
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi]
 ON_THE_SERVER = pytest.mark.asyncio(loop_scope="module")
 
-Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / clusterctl.REPOSITORY
 INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"

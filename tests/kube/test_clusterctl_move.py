@@ -35,7 +35,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -59,6 +58,7 @@ from controller.dev.clusterapi import ClusterApi, served_storage_only
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.process import terminate_as_interrupt
+from runtime.jsonobj import Json
 from tests.capi_support import (
     CONTROL_PLANE_CRD,
     CONTROL_PLANES,
@@ -83,7 +83,6 @@ from tests.kube.harness import running_controller
 
 pytestmark = [pytest.mark.kube, pytest.mark.capi]
 
-Json = dict[str, Any]
 CAPI = "/apis/cluster.x-k8s.io/v1beta2"
 INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"

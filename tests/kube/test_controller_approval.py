@@ -16,6 +16,7 @@ import pytest
 
 from controller.cli.main import main
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -36,7 +37,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 MANUAL = {"mode": "Manual"}
 SUMMARY = {

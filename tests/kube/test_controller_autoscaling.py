@@ -6,12 +6,12 @@ module observed to `MachinePool.spec.replicas`, with a ReplicasWrittenBack Event
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.builders import ROLE_MODULE
 from tests.kube.harness import (
     MERGE,
@@ -26,7 +26,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 BOUNDS = {
     "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
     "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",

@@ -16,6 +16,7 @@ import pytest
 from controller.io import api
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -28,7 +29,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 Call = Callable[..., Awaitable[Json]]
 
 

@@ -7,7 +7,6 @@ until the next drift check."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -15,6 +14,7 @@ from controller.core.basics.timefmt import parse_time
 from controller.core.decide.triggers import jitter
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -29,7 +29,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 HOUR = 3600
 HOURLY = {"interval": "1h"}
 

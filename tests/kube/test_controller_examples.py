@@ -7,7 +7,6 @@ success lets the next object in the chain (cluster, pool, machine) start."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from controller.io.main import reconcile_errors
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -29,7 +29,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "objects"
 APPLY_PATCH = "application/apply-patch+yaml"
 _OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}"

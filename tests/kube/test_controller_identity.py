@@ -13,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
 
 import anyio
 import orjson
@@ -23,6 +22,7 @@ from controller.core.basics.names import API_VERSION, CLUSTER, IDENTITY
 from controller.io.main import serve
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -35,7 +35,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 VALUE = "s3cr3t-identity-value"
 IDENTITIES = f"/apis/{API_VERSION}/terraformclusteridentities"
 MODULE = {"main.tf": 'variable "size" {}\nresource "terraform_data" "x" { input = var.size }\n'}

@@ -7,12 +7,11 @@ own: a second JobFailed Event, and its own accounted mark."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.io.accountant import mark_accounted
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import (
     Kube,
@@ -24,7 +23,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 
 
 async def _accounted(kube: Kube, name: str, uid: str) -> Json:

@@ -7,12 +7,12 @@ current inputs stays due even when the state already records those inputs
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -26,7 +26,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 MESSAGE = (
     "Job {job}: disappeared while it ran and may have applied part of its change; "
     "an apply of the current inputs is due"

@@ -6,12 +6,11 @@ cluster runs a Job."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MODULE,
     Kube,
@@ -25,7 +24,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 HOURLY = {"interval": "1h"}
 
 

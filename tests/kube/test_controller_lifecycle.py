@@ -6,13 +6,12 @@ finalizer, which is removed once the destroy succeeds."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.envtest.client import RequestFailed
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -26,7 +25,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 
 

@@ -5,7 +5,6 @@ status, backed off, announced once per streak, and holds no run slot."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 
@@ -25,7 +24,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 

@@ -7,7 +7,6 @@ runs at once."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 
 
 async def test_a_deadline_kill_counts_as_a_failure(apiserver: ApiServer, namespace: str) -> None:

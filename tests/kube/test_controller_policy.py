@@ -4,11 +4,10 @@ the flag, and starts once the object asks for what is allowed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -20,7 +19,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 
 

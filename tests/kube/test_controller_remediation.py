@@ -5,13 +5,12 @@ RemediationRequested Warning); a reading of running withdraws the mark."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.decide.triggers import HEALTH, jitter
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.builders import ROLE_MODULE
 from tests.kube.harness import (
     Kube,
@@ -26,7 +25,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 REMEDIATE = "cluster.x-k8s.io/remediate-machine"
 
 

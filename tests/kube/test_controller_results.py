@@ -8,7 +8,6 @@ import asyncio
 import base64
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -19,6 +18,7 @@ from controller.core.decide.runner_rbac import role_binding, service_account
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import (
     MERGE,
@@ -34,7 +34,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 RESULT = "captf.io/result"
 
 

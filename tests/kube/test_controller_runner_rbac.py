@@ -4,8 +4,6 @@ override account the operator allows still runs no Job until it opts in by label
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.clock import SteppedClock
@@ -13,7 +11,6 @@ from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import Kube, condition_is, eventually, nth_job, running_controller
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.envtest import ApiServer
@@ -20,7 +18,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 
 
 async def test_an_apply_is_announced_once(apiserver: ApiServer, namespace: str) -> None:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anyio
 import pytest
@@ -38,11 +37,11 @@ from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import LoopClock, SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import Kube, eventually, succeed_apply
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 ROUNDS = 25
 HOURLY = {"interval": "1h"}
 POOLS = ("p1", "p2")

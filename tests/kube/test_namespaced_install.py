@@ -9,18 +9,17 @@ import secrets
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import Kube, install_runner_role, nth_job, running_controller
 from tests.kube.test_rbac_audit import _requests, _token_kubeconfig
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
 VARIANT = REPO / "variants" / "namespaced"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

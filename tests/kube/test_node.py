@@ -23,12 +23,12 @@ from controller.dev.node.images import Image, ImageTable
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
 from tests.kube.harness import eventually
 
 pytestmark = pytest.mark.kube
 
-Json = dict[str, Any]
 
 WAIT = 60.0
 IMAGES = ImageTable({"python": Image("python", (sys.executable,))})

@@ -8,7 +8,6 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -17,13 +16,13 @@ from controller.dev.node import ProcessNode
 from controller.dev.node.images import Image, ImageTable
 from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
 from tests.kube.harness import eventually
 from tests.registry_support import REGISTRY_USER, dockerconfigjson, layer, push
 
 pytestmark = pytest.mark.kube
 
-Json = dict[str, Any]
 
 WAIT = 60.0
 IMAGES = ImageTable({"python": Image("python", (sys.executable,))})

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import eventually
 from tests.kube.test_node import WAIT, Node, _condition, job_body
 
 pytestmark = pytest.mark.kube
 
-Json = dict[str, Any]
 
 # Appends its NAME to /work/order (the emptyDir), after checking what came before.
 STEP = """

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -22,12 +21,12 @@ from controller.dev.node import ProcessNode
 from controller.dev.node.images import Image, ImageTable
 from controller.dev.node.registration import CORDONED_BY_SHUTDOWN
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
 from tests.kube.harness import eventually
 
 pytestmark = pytest.mark.kube
 
-Json = dict[str, Any]
 WAIT = 60.0
 IMAGES = ImageTable({"python": Image("python", (sys.executable,))})
 # Exits LINGER seconds after SIGTERM.

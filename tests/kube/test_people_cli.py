@@ -14,6 +14,7 @@ import yaml
 
 from controller.cli.main import main
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     Kube,
     controller_on,
@@ -28,7 +29,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 CLUSTERS = "terraformclusters"
 TOFU_ERROR = (
     "tofu apply failed (exit 1):\nError: local-exec provisioner error\n\n"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -23,12 +22,12 @@ import yaml
 from controller.cli.main import main
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import MERGE, Kube, eventually
 from tests.kube.test_rbac_audit import _token_kubeconfig
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 GROUP = "infrastructure.cluster.x-k8s.io"

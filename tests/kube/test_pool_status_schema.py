@@ -5,16 +5,14 @@ refused."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from runtime.envtest import ApiServer, RequestFailed
+from runtime.jsonobj import Json
 
 pytestmark = pytest.mark.kube
 POOLS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/terraformmachinepools"
 MERGE = "application/merge-patch+json"
-Json = dict[str, Any]
 
 
 def _pool() -> Json:

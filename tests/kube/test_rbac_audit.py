@@ -11,7 +11,6 @@ import asyncio
 import base64
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import orjson
@@ -22,6 +21,7 @@ from controller.core.basics.names import GROUP
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.process import free_ports
+from runtime.jsonobj import Json
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -44,7 +44,6 @@ TEMPLATES = {
     "terraformmachinetemplates": "TerraformMachineTemplate",
     "terraformmachinepooltemplates": "TerraformMachinePoolTemplate",
 }
-Json = dict[str, Any]
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 CLUSTERS = "terraformclusters"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

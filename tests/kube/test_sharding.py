@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import pytest
 
@@ -12,11 +11,11 @@ from controller.core.basics.names import LABEL_UID, MANAGED_BY, state_secret_nam
 from controller.io.caches import Caches
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import MERGE, Kube, eventually, running_controller
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 SHARD_KEY = "sharding.captf.io/key"
 
 

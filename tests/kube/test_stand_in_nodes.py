@@ -8,7 +8,6 @@ the test, as it ended `make run` (issue 33)."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 import pytest
@@ -18,13 +17,13 @@ from controller.dev.node.registration import NODE_LEASES
 from controller.dev.workload import NodeJoiner, node_name
 from runtime.envtest import ApiServer
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
 from tests.builders import capi_machine
 from tests.kube.harness import eventually
 
 pytestmark = pytest.mark.kube
 
-Json = dict[str, Any]
 # Heartbeats come every 10 s: a few of them.
 WAIT = 45.0
 HOLD = "test.captf.io/hold"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Any
 
 import orjson
 import pytest
@@ -30,6 +29,7 @@ from controller.runner.kube import TransportKube
 from controller.runner.state import StateStore
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 from tests.kube.harness import (
     Kube,
@@ -41,7 +41,6 @@ from tests.kube.harness import (
 )
 
 pytestmark = pytest.mark.kube
-Json = dict[str, Any]
 OURS = {LABEL_KIND: CLUSTER, LABEL_NAME: "c1", LABEL_CLUSTERCTL_MOVE: ""} | MANAGED_BY
 
 

@@ -17,6 +17,7 @@ import pytest
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.envtest.registry import Registry
+from runtime.jsonobj import Json
 from tests.kube.harness import Kube, condition, events_of, eventually, running_controller
 from tests.registry_support import crane, layer, push
 
@@ -27,7 +28,6 @@ PLURALS = {
     "TerraformMachineTemplate": "terraformmachinetemplates",
     "TerraformMachinePoolTemplate": "terraformmachinepooltemplates",
 }
-Json = dict[str, Any]
 
 
 def labelled_image(registry: Registry, tmp_path: Path, labels: dict[str, str]) -> str:

@@ -7,7 +7,6 @@ import asyncio
 import sys
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
 
 import orjson
 import yaml
@@ -21,9 +20,8 @@ from controller.core.basics.redact import Redactor
 from controller.core.jobs.sensitive import job_redactor
 from controller.io import api
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
-
-Json = dict[str, Any]
 
 
 def _get(args: argparse.Namespace) -> int:

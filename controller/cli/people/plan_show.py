@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import base64
 import binascii
-from typing import Any
 
 import orjson
 
@@ -31,9 +30,8 @@ from controller.core.basics.plan_summary import COUNTED
 from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
-
-Json = dict[str, Any]
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -5,9 +5,7 @@ the terminal must not."""
 
 from __future__ import annotations
 
-from typing import Any
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 _SYMBOLS = {
     ("create",): "+ create ",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from controller.cli.kinds import ref_of
 from controller.cli.live import Source, listed
@@ -19,9 +18,8 @@ from controller.core.basics.plan_summary import COUNTED
 from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
-
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True)

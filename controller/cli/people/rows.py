@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import ANN_RETRY, CAPI_CLUSTER, COND_IDENTITY_ALLOWED, Op
 from controller.core.basics.redact import Redactor
@@ -18,8 +17,8 @@ from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, is_finished, name_of, op_of
 from controller.core.spec.ready import ready_of
 from controller.core.spec.refs import cluster_name_of, owner_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 RedactorOf = Callable[[Json], Redactor]
 
 

@@ -17,7 +17,7 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from controller.cli.people.common import Refused, run_command, source_of
 from controller.cli.people.waiting import Live, read_live
@@ -33,9 +33,9 @@ from controller.runner import state_layout as layout
 from controller.runner.kube import TransportKube
 from controller.runner.state import StateError, StateStore, StoredState
 from controller.runner.state_body import lineage_of, serial_of
+from runtime.jsonobj import Json
 from runtime.transport import open_transport
 
-Json = dict[str, Any]
 T = TypeVar("T")
 PUSHER = "captf state push"
 

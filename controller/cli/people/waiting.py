@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from controller.cli.kinds import ref_of
 from controller.cli.live import Source, read_snapshot
 from controller.core.decide import snapshot
 from controller.core.decide.snapshot import Snapshot
-
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True)

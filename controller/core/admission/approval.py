@@ -9,11 +9,10 @@ withdrawn: the validating webhook refuses `approved` turning false.)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.admission.refusal import Refusal
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 FIELD = "spec.approvedBy"
 _PATH = "/spec/approvedBy"
 

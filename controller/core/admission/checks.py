@@ -3,13 +3,10 @@ DecideOp asks again at reconcile."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core.admission import env, identity, images, immutable, reserved, security
 from controller.core.admission.kinds import IDENTITY, PLAN, inputs_spec, role_of
 from controller.core.admission.refusal import Refusal
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def spec_refusals(kind: str, obj: Json) -> list[Refusal]:

@@ -7,12 +7,9 @@ waits InvalidSpec at reconcile should it get past a missing webhook."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core.admission.refusal import Refusal
 from controller.core.spec.jobpod import reserved_env
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def refusals(spec: Json, prefix: str = "spec") -> list[Refusal]:

@@ -15,12 +15,11 @@ its `allowedNamespaces` is the platform team's consent, checked by the controlle
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.admission.kinds import IDENTITY
 from controller.core.admission.refusal import Refusal
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 SECRET = "Secret"
 REF_KINDS = (IDENTITY, SECRET)
 

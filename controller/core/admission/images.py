@@ -9,11 +9,9 @@ later, as a pod that cannot pull, after the Job and its Lease exist."""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from controller.core.admission.refusal import Refusal
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The whole name (host and path) is at most 255 characters.
 NAME_LIMIT = 255

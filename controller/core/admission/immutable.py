@@ -14,13 +14,12 @@ when it does. That dry run must pass, as it does for Cluster API's own providers
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from controller.core.admission.kinds import PLAN, TEMPLATES
 from controller.core.admission.refusal import Refusal
 from controller.core.basics.names import MACHINE
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # What a TerraformMachine may not change (docs/api.md, "A machine's inputs are immutable"):
 # its inputs, and the identity it was created with (the credentials that made an instance

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import CLUSTER, KINDS, MACHINE, POOL
 from controller.core.contract.roles import Role
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 IDENTITY: Final = "TerraformClusterIdentity"
 PLAN: Final = "TerraformPlan"

@@ -11,13 +11,11 @@ controller, which reads the module, refuses a contract name for it at reconcile
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from controller.core.admission.refusal import Refusal
 from controller.core.contract import variables
 from controller.core.contract.roles import META_ARGUMENTS, RESERVED_PREFIX, Role
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def user_variable_names(spec: Json) -> Iterator[tuple[str, str]]:

@@ -12,11 +12,9 @@ and for the operator's `--job-defaults`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from controller.core.admission.refusal import Refusal
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # (key, the rule, a test that the value weakens the pod), for a security context.
 _CONTEXT_RULES: tuple[tuple[str, str, Callable[[object], bool]], ...] = (

@@ -11,11 +11,10 @@ changes; it cannot be turned back into the values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The actions counted, in the order they are shown.
 COUNTED = ("create", "update", "replace", "delete")

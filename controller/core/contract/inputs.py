@@ -20,7 +20,7 @@ from controller.core.contract.sources import (
     dig,
     valid_endpoint,
 )
-from controller.core.spec.inputs import Json
+from runtime.jsonobj import Json
 
 CLONED_FROM_NAME = "cluster.x-k8s.io/cloned-from-name"
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"

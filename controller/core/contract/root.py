@@ -22,7 +22,7 @@ from typing import Any
 
 from controller.core.contract.roles import ContractInput, Role, contract_of
 from controller.core.contract.variables import check
-from controller.core.spec.inputs import Json
+from runtime.jsonobj import Json
 
 ROOT_DIR = "root"
 MODULE_DIR = "module"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.core.spec.inputs import Json
+from runtime.jsonobj import Json
 
 BOOTSTRAP_VALUE_KEY = "value"
 BOOTSTRAP_FORMAT_KEY = "format"

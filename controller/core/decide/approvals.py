@@ -14,14 +14,12 @@ The annotation `captf.io/approve`, the approval before TerraformPlan, is not rea
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from controller.core.basics.names import ANN_PLAN_SUMMARY
 from controller.core.basics.plan_summary import PlanSummary, decode
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, name_of, result
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class Phase(StrEnum):

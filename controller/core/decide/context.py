@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any
 
 from controller.core.admission.checks import spec_refusals
 from controller.core.admission.refusal import message_of
@@ -38,8 +37,8 @@ from controller.core.spec.image import DEFAULT_SIZE_LIMIT, ImageFact
 from controller.core.spec.inputs import Inputs, InputsMissing, render
 from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
 from controller.core.spec.refs import cluster_of, spec_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # The wait of an object whose policy or inputs cannot be used: a change to the object or
 # its inputs wakes the reconcile sooner.

@@ -46,7 +46,6 @@ from controller.core.spec.inputs import (
     IMAGE_KEY,
     VARIABLES_KEY,
     Inputs,
-    Json,
 )
 from controller.core.spec.refs import (
     ModuleImage,
@@ -56,6 +55,7 @@ from controller.core.spec.refs import (
     owner_of,
     terraform_cluster_of,
 )
+from runtime.jsonobj import Json
 
 # The state Secret's key of the root's contract outputs; the cache keeps it "" when it
 # was too large to keep (controller/io/trimming.py).

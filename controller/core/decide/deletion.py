@@ -14,7 +14,6 @@ backups, the Jobs' results, and status.stateSerial, and any one of them is enoug
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_ABANDON,
@@ -39,8 +38,8 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import Outcome, annotations_of, labels_of, result
 from controller.core.spec.policy import PolicyError, read_deletion_policy
 from controller.core.spec.refs import cluster_of, spec_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # A held deletion looks again every minute; the restore or abandon annotation, or the
 # state Secret coming back, wakes it sooner.
 HELD_WAIT = 60.0

@@ -5,7 +5,6 @@ Checked in that order; each returns a Requeue when it holds the op back."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import (
     CLUSTER,
@@ -31,8 +30,7 @@ from controller.core.leases.family import holder_of as _holder
 from controller.core.leases.slots import cluster_full, is_run_slot
 from controller.core.spec.refs import cluster_of
 from controller.core.spec.windows import next_opening, open_window
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 LEASE_WAIT = 30.0
 

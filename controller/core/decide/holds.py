@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.core.basics.names import CLUSTER, MUTABLE_KINDS, Op, Reason, op_lease_name
 from controller.core.decide import pinning, runner_rbac
@@ -45,8 +44,8 @@ from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.spec.image import reference_digest
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import cluster_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Hold = Callable[[Context, Run], Requeue | None]
 
 # The runner's account is not ready: a label change on the account wakes the object sooner.

@@ -14,7 +14,7 @@ infrastructure whose owner went first must still be destroyable."""
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import (
     CAPI_CLUSTER,
@@ -35,8 +35,7 @@ from controller.core.spec.refs import (
     owner_of,
     terraform_cluster_of,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # Every owner wait is also woken by a watch (the owner, the Cluster, the bootstrap Secret);
 # the requeue is only the fallback, long enough never to spin.

@@ -27,7 +27,6 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import replace
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
@@ -58,8 +57,7 @@ from controller.core.spec.image import (
 )
 from controller.core.spec.inputs import IMAGE_DIGEST_KEY, IMAGE_KEY, Inputs
 from controller.core.spec.refs import ModuleImage
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 CONDITION = "ImageResolved"
 # The ops of a mutable kind that resolve the reference again first.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping
 from enum import Enum
-from typing import Any
 
 from controller.core.basics.names import (
     CAPI_CLUSTER,
@@ -48,8 +47,8 @@ from controller.core.spec.refs import (
     spec_of,
     terraform_cluster_of,
 )
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 Related = Mapping[tuple[str, str], Json]
 
 

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import CAPI_MACHINE, MACHINE, Op
 from controller.core.decide import pause, triggers
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.jobs.job import Outcome
 from controller.core.spec.refs import owner_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ANN_REMEDIATE: Final = "cluster.x-k8s.io/remediate-machine"
 ANN_REQUESTED_BY: Final = "captf.io/remediation-requested"
 REMEDIATE_AFTER: Final = 3

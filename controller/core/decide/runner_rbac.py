@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import (
     LABEL_MANAGED_BY,
@@ -26,8 +26,7 @@ from controller.core.basics.names import (
     RUNNER_ACCOUNT,
     RUNNER_RBAC_MANAGED,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 CONDITION: Final = "RunnerRBACReady"
 # Reasons of the condition.

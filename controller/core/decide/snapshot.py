@@ -43,8 +43,7 @@ from controller.core.spec.identity import (
     identity_ref_of,
     secret_ref_of,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def _empty() -> Mapping[Any, Json]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
@@ -28,8 +27,8 @@ from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished, finished_after
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
 from controller.core.jobs.readings import Reading, reading_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # The share of an interval a check may start late by: spread over it by uid, so that
 # objects created, moved or restarted together do not check in lockstep.
 JITTER_SHARE = 0.1

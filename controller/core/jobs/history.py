@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import Op
 from controller.core.basics.redact import Redactor
@@ -26,8 +25,7 @@ from controller.core.jobs.job import (
     result,
     seq_of,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
@@ -28,8 +28,8 @@ from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import parse_time
 from controller.core.jobs.job_env import job_env
 from controller.core.jobs.run_report import ErrorKind
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 LONG_AGO = datetime.min.replace(tzinfo=UTC)
 
 

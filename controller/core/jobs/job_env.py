@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.runner_vars import RunnerVar
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # The variables the controller reads back from its Jobs.
 READ = frozenset({RunnerVar.INPUTS_HASH, RunnerVar.INPUTS_SECRET, RunnerVar.SECRET_VARIABLES})
 

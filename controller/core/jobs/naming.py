@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Iterable
-from typing import Any
 
 from controller.core.basics.names import JOB_NAME_LIMIT
 from controller.core.jobs.job import op_of, seq_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def job_name(name: str, uid: str, op: str, seq: int) -> str:

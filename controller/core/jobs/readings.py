@@ -10,11 +10,10 @@ contract root, or the runner predates the reading, and nothing waits on it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.jobs.job import result
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # Health states that are no reading yet: the instance is coming up, or nobody could tell.
 _NOT_YET = frozenset({None, "pending", "unknown"})
 

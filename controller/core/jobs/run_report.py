@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
 
 import orjson
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 SUMMARY_LIMIT = 160
 # A runtime version as `tofu version -json` prints it ("1.9.0", "1.10.0-beta1").

@@ -12,7 +12,6 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 import orjson
 
@@ -20,8 +19,8 @@ from controller.core.basics.redact import Redactor, redactor
 from controller.core.contract.roles import CONTRACTS
 from controller.core.jobs.job_env import JobEnv, job_env
 from controller.core.spec.refs import SECRET, variable_sources
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 MODULE_PREFIX = "module."
 VARIABLES_KEY = "variables.json"
 CONTRACT_KEY = "contract.json"

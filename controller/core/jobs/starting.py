@@ -30,8 +30,7 @@ from controller.core.basics.names import CANNOT_START, Reason
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.jobs.job import labels_of, name_of, result
 from controller.core.jobs.termination import redacted
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 FAILED_CREATE: Final = "FailedCreate"
 # The kubelet's waiting reasons of an image that cannot be had.

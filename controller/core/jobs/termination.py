@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -36,8 +35,7 @@ from controller.core.jobs.run_report import (
     valid_step,
     valid_version,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The kubelet keeps at most this much of a termination message; the runner writes less.
 MESSAGE_LIMIT = 4096

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import orjson
 
@@ -34,8 +33,7 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.timefmt import TimeFormatError, format_micro, parse_time
 from controller.core.jobs.job import annotations_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ was written counts for no cluster."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_HOLDER_CLUSTER,
@@ -24,8 +23,7 @@ from controller.core.basics.names import (
 )
 from controller.core.jobs.job import annotations_of, labels_of, name_of
 from controller.core.leases.family import holder_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def is_run_slot(lease: Json) -> bool:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import ANN_ACCOUNTED, ANN_HOLDER_NAMESPACE
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from controller.core.jobs.job import annotations_of
 from controller.core.leases import family
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # Longer than the reconciler remembers its own creates (PENDING_TTL), so a Job created
 # a moment ago, and not yet in the cache, is never mistaken for one that never was.

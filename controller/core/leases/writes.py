@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_HOLDER_CLUSTER,
@@ -27,8 +26,8 @@ from controller.core.basics.names import (
 from controller.core.basics.timefmt import format_micro
 from controller.core.leases import family
 from controller.core.leases.family import Busy, holder_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 LEASE_API: Json = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
 
 

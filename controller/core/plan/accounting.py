@@ -6,7 +6,6 @@ inputs Secret when it left a state. io carries it out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_APPLIED,
@@ -25,8 +24,7 @@ from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
 from controller.core.spec.refs import cluster_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
 from controller.core.basics.names import ANN_ACCOUNTED
 from controller.core.basics.serials import requested_serial
@@ -17,8 +16,7 @@ from controller.core.jobs.history import Finished
 from controller.core.jobs.job import annotations_of, is_finished, name_of
 from controller.core.plan.accounting import restored_serial
 from controller.core.plan.interrupted import Gone
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def books_of(snap: Snapshot, todo: list[Finished], gone: Gone | None) -> Snapshot:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import (
     IDENTITY_FINALIZER,
@@ -33,8 +33,8 @@ from controller.core.spec.identity import (
     required_keys,
     secret_ref_of,
 )
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # On a mirror: the identity's Secret and the resourceVersion it was copied from. A mirror
 # of another version is written again.
 ANN_MIRROR_OF: Final = "captf.io/identity-secret"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_INTERRUPTED_APPLY,
@@ -33,8 +32,7 @@ from controller.core.plan.launching import (
 )
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.sharding import shard_labels
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

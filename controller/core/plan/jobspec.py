@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import copy
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_DRIFT_REMEDIATION,
@@ -39,8 +38,7 @@ from controller.core.spec.inputs import Inputs
 from controller.core.spec.module_mount import MODULE_IMAGE_DIR, VOLUME, module_mount
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import credentials_of, spec_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The credentials Secret as files, beside its keys as environment variables: one file per
 # key, readable by the runner's group only (the pod's fsGroup), never writable.

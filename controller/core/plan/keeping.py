@@ -12,7 +12,6 @@ a Secret that already shows it is not patched again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.names import (
     LABEL_RETAINED_FROM,
@@ -27,8 +26,8 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import labels_of, name_of
 from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import owner_reference
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ABANDONED_EVENT = "AbandonedInfrastructure"
 RETAINED_EVENT = "InfrastructureRetained"
 ADOPTED_EVENT = "RetainedStateAdopted"

@@ -12,7 +12,6 @@ wrote it. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from controller.core.basics.redact import Redactor
 from controller.core.basics.timefmt import format_time
@@ -25,8 +24,7 @@ from controller.core.jobs.run_report import (
     valid_step,
     valid_version,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 DEADLINE_EVENT = "JobDeadlineExceeded"
 TIMEOUT_SUMMARY = "killed at the Job's activeDeadlineSeconds"

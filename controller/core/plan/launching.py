@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from controller.core.basics.names import Reason
 from controller.core.basics.runner_vars import RunnerVar
@@ -23,8 +22,7 @@ from controller.core.plan.accounting import Event
 from controller.core.plan.jobspec import build_job, inputs_secret, inputs_secret_name
 from controller.core.spec.identity import credentials_secret
 from controller.core.spec.sharding import format_labels, shard_labels
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ object are deleted, oldest first. Pure: io creates, patches and deletes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.names import ANN_PLAN_JOB, API_VERSION, PLAN_KIND, Op
 from controller.core.decide.approvals import (
@@ -45,8 +44,7 @@ from controller.core.jobs.job import (
 )
 from controller.core.plan.jobspec import object_labels, owner_reference
 from controller.core.spec.sharding import shard_labels
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The fingerprint of a plan whose Job kept no summary.
 UNKNOWN = "unknown"

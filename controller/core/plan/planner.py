@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_BLOCK_MOVE,
@@ -68,8 +67,7 @@ from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
 from controller.core.plan.replicas import PoolPatch
 from controller.core.spec.image import ImageLookup
 from controller.core.spec.policy import Policy
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The object may go: destroyed, retained by its deletionPolicy, nothing to destroy,
 # abandoned by uid (controller/core/decide/deletion.py), moved by clusterctl, or managed

@@ -14,7 +14,7 @@ is an apply, as before). Pure: io carries the patch out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import POOL
 from controller.core.contract.outputs import Pending, PoolOutputs, Valid
@@ -24,8 +24,8 @@ from controller.core.decide import pause
 from controller.core.decide.context import Context
 from controller.core.plan.writeback import outputs_of
 from controller.core.spec.refs import owner_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 ANN_REPLICAS_MANAGED_BY: Final = "cluster.x-k8s.io/replicas-managed-by"
 MANAGER: Final = "captf"
 WRITTEN: Final = "ReplicasWrittenBack"

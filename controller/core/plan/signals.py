@@ -16,7 +16,7 @@ After the status write, the next pass sees no transition and names nothing."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import Reason
 from controller.core.contract.sources import valid_endpoint
@@ -29,8 +29,7 @@ from controller.core.plan import replicas
 from controller.core.plan.accounting import Event
 from controller.core.plan.replicas import PoolPatch
 from controller.core.plan.writeback import WriteBack
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 INPUTS_APPLIED: Final = "InputsApplied"
 STATE_READABLE: Final = "StateReadable"

@@ -6,7 +6,6 @@ writes it only when it differs from what is there."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.core.basics.names import (
     ANN_SERIAL,
@@ -37,8 +36,7 @@ from controller.core.plan.last_run import last_run_of
 from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
 from controller.core.spec.refs import module_image
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 INTERRUPTED_MESSAGE = (
     "Job {job}: disappeared while it ran and may have applied part of its change; "

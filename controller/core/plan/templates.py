@@ -34,8 +34,8 @@ from controller.core.contract.capacity import (
 from controller.core.plan.accounting import Event
 from controller.core.plan.status import merge_conditions
 from controller.core.spec.image import ImageFact, ImageLookup, Resolved, Unresolved
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 CONDITION: Final = "CapacityResolved"
 RESOLVED: Final = "CapacityResolved"
 NOT_DECLARED: Final = "CapacityNotDeclared"

@@ -25,7 +25,6 @@ never reaches the API server, and the condition says which output and why."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.basics.names import Op
 from controller.core.contract.health import health_condition
@@ -49,8 +48,8 @@ from controller.core.decide.context import Context
 from controller.core.decide.contract_inputs import TooLarge, role_of, state_outputs
 from controller.core.jobs.job import inputs_hash_of, result
 from controller.core.spec.refs import owner_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 OUTPUTS_VALID = "OutputsValid"
 # The runner's error kind of a plan that names an output the module does not declare.
 OUTPUTS_MISSING_KIND = "outputs-missing"

@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from controller.core.basics.names import CLUSTER, IDENTITY, IdentityReason
 from controller.core.spec.refs import IDENTITY_MIRROR_PREFIX, SECRET, cluster_of, spec_of
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 # The two kinds spec.identityRef may name.
 IDENTITY_KINDS: Final = (IDENTITY, SECRET)
 

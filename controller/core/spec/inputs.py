@@ -33,8 +33,7 @@ from controller.core.spec.refs import (
     module_image,
     variable_sources,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # The durable inputs Secret's keys besides `module.<file>` (read back by the runner).
 VARIABLES_KEY = "variables.json"

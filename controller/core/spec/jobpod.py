@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 RESOURCES: Final = "resources"
 PULL_SECRETS: Final = "imagePullSecrets"

@@ -22,11 +22,10 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.core.spec.refs import ModuleImage
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 VOLUME: Final = "volume"
 COPY: Final = "copy"

@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Final
+from typing import Final
 
 from controller.core.basics.names import MIN_INTERVAL
 from controller.core.basics.timefmt import TimeFormatError, parse_duration
 from controller.core.spec.jobpod import PodPolicy, PodPolicyError, resolve
 from controller.core.spec.windows import Window, WindowError, parse_windows
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 

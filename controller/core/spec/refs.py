@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from controller.core.basics.names import (
     CAPI_CLUSTER,
@@ -27,8 +27,8 @@ from controller.core.basics.names import (
     OWNER_KINDS,
 )
 from controller.core.spec.image import pinned, reference_digest
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 SECRET: Final = "Secret"
 # An identity's Secret, copied into a namespace that uses it, is named by this prefix and
 # the identity's name.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
+
 # A requirement's key: what stands before its operator (=, ==, !=, in, notin), or the
 # whole of an exists (`key`) or does-not-exist (`!key`) requirement.
 # (`\s*!?\s*` would try every split of a run of spaces between its two halves.)

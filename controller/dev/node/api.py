@@ -13,10 +13,10 @@ from typing import Any, Protocol
 from controller.io.api import CONFIGMAPS, PODS, SECRETS, SERVICE_ACCOUNTS, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_transient
+from runtime.jsonobj import Json
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 # Delays between attempts, in seconds, the last one repeated.
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)

@@ -58,10 +58,10 @@ from controller.dev.node.reference import names_registry
 from controller.dev.node.volumes import Mounts, container_mounts, image_volumes
 from runtime.clock import Clock
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
+from runtime.jsonobj import Json
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 # How often a missing Secret or ConfigMap is looked for again (the kubelet's pod sync).
 CONFIG_RETRY_SECONDS = 2.0

@@ -10,17 +10,16 @@ until `timeout`."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from controller.dev.node.api import Requester
 from controller.io.api import NODES, PODS, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.transport import MERGE_PATCH
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 RETRY_SECONDS = 5.0
 

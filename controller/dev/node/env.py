@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 _REFERENCE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 _FIELD_KEY = re.compile(r"^metadata\.(labels|annotations)\['(.+)'\]$")

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.dev.node.podstatus import Waiting
 from controller.dev.node.pull import Pulled, PullFailed
 from controller.dev.node.reference import backoff_delays, policy_of
 from runtime.clock import Clock
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 # How long ErrImagePull shows before ImagePullBackOff: the kubelet's next pod sync.
 ERR_IMAGE_PULL_SECONDS = 2.0

@@ -30,7 +30,7 @@ import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import anyio
@@ -49,12 +49,12 @@ from controller.io.api import PODS
 from runtime.cache import Informer, Selection
 from runtime.cache.reflector import ListWatchTransport
 from runtime.clock import Clock, LoopClock
+from runtime.jsonobj import Json
 from runtime.lifecycle import RunsInContext
 from runtime.supervise import supervised
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 DEFAULT_NAME = "local"
 HOST_IP = "127.0.0.1"

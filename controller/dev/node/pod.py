@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -41,10 +41,10 @@ from controller.dev.node.podstatus import (
 from controller.dev.node.pull import Puller
 from controller.dev.node.volumes import VolumeSource, fill_volumes, pod_root
 from runtime.clock import Clock
+from runtime.jsonobj import Json
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 # The containers' state while the init containers run, as a kubelet shows it.
 INITIALIZING = Waiting("PodInitializing")

@@ -20,11 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.timefmt import format_time
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 # A container runtime's exit code for a container that could not start.

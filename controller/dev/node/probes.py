@@ -10,16 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import anyio
 
 from runtime.clock import Clock
+from runtime.jsonobj import Json
 
 logger = logging.getLogger("controller.dev.node")
-
-Json = dict[str, Any]
 
 
 @dataclass(frozen=True)

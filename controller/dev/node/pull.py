@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -42,8 +41,7 @@ from controller.dev.node.reference import (
 )
 from controller.image.fetch import Crane, FetchFailed
 from controller.image.layout import platform_of
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 CRANE_TIMEOUT_SECONDS = 300.0
 

@@ -18,12 +18,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from controller.dev.node.env import ObjectReader
 from controller.io.registry import auths_of as auths_of  # one reader, the controller's too
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import logging
 import platform
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from controller.core.basics.timefmt import format_time
 from controller.dev.node.api import Requester
@@ -26,11 +25,11 @@ from controller.dev.node.drain import cordon as cordon_node
 from controller.io.api import LEASES, NODES, resource_path
 from runtime.clock import Clock
 from runtime.errors import ApiError, is_not_found, is_transient
+from runtime.jsonobj import Json
 from runtime.transport import MERGE_PATCH
 
 logger = logging.getLogger("controller.dev.node")
 
-Json = dict[str, Any]
 
 LEASE_SECONDS = 40
 RENEW_SECONDS = 10.0

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 DEFAULT_PATH = "/dev/termination-log"
 # The kubelet's cap on one container's message.

@@ -25,12 +25,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.dev.node.env import Missing, ObjectReader, Unsupported, field_value
 from runtime.incluster import DEFAULT_SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_DIR_ENV
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class TokenMinter(Protocol):

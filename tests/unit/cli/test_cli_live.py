@@ -10,8 +10,7 @@ import pytest
 from controller.cli.live import Source, listed, read_snapshot
 from controller.core.basics.names import CLUSTER, TIME_ORIGIN
 from controller.io import api
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class Answers:

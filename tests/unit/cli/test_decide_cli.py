@@ -15,6 +15,7 @@ import yaml
 from controller.cli.main import main
 from controller.core.decide.triggers import jitter
 from controller.core.spec.inputs import inputs_hash
+from runtime.jsonobj import Json
 from tests.builders import (
     MODULE,
     NOW,
@@ -31,7 +32,6 @@ from tests.builders import (
     ts,
 )
 
-Json = dict[str, Any]
 NEW_VARS = {"variables": {"size": 4}}
 
 

@@ -23,10 +23,10 @@ from controller.cli.main import main
 from controller.cli.snapshot_file import load
 from controller.core.basics.names import ANN_RESTORE_SERIAL
 from controller.core.decide.triggers import jitter
+from runtime.jsonobj import Json
 from tests.builders import NOW, ago, base_objects, captf, decided, job, ts
 from tests.paths import REPO
 
-Json = dict[str, Any]
 ROOT = REPO
 
 

@@ -4,7 +4,6 @@ the process node."""
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import pytest
 
@@ -17,10 +16,10 @@ from controller.dev.install import (
 )
 from controller.dev.kustomize import render
 from controller.dev.replicas import deployment_change, lease_change, pod_change, replica_of
+from runtime.jsonobj import Json
 from tests.paths import REPO
 
 MANIFESTS = REPO / "manifests"
-Json = dict[str, Any]
 
 
 def _lease(holder: str | None, renewed: str, acquired: str = "2026-01-01T00:00:00.000000Z") -> Json:

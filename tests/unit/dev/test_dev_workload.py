@@ -16,8 +16,7 @@ from controller.dev import workload
 from controller.dev.phases import lines_of
 from controller.dev.timeline import Timeline
 from runtime.clock import SteppedClock
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def _machine(phase: str, provider_id: str | None = None) -> Json:

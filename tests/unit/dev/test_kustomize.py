@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from controller.dev.kustomize import KustomizeError, new_image, render, repository_of
+from runtime.jsonobj import Json
 from tests.paths import REPO
 
 MANIFESTS = REPO / "manifests"
-Json = dict[str, Any]
 
 DEPLOYMENT: Json = {
     "apiVersion": "apps/v1",

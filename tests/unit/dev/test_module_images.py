@@ -4,15 +4,14 @@ takes, and the example objects pointed at the images pushed."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from controller.dev import module_images
 from controller.dev.demo import EXAMPLES
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 PUSHED = {
     name: f"127.0.0.1:5555/captf-examples/{name}:0123456789abcdef"
     for name in ("cluster", "machine", "machinepool", "flaky")

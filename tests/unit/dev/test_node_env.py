@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import pytest
 
 from controller.dev.node import env as ctr
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class Objects:

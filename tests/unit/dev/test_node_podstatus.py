@@ -17,8 +17,7 @@ from controller.dev.node.podstatus import (
     phase,
     pod_status,
 )
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=7)

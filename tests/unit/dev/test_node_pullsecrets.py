@@ -6,13 +6,11 @@ import base64
 import json
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller.dev.node.pullsecrets import auths_of, pull_credentials
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def secret(kind: str, key: str, value: Json | str) -> Json:

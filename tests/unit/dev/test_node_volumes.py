@@ -5,15 +5,13 @@ from __future__ import annotations
 import base64
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller.dev.node.env import Missing, Unsupported
 from controller.dev.node.volumes import Mounts, container_mounts, fill_volumes
 from runtime.incluster import SERVICE_ACCOUNT_DIR_ENV
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class Source:

@@ -19,8 +19,8 @@ from controller.core.decide.snapshot import Snapshot
 from controller.io.caches import Caches
 from runtime.cache import Informer, Watched
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 NS = "ns"
 
 

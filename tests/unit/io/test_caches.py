@@ -20,9 +20,9 @@ from controller.io.caches import Caches
 from controller.io.trimming import job_fields, own_secret_fields
 from runtime.cache import Store
 from runtime.clock import LoopClock
+from runtime.jsonobj import Json
 from tests.unit.io.cache_objects import (
     NS,
-    Json,
     Server,
     captf,
     carrying,

@@ -29,12 +29,12 @@ from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from controller.io.registry import ImageRegistry
 from runtime.clock import SteppedClock
+from runtime.jsonobj import Json
 from runtime.loop import Result
 from tests.builders import NOW, NS, captf, owners_of, secret
 from tests.fakeapi import FakeApi
 from tests.unit.io.test_reconcile_replay import Runner
 
-Json = dict[str, Any]
 REF = "reg.local/team/mod:1"
 D1 = "sha256:" + "1" * 64
 FOUND = Resolved(REF, D1, size=1000, role="cluster")

@@ -21,9 +21,9 @@ from controller.io import api, janitor
 from controller.io.memory import BeingFreed, Memory
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from tests.builders import NOW, lease
 
-Json = dict[str, Any]
 SLOT_NS, JOB_NS, JOB = "captf-system", "team-a", "c1-apply-00000000"
 
 

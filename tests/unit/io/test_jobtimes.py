@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,8 +11,7 @@ from hypothesis import strategies as st
 from controller.core.basics.timefmt import format_time, parse_time
 from controller.io.jobtimes import on_clock
 from runtime.clock import LoopClock
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
 

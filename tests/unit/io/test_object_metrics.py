@@ -23,8 +23,8 @@ from controller.core.basics.names import (
 from controller.io import object_metrics
 from controller.io.object_metrics import ObjectCollector, PassMetrics
 from controller.io.trimming import decoded_size, state_size
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 NS = "team-a"
 
 

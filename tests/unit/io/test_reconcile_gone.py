@@ -21,11 +21,11 @@ from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from runtime.loop import DONE, Result, Unrecognized, outcome_of
 from tests.builders import NOW, NS, captf, module_configmap, owners_of, secret
 from tests.fakeapi import FakeApi
 
-Json = dict[str, Any]
 STATUS = api.status_path(captf())
 KEY = key_of(CLUSTER, NS, "c1")
 

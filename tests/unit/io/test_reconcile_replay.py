@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 import pytest
@@ -40,10 +39,10 @@ from controller.io.keys import key_of
 from controller.io.reconciler import Reconciler
 from runtime.clock import SteppedClock
 from runtime.errors import ApiError
+from runtime.jsonobj import Json
 from tests.builders import NOW, NS, captf, module_configmap, owners_of, secret
 from tests.fakeapi import Crash, FakeApi
 
-Json = dict[str, Any]
 PASSES = 20
 
 

@@ -26,9 +26,9 @@ from controller.core.basics.names import (
 from controller.io.caches import Caches
 from controller.io.handlers import plan_wakes
 from controller.io.predicates import only_own_job_writes, only_own_object_writes
+from runtime.jsonobj import Json
 from tests.unit.io.cache_objects import (
     NS,
-    Json,
     captf,
     deliver,
     job,

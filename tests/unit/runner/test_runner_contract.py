@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -21,10 +20,10 @@ from controller.runner.ops import execute
 from controller.runner.result import RunnerResult
 from controller.runner.state import contract_reading
 from controller.runner.workdir import BACKEND_OVERRIDE_FILE, RenderError, render, root_dir
+from runtime.jsonobj import Json
 from tests.runner_fakes import FakeKube, data_of, secret
 from tests.unit.runner.test_runner_ops import HASH, ScriptedTofu, environ
 
-Json = dict[str, Any]
 MODULE = b'variable "machine_name" {}\n'
 
 

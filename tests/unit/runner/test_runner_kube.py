@@ -1,14 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
 from controller.runner.kube import TransportKube, retrying
 from runtime.errors import ApiError
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 class ScriptedRequests:

@@ -12,7 +12,6 @@ import shutil
 import ssl
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import anyio
@@ -21,8 +20,8 @@ import pytest
 from runtime import admission
 from runtime.admission import ALLOW, AdmissionServer, Answer
 from runtime.certs import self_signed
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 NO_VERIFY = ssl.create_default_context()
 NO_VERIFY.check_hostname = False
 NO_VERIFY.verify_mode = ssl.CERT_NONE  # the self-signed pair of a unit test

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.admission.approval import Approval, approval
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 SET_ALICE = Approval(patch=({"op": "add", "path": "/spec/approvedBy", "value": "alice"},))
 REMOVE = Approval(patch=({"op": "remove", "path": "/spec/approvedBy"},))
 REFUSED = "refused"

@@ -14,8 +14,8 @@ from controller.core.admission.identity import (
     secret_to_review,
 )
 from controller.core.contract.roles import Role
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 DIGEST = "sha256:" + "a" * 64
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import Reason
 from controller.core.decide import snapshot
 from controller.core.decide.context import read_spec
 from controller.core.spec.policy import RunnerPolicy
+from runtime.jsonobj import Json
 from tests.builders import base_objects, captf, decided
-
-Json = dict[str, Any]
 
 
 @pytest.mark.parametrize(

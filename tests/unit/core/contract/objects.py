@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def meta(name: str, namespace: str = "team-a", **extra: Any) -> Json:

@@ -11,7 +11,12 @@ import pytest
 from controller.core.contract import inputs, sources
 from controller.core.contract.roles import Role, contract_of
 from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of
-from tests.unit.core.contract.objects import Json, bootstrap_secret, cluster, terraform_object
+from runtime.jsonobj import Json
+from tests.unit.core.contract.objects import (
+    bootstrap_secret,
+    cluster,
+    terraform_object,
+)
 
 
 def test_common_inputs_carry_kind_name_and_namespace_only() -> None:

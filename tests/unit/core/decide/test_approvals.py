@@ -10,7 +10,16 @@ from controller.core.decide import snapshot
 from controller.core.decide.approvals import approved_jobs
 from controller.core.decide.context import Context
 from controller.core.decide.steps import awaiting_approval, context_of
-from tests.builders import NOW, Json, ago, approval, base_objects, captf, job, secret
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    ago,
+    approval,
+    base_objects,
+    captf,
+    job,
+    secret,
+)
 
 BLOCKED = job("apply", 1, "blocked", finished=ago(minutes=2), result={"planSecret": "b1"})
 NAME = "c1-apply-00000001"

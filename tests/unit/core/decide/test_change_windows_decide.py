@@ -13,9 +13,9 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import Decision, Requeue, Run, to_json
 from controller.core.decide.steps import decide
 from controller.core.plan.status import missed_window_of
+from runtime.jsonobj import Json
 from tests.builders import NOW, ago, approval, base_objects, captf, decided, job
 
-Json = dict[str, Any]
 # NOW is Monday 2026-06-01 12:00Z.
 LATER = [{"start": "22:00", "duration": "2h"}]  # opens in 10 h
 OPEN = [{"start": "11:00", "duration": "2h"}]  # open until 13:00

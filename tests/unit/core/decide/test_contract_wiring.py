@@ -20,6 +20,7 @@ from controller.core.decide.contract_inputs import NotYet, Refused, assemble
 from controller.core.jobs.sensitive import values
 from controller.core.spec.inputs import Inputs, inputs_hash
 from controller.core.spec.policy import RunnerPolicy
+from runtime.jsonobj import Json
 from tests import capi_builders as capi
 from tests.builders import (
     MODULE,
@@ -33,8 +34,6 @@ from tests.builders import (
     secret,
     state,
 )
-
-Json = dict[str, Any]
 
 
 def _cluster_snap(**cluster: Any) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
@@ -22,6 +21,7 @@ from controller.core.decide.decision import to_json
 from controller.core.decide.facts import Facts
 from controller.core.decide.steps import decide
 from controller.core.decide.triggers import jitter
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     ago,
@@ -40,7 +40,6 @@ from tests.builders import (
     state,
 )
 
-Json = dict[str, Any]
 NEW_VARS = {"variables": {"size": 4}}  # inputs that differ from the applied state
 
 

@@ -4,17 +4,14 @@ whose wait a plan ended. Each case failed before its fix in controller/core."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import ANN_DRIFT_REMEDIATION
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
+from runtime.jsonobj import Json
 from tests.builders import NOW, ago, approval, base_objects, captf, decided, job, secret
-
-Json = dict[str, Any]
 
 
 def _with_zone(zone: str) -> Json:

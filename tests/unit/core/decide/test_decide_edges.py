@@ -3,8 +3,6 @@ differently: each case failed before its fix in controller/core."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import (
@@ -23,6 +21,7 @@ from controller.core.jobs.backoff import delay
 from controller.core.jobs.history import History
 from controller.core.jobs.naming import job_name
 from controller.core.plan import accounting
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     ago,
@@ -40,7 +39,6 @@ from tests.builders import (
     ts,
 )
 
-Json = dict[str, Any]
 MANUAL = {"approval": {"mode": "Manual"}}
 
 

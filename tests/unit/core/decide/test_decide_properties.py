@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.core.basics.names import ANN_DRIFT_REMEDIATION, Op, Reason
+from runtime.jsonobj import Json
 from tests.builders import NOW, ago, base_objects, captf, decided, job
 
-Json = dict[str, Any]
 REASONS = {r.value for r in Reason}
 TRIGGERS = {
     Reason.DELETING,

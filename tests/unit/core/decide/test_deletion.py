@@ -26,10 +26,10 @@ from controller.core.decide.decision import Idle, Requeue, Run, to_json
 from controller.core.decide.steps import decide
 from controller.core.plan import planner
 from controller.core.plan.accounting import accounting_of
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     NS,
-    Json,
     ago,
     base_objects,
     captf,

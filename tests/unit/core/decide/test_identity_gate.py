@@ -10,10 +10,10 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.steps import decide
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     NS,
-    Json,
     ago,
     base_objects,
     captf,

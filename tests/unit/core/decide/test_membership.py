@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from controller.core.basics.names import ANN_PAUSED, FINALIZER, POOL
 from controller.core.decide.triggers import MEMBERSHIP, jitter
-from tests.builders import NOW, Json, ago, captf, decided, job
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    ago,
+    captf,
+    decided,
+    job,
+)
 from tests.unit.core.decide.test_schedule import DEFINITE, _member, _with_cluster
 
 

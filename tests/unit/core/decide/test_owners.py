@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import (
@@ -31,6 +29,7 @@ from controller.core.spec.refs import (
     owner_of,
     terraform_cluster_of,
 )
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     ago,
@@ -49,7 +48,6 @@ from tests.builders import (
     state,
 )
 
-Json = dict[str, Any]
 NEW_VARS = {"variables": {"size": 4}}
 
 

@@ -27,7 +27,16 @@ from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import build
 from controller.core.plan.planner import Plan, plan
 from controller.core.spec.image import ImageFact, Resolved, Unresolved
-from tests.builders import NOW, Json, ago, captf, owners_of, secret, state, ts
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    ago,
+    captf,
+    owners_of,
+    secret,
+    state,
+    ts,
+)
 
 REF = "reg.local/team/mod:1"
 D1 = "sha256:" + "1" * 64

@@ -11,7 +11,14 @@ import pytest
 from controller.core.basics.names import ANN_PAUSED, FINALIZER, MACHINE
 from controller.core.decide import snapshot
 from controller.core.plan.planner import plan
-from tests.builders import MODULE, NOW, Json, ago, captf, job
+from runtime.jsonobj import Json
+from tests.builders import (
+    MODULE,
+    NOW,
+    ago,
+    captf,
+    job,
+)
 from tests.unit.core.decide.test_schedule import _member, _with_cluster
 
 REMEDIATE = "cluster.x-k8s.io/remediate-machine"

@@ -19,11 +19,11 @@ from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
 from controller.core.decide.triggers import jitter
 from controller.core.jobs.readings import Reading, reading_of
+from runtime.jsonobj import Json
 from tests.builders import (
     MODULE,
     NOW,
     ROLE_MODULE,
-    Json,
     ago,
     base_objects,
     captf,

@@ -10,7 +10,15 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import Idle, Requeue, Run
 from controller.core.decide.steps import decide
 from controller.core.spec.policy import PolicyError, read_policy
-from tests.builders import NOW, Json, ago, base_objects, captf, decided, job
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    ago,
+    base_objects,
+    captf,
+    decided,
+    job,
+)
 
 
 def _obj(spec: Json, **kwargs: object) -> Json:

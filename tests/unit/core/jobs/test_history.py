@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -12,9 +10,8 @@ from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.steps import decide
 from controller.core.jobs.backoff import retry_number
 from controller.core.jobs.history import History
+from runtime.jsonobj import Json
 from tests.builders import NOW, ago, base_objects, captf, job
-
-Json = dict[str, Any]
 
 
 def _history(jobs: list[Json]) -> History:

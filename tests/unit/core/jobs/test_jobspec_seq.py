@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core.jobs.naming import fresh_seq, job_name, next_seq
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 UID = "0b6c3f9e-1111-4222-8333-444455556666"
 
 

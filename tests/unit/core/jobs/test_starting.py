@@ -5,7 +5,6 @@ reported at once, ended after the grace with a failed result, and counted as a f
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
 
 import orjson
 import pytest
@@ -18,9 +17,9 @@ from controller.core.jobs import starting
 from controller.core.jobs.history import History
 from controller.core.jobs.job import Outcome, classify
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests import builders as b
 
-Json = dict[str, Any]
 SA_MISSING = (
     'Error creating: pods "c1-apply-1-" is forbidden: error looking up service account '
     'default/deployer: serviceaccount "deployer" not found'

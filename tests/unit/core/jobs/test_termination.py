@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 import pytest
 
@@ -26,9 +24,8 @@ from controller.core.jobs.termination import (
     with_result,
 )
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests import builders as b
-
-Json = dict[str, Any]
 
 UID = "8c1e4f3a-0000-4000-8000-000000000001"
 VALID = '{"outcome":"succeeded","message":"applied","stateSerial":3,"outputs":["a"]}'

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from controller.core.basics.names import ANN_MEMBER_JOBS, Reason
 from controller.core.basics.timefmt import format_micro
 from controller.core.leases import family
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 NOW = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 
 

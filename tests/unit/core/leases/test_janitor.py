@@ -9,9 +9,9 @@ import pytest
 
 from controller.core.basics.names import ANN_HOLDER_NAMESPACE
 from controller.core.leases.stale import STALE_AFTER, stale_leases
+from runtime.jsonobj import Json
 from tests.builders import NOW, lease
 
-Json = dict[str, Any]
 OLD = NOW - timedelta(seconds=STALE_AFTER)
 RECENT = NOW - timedelta(seconds=STALE_AFTER - 1)
 

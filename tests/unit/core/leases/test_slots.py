@@ -7,7 +7,6 @@ what the cap counts is what a claim writes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +22,7 @@ from controller.core.leases.family import Busy, holder_of
 from controller.core.leases.slots import cluster_full, free_slot, holder_cluster
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.plan.launching import Launch
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     NS,
@@ -34,7 +34,6 @@ from tests.builders import (
     secret,
 )
 
-Json = dict[str, Any]
 HOME = "captf-system"
 
 

@@ -10,10 +10,10 @@ from controller.core.decide import snapshot
 from controller.core.decide.context import read_spec
 from controller.core.plan.planner import Plan, plan
 from controller.core.spec.policy import RunnerPolicy
+from runtime.jsonobj import Json
 from tests import capi_builders as capi
 from tests.builders import NOW, ROLE_MODULE, base_objects, captf, job, module_configmap, secret
 
-Json = dict[str, Any]
 HEALTHY = {"state": "running", "healthy": True}
 
 

@@ -35,7 +35,15 @@ from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings
 from controller.core.plan.planner import decision_of, live_check_needed, plan
 from controller.core.spec.image import REGISTRY_UNAVAILABLE, Resolved, Unresolved
-from tests.builders import NOW, Json, ago, base_objects, captf, job, lease
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    ago,
+    base_objects,
+    captf,
+    job,
+    lease,
+)
 from tests.unit.core.decide.test_decide_properties import JOB, SPEC, _jobs
 
 IMAGE = "registry.example/m:1"

@@ -14,7 +14,7 @@ from controller.core.plan.identities import (
     identity_pass,
     mirror_metadata,
 )
-from tests.builders import Json
+from runtime.jsonobj import Json
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 SOURCE = SourceSecret(frozenset({"TOKEN"}), "41")

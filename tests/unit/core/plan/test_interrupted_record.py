@@ -18,6 +18,7 @@ from controller.core.basics.names import (
     ANN_SEQ,
 )
 from controller.core.decide.triggers import started_after_record
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     ago,
@@ -31,7 +32,6 @@ from tests.builders import (
     ts,
 )
 
-Json = dict[str, Any]
 INPUTS_SECRET = f"c1-inputs-{current_hash()[:8]}"
 DELETED = "c1-apply-00000002"
 

@@ -3,15 +3,12 @@ own environment last, and the restricted profile kept."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.core.decide.decision import Run
 from controller.core.plan import jobspec
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import read_policy
+from runtime.jsonobj import Json
 from tests.builders import module_configmap
-
-Json = dict[str, Any]
 
 POLICY: Json = {
     "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "4Gi"}},

@@ -13,9 +13,9 @@ from controller.core.jobs.history import History
 from controller.core.jobs.termination import NOT_JSON, result_of
 from controller.core.plan.last_run import last_run_of
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests import builders as b
 
-Json = dict[str, Any]
 STEPS = [
     {"name": "init", "exitCode": 0, "seconds": 1.5},
     {"name": "plan", "exitCode": 0, "seconds": 2.25},

@@ -13,7 +13,16 @@ from controller.core.spec.image import Resolved
 from controller.core.spec.inputs import IMAGE_KEY, Inputs, inputs_hash, render
 from controller.core.spec.policy import OPEN, read_policy
 from controller.core.spec.refs import ModuleImage
-from tests.builders import NOW, Json, capi_cluster, captf, decided, module_configmap, secret, state
+from runtime.jsonobj import Json
+from tests.builders import (
+    NOW,
+    capi_cluster,
+    captf,
+    decided,
+    module_configmap,
+    secret,
+    state,
+)
 
 
 def _image_spec(reference: str = "registry.local/m:1", policy: str | None = None) -> Json:

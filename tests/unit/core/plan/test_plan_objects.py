@@ -20,6 +20,7 @@ from controller.core.decide.settings import Settings
 from controller.core.decide.steps import context_of
 from controller.core.plan.plan_objects import PlanWrites, writes_of
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
     ago,
@@ -32,7 +33,6 @@ from tests.builders import (
     ts,
 )
 
-Json = dict[str, Any]
 MANUAL = {"approval": {"mode": "Manual"}, "variables": {"size": 4}}
 HASH = current_hash(variables={"size": 4})
 SUMMARY = (

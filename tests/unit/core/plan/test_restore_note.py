@@ -4,8 +4,6 @@ status shows it (so it is recorded once, not per pass)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import ANN_RESTORE_SERIAL
@@ -16,9 +14,8 @@ from controller.core.decide.steps import decide
 from controller.core.plan import status as status_rules
 from controller.core.spec.inputs import render
 from controller.core.spec.policy import read_policy
+from runtime.jsonobj import Json
 from tests.builders import NOW, base_objects, captf
-
-Json = dict[str, Any]
 
 
 def _conditions(obj: Json) -> dict[str, Json]:

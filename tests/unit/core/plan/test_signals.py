@@ -13,6 +13,7 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import Idle, Requeue, Run
 from controller.core.plan import signals
 from controller.core.plan.planner import Plan, plan
+from runtime.jsonobj import Json
 from tests import capi_builders as capi
 from tests.builders import NOW, ROLE_MODULE, base_objects, captf, module_configmap, secret
 from tests.unit.core.plan.test_contract_writeback import (
@@ -23,7 +24,6 @@ from tests.unit.core.plan.test_contract_writeback import (
     machine_plan,
 )
 
-Json = dict[str, Any]
 PAUSED = {"cluster.x-k8s.io/paused": ""}
 
 

@@ -16,7 +16,13 @@ from controller.core.basics.names import (
 )
 from controller.core.decide import snapshot
 from controller.core.plan.state_moves import Move, Step, state_moves
-from tests.builders import NS, Json, captf, job, state
+from runtime.jsonobj import Json
+from tests.builders import (
+    NS,
+    captf,
+    job,
+    state,
+)
 
 NEW = state_secret_name(NS, CLUSTER, "c1")
 

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from controller.core.basics.timefmt import format_time
 from controller.core.plan.templates import needs_lookup, template_pass
 from controller.core.spec.image import ImageLookup, Resolved, Unresolved
+from runtime.jsonobj import Json
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 IMAGE = "registry.example/machine:1"
 CAP = '{"cpu":"4","memory":"16Gi"}'
 INFO = '{"architecture":"amd64","operatingSystem":"linux"}'
-Json = dict[str, Any]
 
 
 def tmpl(status: Json | None = None, generation: int = 1, **spec: Any) -> Json:

@@ -8,8 +8,6 @@ name, as after an operator deletes a failed Job; accounting keys on the new Job'
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.names import CLUSTER, MACHINE, POOL
@@ -17,9 +15,8 @@ from controller.core.decide import snapshot
 from controller.core.decide.decision import Run
 from controller.core.decide.facts import Facts
 from controller.core.plan.planner import plan
+from runtime.jsonobj import Json
 from tests import builders as b
-
-Json = dict[str, Any]
 
 
 def _world(kind: str) -> tuple[Json, list[Json]]:

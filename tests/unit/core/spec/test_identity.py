@@ -20,7 +20,11 @@ from controller.core.spec.identity import (
     selector_matches,
     verdict_of,
 )
-from tests.builders import Json, capi_cluster, captf
+from runtime.jsonobj import Json
+from tests.builders import (
+    capi_cluster,
+    captf,
+)
 
 TEAM_A = {"team": "a", "tier": "prod"}
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from controller.core.spec.inputs import InputsMissing, render
-from tests.builders import Json, module_configmap, secret
+from runtime.jsonobj import Json
+from tests.builders import (
+    module_configmap,
+    secret,
+)
 
 
 def _spec(*entries: Json) -> Json:

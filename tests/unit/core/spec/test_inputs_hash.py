@@ -8,13 +8,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
 
 import pytest
 
 from controller.core.spec.inputs import InputsMissing, inputs_hash, render
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def _sha(text: str) -> str:

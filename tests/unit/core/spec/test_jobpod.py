@@ -29,9 +29,8 @@ from controller.core.spec.jobpod import (
     resolve,
 )
 from controller.core.spec.policy import PolicyError, RunnerPolicy, read_policy
+from runtime.jsonobj import Json
 from tests.builders import NOW, base_objects, capi_cluster, captf, decided, module_configmap
-
-Json = dict[str, Any]
 
 # One value of each field, and another, to tell the levels apart.
 VALUES: dict[str, tuple[Any, Any]] = {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from controller.core.basics.runner_vars import RunnerVar
@@ -13,8 +11,8 @@ from controller.core.plan import jobspec
 from controller.core.spec.inputs import render
 from controller.core.spec.module_mount import COPY, VOLUME, mount_of, version_of
 from controller.core.spec.policy import read_policy
+from runtime.jsonobj import Json
 
-Json = dict[str, Any]
 DIGEST = "sha256:" + "a" * 64
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,8 +16,7 @@ from controller.core.spec.sharding import (
     shard_labels,
 )
 from controller.runner.env import from_environ
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from controller.core.spec.windows import WindowError, next_opening, open_window, parse_windows
-
-Json = dict[str, Any]
+from runtime.jsonobj import Json
 
 
 def z(text: str) -> datetime:
