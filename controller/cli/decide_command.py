@@ -22,7 +22,8 @@ from controller.core.decide.decision import Decision, to_json
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
-from controller.core.plan.planner import decision_of, live_check_needed
+from controller.core.plan.decided import decision_of
+from controller.core.plan.planner import live_check_needed
 
 EXIT_BAD_INPUT = 2
 
@@ -86,7 +87,7 @@ def decided(
     live: bool = False,
     runner: RunnerFacts | None = None,
 ) -> Decision:
-    """The decision the controller carries out (planner.decision_of) on the snapshot of
+    """The decision the controller carries out (plan/decided.py: decision_of) on the snapshot of
     `objects`, the object first. A live read's Facts are what it read: the runner RBAC,
     and a status.activeJob whose Job is not among the Jobs listed now is gone (the two
     live reads the controller makes, both done); nothing of a process's memory."""

@@ -9,6 +9,7 @@ from datetime import datetime
 from controller.core.basics.names import (
     CLUSTER,
     GATED_OPS,
+    IDENTITY,
     LABEL_CLUSTER,
     LABEL_SCOPE,
     SCOPE_CLUSTER,
@@ -28,11 +29,20 @@ from controller.core.jobs.job import labels_of, name_of
 from controller.core.leases import family
 from controller.core.leases.family import holder_of as _holder
 from controller.core.leases.slots import cluster_full, is_run_slot
+from controller.core.spec.identity import credentials_secret, verdict_of
 from controller.core.spec.refs import cluster_of
 from controller.core.spec.windows import next_opening, open_window
 from runtime.jsonobj import Json
 
 LEASE_WAIT = 30.0
+
+
+# A wait on what is not ready yet (credentials, dependencies, the owner); a watch of it
+# wakes the object sooner.
+NOT_READY_WAIT = 30.0
+# An identity that does not let the object run: the watches of identities, Namespaces
+# and Secrets wake the object when that changes; the requeue is only the fallback.
+IDENTITY_WAIT = 300.0
 
 
 def _seconds(until: datetime, now: datetime) -> float:
@@ -189,3 +199,23 @@ def _is_member_lease(lease: Json, cluster: str, members: dict[str, str]) -> bool
     return lease_labels.get(LABEL_CLUSTER) == cluster and lease_labels.get(LABEL_SCOPE) == (
         SCOPE_MEMBER
     )
+
+
+def identity_held(ctx: Context, op: str) -> Requeue | None:
+    """No Job of any op, a destroy included, runs with a TerraformClusterIdentity that
+    does not allow the object's namespace, lacks its Secret or its required keys, or
+    whose mirror Secret is not in the namespace yet: its credentials would not be there
+    (or should not be). A Job already running is not stopped. A kind Secret reference
+    keeps the older rule (`not_ready`: a destroy runs, and fails without it)."""
+    ref = ctx.snap.identity_ref
+    if ref is None or ref.kind != IDENTITY:
+        return None
+    verdict = verdict_of(ref, ctx.snap.identity, ctx.snap.namespace, ctx.snap.secrets)
+    if not verdict.allowed:
+        message = f"{op} waits: {verdict.message} ({verdict.reason})"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, IDENTITY_WAIT, op=op, message=message)
+    mirror = credentials_secret(ref)
+    if mirror not in ctx.snap.secrets:
+        message = f"{op} waits for Secret {mirror}, the copy of {IDENTITY} {ref.name}'s Secret"
+        return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, op=op, message=message)
+    return None

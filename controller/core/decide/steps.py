@@ -13,47 +13,45 @@ from typing import Any
 from controller.core.basics.names import (
     ANN_ABANDON,
     ANN_ACCOUNTED,
-    ANN_PLAN_JOB,
     ANN_RESTORE_SERIAL,
     CLUSTER,
-    IDENTITY,
     MUTABLE_KINDS,
     Op,
     Reason,
     backoff_reason,
 )
 from controller.core.basics.serials import requested_serial
-from controller.core.decide import approvals, deletion, gates, holds, owners, pause, triggers
+from controller.core.decide import (
+    approval_waits,
+    approvals,
+    deletion,
+    gates,
+    holds,
+    owners,
+    pause,
+    triggers,
+)
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import Decision, Idle, Requeue, Run
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.gates import NOT_READY_WAIT
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff, starting
-from controller.core.jobs.history import Finished
 from controller.core.jobs.job import (
-    Outcome,
     annotations_of,
-    created_at,
-    inputs_hash_of,
     is_finished,
     name_of,
-    result,
 )
-from controller.core.spec.identity import credentials_secret, verdict_of
 from controller.core.spec.ready import is_ready as _is_ready
 from controller.core.spec.refs import cluster_of, dependencies, local_credentials_of
 
 # Requeue intervals of the waits, in seconds (the table "What does not back off").
 CACHE_WAIT = 5.0
 RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
-NOT_READY_WAIT = 30.0
 STATE_WAIT = 60.0
 APPROVAL_WAIT = 600.0  # an approval (a TerraformPlan's change) wakes the reconcile sooner
 SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
-# An identity that does not let the object run: the watches of identities, Namespaces
-# and Secrets wake the object when that changes; the requeue is only the fallback.
-IDENTITY_WAIT = 300.0
 
 Step = Callable[[Context], Decision | None]
 
@@ -219,7 +217,7 @@ def state(ctx: Context) -> Decision | None:
 
 
 def approval(ctx: Context) -> Decision | None:
-    waiting_on = awaiting_approval(ctx)
+    waiting_on = approval_waits.awaiting_approval(ctx)
     if waiting_on is None:
         return None
     message = (
@@ -229,46 +227,15 @@ def approval(ctx: Context) -> Decision | None:
     return Requeue(Reason.WAITING_FOR_APPROVAL, APPROVAL_WAIT, message=message)
 
 
-def awaiting_approval(ctx: Context) -> str | None:
-    """The Job whose TerraformPlan (of the same name) waits for a person: a blocked or
-    plan-changed apply, or (Manual) an unused plan; None when nothing waits. `captf
-    approve` and the TerraformPlans' lifecycle read the same function.
-
-    Each wait holds on its own until its own plan is approved: approving an apply does
-    not approve a plan made after it."""
-    waits: list[str] = []
-    last = ctx.history.newest(Op.APPLY)
-    stopped = last is not None and last.outcome in (Outcome.BLOCKED, Outcome.PLAN_CHANGED)
-    if last is not None and stopped and not _wait_moved_on(ctx, last):
-        # New inputs end the wait: its plan, and so its approval, was for the old ones.
-        made_for = inputs_hash_of(last.job)
-        if made_for is None or made_for == ctx.inputs.hash:
-            waits.append(last.name)
-    if ctx.policy.manual and (plan := ctx.open_plan()) is not None:
-        waits.append(plan.name)
-    return next((name for name in waits if name not in ctx.approved), None)
-
-
-def _wait_moved_on(ctx: Context, apply_job: Finished) -> bool:
-    """In Manual mode, a plan created after the apply finished: that happens only once the
-    apply's wait has ended (approved, or new inputs), so the wait has moved on to that
-    plan. Not in Auto mode, where an apply is not preceded by a plan: a plan there was
-    made before a switch from Manual, and says nothing about this apply's approval."""
-    return ctx.policy.manual and any(
-        (created := created_at(plan.job)) is not None and created >= apply_job.at
-        for plan in ctx.history.of(Op.PLAN)
-    )
-
-
 def apply(ctx: Context) -> Decision | None:
     due = triggers.apply_due(ctx)
     if due is None:
         return None
-    guarded = _guarded(ctx)
+    guarded = approval_waits.guarded(ctx)
     why = due.message
     if not ctx.policy.manual:
-        block = _approved_block(ctx)
-        kept = _kept_plan(block) if block is not None else None
+        block = approval_waits.approved_block(ctx)
+        kept = approval_waits.kept_plan(block) if block is not None else None
         return run(
             ctx,
             Op.APPLY,
@@ -278,7 +245,7 @@ def apply(ctx: Context) -> Decision | None:
             plan_job=kept,
             message=why if kept is None else f"{why}; carrying out approved plan {kept}",
         )
-    plan_job = _approved_plan(ctx)
+    plan_job = approval_waits.approved_plan(ctx)
     if plan_job is None:
         return run(ctx, Op.PLAN, due.trigger, remediation=due.drift_remediation, message=why)
     return run(
@@ -290,60 +257,6 @@ def apply(ctx: Context) -> Decision | None:
         plan_job=plan_job,
         message=f"{why}; carrying out approved plan {plan_job}",
     )
-
-
-def _guarded(ctx: Context) -> bool:
-    """The guard applies unless destruction is allowed or the blocked apply was approved."""
-    return not ctx.policy.allow_destructive and _approved_block(ctx) is None
-
-
-def _approved_block(ctx: Context) -> Finished | None:
-    """The newest apply, when it stopped for a person (blocked by the guard, or its plan
-    changed since approval and it kept the new plan), its TerraformPlan is approved, and
-    it ran with the current inputs: approving it approves the changes its plan showed for
-    those inputs, not for inputs changed since."""
-    last = ctx.history.newest(Op.APPLY)
-    if last is None or last.name not in ctx.approved:
-        return None
-    changed = last.outcome == Outcome.PLAN_CHANGED and _kept_plan(last) is not None
-    if last.outcome != Outcome.BLOCKED and not changed:
-        return None
-    made_for = inputs_hash_of(last.job)
-    return last if made_for is None or made_for == ctx.inputs.hash else None
-
-
-def _approved_plan(ctx: Context) -> str | None:
-    """The plan an apply carries out in Manual mode: the plan an approved blocked apply
-    stopped on (approving it approves those changes), or for a blocked apply that kept
-    none the plan it carried out, or an approved open plan."""
-    block = _approved_block(ctx)
-    if block is not None:
-        carried_out = (
-            _kept_plan(block)
-            or annotations_of(block.job).get(ANN_PLAN_JOB)
-            or _plan_before(ctx, block)
-        )
-        if carried_out:
-            return carried_out
-    plan = ctx.open_plan()
-    return plan.name if plan is not None and plan.name in ctx.approved else None
-
-
-def _kept_plan(apply_job: Finished) -> str | None:
-    """The apply Job itself, when it kept the plan it stopped on (its result names the
-    plan Secret, named after the Job): its approved apply compares with that plan."""
-    return apply_job.name if (result(apply_job.job) or {}).get("planSecret") else None
-
-
-def _plan_before(ctx: Context, apply_job: Finished) -> str | None:
-    """The plan an apply that does not name one carried out: the newest successful plan
-    that had finished when the apply was created (in Manual mode every apply follows
-    its plan, one Job at a time)."""
-    started = created_at(apply_job.job) or apply_job.at
-    for plan in ctx.history.of(Op.PLAN):
-        if plan.outcome == Outcome.SUCCESS and plan.at <= started:
-            return plan.name
-    return None
 
 
 def refresh_after_apply(ctx: Context) -> Decision | None:
@@ -407,7 +320,7 @@ def run(
     message: str = "",
 ) -> Decision:
     """Run the op unless its identity, its backoff, a change window or a lease holds it back."""
-    held = identity_held(ctx, op)
+    held = gates.identity_held(ctx, op)
     if held is not None:
         return held
     if op != Op.RESTORE:
@@ -428,26 +341,6 @@ def run(
         restore_serial=restore_serial,
         message=message,
     )
-
-
-def identity_held(ctx: Context, op: str) -> Requeue | None:
-    """No Job of any op, a destroy included, runs with a TerraformClusterIdentity that
-    does not allow the object's namespace, lacks its Secret or its required keys, or
-    whose mirror Secret is not in the namespace yet: its credentials would not be there
-    (or should not be). A Job already running is not stopped. A kind Secret reference
-    keeps the older rule (`not_ready`: a destroy runs, and fails without it)."""
-    ref = ctx.snap.identity_ref
-    if ref is None or ref.kind != IDENTITY:
-        return None
-    verdict = verdict_of(ref, ctx.snap.identity, ctx.snap.namespace, ctx.snap.secrets)
-    if not verdict.allowed:
-        message = f"{op} waits: {verdict.message} ({verdict.reason})"
-        return Requeue(Reason.CREDENTIALS_NOT_READY, IDENTITY_WAIT, op=op, message=message)
-    mirror = credentials_secret(ref)
-    if mirror not in ctx.snap.secrets:
-        message = f"{op} waits for Secret {mirror}, the copy of {IDENTITY} {ref.name}'s Secret"
-        return Requeue(Reason.CREDENTIALS_NOT_READY, NOT_READY_WAIT, op=op, message=message)
-    return None
 
 
 # The order, as docs/decisions.md's table "The order" lists it (a test holds the two

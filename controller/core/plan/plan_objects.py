@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.core.basics.names import ANN_PLAN_JOB, API_VERSION, PLAN_KIND, Op
+from controller.core.decide.approval_waits import awaiting_approval
 from controller.core.decide.approvals import (
     FINISHED,
     Phase,
@@ -29,7 +30,6 @@ from controller.core.decide.approvals import (
     status_of,
 )
 from controller.core.decide.context import Context
-from controller.core.decide.steps import awaiting_approval
 from controller.core.jobs.job import (
     LONG_AGO,
     Outcome,

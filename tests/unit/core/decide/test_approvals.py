@@ -7,9 +7,10 @@ import pytest
 
 from controller.core.basics.names import ANN_PLAN_SUMMARY
 from controller.core.decide import snapshot
+from controller.core.decide.approval_waits import awaiting_approval
 from controller.core.decide.approvals import approved_jobs
 from controller.core.decide.context import Context
-from controller.core.decide.steps import awaiting_approval, context_of
+from controller.core.decide.steps import context_of
 from runtime.jsonobj import Json
 from tests.builders import (
     NOW,

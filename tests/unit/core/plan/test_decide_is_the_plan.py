@@ -33,7 +33,8 @@ from controller.core.decide.decision import Requeue, Run, to_json
 from controller.core.decide.facts import NO_FACTS, Facts, Refusal
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings
-from controller.core.plan.planner import decision_of, live_check_needed, plan
+from controller.core.plan.decided import decision_of
+from controller.core.plan.planner import live_check_needed, plan
 from controller.core.spec.image import REGISTRY_UNAVAILABLE, Resolved, Unresolved
 from runtime.jsonobj import Json
 from tests.builders import (
