@@ -48,6 +48,7 @@ from controller.core.basics.names import (
 )
 from controller.dev import module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
+from controller.dev.demo import CREDENTIALS, EXAMPLES, MANIFESTS
 from controller.dev.install import (
     DEPLOYMENT,
     WEBHOOK_CONFIGURATIONS,
@@ -72,10 +73,6 @@ from runtime.jsonobj import Json
 from runtime.timeorigin import scaled_clock
 from runtime.transport import Transport, open_transport
 
-REPO = Path(__file__).resolve().parents[2]
-MANIFESTS = REPO / "manifests"
-EXAMPLES = REPO / "examples" / "clusterapi"
-CREDENTIALS = REPO / "examples" / "objects" / "00-credentials.yaml"
 CLUSTER, DEPLOYMENT_NAME, POOL_NAME, NAMESPACE = "demo", "demo-md-0", "demo-mp-0", "default"
 MERGE = "application/merge-patch+json"
 DEPLOYMENTS = Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments")

@@ -18,13 +18,12 @@ below (an import-linter contract holds them to it):
 from controller.core.admission.approval import approval
 from controller.core.admission.checks import spec_refusals, update_refusals
 from controller.core.admission.identity import SecretAccess, secret_to_review
-from controller.core.admission.kinds import ALL as ADMISSION_KINDS
-from controller.core.admission.kinds import inputs_spec
-from controller.core.admission.refusal import message_of as refusals_message
+from controller.core.admission.kinds import ADMISSION_KINDS, inputs_spec
+from controller.core.admission.refusal import refusals_message
 from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
-from controller.core.decide.pinning import WAITS as IMAGE_WAITS
+from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.reads import (
     How,
     capi_wanted,
@@ -39,8 +38,7 @@ from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
-from controller.core.jobs.job_env import READ as RUNNER_VARS_READ
-from controller.core.jobs.job_env import containers, job_env
+from controller.core.jobs.job_env import RUNNER_VARS_READ, containers, job_env
 from controller.core.jobs.termination import (
     JOB_UID_LABEL,
     Recorded,
@@ -65,10 +63,8 @@ from controller.core.plan.identities import IdentityPass, SourceSecret, identity
 from controller.core.plan.interrupted import Record
 from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
-from controller.core.plan.planner import Plan, live_check_needed
-from controller.core.plan.planner import plan as plan_pass
-from controller.core.plan.state_moves import Move, state_moves
-from controller.core.plan.state_moves import Step as MoveStep
+from controller.core.plan.planner import Plan, live_check_needed, plan
+from controller.core.plan.state_moves import Move, MoveStep, state_moves
 from controller.core.plan.templates import TemplatePass, template_pass
 from controller.core.spec.identity import (
     NO_IDENTITY,
@@ -194,7 +190,7 @@ __all__ = [
     "own_identity_ref",
     "owner_of",
     "owns_secret",
-    "plan_pass",
+    "plan",
     "ready_of",
     "reference_digest",
     "refusals_message",

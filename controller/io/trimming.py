@@ -12,8 +12,7 @@ from typing import Any
 
 import orjson
 
-from controller.core import RUNNER_VARS_READ as READ
-from controller.core import SECRET, TERMINAL_CONDITIONS, containers
+from controller.core import RUNNER_VARS_READ, SECRET, TERMINAL_CONDITIONS, containers
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     DATA_BYTES,
@@ -100,7 +99,9 @@ def job_fields(job: Obj) -> Obj:
     if "status" in job:
         kept["status"] = _job_status(job["status"])
     recorded = bool((kept_meta.get("annotations") or {}).get(ANN_INPUTS_HASH))
-    kept_env = _runner_env(job, READ - {RunnerVar.INPUTS_HASH} if recorded else READ)
+    kept_env = _runner_env(
+        job, RUNNER_VARS_READ - {RunnerVar.INPUTS_HASH} if recorded else RUNNER_VARS_READ
+    )
     if kept_env:
         kept["spec"] = {"template": {"spec": {"containers": kept_env}}}
     return kept

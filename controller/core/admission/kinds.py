@@ -13,7 +13,7 @@ PLAN: Final = "TerraformPlan"
 # A template's spec.template.spec is the spec of the kind it is named after.
 TEMPLATES: Final = {f"{kind}Template": kind for kind in KINDS}
 ROLES: Final = {CLUSTER: Role.CLUSTER, MACHINE: Role.MACHINE, POOL: Role.MACHINEPOOL}
-ALL: Final = frozenset({*KINDS, *TEMPLATES, IDENTITY, PLAN})
+ADMISSION_KINDS: Final = frozenset({*KINDS, *TEMPLATES, IDENTITY, PLAN})
 
 
 def inputs_spec(kind: str, obj: Json) -> tuple[str, Json] | None:

@@ -19,6 +19,6 @@ class Refusal:
         return f"{self.field}: {self.rule}"
 
 
-def message_of(refusals: Iterable[Refusal]) -> str:
+def refusals_message(refusals: Iterable[Refusal]) -> str:
     """One line for all refusals, in the order found."""
     return "; ".join(refusal.message for refusal in refusals)

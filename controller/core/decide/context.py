@@ -13,7 +13,7 @@ from datetime import datetime
 from functools import cached_property
 
 from controller.core.admission.checks import spec_refusals
-from controller.core.admission.refusal import message_of
+from controller.core.admission.refusal import refusals_message
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
     ANN_PLAN_JOB,
@@ -193,7 +193,7 @@ def _invalid(snap: Snapshot) -> Requeue | None:
     refused = spec_refusals(snap.kind, snap.obj)
     if not refused:
         return None
-    return Requeue(Reason.INVALID_SPEC, INVALID_WAIT, message=message_of(refused))
+    return Requeue(Reason.INVALID_SPEC, INVALID_WAIT, message=refusals_message(refused))
 
 
 def speaks_contract(inputs: Inputs) -> bool:

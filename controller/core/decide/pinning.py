@@ -66,7 +66,7 @@ LOOKUP_OPS = frozenset({Op.APPLY, Op.PLAN, Op.DRIFT})
 # missing image or credentials may be pushed or granted at any time, and no watch says
 # so; a registry that failed is asked again sooner; an image refused by its size or role
 # needs a new image (a spec change wakes the object at once).
-WAITS: dict[str, float] = {
+IMAGE_WAITS: dict[str, float] = {
     IMAGE_NOT_FOUND: 120.0,
     REGISTRY_UNAUTHORIZED: 120.0,
     REGISTRY_UNAVAILABLE: 60.0,
@@ -127,14 +127,14 @@ def refusal(fact: Resolved, kind: str, limit: int) -> Requeue | None:
             f"module image {fact.reference} ({short(fact.digest)}) has {fact.size} bytes of "
             f"layers; the controller's limit (--max-module-image-size) is {limit}"
         )
-        return Requeue(IMAGE_TOO_LARGE, WAITS[IMAGE_TOO_LARGE], message=message)
+        return Requeue(IMAGE_TOO_LARGE, IMAGE_WAITS[IMAGE_TOO_LARGE], message=message)
     role = role_of(kind)
     if role is not None and fact.role is not None and fact.role != role.value:
         message = (
             f"module image {fact.reference} ({short(fact.digest)}) is labelled "
             f"{ROLE_LABEL}={fact.role}; a {kind} runs a {role.value} module"
         )
-        return Requeue(IMAGE_ROLE_MISMATCH, WAITS[IMAGE_ROLE_MISMATCH], message=message)
+        return Requeue(IMAGE_ROLE_MISMATCH, IMAGE_WAITS[IMAGE_ROLE_MISMATCH], message=message)
     return None
 
 
@@ -148,7 +148,9 @@ def choose(snap: Snapshot, inputs: Inputs, fact: ImageFact | None, limit: int) -
     asked = fact if fact is not None and fact.asked and fact.reference == image.reference else None
     match asked:
         case Unresolved(kind=kind, message=message):
-            return Requeue(kind, WAITS.get(kind, WAITS[REGISTRY_UNAVAILABLE]), message=message)
+            return Requeue(
+                kind, IMAGE_WAITS.get(kind, IMAGE_WAITS[REGISTRY_UNAVAILABLE]), message=message
+            )
         case Resolved():
             refused = refusal(asked, snap.kind, limit)
             if refused is not None:
@@ -202,7 +204,7 @@ def condition(
     image = inputs.image if inputs is not None else None
     if image is None:
         return None
-    if wait is not None and wait.reason in WAITS:
+    if wait is not None and wait.reason in IMAGE_WAITS:
         return _cond(False, wait.reason, wait.message)
     old = next((c for c in snap.status.get("conditions") or [] if c.get("type") == CONDITION), None)
     if resolving and old is not None:

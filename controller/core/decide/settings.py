@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from controller.core.admission import env, security
-from controller.core.admission.refusal import Refusal, message_of
+from controller.core.admission.refusal import Refusal, refusals_message
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.jobpod import PodPolicyError, check_defaults
 from controller.core.spec.module_mount import AUTO, VOLUME, mount_of
@@ -109,5 +109,5 @@ def job_defaults(text: str) -> dict[str, Any]:
         for refusal in [*security.refusals(spec, ""), *env.refusals(spec, "")]
     ]
     if refused:
-        raise JobDefaultsError(message_of(refused))
+        raise JobDefaultsError(refusals_message(refused))
     return dict(defaults)

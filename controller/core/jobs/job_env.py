@@ -4,7 +4,7 @@ runner environment.
 Four facts are read from it: the inputs hash (only for Jobs made before the annotation
 recorded it), the inputs Secret and the secret variables (what the Job's messages are
 redacted with), and the Secrets the runner takes its environment from (the credentials).
-The Job cache keeps exactly the variables in `READ` (controller/io/trimming.py), so a
+The Job cache keeps exactly the variables in `RUNNER_VARS_READ` (controller/io/trimming.py), so a
 variable read here must be listed there."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from controller.core.basics.runner_vars import RunnerVar
 from runtime.jsonobj import Json
 
 # The variables the controller reads back from its Jobs.
-READ = frozenset({RunnerVar.INPUTS_HASH, RunnerVar.INPUTS_SECRET, RunnerVar.SECRET_VARIABLES})
+RUNNER_VARS_READ = frozenset(
+    {RunnerVar.INPUTS_HASH, RunnerVar.INPUTS_SECRET, RunnerVar.SECRET_VARIABLES}
+)
 
 
 @dataclass(frozen=True, slots=True)

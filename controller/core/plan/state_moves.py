@@ -37,14 +37,14 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, is_finished, labels_of, name_of
 
 
-class Step(StrEnum):
+class MoveStep(StrEnum):
     COPY = "copy"  # write `target` from `source`, read it back, compare
     RETIRE = "retire"  # `target` is shown: delete `source` (after comparing the two again)
 
 
 @dataclass(frozen=True)
 class Move:
-    step: Step
+    step: MoveStep
     source: str
     target: str
     backup_of: str | None = None  # set when the target is a backup: its label
@@ -64,7 +64,7 @@ def _state(snap: Snapshot) -> list[Move]:
     if old is None or not labelled_for(old, snap.kind, snap.name):
         return []
     if snap.state_name not in snap.secrets:
-        return [Move(Step.COPY, legacy, snap.state_name)]
+        return [Move(MoveStep.COPY, legacy, snap.state_name)]
     copied = _copied_as(snap, legacy)
     if copied is not None:
         return [copied]
@@ -74,7 +74,7 @@ def _state(snap: Snapshot) -> list[Move]:
     if serial is None:
         return []  # unreadable: left for the operator, and read after the new one never
     target = backup_secret_name(snap.state_name, serial)
-    step = Step.RETIRE if target in snap.secrets else Step.COPY
+    step = MoveStep.RETIRE if target in snap.secrets else MoveStep.COPY
     return [Move(step, legacy, target, backup_of=snap.name)]
 
 
@@ -84,7 +84,7 @@ def _copied_as(snap: Snapshot, legacy: str) -> Move | None:
     old, new = snap.secrets[legacy], snap.secrets[snap.state_name]
     if annotations_of(old).get(ANN_SERIAL) != annotations_of(new).get(ANN_SERIAL):
         return None
-    return Move(Step.RETIRE, legacy, snap.state_name)
+    return Move(MoveStep.RETIRE, legacy, snap.state_name)
 
 
 def _backups(snap: Snapshot) -> list[Move]:
@@ -98,6 +98,6 @@ def _backups(snap: Snapshot) -> list[Move]:
         if labels_of(backup).get(LABEL_BACKUP_OF) != snap.name:
             continue
         target = backup_secret_name(snap.state_name, serial)
-        step = Step.RETIRE if target in snap.secrets else Step.COPY
+        step = MoveStep.RETIRE if target in snap.secrets else MoveStep.COPY
         moves.append(Move(step, name, target, backup_of=snap.name))
     return moves

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core import ImageFact, Resolved, Unresolved, plan_pass
+from controller.core import ImageFact, Resolved, Unresolved, plan
 from controller.core.basics.names import CLUSTER, Reason
 from controller.core.basics.timefmt import format_time
-from controller.core.decide.pinning import WAITS
+from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.settings import Settings
 from controller.core.spec.policy import RunnerPolicy
 from controller.io import api, reconciler
@@ -111,14 +111,14 @@ def _world(answers: list[ImageFact], monkeypatch: pytest.MonkeyPatch) -> World:
     )
     world = World(fake, clock, caches, registry, reconciles)
     # Every pass's plans, as the reconciler makes them: one per pass.
-    real = plan_pass
+    real = plan
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         todo = real(*args, **kwargs)
         world.plans.append(todo)
         return todo
 
-    monkeypatch.setattr(reconciler, "plan_pass", counted)
+    monkeypatch.setattr(reconciler, "plan", counted)
     return world
 
 
@@ -174,13 +174,13 @@ async def test_a_failed_answer_waits_and_the_run_after_the_wait_asks_again(
 
     assert (await world.reconcile()).requeue_after == 0.0
     waited = await world.reconcile()
-    assert waited.requeue_after == WAITS[Reason.IMAGE_NOT_FOUND]
+    assert waited.requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     assert world.fake.of("jobs") == []
     failed = _condition(_cluster(world), "ImageResolved")
     assert failed is not None
     assert (failed["status"], failed["reason"]) == ("False", Reason.IMAGE_NOT_FOUND)
 
-    await world.clock.advance(WAITS[Reason.IMAGE_NOT_FOUND])
+    await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
     # The failure is forgotten by then: the Run asks again, and its pass keeps the
     # condition as it was (no flap to True before the answer).
     assert (await world.reconcile()).requeue_after == 0.0
@@ -204,14 +204,14 @@ async def test_a_pass_waiting_for_its_lookup_keeps_the_image_condition_shown(
     await world.clock.advance(3600.0)
     await world.until_due()
     assert world.registry.asked == 2
-    assert (await world.reconcile()).requeue_after == WAITS[Reason.IMAGE_NOT_FOUND]
+    assert (await world.reconcile()).requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     failed = _condition(_cluster(world), "ImageResolved")
     assert failed is not None
     assert (failed["status"], failed["reason"]) == ("False", Reason.IMAGE_NOT_FOUND)
 
     # After the wait the drift check asks again. Its pass knows D1 (the applied inputs),
     # yet shows the condition as it was until the answer, which says the same.
-    await world.clock.advance(WAITS[Reason.IMAGE_NOT_FOUND])
+    await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
     assert (await world.reconcile()).requeue_after == 0.0
     assert world.registry.asked == 3
     assert _condition(_cluster(world), "ImageResolved") == failed

@@ -22,7 +22,7 @@ from controller.core.basics.names import (
 )
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Facts
-from controller.core.decide.pinning import WAITS
+from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import build
 from controller.core.plan.planner import Plan, plan
@@ -162,7 +162,7 @@ def test_bad_input_waits_with_its_condition_and_starts_nothing(
     assert todo.image_lookup is None  # the lookup was made: no second one this pass
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason == reason
-    assert todo.requeue == WAITS[reason] > 0  # never a hot loop
+    assert todo.requeue == IMAGE_WAITS[reason] > 0  # never a hot loop
     cond = condition(todo)
     assert (cond["status"], cond["reason"]) == ("False", reason)
     assert "t0ps3cret" not in json.dumps(todo.status)

@@ -15,7 +15,7 @@ from controller.core.basics.names import (
     state_secret_name,
 )
 from controller.core.decide import snapshot
-from controller.core.plan.state_moves import Move, Step, state_moves
+from controller.core.plan.state_moves import Move, MoveStep, state_moves
 from runtime.jsonobj import Json
 from tests.builders import (
     NS,
@@ -49,24 +49,24 @@ def test_names_differ_by_kind_and_namespace_but_not_by_uid() -> None:
 
 def test_an_old_state_is_copied_then_retired_once_the_copy_is_shown() -> None:
     old = state("c1", serial=3, legacy=True)
-    assert _moves(old) == (Move(Step.COPY, "c1-state", NEW),)
-    assert _moves(old, state("c1", serial=3)) == (Move(Step.RETIRE, "c1-state", NEW),)
+    assert _moves(old) == (Move(MoveStep.COPY, "c1-state", NEW),)
+    assert _moves(old, state("c1", serial=3)) == (Move(MoveStep.RETIRE, "c1-state", NEW),)
 
 
 def test_an_old_state_behind_a_newer_one_is_kept_as_its_backup() -> None:
     old = state("c1", serial=3, legacy=True)
     newer = state("c1", serial=4)
     [move] = _moves(old, newer)
-    assert move == Move(Step.COPY, "c1-state", f"{NEW}-3", backup_of="c1")
+    assert move == Move(MoveStep.COPY, "c1-state", f"{NEW}-3", backup_of="c1")
     copied = _backup(3, legacy=False)
     assert _moves(old, newer, copied) == (
-        Move(Step.RETIRE, "c1-state", f"{NEW}-3", backup_of="c1"),
+        Move(MoveStep.RETIRE, "c1-state", f"{NEW}-3", backup_of="c1"),
     )
 
 
 def test_old_backups_move_beside_the_state() -> None:
     moves = _moves(state("c1", serial=3), _backup(2), _backup(1, legacy=False))
-    assert moves == (Move(Step.COPY, "c1-state-2", f"{NEW}-2", backup_of="c1"),)
+    assert moves == (Move(MoveStep.COPY, "c1-state-2", f"{NEW}-2", backup_of="c1"),)
 
 
 def test_nothing_moves_while_a_job_runs() -> None:
