@@ -63,7 +63,7 @@ from controller.core.plan.identities import IdentityPass, SourceSecret, identity
 from controller.core.plan.interrupted import Record
 from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
-from controller.core.plan.planner import Plan, live_check_needed, plan
+from controller.core.plan.planner import Plan, live_check_needed, plan_pass
 from controller.core.plan.state_moves import Move, MoveStep, state_moves
 from controller.core.plan.templates import TemplatePass, template_pass
 from controller.core.spec.identity import (
@@ -190,7 +190,7 @@ __all__ = [
     "own_identity_ref",
     "owner_of",
     "owns_secret",
-    "plan",
+    "plan_pass",
     "ready_of",
     "reference_digest",
     "refusals_message",

@@ -115,7 +115,7 @@ from controller.core import (
     Snapshot,
     live_check_needed,
     module_image,
-    plan,
+    plan_pass,
 )
 from controller.core import state_moves as plan_state_moves
 from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, FINALIZER
@@ -179,7 +179,7 @@ class Reconciler:
             return requeue_after(0.0)
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
-        todo = plan(snap, now, settings=self.settings, facts=facts)
+        todo = plan_pass(snap, now, settings=self.settings, facts=facts)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:

@@ -58,7 +58,7 @@ def decided(snap: Snapshot, now: datetime, settings: Settings, facts: Facts) -> 
 def decision_of(
     snap: Snapshot, now: datetime, *, settings: Settings | None = None, facts: Facts = NO_FACTS
 ) -> Decision:
-    """The decision the controller carries out for `snap` (`plan(...).decision`, without the
+    """The decision the controller carries out for `snap` (`plan_pass(...).decision`, without the
     rest of the plan): what `captf decide` prints, `-f` with no Facts, `--live` with the
     ones it reads."""
     return decided(snap, now, settings or Settings(), facts).decision

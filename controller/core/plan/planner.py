@@ -1,6 +1,6 @@
 """One pass over one object, as data: everything a reconcile does, decided at once.
 
-`plan(snap, now, settings=, facts=)` reads its three inputs (the Snapshot: what the
+`plan_pass(snap, now, settings=, facts=)` reads its three inputs (the Snapshot: what the
 cluster shows; the Settings: the operator's flags; the Facts: this process's memory
 and live reads) and the time, and returns the Plan: the finished Jobs to account
 (each with its Event, its metric sample and the Leases it frees), the Job that
@@ -143,7 +143,7 @@ def live_check_needed(snap: Snapshot, pending: frozenset[str]) -> str | None:
     return str(active)
 
 
-def plan(
+def plan_pass(
     snap: Snapshot,
     now: datetime,
     *,

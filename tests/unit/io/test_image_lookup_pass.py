@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.core import ImageFact, Resolved, Unresolved, plan
+from controller.core import ImageFact, Resolved, Unresolved, plan_pass
 from controller.core.basics.names import CLUSTER, Reason
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.pinning import IMAGE_WAITS
@@ -111,14 +111,14 @@ def _world(answers: list[ImageFact], monkeypatch: pytest.MonkeyPatch) -> World:
     )
     world = World(fake, clock, caches, registry, reconciles)
     # Every pass's plans, as the reconciler makes them: one per pass.
-    real = plan
+    real = plan_pass
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         todo = real(*args, **kwargs)
         world.plans.append(todo)
         return todo
 
-    monkeypatch.setattr(reconciler, "plan", counted)
+    monkeypatch.setattr(reconciler, "plan_pass", counted)
     return world
 
 

@@ -161,7 +161,7 @@ def test_an_abandon_by_uid_releases_a_held_deletion() -> None:
     assert isinstance(decision, Idle)
     assert decision.reason == "Abandoned"
     assert "keeps running, untracked" in decision.message
-    done = planner.plan(snapshot.build(obj, _without_state(_inputs(), _backup(3))), NOW)
+    done = planner.plan_pass(snapshot.build(obj, _without_state(_inputs(), _backup(3))), NOW)
     assert done.remove_finalizer
     assert done.launch is None
     [warning] = [e for e in done.events if e.reason == "AbandonedInfrastructure"]
@@ -191,7 +191,7 @@ def test_an_object_that_never_applied_drops_its_finalizer_at_once() -> None:
     decision = decide(snapshot.build(_deleting(), _without_state(_inputs(applied=False))), NOW)
     assert isinstance(decision, Idle)
     assert decision.reason == "DeletingWithoutState"
-    done = planner.plan(snapshot.build(_deleting(), _without_state()), NOW)
+    done = planner.plan_pass(snapshot.build(_deleting(), _without_state()), NOW)
     assert done.remove_finalizer
     assert done.launch is None
 
@@ -201,7 +201,7 @@ def test_retain_keeps_and_labels_the_state_backups_and_inputs() -> None:
     inputs = _inputs()
     inputs["metadata"]["ownerReferences"] = [{"kind": "TerraformCluster", "name": "c1"}]
     snap = snapshot.build(obj, [*base_objects(), _backup(1), inputs])
-    done = planner.plan(snap, NOW)
+    done = planner.plan_pass(snap, NOW)
     assert isinstance(done.decision, Idle)
     assert done.decision.reason == "Retained"
     assert done.remove_finalizer
@@ -252,7 +252,7 @@ def test_a_new_object_waits_on_a_retained_state_until_it_adopts_it() -> None:
     assert f"{LABEL_RETAINED_UID}=old-uid" in out["message"]
     adopting = captf(spec={"variables": {"size": 4}, "adoptRetainedState": True})
     assert decided(adopting, others)["reason"] == "InputsChanged"
-    done = planner.plan(snapshot.build(adopting, others), NOW)
+    done = planner.plan_pass(snapshot.build(adopting, others), NOW)
     [patch] = done.secret_patches
     labels = {LABEL_RETAINED_FROM: None, LABEL_RETAINED_UID: None}
     assert (patch.name, patch.patch) == (STATE, {"metadata": {"labels": labels}})
@@ -261,7 +261,7 @@ def test_a_new_object_waits_on_a_retained_state_until_it_adopts_it() -> None:
 
 def test_a_new_object_deleted_before_adopting_leaves_the_retained_state_alone() -> None:
     obj = _deleting(spec={"deletionPolicy": "Retain"})
-    done = planner.plan(snapshot.build(obj, [*base_objects(applied=False), _retained()]), NOW)
+    done = planner.plan_pass(snapshot.build(obj, [*base_objects(applied=False), _retained()]), NOW)
     assert isinstance(done.decision, Idle)
     assert done.decision.reason == "DeletingWithoutState"
     assert "retained from TerraformCluster.c1 uid old-uid" in done.decision.message

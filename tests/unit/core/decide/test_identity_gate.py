@@ -9,7 +9,7 @@ from controller.core.basics.names import CLUSTER, FINALIZER, IDENTITY, MACHINE
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.steps import decide
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
@@ -63,7 +63,7 @@ def test_no_job_runs_until_the_identity_allows_it(
     decision = decide(snap, NOW)
     assert isinstance(decision, Requeue)
     assert (decision.reason, decision.after, decision.op) == ("CredentialsNotReady", after, "apply")
-    todo = plan(snap, NOW)
+    todo = plan_pass(snap, NOW)
     assert todo.launch is None
     cond = [c for c in todo.status["conditions"] if c["type"] == "IdentityAllowed"]  # type: ignore[index]
     if reason is None:  # allowed; the mirror is on its way
@@ -84,7 +84,7 @@ def test_a_destroy_waits_for_the_identity_too() -> None:
 
 def test_an_allowed_identity_s_job_gets_the_mirror_as_env_and_files() -> None:
     snap = snapshot.build(captf(spec=ON_AWS), world(allowed=[NS]))
-    todo = plan(snap, NOW)
+    todo = plan_pass(snap, NOW)
     assert isinstance(todo.decision, Run)
     assert todo.launch is not None
     pod = todo.launch.job["spec"]["template"]["spec"]
@@ -120,7 +120,7 @@ def test_a_machine_inherits_its_cluster_s_identity() -> None:
 
 def test_no_secret_value_reaches_the_status_or_the_message() -> None:
     for others in (world(allowed=["team-b"]), world(allowed=[NS], OTHER="x"), world(allowed=[NS])):
-        todo = plan(snapshot.build(captf(spec=ON_AWS), others), NOW)
+        todo = plan_pass(snapshot.build(captf(spec=ON_AWS), others), NOW)
         text = repr(todo.status) + repr(todo.events) + repr(todo.decision)
         assert "s3cr3t-value" not in text
         assert "czNjcjN0LXZhbHVl" not in text  # nor its base64

@@ -20,7 +20,7 @@ from controller.core.basics.names import (
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue
 from controller.core.decide.steps import STEPS, decide
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from controller.core.spec.refs import (
     ObjectRef,
     bootstrap_secret_of,
@@ -285,7 +285,7 @@ PAUSES: list[tuple[str, Json, list[Json]]] = [
 @pytest.mark.parametrize(("obj", "others"), [p[1:] for p in PAUSES], ids=[p[0] for p in PAUSES])
 def test_pause_starts_no_job(obj: Json, others: list[Json]) -> None:
     assert decided(obj, others) == _requeue("Paused", 600.0)
-    done = plan(snapshot.build(obj, others), NOW)
+    done = plan_pass(snapshot.build(obj, others), NOW)
     assert done.launch is None
     assert not done.remove_finalizer
     assert done.status is not None
@@ -303,7 +303,7 @@ def test_a_pause_that_comes_while_a_job_runs_is_what_next_names(
     name = obj["metadata"]["name"]
     busy = job("apply", 1, None, owner=name, kind=obj["kind"], state="Running")
     tracked = obj | {"status": obj["status"] | {"activeJob": busy["metadata"]["name"]}}
-    done = plan(snapshot.build(tracked, [*others, busy]), NOW)
+    done = plan_pass(snapshot.build(tracked, [*others, busy]), NOW)
     assert isinstance(done.decision, Requeue)
     assert (done.decision.reason, done.decision.after) == ("Paused", 60.0)
     assert f"Job {busy['metadata']['name']}, started before the pause" in done.decision.message
@@ -317,7 +317,7 @@ def test_a_pause_that_comes_while_a_job_runs_is_what_next_names(
     assert waiting["reason"] == "Paused"
     # Once the Job finished: accounted, no longer active, still Paused.
     finished = job("apply", 1, "succeeded", owner=name, kind=obj["kind"], finished=ago(seconds=1))
-    after = plan(snapshot.build(tracked, [*others, finished]), NOW)
+    after = plan_pass(snapshot.build(tracked, [*others, finished]), NOW)
     assert [a.job for a in after.accounts] == [finished["metadata"]["name"]]
     assert isinstance(after.decision, Requeue)
     assert after.decision.reason == "Paused"
@@ -332,18 +332,18 @@ def test_a_running_job_that_is_not_paused_is_still_job_running() -> None:
 
 def test_a_paused_object_still_accounts_its_finished_jobs() -> None:
     failed = job("apply", 1, "failed", finished=ago(1))
-    done = plan(snapshot.build(captf(spec=NEW_VARS), [*_paused_cluster(), failed]), NOW)
+    done = plan_pass(snapshot.build(captf(spec=NEW_VARS), [*_paused_cluster(), failed]), NOW)
     assert [a.job for a in done.accounts] == ["c1-apply-00000001"]
     assert done.decision.reason == "Paused"
 
 
 def test_the_paused_condition_turns_false_once_resumed() -> None:
     was = captf(status={"conditions": [{"type": "Paused", "status": "True", "reason": "Paused"}]})
-    done = plan(snapshot.build(was, base_objects()), NOW)
+    done = plan_pass(snapshot.build(was, base_objects()), NOW)
     assert done.status is not None
     [paused] = [c for c in done.status["conditions"] if c["type"] == "Paused"]
     assert (paused["status"], paused["reason"]) == ("False", "NotPaused")
-    never = plan(snapshot.build(captf(), base_objects()), NOW).status or {}
+    never = plan_pass(snapshot.build(captf(), base_objects()), NOW).status or {}
     assert all(c["type"] != "Paused" for c in never.get("conditions", []))
 
 
@@ -352,7 +352,7 @@ def test_a_deletion_for_move_is_never_a_destroy() -> None:
     obj = captf(annotations=notes, deleting=ago(1), finalizers=[FINALIZER])
     # Move pauses the Cluster first; the finalizer still comes off, without a Job.
     for others in (base_objects(), _paused_cluster()):
-        done = plan(snapshot.build(obj, others), NOW)
+        done = plan_pass(snapshot.build(obj, others), NOW)
         assert done.decision.reason == "Moved"
         assert done.launch is None
         assert done.remove_finalizer
@@ -365,12 +365,12 @@ def test_delete_for_move_on_a_live_object_changes_nothing() -> None:
 
 def test_externally_managed_infrastructure_is_left_alone() -> None:
     notes = {ANN_EXTERNALLY_MANAGED: "someone"}
-    live = plan(snapshot.build(captf(spec=NEW_VARS, annotations=notes), base_objects()), NOW)
+    live = plan_pass(snapshot.build(captf(spec=NEW_VARS, annotations=notes), base_objects()), NOW)
     assert live.decision.reason == "ExternallyManaged"
     assert live.launch is None
     assert not live.remove_finalizer
     deleted = captf(annotations=notes, deleting=ago(1), finalizers=[FINALIZER])
-    gone = plan(snapshot.build(deleted, base_objects()), NOW)
+    gone = plan_pass(snapshot.build(deleted, base_objects()), NOW)
     assert gone.launch is None
     assert gone.remove_finalizer
 
@@ -424,15 +424,15 @@ def test_a_retained_cluster_without_its_finalizer_does_not_wait() -> None:
 
 
 def test_block_move_is_set_while_a_job_runs_and_removed_after() -> None:
-    starting = plan(snapshot.build(captf(spec=NEW_VARS), base_objects()), NOW)
+    starting = plan_pass(snapshot.build(captf(spec=NEW_VARS), base_objects()), NOW)
     assert starting.launch is not None
     assert starting.metadata == {"annotations": {ANN_BLOCK_MOVE: "true"}}
     running = captf(spec=NEW_VARS, annotations={ANN_BLOCK_MOVE: "true"})
     busy = job("apply", 1, None, state="Running")
-    assert plan(snapshot.build(running, [*base_objects(), busy]), NOW).metadata is None
+    assert plan_pass(snapshot.build(running, [*base_objects(), busy]), NOW).metadata is None
     finished = job("apply", 1, "succeeded", finished=ago(0.5))
     idle = captf(annotations={ANN_BLOCK_MOVE: "true"})
-    done = plan(snapshot.build(idle, [*base_objects(), finished]), NOW)
+    done = plan_pass(snapshot.build(idle, [*base_objects(), finished]), NOW)
     assert done.metadata == {"annotations": {ANN_BLOCK_MOVE: None}}
 
 

@@ -25,7 +25,7 @@ from controller.core.decide.facts import Facts
 from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import build
-from controller.core.plan.planner import Plan, plan
+from controller.core.plan.planner import Plan, plan_pass
 from controller.core.spec.image import ImageFact, Resolved, Unresolved
 from runtime.jsonobj import Json
 from tests.builders import (
@@ -64,7 +64,7 @@ def resolved(
 def pass_of(
     obj: Json, others: list[Json], fact: ImageFact | None = None, limit: int = 1 << 30
 ) -> Plan:
-    return plan(
+    return plan_pass(
         build(obj, others), NOW, settings=Settings(image_size_limit=limit), facts=Facts(image=fact)
     )
 

@@ -10,7 +10,7 @@ import pytest
 
 from controller.core.basics.names import ANN_PAUSED, FINALIZER, MACHINE
 from controller.core.decide import snapshot
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests.builders import (
     MODULE,
@@ -63,7 +63,7 @@ def _mark(machine: Json, others: list[Json], notes: dict[str, str] | None = None
         for obj in others:
             if obj.get("kind") == "Machine":
                 obj["metadata"]["annotations"] = dict(notes)
-    todo = plan(snapshot.build(machine, others), NOW)
+    todo = plan_pass(snapshot.build(machine, others), NOW)
     return None if todo.owner_mark is None else todo.owner_mark.patch["metadata"]["annotations"]
 
 
@@ -114,9 +114,9 @@ def test_no_mark_while_paused_deleting_or_outside_the_contract() -> None:
 
 def test_the_mark_is_announced_once_per_reading() -> None:
     others = _with_cluster(*_readings("stopped", "stopped", "stopped"))
-    todo = plan(snapshot.build(_member(), others), NOW)
+    todo = plan_pass(snapshot.build(_member(), others), NOW)
     [event] = [e for e in todo.events if e.reason == "RemediationRequested"]
     assert event.type == "Warning"
     assert "3 readings in a row" in event.message
-    again = plan(snapshot.build(_member(), others), NOW)
+    again = plan_pass(snapshot.build(_member(), others), NOW)
     assert [e.name for e in again.events if e.reason == "RemediationRequested"] == [event.name]

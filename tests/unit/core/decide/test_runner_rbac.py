@@ -23,7 +23,7 @@ from controller.core.decide.runner_rbac import (
     verdict,
 )
 from controller.core.decide.settings import Settings
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from controller.core.spec.policy import RunnerPolicy
 from tests import builders as b
 
@@ -148,7 +148,7 @@ def _condition(status: dict[str, object] | None) -> dict[str, object]:
 
 
 def test_a_first_run_creates_the_runner_rbac_before_its_job() -> None:
-    todo = plan(_snap(), b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
+    todo = plan_pass(_snap(), b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
     assert isinstance(todo.decision, Run)
     assert todo.launch is not None
     assert todo.launch.job["spec"]["template"]["spec"]["serviceAccountName"] == RUNNER_ACCOUNT
@@ -157,7 +157,7 @@ def test_a_first_run_creates_the_runner_rbac_before_its_job() -> None:
 
 
 def test_an_override_without_the_opt_in_starts_no_job() -> None:
-    todo = plan(_snap("deployer"), b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
+    todo = plan_pass(_snap("deployer"), b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason == "RunnerRBACNotReady"
     assert todo.launch is None
@@ -169,7 +169,7 @@ def test_an_override_without_the_opt_in_starts_no_job() -> None:
 
 def test_an_override_that_opted_in_runs_and_creates_nothing() -> None:
     seen = facts({"deployer": OPTED})
-    todo = plan(_snap("deployer"), b.NOW, settings=SETTINGS, facts=Facts(runner=seen))
+    todo = plan_pass(_snap("deployer"), b.NOW, settings=SETTINGS, facts=Facts(runner=seen))
     assert isinstance(todo.decision, Run)
     assert todo.launch is not None
     assert todo.runner_rbac == ()
@@ -180,7 +180,7 @@ def test_no_job_no_creates() -> None:
     """The provided RBAC comes with a namespace's first Job, not with an idle object."""
     obj = b.captf()
     snap = snapshot.build(obj, b.base_objects())
-    todo = plan(snap, b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
+    todo = plan_pass(snap, b.NOW, settings=SETTINGS, facts=Facts(runner=facts()))
     assert not isinstance(todo.decision, Run)
     assert todo.runner_rbac == ()
 
@@ -191,6 +191,6 @@ def test_without_facts_the_stored_condition_stays() -> None:
     snap = _snap("deployer")
     stored = {"type": "RunnerRBACReady", "status": "False", "reason": NOT_OPTED_IN}
     obj = snap.obj | {"status": {"conditions": [stored | {"message": "m"}]}}
-    todo = plan(snapshot.build(obj, b.base_objects()), b.NOW, settings=SETTINGS)
+    todo = plan_pass(snapshot.build(obj, b.base_objects()), b.NOW, settings=SETTINGS)
     assert isinstance(todo.decision, Run)
     assert _condition(todo.status)["reason"] == NOT_OPTED_IN

@@ -16,7 +16,7 @@ from controller.core.decide.settings import Settings
 from controller.core.jobs import starting
 from controller.core.jobs.history import History
 from controller.core.jobs.job import Outcome, classify
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests import builders as b
 
@@ -129,7 +129,7 @@ def _snap(
 
 
 def test_a_job_that_cannot_start_is_reported_at_once_with_the_cause() -> None:
-    todo = plan(_snap([failed_create(JOB, at=b.NOW - timedelta(seconds=5))], []), b.NOW)
+    todo = plan_pass(_snap([failed_create(JOB, at=b.NOW - timedelta(seconds=5))], []), b.NOW)
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason == "JobCannotStart"
     assert 'serviceaccount "deployer" not found' in todo.decision.message
@@ -142,7 +142,7 @@ def test_a_job_that_cannot_start_is_reported_at_once_with_the_cause() -> None:
 
 def test_past_the_grace_the_job_is_ended_with_a_failed_result() -> None:
     settings = Settings(cannot_start_grace=10.0)
-    todo = plan(_snap([], [pod(JOB)]), b.NOW, settings=settings)
+    todo = plan_pass(_snap([], [pod(JOB)]), b.NOW, settings=settings)
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason == "ImagePullBackOff"
     [ending] = todo.end_jobs
@@ -154,7 +154,7 @@ def test_past_the_grace_the_job_is_ended_with_a_failed_result() -> None:
     # Once its result is recorded the Job is not ended twice; it waits for the Job
     # controller to fail it.
     ended = JOB | {"metadata": JOB["metadata"] | {"annotations": {ANN_RESULT: ending.value}}}
-    again = plan(_snap([], [pod(ended)], [ended]), b.NOW, settings=settings)
+    again = plan_pass(_snap([], [pod(ended)], [ended]), b.NOW, settings=settings)
     assert again.end_jobs == ()
     assert isinstance(again.decision, Requeue)
     assert again.decision.reason == "ImagePullBackOff"
@@ -172,7 +172,7 @@ def test_an_ended_job_counts_as_a_failure_and_backs_off() -> None:
     # Counted: the next apply waits out the first backoff (1 minute) instead of running.
     assert len(History((failed,), lambda _: True).failures("apply")) == 1
     obj = b.captf(spec={"variables": {"size": 4}})
-    todo = plan(snapshot.build(obj, [*b.base_objects(), failed]), b.NOW)
+    todo = plan_pass(snapshot.build(obj, [*b.base_objects(), failed]), b.NOW)
     assert not isinstance(todo.decision, Run)
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason.endswith("Backoff")

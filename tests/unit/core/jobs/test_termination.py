@@ -23,7 +23,7 @@ from controller.core.jobs.termination import (
     result_of,
     with_result,
 )
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests import builders as b
 
@@ -192,11 +192,11 @@ def test_the_plan_records_each_result_read_from_a_pod_on_its_job() -> None:
     name = read["metadata"]["name"]
     shown = with_result(read, FAILED)
     snap = snapshot.build(b.captf(), [*b.base_objects(), shown])
-    todo = plan(snap, b.NOW, facts=Facts(results={name: FAILED}))
+    todo = plan_pass(snap, b.NOW, facts=Facts(results={name: FAILED}))
     assert todo.results == (Recorded(name, uid, FAILED),)
     # Accounted in the same pass, from the result the plan records first.
     assert [a.job for a in todo.accounts] == [name]
-    assert plan(snap, b.NOW).results == ()
+    assert plan_pass(snap, b.NOW).results == ()
 
 
 def test_what_the_controller_records_is_redacted_with_the_values_the_job_carried() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core import plan
+from controller.core import plan_pass
 from controller.core.basics.names import CLUSTER, MACHINE, Reason
 from controller.core.decide import snapshot
 from controller.core.decide.decision import to_json
@@ -159,7 +159,7 @@ def test_the_decision_waits_for_the_clusters_cap_and_another_cluster_runs() -> N
         if expected == "requeue":
             assert decision["reason"] == "WaitingForRunLease"
         else:  # the slot it claims names its cluster, for the next Job's count
-            launch = plan(snapshot.build(machine, others), NOW, settings=capped).launch
+            launch = plan_pass(snapshot.build(machine, others), NOW, settings=capped).launch
             assert launch is not None
             assert (launch.claims[0].role, launch.claims[0].cluster) == (Role.RUN_SLOT, cluster)
     uncapped = to_json(decide(snapshot.build(captf(CLUSTER), [*base_objects(), *held]), NOW))

@@ -8,7 +8,7 @@ from typing import Any
 from controller.core.basics.names import CLUSTER, MACHINE, POOL
 from controller.core.decide import snapshot
 from controller.core.decide.context import read_spec
-from controller.core.plan.planner import Plan, plan
+from controller.core.plan.planner import Plan, plan_pass
 from controller.core.spec.policy import RunnerPolicy
 from runtime.jsonobj import Json
 from tests import capi_builders as capi
@@ -35,7 +35,7 @@ def machine_plan(outputs: Json, **obj: Any) -> Plan:
         capi.bootstrap_secret(),
     ]
     snap = _applied(capi.snap_of(tm, others, [owner_cluster, owner]), outputs, "tm1")
-    return plan(snap, NOW)
+    return plan_pass(snap, NOW)
 
 
 def conditions(todo: Plan) -> dict[str, Json]:
@@ -126,7 +126,7 @@ def test_a_missing_output_named_by_the_failed_apply_is_outputs_missing() -> None
         annotations={"captf.io/inputs-hash": inputs.hash},
     )
     snap = capi.snap_of(tm, [*others, failed], [owner_cluster, owner])
-    found = conditions(plan(snap, NOW))["OutputsValid"]
+    found = conditions(plan_pass(snap, NOW))["OutputsValid"]
     assert (found["status"], found["reason"]) == ("False", "OutputsMissing")
     assert "provider_id" in found["message"]
 
@@ -135,7 +135,7 @@ def cluster_plan(outputs: Json, **cluster: Any) -> Plan:
     owner = capi.cluster(**cluster)
     tc = capi.owned(CLUSTER, "c1", owner=owner)
     others = [module_configmap("c1", ROLE_MODULE), secret("creds", {"token": "t"})]
-    return plan(_applied(capi.snap_of(tc, others, [owner]), outputs, "c1"), NOW)
+    return plan_pass(_applied(capi.snap_of(tc, others, [owner]), outputs, "c1"), NOW)
 
 
 CLUSTER_OUT = {
@@ -179,7 +179,9 @@ def test_a_pool_writes_its_provider_id_list_replicas_and_ready() -> None:
         "instances": [],
         "health": HEALTHY,
     }
-    todo = plan(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), outputs, "tp1"), NOW)
+    todo = plan_pass(
+        _applied(capi.snap_of(tp, others, [owner_cluster, owner]), outputs, "tp1"), NOW
+    )
     assert todo.spec_patch == {"spec": {"providerIDList": ["captf://a", "captf://b"]}}
     assert todo.status is not None
     assert todo.status["replicas"] == 2
@@ -188,7 +190,7 @@ def test_a_pool_writes_its_provider_id_list_replicas_and_ready() -> None:
 
 
 def test_objects_outside_cluster_api_get_no_write_back() -> None:
-    todo = plan(snapshot.build(captf(), base_objects()), NOW)
+    todo = plan_pass(snapshot.build(captf(), base_objects()), NOW)
     assert todo.spec_patch is None
     assert "OutputsValid" not in {c["type"] for c in (todo.status or {}).get("conditions", [])}
 
@@ -201,7 +203,9 @@ def _pool_plan(outputs: Json, annotations: dict[str, str] | None = None) -> Plan
         secret("creds", {"token": "t"}),
         capi.bootstrap_secret("p1-bootstrap"),
     ]
-    return plan(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), outputs, "tp1"), NOW)
+    return plan_pass(
+        _applied(capi.snap_of(tp, others, [owner_cluster, owner]), outputs, "tp1"), NOW
+    )
 
 
 POOL_OUT = {
@@ -264,7 +268,7 @@ def _sized(annotations: dict[str, str], replicas: int | None = 2) -> Json | None
         capi.bootstrap_secret("p1-bootstrap"),
     ]
     out = POOL_OUT | {"replicas": 4}
-    todo = plan(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), out, "tp1"), NOW)
+    todo = plan_pass(_applied(capi.snap_of(tp, others, [owner_cluster, owner]), out, "tp1"), NOW)
     return None if todo.pool_patch is None else todo.pool_patch.patch
 
 

@@ -4,7 +4,7 @@ Over generated snapshots (histories, run slots, a running or vanished Job, a mod
 image) and Facts (a refused Job, the runner's RBAC, a registry answer, Jobs being
 created), three paths agree:
 
-- the controller's: `plan(...)`, whose writes carry its decision out and nothing else
+- the controller's: `plan_pass(...)`, whose writes carry its decision out and nothing else
   (a Run launches, and only a Run; an ImageResolving wait makes the lookup, and only
   it): no wait is made after the decision;
 - `captf decide -f`: the snapshot written as a file, read back and decided with no
@@ -34,7 +34,7 @@ from controller.core.decide.facts import NO_FACTS, Facts, Refusal
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings
 from controller.core.plan.decided import decision_of
-from controller.core.plan.planner import live_check_needed, plan
+from controller.core.plan.planner import live_check_needed, plan_pass
 from controller.core.spec.image import REGISTRY_UNAVAILABLE, Resolved, Unresolved
 from runtime.jsonobj import Json
 from tests.builders import (
@@ -153,7 +153,7 @@ def test_captf_decide_prints_the_decision_the_plan_carries_out(
     facts = Facts(**fields)
 
     # The controller: the plan carries its decision out, and makes no wait of its own.
-    todo = plan(snap, NOW, settings=chosen, facts=facts)
+    todo = plan_pass(snap, NOW, settings=chosen, facts=facts)
     assert isinstance(todo.decision, Run) == (todo.launch is not None)
     resolving = isinstance(todo.decision, Requeue) and (
         todo.decision.reason == Reason.IMAGE_RESOLVING
@@ -165,7 +165,7 @@ def test_captf_decide_prints_the_decision_the_plan_carries_out(
     now, read = _file(objects)
     offline = decided(now, read, chosen)
     assert to_json(offline, verbose=True) == to_json(
-        plan(snap, NOW, settings=chosen, facts=NO_FACTS).decision, verbose=True
+        plan_pass(snap, NOW, settings=chosen, facts=NO_FACTS).decision, verbose=True
     )
 
     # `captf decide --live`: the Facts a live read has.
@@ -174,7 +174,7 @@ def test_captf_decide_prints_the_decision_the_plan_carries_out(
         runner=fields["runner"], active_gone=live_check_needed(snap, frozenset()) is not None
     )
     assert to_json(live, verbose=True) == to_json(
-        plan(snap, NOW, settings=chosen, facts=read_facts).decision, verbose=True
+        plan_pass(snap, NOW, settings=chosen, facts=read_facts).decision, verbose=True
     )
 
 
@@ -182,11 +182,11 @@ def test_a_refused_job_waits_in_the_decision_itself() -> None:
     """The refusal's wait is DecideOp's (holds.refused), not a change made after it."""
     objects = _objects({"variables": {"size": 4}, "jobs": {}}, [], [], None, False, None, False)
     snap = snapshot.build(objects[0], objects[1:])
-    first = plan(snap, NOW).decision
+    first = plan_pass(snap, NOW).decision
     assert isinstance(first, Run)
     name = snap.next_job(first.op)[0]
     facts = Facts(refusal=Refusal(name, 1, NOW - timedelta(seconds=1), "quota"))
     waited = decision_of(snap, NOW, facts=facts)
     assert isinstance(waited, Requeue)
     assert waited.reason == Reason.JOB_REFUSED
-    assert plan(snap, NOW, facts=facts).launch is None
+    assert plan_pass(snap, NOW, facts=facts).launch is None

@@ -12,7 +12,7 @@ from controller.core.decide import snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.termination import NOT_JSON, result_of
 from controller.core.plan.last_run import last_run_of
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests import builders as b
 
@@ -124,11 +124,11 @@ def test_steps_not_shaped_as_steps_are_not_shown() -> None:
 def test_the_status_write_carries_last_run_and_a_second_pass_changes_nothing() -> None:
     job = b.job("apply", 1, "failed", finished=b.ago(minutes=2), result=APPLY_FAILED)
     snap = snapshot.build(b.captf(), [*b.base_objects(), job])
-    first = plan(snap, b.NOW)
+    first = plan_pass(snap, b.NOW)
     assert first.status is not None
     assert first.status["lastRun"]["errorKind"] == "apply"
     written = b.captf(status=snap.status | first.status)
     # Derived from the Job alone: a restarted controller computes the same value.
-    again = plan(snapshot.build(written, [*b.base_objects(), job]), b.NOW)
+    again = plan_pass(snapshot.build(written, [*b.base_objects(), job]), b.NOW)
     assert "lastRun" not in (again.status or {})
     assert orjson.dumps(first.status["lastRun"])  # plain JSON

@@ -9,7 +9,7 @@ import pytest
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Idle
 from controller.core.jobs.history import History
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from tests import builders as b
 
 
@@ -24,7 +24,7 @@ def test_a_pass_builds_the_history_once_per_snapshot(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(History, "__init__", counting)
     jobs = [b.job("apply", seq, finished=b.ago(minutes=10 * (4 - seq))) for seq in (1, 2, 3)]
     snap = snapshot.build(b.captf(), b.base_objects() + jobs)
-    todo = plan(snap, b.NOW)
+    todo = plan_pass(snap, b.NOW)
     # The snapshot as read and the one with this pass's bookkeeping: two views, two builds
     # (every rule of the pass reads one of them: decide, status, pruning, the capped label).
     assert len(built) <= 2

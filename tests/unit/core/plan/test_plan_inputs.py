@@ -11,7 +11,7 @@ from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.settings import DEFAULT_SLOT_NAMESPACE, Settings, settings_of
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from controller.io.config import ControllerConfig
 from tests import builders as b
 
@@ -26,14 +26,14 @@ def _snap() -> snapshot.Snapshot:
 
 
 def _next_job() -> str:
-    todo = plan(_snap(), b.NOW)
+    todo = plan_pass(_snap(), b.NOW)
     assert todo.launch is not None
     return todo.launch.name
 
 
 def test_the_launch_is_labelled_for_the_shard_and_says_how_long_a_busy_lease_waits() -> None:
     settings = Settings(slot_namespace="captf-system", shard_keys=(SHARD,))
-    todo = plan(_snap(), b.NOW, settings=settings)
+    todo = plan_pass(_snap(), b.NOW, settings=settings)
     assert isinstance(todo.decision, Run)
     assert todo.launch is not None
     assert todo.launch.job["metadata"]["labels"][SHARD] == "shard1"
@@ -47,7 +47,7 @@ def test_the_launch_is_labelled_for_the_shard_and_says_how_long_a_busy_lease_wai
 def test_a_refusal_plans_its_wait_and_one_warning() -> None:
     job = _next_job()
     refusal = Refusal(job, 1, b.NOW - timedelta(seconds=10), "exceeded quota")
-    todo = plan(_snap(), b.NOW, facts=Facts(refusal=refusal))
+    todo = plan_pass(_snap(), b.NOW, facts=Facts(refusal=refusal))
     assert isinstance(todo.decision, Requeue)
     assert todo.decision.reason == "JobRefused"
     assert todo.decision.after == 50.0  # the first refusal backs off a minute
@@ -58,7 +58,7 @@ def test_a_refusal_plans_its_wait_and_one_warning() -> None:
     assert todo.announces_refusal
     # Once recorded, the streak's later passes stay quiet.
     announced = Refusal(job, 1, refusal.at, refusal.why, announced=True)
-    quiet = plan(_snap(), b.NOW, facts=Facts(refusal=announced))
+    quiet = plan_pass(_snap(), b.NOW, facts=Facts(refusal=announced))
     assert quiet.events == ()
     assert not quiet.announces_refusal
 
@@ -66,7 +66,7 @@ def test_a_refusal_plans_its_wait_and_one_warning() -> None:
 def test_a_refusal_past_its_wait_tries_again() -> None:
     job = _next_job()
     refusal = Refusal(job, 1, b.NOW - timedelta(minutes=2), "exceeded quota", announced=True)
-    todo = plan(_snap(), b.NOW, facts=Facts(refusal=refusal))
+    todo = plan_pass(_snap(), b.NOW, facts=Facts(refusal=refusal))
     assert todo.launch is not None
     assert todo.launch.name == job
 

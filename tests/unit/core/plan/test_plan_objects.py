@@ -19,7 +19,7 @@ from controller.core.decide.context import Context
 from controller.core.decide.settings import Settings
 from controller.core.decide.steps import context_of
 from controller.core.plan.plan_objects import PlanWrites, writes_of
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
@@ -185,7 +185,7 @@ def test_a_pass_keeps_the_jobs_of_plans_not_finished_and_prunes_by_the_setting()
     objects += [_plan_job(1, finished=30), _approved(approved=False), _plan_job(2), _plan_secret(2)]
     obj = captf(spec=MANUAL | {"jobs": {"successfulJobsHistoryLimit": 1}})
     snap = snapshot.build(obj, [*base_objects(), *objects])
-    done = plan(snap, NOW, settings=Settings(kept_plans=1))
+    done = plan_pass(snap, NOW, settings=Settings(kept_plans=1))
     assert done.plan_writes.delete == ("c1-plan-0000000a", "c1-plan-0000000b", "c1-plan-0000000c")
     assert dict(done.plan_writes.status)[PLAN1]["phase"] == "Superseded"
     assert PLAN1 not in done.prune

@@ -12,7 +12,7 @@ from controller.core.basics.names import CLUSTER
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Idle, Requeue, Run
 from controller.core.plan import signals
-from controller.core.plan.planner import Plan, plan
+from controller.core.plan.planner import Plan, plan_pass
 from runtime.jsonobj import Json
 from tests import capi_builders as capi
 from tests.builders import NOW, ROLE_MODULE, base_objects, captf, module_configmap, secret
@@ -70,18 +70,18 @@ def test_a_written_provider_id_is_not_told_again() -> None:
 
 
 def test_a_cluster_tells_its_endpoint_once_and_shows_it_available() -> None:
-    todo = plan(cluster_snap(), NOW)
+    todo = plan_pass(cluster_snap(), NOW)
     assert conditions(todo)["EndpointAvailable"]["status"] == "True"
     assert "127.0.0.1:6443" in conditions(todo)["EndpointAvailable"]["message"]
     assert "EndpointSet" in reasons(todo)
-    given = plan(cluster_snap(endpoint={"host": "10.1.1.1", "port": 443}), NOW)
+    given = plan_pass(cluster_snap(endpoint={"host": "10.1.1.1", "port": 443}), NOW)
     assert "EndpointSet" not in reasons(given)
     assert conditions(given)["EndpointAvailable"]["status"] == "True"
 
 
 def test_nothing_applied_yet() -> None:
     objects = [o for o in base_objects() if not o["metadata"]["name"].endswith("-state")]
-    todo = plan(snapshot.build(captf(), objects), NOW)
+    todo = plan_pass(snapshot.build(captf(), objects), NOW)
     found = conditions(todo)
     assert (found["InputsApplied"]["status"], found["InputsApplied"]["reason"]) == (
         "False",
@@ -93,14 +93,14 @@ def test_nothing_applied_yet() -> None:
 
 def test_pause_and_resume_are_told_once_each() -> None:
     snap = cluster_snap(endpoint={"host": "10.1.1.1", "port": 443})
-    paused = plan(with_meta(snap, annotations=PAUSED), NOW)
+    paused = plan_pass(with_meta(snap, annotations=PAUSED), NOW)
     assert "Paused" in reasons(paused)
     assert paused.status is not None
     stored = paused.status["conditions"]
     # Still paused, the status written: nothing more to tell.
-    again = plan(with_meta(snap, annotations=PAUSED, status={"conditions": stored}), NOW)
+    again = plan_pass(with_meta(snap, annotations=PAUSED, status={"conditions": stored}), NOW)
     assert "Paused" not in reasons(again)
-    resumed = plan(with_meta(snap, status={"conditions": stored}), NOW)
+    resumed = plan_pass(with_meta(snap, status={"conditions": stored}), NOW)
     assert "Resumed" in reasons(resumed)
     assert reasons(resumed)["Resumed"] != reasons(paused)["Paused"]
 

@@ -14,7 +14,7 @@ from controller.core.basics.names import CLUSTER, MACHINE, POOL
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Run
 from controller.core.decide.facts import Facts
-from controller.core.plan.planner import plan
+from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests import builders as b
 
@@ -26,7 +26,7 @@ def _world(kind: str) -> tuple[Json, list[Json]]:
     others = [*b.owners_of(obj), b.module_configmap(name), b.secret("creds", {"t": "tttt"})]
     if kind != CLUSTER:
         others.append(b.captf(ready=True, finalizers=["captf.io/destroy"]))
-    first = plan(snapshot.build(obj, others), b.NOW)
+    first = plan_pass(snapshot.build(obj, others), b.NOW)
     assert isinstance(first.decision, Run), first.decision
     assert first.launch is not None
     obj["status"] = {"activeJob": first.launch.name}
@@ -37,7 +37,7 @@ def _world(kind: str) -> tuple[Json, list[Json]]:
 def test_the_next_apply_after_a_vanished_one(kind: str, reused: bool) -> None:
     obj, others = _world(kind)
     vanished = obj["status"]["activeJob"]
-    todo = plan(snapshot.build(obj, others), b.NOW, facts=Facts(active_gone=True))
+    todo = plan_pass(snapshot.build(obj, others), b.NOW, facts=Facts(active_gone=True))
     assert todo.gone is not None
     assert todo.gone.job == vanished
     assert (todo.gone.record is not None) is not reused
@@ -46,6 +46,6 @@ def test_the_next_apply_after_a_vanished_one(kind: str, reused: bool) -> None:
         assert recorded is not None
         others = [*others, recorded]
     obj["status"] = {}
-    following = plan(snapshot.build(obj, others), b.NOW)
+    following = plan_pass(snapshot.build(obj, others), b.NOW)
     assert following.launch is not None
     assert (following.launch.name == vanished) is reused
