@@ -116,7 +116,10 @@ async def teams(apiserver: ApiServer) -> Teams:
 async def everywhere(server: ApiServer, home: str, clock: SteppedClock) -> AsyncIterator[None]:
     """The controller watching every namespace (its Leases in `home`), until the block ends."""
     started = anyio.Event()
-    config = replace(controller_args(server, home), namespace=None)
+    # Every namespace is every earlier test's too: their objects (drift checks are on by
+    # default) may hold every run slot of a controller with the default ten, and this
+    # test's clock never lets their Jobs end. Slots enough for all of them.
+    config = replace(controller_args(server, home), namespace=None, max_concurrent_runs=1000)
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(serve, config, started, clock))
         with anyio.fail_after(30):
