@@ -616,3 +616,25 @@ async def running_controller(
             yield
         finally:
             tg.cancel_scope.cancel()
+
+
+async def create_pool(kube: Kube) -> None:
+    """A TerraformMachinePool p1 on its own module ConfigMap, owned by a MachinePool of
+    the test's cluster (`Kube.create_member`)."""
+    await kube.call(
+        "POST",
+        f"/api/v1/namespaces/{kube.ns}/configmaps",
+        {"metadata": {"name": "p1-module"}, "data": MODULE},
+    )
+    body = {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "kind": "TerraformMachinePool",
+        "metadata": {"name": "p1"},
+        "spec": {
+            "source": {"configMapRef": {"name": "p1-module"}},
+            "variables": {"size": 2},
+            "credentialsRef": {"name": "creds"},
+            "jobs": {"image": "captf:dev"},
+        },
+    }
+    await kube.create_member(body)

@@ -16,6 +16,7 @@ from tests.kube.harness import (
     Kube,
     condition_is,
     controller_on,
+    create_pool,
     eventually,
     next_is,
     nth_job,
@@ -107,7 +108,7 @@ async def test_a_pool_waits_while_its_cluster_runs_a_job(
             "captf.io/cluster": "c1",
             "captf.io/scope": "cluster",
         }
-        await _create_pool(kube)
+        await create_pool(kube)
         await next_is(kube, "WaitingForClusterOperation", name="p1", plural=POOLS)
         assert await kube.jobs("captf.io/name=p1") == []
 
@@ -132,26 +133,6 @@ async def test_a_pool_waits_while_its_cluster_runs_a_job(
 
 
 POOLS = "terraformmachinepools"
-
-
-async def _create_pool(kube: Kube) -> None:
-    await kube.call(
-        "POST",
-        f"/api/v1/namespaces/{kube.ns}/configmaps",
-        {"metadata": {"name": "p1-module"}, "data": MODULE},
-    )
-    body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
-        "kind": "TerraformMachinePool",
-        "metadata": {"name": "p1"},
-        "spec": {
-            "source": {"configMapRef": {"name": "p1-module"}},
-            "variables": {"size": 2},
-            "credentialsRef": {"name": "creds"},
-            "jobs": {"image": "captf:dev"},
-        },
-    }
-    await kube.create_member(body)
 
 
 async def _pool_in(kube: Kube, name: str, cluster: str) -> None:

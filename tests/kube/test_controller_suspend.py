@@ -9,10 +9,10 @@ from controller.core.basics.names import CLUSTER, POOL
 from runtime.envtest import ApiServer, RequestFailed
 from tests.kube.harness import (
     MERGE,
-    MODULE,
     Kube,
     condition_is,
     controller_on,
+    create_pool,
     event_for,
     eventually,
     next_is,
@@ -85,7 +85,7 @@ async def test_a_retained_cluster_waits_for_its_members_then_lets_go(
     async with controller_on(apiserver, namespace, deletionPolicy="Retain") as (kube, clock):
         await succeed_apply(kube, await nth_job(kube, 1), serial=1, at=clock.now())
         await condition_is(kube, "Ready", "True", "Applied")
-        await _create_pool(kube)
+        await create_pool(kube)
         pool_apply = await nth_job(kube, 1, "captf.io/op=apply,captf.io/name=p1")
         await succeed_apply(kube, pool_apply, serial=1, at=clock.now(), name="p1")
         await condition_is(kube, "Ready", "True", "Applied", name="p1", plural=POOLS)
@@ -132,26 +132,6 @@ async def test_a_pause_while_a_job_runs_shows_paused_until_the_job_is_accounted(
 
 
 POOLS = "terraformmachinepools"
-
-
-async def _create_pool(kube: Kube) -> None:
-    await kube.call(
-        "POST",
-        f"/api/v1/namespaces/{kube.ns}/configmaps",
-        {"metadata": {"name": "p1-module"}, "data": MODULE},
-    )
-    body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
-        "kind": "TerraformMachinePool",
-        "metadata": {"name": "p1"},
-        "spec": {
-            "source": {"configMapRef": {"name": "p1-module"}},
-            "variables": {"size": 2},
-            "credentialsRef": {"name": "creds"},
-            "jobs": {"image": "captf:dev"},
-        },
-    }
-    await kube.create_member(body)
 
 
 async def _exists(kube: Kube, plural: str, name: str) -> bool:

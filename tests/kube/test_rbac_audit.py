@@ -27,6 +27,7 @@ from tests.kube.harness import (
     Kube,
     approve_plan,
     condition_is,
+    create_pool,
     eventually,
     new_job,
     nth_job,
@@ -36,7 +37,6 @@ from tests.kube.harness import (
     write_plan,
 )
 from tests.kube.test_controller_autoscaling import autoscaling_flow
-from tests.kube.test_controller_leases import _create_pool
 from tests.kube.test_controller_remediation import remediation_flow
 
 pytestmark = pytest.mark.kube
@@ -363,7 +363,7 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
 
         await eventually(plan_pruned, what="the applied TerraformPlan pruned")
         # A pool: its Job is recorded on the cluster's operation Lease and dropped again.
-        await _create_pool(kube)
+        await create_pool(kube)
         pool_job = await nth_job(kube, 1, "captf.io/name=p1")
         await succeed_apply(kube, pool_job, serial=1, at=clock.now(), name="p1")
         await condition_is(
