@@ -65,7 +65,7 @@ from controller.core.plan.launching import Launch
 from controller.core.plan.plan_objects import PlanWrites
 from controller.core.plan.planner import Plan, live_check_needed, plan_pass
 from controller.core.plan.state_moves import Move, MoveStep, state_moves
-from controller.core.plan.templates import TemplatePass, template_pass
+from controller.core.plan.templates import TemplatePass, template_lookup, template_pass
 from controller.core.spec.identity import (
     NO_IDENTITY,
     IdentityRef,
@@ -208,6 +208,7 @@ __all__ = [
     "stale_leases",
     "state_moves",
     "state_parts_wanted",
+    "template_lookup",
     "template_pass",
     "terraform_cluster_of",
     "unwatched",

@@ -1,14 +1,17 @@
 """The reconcile of one TerraformMachineTemplate or TerraformMachinePoolTemplate: its
 scale-from-zero status (the pass is the core's, controller/core/plan/templates.py).
 
-A template runs no Job, holds no finalizer and reads no state. In order:
+A template runs no Job, holds no finalizer and reads no state. Observe, facts, plan,
+carry out, each once:
 
-  1. image lookup   When the pass asks: the registry lookup of the template's module
-                    image (controller/io/registry.py, with its short cache), with the
-                    pull credentials of the ServiceAccount its Jobs would run as; then
-                    the pass again, with the answer.
-  2. Events         Before the status that shows what they announce (named once-only).
-  3. status         One merge patch of the fields the pass changes.
+  observe    the template, from the cache.
+  facts      the registry lookup the core says the template needs (`template_lookup`,
+             pure, from the template alone): its module image, looked up
+             (controller/io/registry.py, with its short cache) with the pull credentials
+             of the ServiceAccount its Jobs would run as. None needed: no fact.
+  plan       the core's pass (`template_pass`), once, with the answer.
+  carry out  Events, before the status that shows what they announce (named
+             once-only); then the status, one merge patch of the fields the pass changes.
 
 A template changed meanwhile wakes the key again; the status is the controller's alone,
 so no precondition is needed (api.patch_status)."""
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from controller.core import TemplatePass, template_pass
+from controller.core import TemplatePass, template_lookup, template_pass
 from controller.core.basics.names import GROUP, TEMPLATE_PLURALS, VERSION
 from controller.io import api
 from controller.io.api import Api
@@ -44,10 +47,9 @@ class TemplateKeeper:
         template = self.caches.template(kind, namespace, name)
         if template is None:
             return DONE
-        todo = template_pass(template, None, self.clock.now())
-        if todo.lookup is not None:
-            fact = await self.registry.resolve(self.client, todo.lookup)
-            todo = template_pass(template, fact, self.clock.now())
+        lookup = template_lookup(template)
+        fact = None if lookup is None else await self.registry.resolve(self.client, lookup)
+        todo = template_pass(template, fact, self.clock.now())
         try:
             await self._write(kind, template, todo)
         except ApiError as err:

@@ -10,7 +10,10 @@ they came from, or why not. A failed lookup keeps the values shown and is retrie
 as long as it has been failing (at least 30 s, at most 10 min): the delay doubles with
 no counter kept, from the condition's own lastTransitionTime.
 
-Pure: io looks the image up when `lookup` asks, and carries the status and Events out."""
+Pure, and one pass a reconcile: `template_lookup` says, from the template alone, which
+lookup the pass needs (as `reads.py` says what an object's pass reads); io gathers its
+answer as a fact first, then enters `template_pass` once with it and carries the status
+and Events out."""
 
 from __future__ import annotations
 
@@ -48,7 +51,6 @@ RETRY_CAP: Final = 600.0
 
 @dataclass(frozen=True)
 class TemplatePass:
-    lookup: ImageLookup | None = None  # the image to look up before the status is known
     status: Json | None = None  # a merge patch of status; None: unchanged
     events: tuple[Event, ...] = ()
     requeue: float | None = None
@@ -73,15 +75,22 @@ def needs_lookup(template: Json) -> bool:
     return failed or source.get("image") != image or status.get("observedGeneration") != generation
 
 
-def template_pass(template: Json, fact: ImageFact | None, now: datetime) -> TemplatePass:
-    """The template's pass, given the lookup's answer (None: not looked up this pass)."""
+def template_lookup(template: Json) -> ImageLookup | None:
+    """The registry lookup the template's pass needs before it is planned, or None: when
+    the status already says what this generation's image carries, or there is no image.
+    The pull credentials are those a Job made from the template would have (the default
+    account is the runner's, as the controller's --allowed-service-accounts default)."""
     image = image_of(template)
-    if image is not None and fact is None and needs_lookup(template):
-        namespace = template["metadata"]["namespace"]
-        # The pull credentials a Job made from the template would have (the default
-        # account is the runner's, as the controller's --allowed-service-accounts default).
-        account = _jobs(template).get("serviceAccountName") or RUNNER_ACCOUNT
-        return TemplatePass(lookup=ImageLookup(image, namespace, str(account)))
+    if image is None or not needs_lookup(template):
+        return None
+    account = _jobs(template).get("serviceAccountName") or RUNNER_ACCOUNT
+    return ImageLookup(image, template["metadata"]["namespace"], str(account))
+
+
+def template_pass(template: Json, fact: ImageFact | None, now: datetime) -> TemplatePass:
+    """The template's pass, given the answer to `template_lookup`'s lookup (None: it
+    asked none, and what the image carries is shown already)."""
+    image = image_of(template)
     if image is not None and fact is None:
         return TemplatePass()
     status, retry = _desired(template, image, fact, now)

@@ -1,6 +1,7 @@
-"""A template's scale-from-zero pass (controller/core/plan/templates.py): when it asks
-for its image, what status it writes from the spec and the labels, how a failed lookup
-is retried (doubling from the condition's own time, 30 s to 10 min), and its Events."""
+"""A template's scale-from-zero pass (controller/core/plan/templates.py): which lookup of
+its image it needs first (`template_lookup`, from the template alone), what status it
+writes from the spec and the labels, how a failed lookup is retried (doubling from the
+condition's own time, 30 s to 10 min), and its Events."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.core.basics.timefmt import format_time
-from controller.core.plan.templates import needs_lookup, template_pass
+from controller.core.plan.templates import (
+    TemplatePass,
+    needs_lookup,
+    template_lookup,
+    template_pass,
+)
 from controller.core.spec.image import ImageLookup, Resolved, Unresolved
 from runtime.jsonobj import Json
 
@@ -43,9 +49,44 @@ def cond(status: Json) -> Json:
 
 
 def test_a_new_template_asks_for_its_image_with_its_jobs_account() -> None:
-    todo = template_pass(tmpl(), None, NOW)
-    assert todo.lookup == ImageLookup(IMAGE, "ns", "runner")
-    assert todo.status is None
+    assert template_lookup(tmpl()) == ImageLookup(IMAGE, "ns", "runner")
+    # Not looked up (io always gathers the lookup first): nothing is known, nothing written.
+    assert template_pass(tmpl(), None, NOW) == TemplatePass()
+
+
+def _resolved() -> Json:
+    status = template_pass(tmpl(), found(), NOW).status
+    assert status is not None
+    return status
+
+
+def _failed() -> Json:
+    status = template_pass(tmpl(), Unresolved(IMAGE, "RegistryUnavailable", "m"), NOW).status
+    assert status is not None
+    return status
+
+
+def _no_image(status: Json | None = None) -> Json:
+    obj = tmpl(status, capacity={"cpu": "2"})
+    obj["spec"]["template"]["spec"]["source"] = {"configMapRef": {"name": "m"}}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("template", "wanted"),
+    [
+        (tmpl(), ImageLookup(IMAGE, "ns", "runner")),  # new
+        (tmpl(_resolved()), None),  # this generation's image is shown
+        (tmpl(_resolved(), generation=2), ImageLookup(IMAGE, "ns", "runner")),  # a new one
+        (tmpl(_failed()), ImageLookup(IMAGE, "ns", "runner")),  # failed: retried
+        (_no_image(), None),  # nothing to look up: the spec alone
+    ],
+    ids=["new", "resolved", "new-generation", "failed", "no-image"],
+)
+def test_the_lookup_a_template_needs_is_known_before_its_pass(
+    template: Json, wanted: ImageLookup | None
+) -> None:
+    assert template_lookup(template) == wanted
 
 
 @pytest.mark.parametrize(
@@ -97,7 +138,8 @@ def test_a_resolved_template_asks_nothing_until_its_generation_moves() -> None:
     status = template_pass(tmpl(), found(), NOW).status
     done = tmpl(status)
     assert not needs_lookup(done)
-    assert template_pass(done, None, NOW).lookup is None
+    assert template_lookup(done) is None
+    assert template_pass(done, None, NOW) == TemplatePass()
     assert template_pass(done, found(), NOW).status is None  # nothing changes
     assert needs_lookup(tmpl(status, generation=2))
 
@@ -140,8 +182,8 @@ def test_retries_double_from_the_condition_time_within_30s_and_10min(elapsed: fl
 def test_a_template_without_an_image_reads_its_spec_without_a_lookup() -> None:
     obj = tmpl(capacity={"cpu": "2"})
     obj["spec"]["template"]["spec"]["source"] = {"configMapRef": {"name": "m"}}
+    assert template_lookup(obj) is None
     todo = template_pass(obj, None, NOW)
-    assert todo.lookup is None
     assert todo.status is not None
     assert todo.status["capacity"] == {"cpu": "2"}
     assert [e.reason for e in todo.events] == ["CapacityResolved"]
@@ -150,5 +192,4 @@ def test_a_template_without_an_image_reads_its_spec_without_a_lookup() -> None:
 def test_without_an_account_the_lookup_uses_the_runners() -> None:
     obj = tmpl()
     del obj["spec"]["template"]["spec"]["jobs"]["serviceAccountName"]
-    todo = template_pass(obj, None, NOW)
-    assert todo.lookup == ImageLookup(IMAGE, "ns", "captf-runner")
+    assert template_lookup(obj) == ImageLookup(IMAGE, "ns", "captf-runner")
