@@ -32,7 +32,7 @@ from controller.runner.result import RunnerResult
 from controller.runner.steps import Recorder
 from controller.runner.tofu import TofuRunner
 from controller.runner.workdir import root_dir
-from runtime.transport import open_transport
+from runtime.transport.thin import open_thin_transport
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(env: RunnerEnv) -> int:
-    # In a pod: in-cluster config; for the local executor: $KUBECONFIG.
-    async with open_transport(None) as transport:
+    # In a pod: in-cluster config; for the local executor: $KUBECONFIG. The thin
+    # transport: a runner makes a few requests, and aiohttp's import would cost more.
+    async with open_thin_transport(None) as transport:
         result = await serve(env, TransportKube(transport, env.namespace))
     return result.exit_code
 
