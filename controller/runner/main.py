@@ -22,7 +22,7 @@ from pathlib import Path
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, runtime_version
-from controller.runner import redaction
+from controller.runner import cpu, redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.module_image import tofu_of
@@ -44,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
         # Without its instructions the runner cannot even name its Job.
         print(f"captf-runner: {exc}", file=sys.stderr, flush=True)
         return 1
-    return asyncio.run(_main(env))
+    code = asyncio.run(_main(env))
+    print(cpu.line(), flush=True)  # after the result: what this Job cost, and where
+    return code
 
 
 async def _main(env: RunnerEnv) -> int:
