@@ -33,9 +33,23 @@ def bottleneck(report: dict[str, Any], runner_logs: Iterable[Path]) -> dict[str,
     return {
         "cores": cores,
         "phases": phases,
-        "runner": runner_split(runner_logs),
+        "runner": _with_rest(runner_split(runner_logs), report.get("runner") or {}),
         "unmet": _unmet(report),
     }
+
+
+def _with_rest(split: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
+    """The split, with the runner's own CPU over its OpenTofu's, and what the runner pods
+    used per Job beyond both (`outside_s_per_job`: on the process node, its fork of each
+    pod and the interpreter's exit after the CPU line; no runner's work)."""
+    if not split.get("jobs"):
+        return split
+    own, tofu = split["own_s_per_job"], split["tofu_s_per_job"]
+    split["own_to_tofu"] = round(own / tofu, 3) if tofu else None
+    pods = runner.get("cpu_s_per_apply_job")
+    if isinstance(pods, int | float):
+        split["outside_s_per_job"] = round(pods - own - tofu, 3)
+    return split
 
 
 def _phase(report: dict[str, Any], phase: str, cores: int) -> dict[str, Any]:

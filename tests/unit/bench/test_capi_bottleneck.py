@@ -81,3 +81,14 @@ def test_the_runner_split_averages_the_cpu_lines_of_the_logs_that_have_one(
     split = runner_split([*logs, tmp_path / "old.log"])
     assert split == {"jobs": 2, "own_s_per_job": 0.3, "tofu_s_per_job": 0.2, "busiest": "runner"}
     assert runner_split([]) == {"jobs": 0}
+
+
+def test_the_runner_split_says_its_own_over_tofu_and_what_the_pods_used_beyond_both(
+    tmp_path: Path,
+) -> None:
+    logs = [_log(tmp_path, "a.log", 0.1, 0.2), _log(tmp_path, "b.log", 0.1, 0.2)]
+    split = bottleneck(_report(runner={"cpu_s_per_apply_job": 0.35}), logs)["runner"]
+    assert split["own_to_tofu"] == 0.5
+    assert split["outside_s_per_job"] == 0.05
+    assert split["busiest"] == "tofu"
+    assert bottleneck(_report(), [])["runner"] == {"jobs": 0}
