@@ -38,6 +38,22 @@ def bottleneck(report: dict[str, Any], runner_logs: Iterable[Path]) -> dict[str,
     }
 
 
+def where_said(where: dict[str, Any]) -> str:
+    """The object in one line for the progress on stderr."""
+    said = [
+        f"{phase} {p['busiest']} {p['cpu_s']} s ({p['share']} of the CPU)"
+        for phase, p in where["phases"].items()
+    ]
+    runner = where["runner"]
+    if runner.get("jobs"):
+        said.append(
+            f"runner per apply Job {runner['own_s_per_job']} s own, "
+            f"{runner['tofu_s_per_job']} s OpenTofu"
+        )
+    unmet = ", ".join(f"{k} {v['value']} (target {v['target']})" for k, v in where["unmet"].items())
+    return "; ".join([*said, f"unmet: {unmet or 'none'}"])
+
+
 def _with_rest(split: dict[str, Any], runner: dict[str, Any]) -> dict[str, Any]:
     """The split, with the runner's own CPU over its OpenTofu's, and what the runner pods
     used per Job beyond both (`outside_s_per_job`: on the process node, its fork of each

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.bench.capi_bottleneck import bottleneck, runner_split
+from controller.bench.capi_bottleneck import bottleneck, runner_split, where_said
 from controller.runner import cpu
 
 
@@ -92,3 +92,15 @@ def test_the_runner_split_says_its_own_over_tofu_and_what_the_pods_used_beyond_b
     assert split["outside_s_per_job"] == 0.05
     assert split["busiest"] == "tofu"
     assert bottleneck(_report(), [])["runner"] == {"jobs": 0}
+
+
+def test_the_progress_line_names_the_busiest_processes_and_the_unmet_targets(
+    tmp_path: Path,
+) -> None:
+    logs = [_log(tmp_path, "a.log", 0.1, 0.2)]
+    where = bottleneck(_report(ratio_controller_to_capi=0.9), logs)
+    said = where_said(where)
+    assert "scale_up runners 5.0 s (0.5 of the CPU)" in said
+    assert "runner per apply Job 0.1 s own, 0.2 s OpenTofu" in said
+    assert said.endswith("unmet: controller_to_capi 0.9 (target 0.5)")
+    assert where_said(bottleneck(_report(), [])).endswith("unmet: none")
