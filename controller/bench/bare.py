@@ -1,9 +1,16 @@
 """OpenTofu alone, as a yardstick for the runner: `count` runs of the machine module,
-`concurrency` at a time, each the OpenTofu commands a runner's apply Job runs (version,
-init, plan to a file, show it as JSON, apply it, output as JSON;
-controller/runner/ops.py), in a directory of its own with local state and the contract
-inputs a runner's generated root would pass. Their CPU is this process's children's
-(`ended_children_cpu`), measured by the caller around `run_all`."""
+`concurrency` at a time, each the OpenTofu commands a runner's apply Job of a
+TerraformMachine runs (version, init, plan to a file, show it as JSON, apply it;
+controller/runner/ops.py: `output -json` only for an object with spec.outputs, which the
+bench's machines have none of), with the same OpenTofu build and the same flags, in a
+directory of its own with local state and the contract inputs a runner's generated root
+would pass. Their CPU is this process's children's (`ended_children_cpu`), measured by the
+caller around `run_all`.
+
+Not quite the runner's work: the runner's root calls the module as `module.role` (its
+`init` installs that local module too, a few milliseconds), and its state goes to a
+Secret. The machine module uses only the built-in `terraform_data`, so neither `init`
+installs a provider."""
 
 from __future__ import annotations
 
@@ -26,7 +33,6 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("plan", *FLAGS, "-out=bench.plan"),
     ("show", "-json", "-no-color", "bench.plan"),
     ("apply", *FLAGS, "-auto-approve", "bench.plan"),
-    ("output", "-json", "-no-color"),
 )
 
 

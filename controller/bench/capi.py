@@ -36,6 +36,7 @@ import orjson
 import yaml
 
 from controller.bench import bare
+from controller.bench.capi_bottleneck import bottleneck, where_said
 from controller.bench.capi_procs import Meter, ended_children_cpu, memory_mib, pod_pid
 from controller.bench.capi_report import summarise
 from controller.bench.capi_watch import Seen
@@ -356,3 +357,16 @@ class Phases:
 
     def _summarise(self, reconciles: float) -> None:
         summarise(self.report, self.seen, reconciles, self.slots)
+        self.report["bottleneck"] = where = bottleneck(self.report, self._apply_logs())
+        say(f"bottleneck: {where_said(where)}")
+
+    def _apply_logs(self) -> list[Path]:
+        """The pod logs of the Machines' apply Jobs (a pod is named after its Job)."""
+        seen = self.seen
+        jobs = [
+            job
+            for (infra, op), names in seen.jobs.items()
+            if op == "apply" and seen.owners.get(infra) in seen.machines
+            for job in names
+        ]
+        return [log for job in jobs for log in (LOGS / "pod-logs").glob(f"*/{job}-*.log")]

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
+from controller.cli.entry import no_cluster
 from controller.cli.parser_kit import Command, add_kubeconfig, handler
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
@@ -356,8 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except ConfigError as err:  # any command that talks to a cluster, before it starts
-        print(f"captf: no cluster to talk to: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+        return no_cluster(err)
 
 
 if __name__ == "__main__":

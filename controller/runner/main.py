@@ -22,7 +22,7 @@ from pathlib import Path
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, runtime_version
-from controller.runner import redaction
+from controller.runner import cpu, redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
 from controller.runner.module_image import tofu_of
@@ -32,7 +32,7 @@ from controller.runner.result import RunnerResult
 from controller.runner.steps import Recorder
 from controller.runner.tofu import TofuRunner
 from controller.runner.workdir import root_dir
-from runtime.transport import open_transport
+from runtime.transport.thin import open_thin_transport
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -44,12 +44,15 @@ def run(args: argparse.Namespace) -> int:
         # Without its instructions the runner cannot even name its Job.
         print(f"captf-runner: {exc}", file=sys.stderr, flush=True)
         return 1
-    return asyncio.run(_main(env))
+    code = asyncio.run(_main(env))
+    print(cpu.line(), flush=True)  # after the result: what this Job cost, and where
+    return code
 
 
 async def _main(env: RunnerEnv) -> int:
-    # In a pod: in-cluster config; for the local executor: $KUBECONFIG.
-    async with open_transport(None) as transport:
+    # In a pod: in-cluster config; for the local executor: $KUBECONFIG. The thin
+    # transport: a runner makes a few requests, and aiohttp's import would cost more.
+    async with open_thin_transport(None) as transport:
         result = await serve(env, TransportKube(transport, env.namespace))
     return result.exit_code
 

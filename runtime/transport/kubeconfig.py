@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Protocol
 
 import orjson
-import yaml
 
 from runtime.errors import ConfigError
 from runtime.incluster import DEFAULT_SERVICE_ACCOUNT_DIR, service_account_dir
@@ -143,6 +142,8 @@ def load(explicit: str | None) -> ClusterConfig:
         return in_cluster(service_account_dir())
     if not path.is_file():
         raise ConfigError(f"kubeconfig {path} is not a readable file")
+    import yaml  # here, not above: a pod's in-cluster config needs no YAML parser
+
     try:
         config = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:

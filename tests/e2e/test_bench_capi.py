@@ -1,6 +1,7 @@
 """`captf bench capi` at a small N (controller/bench/capi.py): not its timings, its
 invariants. Every phase finishes; each Machine had exactly one apply Job and one destroy
-Job; the ratios, latencies, memory, reconciles and the runner's overhead are all there.
+Job; the ratios, latencies, memory, reconciles, the runner's overhead and where the CPU went
+(the busiest process per phase, the runner's own CPU against its OpenTofu's) are all there.
 It runs the whole `make run` machinery (control plane, Cluster API's manager, the
 controller's Deployment on the process node, the registry), as `make bench-capi` does."""
 
@@ -55,3 +56,17 @@ def test_the_bench_at_three_machines_keeps_its_invariants(
     assert runner["tofu_cpu_s_per_run"] > 0
     assert "overhead_ratio" in runner
     assert report["busiest_in_scale_up"] in report["cpu_s"]["scale_up"]
+    # Where the CPU went: the busiest process of each phase, and each apply Job's runner
+    # split into its own CPU and its OpenTofu's, read from every Machine's apply pod log.
+    where = report["bottleneck"]
+    for phase in ("scale_up", "scale_down"):
+        busiest = where["phases"][phase]
+        assert busiest["busiest"] in report["cpu_s"][phase], busiest
+        assert 0 < busiest["share"] <= 1, busiest
+        assert busiest["cores_busy"] > 0, busiest
+    split = where["runner"]
+    assert split["jobs"] == MACHINES, split
+    assert split["own_s_per_job"] > 0, split
+    assert split["tofu_s_per_job"] > 0, split
+    assert split["busiest"] in ("runner", "tofu")
+    assert all(unmet["value"] >= unmet["target"] for unmet in where["unmet"].values())

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 # This checkout's `captf` under the running interpreter.
-LOCAL_CAPTF: tuple[str, ...] = (sys.executable, "-m", "controller.cli.main")
+LOCAL_CAPTF: tuple[str, ...] = (sys.executable, "-m", "controller.cli.entry")
 
 
 class UnknownImage(Exception):
