@@ -5,11 +5,14 @@
 # the group grows or shrinks when something outside Cluster API rewrites it. Offline.
 
 data "local_file" "group" {
+  count    = var.group_file == null ? 0 : 1
   filename = var.group_file
 }
 
 locals {
-  reported = tonumber(trimspace(data.local_file.group.content))
+  reported = (
+    var.group_file == null ? var.replicas : tonumber(trimspace(data.local_file.group[0].content))
+  )
   # Without autoscaling the group is held at the replicas asked for.
   size = var.autoscaling.enabled ? local.reported : var.replicas
   # Namespaced ids: the workload cluster's Nodes are cluster-scoped.

@@ -63,7 +63,9 @@ variable "autoscaling" {
 # User variables.
 
 # Where the group's API reports its size: a file standing in for the cloud's
-# autoscaling group, which the test writes outside Cluster API.
+# autoscaling group, which the test writes outside Cluster API. Null: no group API,
+# the group holds the replicas asked for.
 variable "group_file" {
-  type = string
+  type    = string
+  default = null
 }
