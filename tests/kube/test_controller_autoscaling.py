@@ -87,3 +87,10 @@ async def autoscaling_flow(kube: Kube, clock: SteppedClock, cluster: str = "c1")
     assert [e["involvedObject"]["name"] for e in await events_of(kube, "ReplicasWrittenBack")] == [
         "p2"
     ]
+    # The first member list written is a membership change too, told by counts.
+    changed = [e for e in await events_of(kube, "MembershipChanged") if _of(e, "p2")]
+    assert [e["message"] for e in changed] == ["membership changed: 4 added, 0 removed; 4 members"]
+
+
+def _of(event: Json, name: str) -> bool:
+    return bool(event["involvedObject"]["name"] == name)

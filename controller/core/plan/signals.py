@@ -46,6 +46,7 @@ ENDPOINT_SET: Final = "EndpointSet"
 DIGEST_PINNED: Final = "DigestPinned"
 PLAN_AWAITS_APPROVAL: Final = "PlanAwaitsApproval"
 APPROVED_PLAN_APPLYING: Final = "ApprovedPlanApplying"
+MEMBERSHIP_CHANGED: Final = "MembershipChanged"
 
 
 def _cond(kind: str, true: bool, reason: str, message: str) -> Json:
@@ -135,6 +136,7 @@ def events(
     return (
         *_pause(snap, stored, desired),
         *_written(snap, spec_patch),
+        *_members(snap, spec_patch),
         *_digest(snap, stored, desired),
         *_plan(snap, decision, stored, desired),
     )
@@ -164,6 +166,26 @@ def _written(snap: Snapshot, spec_patch: Json | None) -> tuple[Event, ...]:
         name = _name(snap, "endpoint", where)
         out.append(Event(name, "Normal", ENDPOINT_SET, f"spec.controlPlaneEndpoint set to {where}"))
     return tuple(out)
+
+
+def _members(snap: Snapshot, spec_patch: Json | None) -> tuple[Event, ...]:
+    """A pool's member set written anew (a refresh or an apply read other providerIDs than
+    spec.providerIDList holds), told by counts only. A reordering changes no member and
+    tells nothing. The name carries the generation the write changes and the new set, so
+    a replay before the write names the same Event, and a set that comes back later (a
+    newer generation) is told again."""
+    new = ((spec_patch or {}).get("spec") or {}).get("providerIDList")
+    if not isinstance(new, list):
+        return ()
+    before, after = set(snap.spec.get("providerIDList") or []), set(new)
+    added, removed = len(after - before), len(before - after)
+    if not added and not removed:
+        return ()
+    generation = snap.obj.get("metadata", {}).get("generation", 0)
+    name = _name(snap, "members", generation, *sorted(after))
+    count = f"{len(after)} member" + ("" if len(after) == 1 else "s")
+    message = f"membership changed: {added} added, {removed} removed; {count}"
+    return (Event(name, "Normal", MEMBERSHIP_CHANGED, message),)
 
 
 def _digest(snap: Snapshot, stored: Json, desired: Json) -> tuple[Event, ...]:
