@@ -41,6 +41,7 @@ def pool_capacity(obj: Json, fact: ImageFact | None) -> Capacity | None:
 
 
 def pool_capacity_event(obj: Json, old: Json, new: Json) -> tuple[Event, ...]:
-    """The pool's CapacityResolved Event when its values change (the failing lookup's
-    Warning is the ImageResolved condition's business, not repeated here)."""
+    """The pool's CapacityResolved Event when its values change. No ImageInspectFailed
+    Warning, as a template records: a pool's failed lookup is its ImageResolved
+    condition's to tell, and its wait's to retry."""
     return capacity_event(obj, old, new) if obj.get("kind") == POOL else ()
