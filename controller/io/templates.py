@@ -13,8 +13,10 @@ carry out, each once:
   carry out  Events, before the status that shows what they announce (named
              once-only); then the status, one merge patch of the fields the pass changes.
 
-A template changed meanwhile wakes the key again; the status is the controller's alone,
-so no precondition is needed (api.patch_status)."""
+A template changed meanwhile wakes the key again. The status patch carries the
+resourceVersion read (unlike api.patch_status): its maps are patched key by key against
+what was read, and a template's own status write wakes nothing that would repair a
+patch made from a stale read."""
 
 from __future__ import annotations
 
@@ -67,7 +69,11 @@ class TemplateKeeper:
         meta = template["metadata"]
         resource = Resource(GROUP, VERSION, TEMPLATE_PLURALS[kind])
         path = api.resource_path(resource, meta["namespace"], meta["name"], sub="status")
-        await self.client.request(
-            "PATCH", path, body={"status": todo.status}, content_type=api.MERGE
+        # Over the version read: a map the pass shrinks (a capacity without the GPU) is
+        # patched key by key against what it read, so a patch from a cache that has not
+        # seen the last write would leave that write's keys in place (and no status-only
+        # change wakes a template again). A 409 retries the key with a newer read.
+        await api.merge_patch(
+            self.client, path, {"status": todo.status}, version=meta.get("resourceVersion")
         )
         log.info("%s %s/%s: capacity status written", kind, meta["namespace"], meta["name"])

@@ -226,7 +226,7 @@ class CapiObjects:
         )
 
     async def machine_pool(
-        self, name: str, *, cluster: str, module: str, replicas: int, bootstrap: str
+        self, name: str, *, cluster: str, module: str, replicas: int, bootstrap: str, **infra: Any
     ) -> Json:
         """A TerraformMachinePool and the MachinePool of `replicas` whose infrastructure it is."""
         await self.create(
@@ -234,7 +234,7 @@ class CapiObjects:
                 "apiVersion": INFRA,
                 "kind": "TerraformMachinePool",
                 "metadata": {"name": name},
-                "spec": self.infra_spec(module, cluster=cluster),
+                "spec": self.infra_spec(module, cluster=cluster, **infra),
             }
         )
         machine = {

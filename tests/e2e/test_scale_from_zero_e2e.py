@@ -11,7 +11,12 @@ zero, its capacity being the template's `status.capacity` as Kubernetes quantiti
 its system info the template's `status.nodeInfo`, with no
 `capacity.cluster-autoscaler.kubernetes.io/*` annotation anywhere. A second
 MachineDeployment, whose template's `spec.capacity` names cpu only, is no node group at 0:
-the reader can say no."""
+the reader can say no.
+
+A MachinePool's `infrastructureRef` names the TerraformMachinePool itself, not a
+template: the same reader, on a MachinePool at 0 replicas whose pool runs the example
+pool module pushed with the same labels, finds the pool's own `status.capacity` and
+`status.nodeInfo` (the pool read them from the lookup its apply made)."""
 
 from __future__ import annotations
 
@@ -116,24 +121,27 @@ class NodeGroup:
     system_info: dict[str, str]
 
 
-async def node_group(objects: CapiObjects, deployment: Json) -> NodeGroup | None:
-    """The autoscaler's node group for a MachineDeployment, or None where it makes none."""
-    notes = deployment["metadata"].get("annotations") or {}
+async def node_group(objects: CapiObjects, scalable: Json) -> NodeGroup | None:
+    """The autoscaler's node group for a scalable resource (a MachineDeployment or a
+    MachinePool: read alike), or None where it makes none."""
+    notes = scalable["metadata"].get("annotations") or {}
     min_size, max_size = int(notes.get(MIN_SIZE, "0")), int(notes.get(MAX_SIZE, "0"))
     if min_size < 0 or max_size < min_size or max_size == 0:
         return None
-    template = await infrastructure_template(objects, deployment)
-    capacity = capacity_of(template or {}, notes)
-    replicas = int(deployment["spec"].get("replicas", 1))
+    infra = await infrastructure_object(objects, scalable)
+    capacity = capacity_of(infra or {}, notes)
+    replicas = int(scalable["spec"].get("replicas", 1))
     if replicas == 0 and not {"cpu", "memory"} <= set(capacity):
         return None
-    info = string_map(template or {}, "status", "nodeInfo") or {}
+    info = string_map(infra or {}, "status", "nodeInfo") or {}
     system = {k: v for k, v in info.items() if k in ("architecture", "operatingSystem")}
     return NodeGroup(min_size, max_size, replicas, capacity, system)
 
 
-async def infrastructure_template(objects: CapiObjects, deployment: Json) -> Json | None:
-    ref = string_map(deployment, "spec", "template", "spec", "infrastructureRef")
+async def infrastructure_object(objects: CapiObjects, scalable: Json) -> Json | None:
+    """What `spec.template.spec.infrastructureRef` names: a MachineDeployment's template,
+    a MachinePool's TerraformMachinePool."""
+    ref = string_map(scalable, "spec", "template", "spec", "infrastructureRef")
     if ref is None:
         return None
     if "apiGroup" in ref:
@@ -141,7 +149,7 @@ async def infrastructure_template(objects: CapiObjects, deployment: Json) -> Jso
         api_version = f"{ref['apiGroup']}/{group['preferredVersion']['version']}"
     else:
         api_version = ref["apiVersion"]
-    namespace = deployment["metadata"]["namespace"]
+    namespace = scalable["metadata"]["namespace"]
     plural = ref["kind"].lower() + "s"
     return await objects.call(
         "GET", f"/apis/{api_version}/namespaces/{namespace}/{plural}/{ref['name']}"
@@ -168,13 +176,13 @@ def capacity_of(template: Json, notes: dict[str, str]) -> dict[str, Decimal]:
 # -- the test ---------------------------------------------------------------------------------
 
 
-def build_machine_image(tag: str) -> str:
-    """`captf image build` of the example machine module with the scale-from-zero labels:
-    the digest it printed."""
+def build_machine_image(tag: str, role: str = "machine") -> str:
+    """`captf image build` of the example module of `role` with the scale-from-zero
+    labels: the digest it printed."""
     out = io.StringIO()
     capacity = ",".join(f"{k}={v}" for k, v in CAPACITY.items())
     node_info = ",".join(f"{k}={v}" for k, v in NODE_INFO.items())
-    argv = ["image", "build", str(MODULES / "machine"), "--role", "machine", "--tag", tag]
+    argv = ["image", "build", str(MODULES / role), "--role", role, "--tag", tag]
     with contextlib.redirect_stdout(out):
         code = main([*argv, "--capacity", capacity, "--node-info", node_info])
     assert code == 0
@@ -273,3 +281,48 @@ async def test_a_deployment_at_zero_scales_from_the_capacity_its_module_image_de
     # cpu without memory: the autoscaler makes no node group at zero.
     small = await objects.get("MachineDeployment", "cpu-only") or {}
     assert await node_group(objects, small) is None
+
+
+async def test_a_machine_pool_at_zero_scales_from_the_capacity_its_pool_shows(
+    capi_cluster: ClusterApi, image_system: System, registry: Registry
+) -> None:
+    system = image_system
+    objects = CapiObjects(system.kube.server, system.kube.ns)
+    tag = f"{registry.host}/{system.kube.ns}/sized-pool:1"
+    await anyio.to_thread.run_sync(build_machine_image, tag, "machinepool")
+    await objects.credentials()
+    await objects.module("cluster")
+    await objects.cluster(CLUSTER, module="cluster-module")
+    bootstrap = await objects.bootstrap_secret(f"{CLUSTER}-bootstrap")
+    await objects.machine_pool(
+        "sized", cluster=CLUSTER, module="", replicas=0, bootstrap=bootstrap, source={"image": tag}
+    )
+    sizes = {MIN_SIZE: "0", MAX_SIZE: "5"}
+    await objects.patch("MachinePool", "sized", {"metadata": {"annotations": sizes}})
+
+    pool = await objects.until(
+        "TerraformMachinePool", "sized", resolved, "sized: CapacityResolved", within=2 * WAIT
+    )
+    assert pool is not None
+    assert pool["status"]["capacity"] == CAPACITY
+    assert pool["status"]["nodeInfo"] == NODE_INFO
+    assert pool["status"]["capacitySource"] == {"source": "Image", "image": tag}
+
+    # What the autoscaler reads: the MachinePool (no capacity annotation on it), and the
+    # object its infrastructureRef names: the TerraformMachinePool itself.
+    machine_pool = await objects.get("MachinePool", "sized") or {}
+    infra = machine_pool["spec"]["template"]["spec"]["infrastructureRef"]
+    assert (infra["kind"], infra["name"]) == ("TerraformMachinePool", "sized")
+    notes = machine_pool["metadata"].get("annotations") or {}
+    assert not [k for k in notes if k.startswith(CAPACITY_ANNOTATIONS)]
+    group = await node_group(objects, machine_pool)
+    assert group is not None, "the autoscaler would make no node group of the MachinePool"
+    assert (group.min_size, group.max_size, group.replicas) == (0, 5, 0)
+    assert group.capacity == {
+        "cpu": Decimal(4),
+        "memory": Decimal(16 * 1024**3),
+        "ephemeral-storage": Decimal(100 * 1024**3),
+        "nvidia.com/gpu": Decimal(1),
+        "pods": Decimal(DEFAULT_MAX_PODS),
+    }
+    assert group.system_info == NODE_INFO

@@ -167,6 +167,8 @@ def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, shor
 
 
 # The status fields of one kind's contract write-back; `initialization` is shared.
+POOL_SPEC = ("capacity", "nodeInfo")
+POOL_STATUS = ("capacity", "nodeInfo", "capacitySource")
 CONTRACT_STATUS = (
     "instances",
     "failureDomains",
@@ -206,6 +208,14 @@ def test_three_kinds_share_one_spec_schema() -> None:
         status = schema["properties"]["status"]["properties"]
         for field in CONTRACT_STATUS:
             status.pop(field, None)
+        # Only a pool is read by the cluster-autoscaler itself (a MachinePool's
+        # infrastructureRef names it, not a template): scale from zero (issue 30).
+        for field, where in (
+            *((f, spec["properties"]) for f in POOL_SPEC),
+            *((f, status) for f in POOL_STATUS),
+        ):
+            assert (field in where) == (kind == "TerraformMachinePool"), (kind, field)
+            where.pop(field, None)
         # A cluster's deletionPolicy defaults to Delete; a member's has no default, so an
         # absent one takes its cluster's (docs/deletion.md).
         deletion = spec["properties"]["deletionPolicy"]

@@ -53,3 +53,35 @@ def test_instances_and_autoscaling_active_are_kept(apiserver: ApiServer, namespa
     with pytest.raises(RequestFailed) as refused:
         apiserver.request("PATCH", f"{base}/p1/status", too_many, MERGE)
     assert refused.value.status == 422
+
+
+def test_scale_from_zero_fields_are_kept_and_their_shape_checked(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """Issue 30 item 3 for a MachinePool: the pool's spec.capacity / spec.nodeInfo and its
+    status.capacity, nodeInfo and capacitySource survive the schema (not pruned); a value
+    that is no quantity is refused in both."""
+    base = POOLS.format(ns=namespace)
+    body = _pool()
+    body["spec"] |= {
+        "capacity": {"cpu": "2", "memory": "4Gi"},
+        "nodeInfo": {"architecture": "arm64"},
+    }
+    created = apiserver.request("POST", base, body)
+    assert created["spec"]["capacity"] == {"cpu": "2", "memory": "4Gi"}
+    assert created["spec"]["nodeInfo"] == {"architecture": "arm64"}
+    shown = {
+        "capacity": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"},
+        "nodeInfo": {"architecture": "arm64", "operatingSystem": "linux"},
+        "capacitySource": {"source": "Spec", "image": "registry.example/pool:1"},
+    }
+    stored = apiserver.request("PATCH", f"{base}/p1/status", {"status": shown}, MERGE)
+    assert {k: stored["status"][k] for k in shown} == shown
+    for path, patch in (
+        (f"{base}/p1/status", {"status": {"capacity": {"cpu": "four"}}}),
+        (f"{base}/p1", {"spec": {"capacity": {"cpu": "four"}}}),
+        (f"{base}/p1", {"spec": {"nodeInfo": {"architecture": "sparc"}}}),
+    ):
+        with pytest.raises(RequestFailed) as refused:
+            apiserver.request("PATCH", path, patch, MERGE)
+        assert refused.value.status == 422

@@ -61,6 +61,7 @@ from controller.core.plan.launching import (
     refusal_event,
 )
 from controller.core.plan.plan_objects import NO_WRITES, PlanWrites
+from controller.core.plan.pool_capacity import pool_capacity, pool_capacity_event
 from controller.core.plan.replicas import PoolPatch
 from controller.core.spec.image import ImageLookup
 from controller.core.spec.policy import Policy
@@ -183,6 +184,7 @@ def plan_pass(
         writeback=contract,
         runner=runner_condition,
         image_condition=image,
+        capacity=pool_capacity(snap.obj, facts.image),
     )
     tried = restore_tried(snap, todo)
     stored = snap.status | (tried or {})
@@ -216,6 +218,7 @@ def plan_pass(
             + signals.events(snap, decision, stored, desired, None if deleted else contract_spec)
             + signals.mark_event(snap, mark)
             + signals.sized_event(snap, sized)
+            + (() if deleted else pool_capacity_event(snap.obj, stored, desired))
         ),
         owner_mark=mark,
         pool_patch=sized,

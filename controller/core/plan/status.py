@@ -5,6 +5,7 @@ writes it only when it differs from what is there."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from controller.core.basics.names import (
@@ -37,6 +38,15 @@ from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
 from controller.core.spec.refs import module_image
 from runtime.jsonobj import Json
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """A TerraformMachinePool's scale-from-zero part of its status (plan/pool_capacity.py)."""
+
+    fields: Json  # capacity, nodeInfo, capacitySource; None: not shown
+    condition: Json  # CapacityResolved, without its transition time
+
 
 INTERRUPTED_MESSAGE = (
     "Job {job}: disappeared while it ran and may have applied part of its change; "
@@ -229,11 +239,13 @@ def desired(
     writeback: WriteBack | None = None,
     runner: Json | None = None,
     image_condition: Json | None = None,
+    capacity: Capacity | None = None,
 ) -> Json:
     """The status the object should show after this pass. `snap.status` is the status as
     bookkeeping leaves it (activeJob, lastRestoredSerial); `ctx` is None when the policy or
     the inputs cannot be read; `writeback` is the contract's part, for an object of a
-    contract role (its Ready replaces CAPTF's own)."""
+    contract role (its Ready replaces CAPTF's own); `capacity` a pool's scale-from-zero
+    fields and condition (plan/pool_capacity.py)."""
     old = snap.status
     out = dict(old)
     out["observedGeneration"] = snap.obj.get("metadata", {}).get("generation", 0)
@@ -261,6 +273,10 @@ def desired(
         new_conditions = conditions_without_inputs(decision, snap)
     if image_condition is not None:
         new_conditions.append(image_condition)
+    if capacity is not None:
+        for key, value in capacity.fields.items():
+            _set(out, key, value)
+        new_conditions.append(capacity.condition)
     _image(out, snap, history)
     new_conditions += paused_condition(snap, old.get("conditions") or [])
     new_conditions += identity_condition(snap)

@@ -10,6 +10,9 @@ they came from, or why not. A failed lookup keeps the values shown and is retrie
 as long as it has been failing (at least 30 s, at most 10 min): the delay doubles with
 no counter kept, from the condition's own lastTransitionTime.
 
+The rule itself (`capacity_status`) is shared: a TerraformMachinePool shows the same
+fields, by the same rule, from the answer its own pass has (plan/pool_capacity.py).
+
 Pure, and one pass a reconcile: `template_lookup` says, from the template alone, which
 lookup the pass needs (as `reads.py` says what an object's pass reads); io gathers its
 answer as a fact first, then enters `template_pass` once with it and carries the status
@@ -45,6 +48,7 @@ NOT_DECLARED: Final = "CapacityNotDeclared"
 INSPECT_FAILED: Final = "ImageInspectFailed"
 LABEL_INVALID: Final = "CapacityLabelInvalid"
 SPEC_INVALID: Final = "CapacitySpecInvalid"
+NOT_INSPECTED: Final = "ImageNotInspected"
 RETRY_FIRST: Final = 30.0
 RETRY_CAP: Final = 600.0
 
@@ -120,24 +124,63 @@ def _jobs(template: Json) -> Json:
 def _desired(
     template: Json, image: str | None, fact: ImageFact | None, now: datetime
 ) -> tuple[Json, float | None]:
-    spec = template.get("spec") or {}
     old = template.get("status") or {}
+    fields, cond = capacity_status(template.get("spec") or {}, image, fact, old)
+    out: Json = {"observedGeneration": (template.get("metadata") or {}).get("generation", 0)}
+    out |= {k: v for k, v in fields.items() if v}
+    out["conditions"] = merge_conditions(old.get("conditions") or [], [cond], now)
+    return out, (_retry_after(old, now) if isinstance(fact, Unresolved) else None)
+
+
+def capacity_status(
+    spec: Json, image: str | None, fact: ImageFact | None, old: Json
+) -> tuple[Json, Json]:
+    """The rule, in one place for the templates and a TerraformMachinePool: `capacity`,
+    `nodeInfo` (None: not shown) and `capacitySource` from `spec` (its `capacity` and
+    `nodeInfo`) and the answer `fact` for the module `image`, over the status `old`; and
+    the CapacityResolved condition, without its transition time. Each of the two values
+    is the spec's, whole, else the image label's. An image not looked up (`fact` None, an
+    image named) or whose lookup failed keeps the image's values shown; the spec's stand
+    without the registry."""
     labels = _labels(fact)
     capacity, cap_problem = _value(spec.get("capacity"), labels.get(LABEL_CAPACITY), "capacity")
     node_info, info_problem = _value(spec.get("nodeInfo"), labels.get(LABEL_NODE_INFO), "nodeInfo")
-    out: Json = {"observedGeneration": (template.get("metadata") or {}).get("generation", 0)}
-    retry = None
-    if isinstance(fact, Unresolved):
-        # The spec's values stand without the registry; the image's stay as they were.
+    unread = image is not None and not isinstance(fact, Resolved)
+    if unread:
         capacity = capacity if spec.get("capacity") else old.get("capacity")
         node_info = node_info if spec.get("nodeInfo") else old.get("nodeInfo")
-        retry = _retry_after(old, now)
-    _set(out, "capacity", capacity)
-    _set(out, "nodeInfo", node_info)
-    out["capacitySource"] = _source(spec, image, fact)
-    cond = _condition_of(spec, fact, cap_problem or info_problem, capacity, node_info)
-    out["conditions"] = merge_conditions(old.get("conditions") or [], [cond], now)
-    return out, retry
+    problem = cap_problem or info_problem
+    if image is not None and fact is None and not problem:
+        # Between lookups (a pool's: made before its apply, plan and drift checks).
+        source = _source_between(spec, image, old)
+        cond = _kept(spec, old)
+    else:
+        source = _source(spec, image, fact)
+        cond = _condition_of(spec, fact, problem, capacity, node_info)
+    fields = {"capacity": capacity, "nodeInfo": node_info, "capacitySource": source}
+    return fields, cond
+
+
+def _source_between(spec: Json, image: str, old: Json) -> Json:
+    """capacitySource between lookups: the spec's, else as shown; the image read kept
+    while it is still the one named."""
+    shown = old.get("capacitySource") or {}
+    source = "Spec" if spec.get("capacity") else shown.get("source", "Image")
+    out: Json = {"source": source}
+    if shown.get("image") == image:
+        out["image"] = image
+    return out
+
+
+def _kept(spec: Json, old: Json) -> Json:
+    """CapacityResolved between lookups: the spec's capacity resolves it; else as shown,
+    or Unknown until the image is read."""
+    if spec.get("capacity"):
+        return _cond("True", RESOLVED, "capacity from spec.capacity")
+    shown = _condition(old)
+    if shown:
+        return {k: shown[k] for k in ("type", "status", "reason", "message") if k in shown}
+    return _cond("Unknown", NOT_INSPECTED, "the module image's labels are read at its next lookup")
 
 
 def _labels(fact: ImageFact | None) -> dict[str, str]:
@@ -228,16 +271,23 @@ def _events(template: Json, old: Json, new: Json, now: datetime) -> tuple[Event,
     """CapacityResolved (Normal) when the values change; ImageInspectFailed (Warning) when
     the lookups start failing. Named for what they announce: a replay is refused."""
     name = template["metadata"]["name"]
-    values = {k: new.get(k) for k in ("capacity", "nodeInfo")}
     cond = _condition(new)
     if cond.get("reason") == INSPECT_FAILED and _condition(old).get("reason") != INSPECT_FAILED:
         tag = _digest([name, cond.get("lastTransitionTime")])
         return (Event(f"{name}.inspect-failed.{tag}", "Warning", INSPECT_FAILED, cond["message"]),)
-    if values != {k: old.get(k) for k in values} and any(values.values()):
-        tag = _digest([template["metadata"].get("uid"), values])
-        message = f"capacity {_show(values['capacity'])}, nodeInfo {_show(values['nodeInfo'])}"
-        return (Event(f"{name}.capacity.{tag}", "Normal", RESOLVED, message),)
-    return ()
+    return capacity_event(template, old, new)
+
+
+def capacity_event(obj: Json, old: Json, new: Json) -> tuple[Event, ...]:
+    """CapacityResolved (Normal) when the status `new` shows other values than `old`,
+    named for them (and the object's uid): a replay is refused."""
+    values = {k: new.get(k) for k in ("capacity", "nodeInfo")}
+    if values == {k: old.get(k) for k in values} or not any(values.values()):
+        return ()
+    name = obj["metadata"]["name"]
+    tag = _digest([obj["metadata"].get("uid"), values])
+    message = f"capacity {_show(values['capacity'])}, nodeInfo {_show(values['nodeInfo'])}"
+    return (Event(f"{name}.capacity.{tag}", "Normal", RESOLVED, message),)
 
 
 def _show(value: Any) -> str:

@@ -10,6 +10,7 @@ tests/kube/test_template_capacity.py."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,3 +136,29 @@ async def test_a_failed_lookup_is_retried_one_lookup_and_one_pass_a_reconcile(
     assert (await world.reconcile()).requeue_after is None
     assert (world.passes, world.registry.asked) == (2, 2)
     assert _reason(world.status()) == "CapacityResolved"
+
+
+async def test_a_pass_from_a_stale_read_conflicts_rather_than_leaving_keys_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cache shows the new spec (cpu only) but not yet the status the last pass wrote
+    (the image's cpu and memory): a patch from that read would set cpu and leave memory
+    in place. The status patch carries the version read, so it conflicts and the key is
+    retried; the next read patches memory away."""
+    world = _world([FOUND], monkeypatch)
+    await world.reconcile()
+    [before] = world.fake.of(PLURAL)
+    stale = copy.deepcopy(before) | {"status": {}}
+    stale["metadata"]["resourceVersion"] = "1"
+    path = api.resource_path(Resource(GROUP, VERSION, PLURAL), NS, "t1")
+    patch = {"metadata": {"generation": 2}, "spec": {"capacity": {"cpu": "2"}}}
+    await world.fake.request("PATCH", path, body=patch, content_type=api.MERGE)
+    stale["metadata"]["generation"] = 2
+    stale["spec"]["capacity"] = {"cpu": "2"}
+    world.caches.templates[MACHINE_TEMPLATE].store.replace([stale], "1")
+    result = await world.keeper.reconcile(MACHINE_TEMPLATE, NS, "t1")
+    assert result.requeue
+    assert world.status()["capacity"] == {"cpu": "4", "memory": "16Gi"}  # untouched
+
+    await world.reconcile()  # a fresh read
+    assert world.status()["capacity"] == {"cpu": "2"}
