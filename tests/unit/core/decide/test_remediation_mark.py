@@ -25,11 +25,19 @@ REMEDIATE = "cluster.x-k8s.io/remediate-machine"
 OURS = "captf.io/remediation-requested"
 
 
-def _reading(health: str) -> Json:
+# Readings that tell nothing of the instance: a refresh that failed, one whose result
+# carries no contract reading, and the health output null or `unknown`.
+FAILED = "failed refresh"
+NO_READING = "no reading"
+
+
+def _reading(health: str | None) -> Json:
+    if health == NO_READING:
+        return {"stateSerial": 1}
     return {"stateSerial": 1, "contract": {"pending": [], "health": health}}
 
 
-def _readings(*healths: str) -> list[Json]:
+def _readings(*healths: str | None) -> list[Json]:
     """Oldest first: an apply, then refreshes a minute apart."""
     n = len(healths)
     out = [
@@ -44,15 +52,16 @@ def _readings(*healths: str) -> list[Json]:
         )
     ]
     for i, health in enumerate(healths[1:], start=1):
+        failed = health == FAILED
         out.append(
             job(
                 "refresh",
                 i,
-                "succeeded",
+                "failed" if failed else "succeeded",
                 owner="m1",
                 kind=MACHINE,
                 finished=ago(n - i + 1),
-                result=_reading(health),
+                result=None if failed else _reading(health),
             )
         )
     return out
@@ -87,11 +96,52 @@ def test_three_unhealthy_readings_in_a_row_mark_the_machine(
         assert patch is None
 
 
+@pytest.mark.parametrize(
+    "healths",
+    [
+        ["stopped", "stopped", FAILED, "stopped"],
+        ["stopped", "stopped", NO_READING, "stopped"],
+        ["stopped", None, "stopped", "stopped"],
+        ["stopped", "unknown", "stopped", "stopped"],
+        ["stopped", "stopped", "stopped", FAILED],
+        ["stopped", "stopped", "stopped", "unknown", FAILED, NO_READING],
+    ],
+)
+def test_a_reading_that_tells_nothing_neither_counts_nor_breaks_the_streak(
+    healths: list[str | None],
+) -> None:
+    """A failed refresh, a result without a contract reading, a null or `unknown` health:
+    nobody could tell how the instance is, so the unhealthy readings around it still run
+    in a row (before, such a reading started the count again, or blocked the mark)."""
+    patch = _mark(_member(), _with_cluster(*_readings(*healths)))
+    assert patch == {REMEDIATE: "", OURS: "uid-m1"}
+
+
+@pytest.mark.parametrize(
+    "healths",
+    [
+        ["stopped", FAILED, NO_READING, "unknown", None],
+        ["stopped", "stopped", FAILED, FAILED, FAILED],
+        ["stopped", "stopped", "pending", "stopped", "stopped"],
+    ],
+)
+def test_only_readings_of_an_unhealthy_instance_count(healths: list[str | None]) -> None:
+    """Three tellings of nothing are not three unhealthy readings; a pending one (the
+    instance coming up) starts the count again."""
+    assert _mark(_member(), _with_cluster(*_readings(*healths))) is None
+
+
 def test_a_marked_machine_is_not_marked_again_and_its_mark_withdrawn_when_running() -> None:
     unhealthy = _with_cluster(*_readings("stopped", "stopped", "stopped"))
     assert _mark(_member(), unhealthy, {REMEDIATE: "", OURS: "uid-m1"}) is None
     recovered = _with_cluster(*_readings("stopped", "stopped", "stopped", "running"))
     assert _mark(_member(), recovered, {REMEDIATE: "", OURS: "uid-m1"}) == {
+        REMEDIATE: None,
+        OURS: None,
+    }
+    # Running, then a reading of nothing: the newest telling reading is running.
+    told = _with_cluster(*_readings("stopped", "stopped", "stopped", "running", FAILED, None))
+    assert _mark(_member(), told, {REMEDIATE: "", OURS: "uid-m1"}) == {
         REMEDIATE: None,
         OURS: None,
     }
