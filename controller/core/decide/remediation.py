@@ -81,6 +81,25 @@ def owner_mark(ctx: Context) -> OwnerMark | None:
     return None
 
 
+def readings_kept(ctx: Context) -> frozenset[str]:
+    """The Jobs whose readings the mark is decided on, kept beyond the history limits
+    while they count: the newest reading that told the health and the rest of its
+    unhealthy row, at most REMEDIATE_AFTER. The row is counted from the Jobs (they are
+    the record of the readings), and the default successfulJobsHistoryLimit of 1 would
+    prune all but the newest refresh: the count could then never reach the mark. A
+    move, which carries no Jobs, starts the count again."""
+    if ctx.snap.kind != MACHINE:
+        return frozenset()
+    names: list[str] = []
+    for record, health in triggers.health_told(ctx):
+        if names and health not in triggers.UNHEALTHY:
+            break
+        names.append(record.name)
+        if health not in triggers.UNHEALTHY or len(names) >= REMEDIATE_AFTER:
+            break
+    return frozenset(names)
+
+
 def _newest_reading(ctx: Context) -> tuple[str, str] | None:
     """The newest reading that tells the instance's health: (its Job's name, the state)."""
     for record, health in triggers.health_told(ctx):
