@@ -81,9 +81,11 @@ def _last(ctx: Context, told: tuple[Finished, str] | None) -> str:
     record, health = told
     text = f"{record.op} Job {record.name} read {health} at {format_time(record.at)}"
     streak = triggers.unhealthy_streak(ctx)
-    if streak:
-        text += f" ({streak} unhealthy in a row; the Machine is marked for remediation at"
-        text += f" {REMEDIATE_AFTER})"
+    if streak >= REMEDIATE_AFTER:
+        text += f" ({streak} unhealthy readings in a row: the Machine is marked for remediation)"
+    elif streak:
+        text += f" ({streak} of {REMEDIATE_AFTER} unhealthy readings in a row before the"
+        text += " Machine is marked for remediation)"
     return text
 
 

@@ -87,7 +87,14 @@ def _at(seconds_ago: float) -> str:
             [_apply(200, "stopped"), _refresh(1, 100, "stopped")],
             "True",
             "HealthWatched",
-            ["read stopped", "2 unhealthy in a row", "marked for remediation at 3"],
+            ["read stopped", "2 of 3 unhealthy readings in a row before the Machine is marked"],
+        ),
+        (
+            _member(),
+            [_apply(300, "stopped"), _refresh(1, 200, "stopped"), _refresh(2, 100, "degraded")],
+            "True",
+            "HealthWatched",
+            ["read degraded", "3 unhealthy readings in a row: the Machine is marked"],
         ),
         # A failed refresh: Unknown, the last telling reading, the retry after its delay.
         (
@@ -107,7 +114,7 @@ def _at(seconds_ago: float) -> str:
             [_apply(200, "degraded"), _refresh(1, 100, "unknown")],
             "Unknown",
             "HealthReadingFailed",
-            ["could not tell the health", "read degraded", "1 unhealthy in a row"],
+            ["could not tell the health", "read degraded", "1 of 3 unhealthy readings"],
         ),
         # A refresh running: the reading is now.
         (
