@@ -57,8 +57,8 @@ def health_watched(ctx: Context, decision: Decision) -> Json | None:
     if newest is None:
         return _cond("Unknown", NOT_READ, "no apply has finished yet: the first reads the health")
     last = _last(ctx, told)
-    if told is None or newest is not told[0]:
-        what = _untold(ctx, newest)
+    if told is None or told[0].name != newest.name:
+        what = _untold(newest)
         return _cond("Unknown", FAILED, f"{what}; {last}; {coming}")
     return _cond("True", WATCHED, f"{last}; {coming}")
 
@@ -89,7 +89,7 @@ def _last(ctx: Context, told: tuple[Finished, str] | None) -> str:
     return text
 
 
-def _untold(ctx: Context, record: Finished) -> str:
+def _untold(record: Finished) -> str:
     """What the newest apply or refresh that told nothing did instead."""
     when = format_time(record.at)
     if record.outcome == Outcome.SUCCESS:
