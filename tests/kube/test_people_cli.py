@@ -77,6 +77,7 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
             "lastError": f"Job {first['metadata']['name']} failed: {TOFU_ERROR}",
             "source": "configmap/c1-module",
             "image": None,
+            "health": None,  # a machine's HealthWatched; a cluster has none
             "lastRun": {
                 "job": first["metadata"]["name"],
                 "op": "apply",

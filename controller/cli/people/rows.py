@@ -47,6 +47,9 @@ class Row:
     source: str = ""
     # status.image as the controller wrote it: the reference and the digest Jobs run.
     image: Json | None = None
+    # A contract machine's HealthWatched condition (status, reason, message): the health
+    # watch's last reading and next one; None for other objects.
+    health: Json | None = None
 
 
 def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) -> Row:
@@ -76,7 +79,15 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         last_run=_last_run(status),
         source=source_cell(obj),
         image=status.get("image") if isinstance(status.get("image"), dict) else None,
+        health=_health(status),
     )
+
+
+def _health(status: Json) -> Json | None:
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "HealthWatched":
+            return {key: cond.get(key) for key in ("status", "reason", "message")}
+    return None
 
 
 # Hex digits of a digest shown in the SOURCE column (as `docker images` shows 12).
@@ -214,6 +225,7 @@ def to_json(row: Row, now: datetime) -> Json:
         "lastRun": row.last_run,
         "source": row.source or None,
         "image": row.image,
+        "health": row.health,
     }
     return out
 

@@ -7,10 +7,14 @@ remediates it as it would any other: the MachineSet (or control plane) deletes i
 makes a new one, whose TerraformMachine is a new machine; the old one's destroy Job
 runs as for any deleted machine. CAPTF never deletes a Machine itself.
 
-The ask is made after REMEDIATE_AFTER successful applies and refreshes in a row read the
-instance degraded, stopped or terminated (one reading could be a blip, and the health
-watch reads every 5 min by default); it is withdrawn once the newest reading is running
-again. Only an ask CAPTF made is withdrawn: beside the annotation it writes
+The ask is made after REMEDIATE_AFTER readings in a row read the instance degraded,
+stopped or terminated (one reading could be a blip, and the health watch reads every
+5 min by default); it is withdrawn once the newest reading is running again. Only
+readings that tell the health count (`triggers.health_told`): a refresh that failed, a
+result without a contract reading, a null or `unknown` health are passed over, neither
+unhealthy nor an end of the row; a pending reading (the instance coming up) ends it.
+
+Only an ask CAPTF made is withdrawn: beside the annotation it writes
 `captf.io/remediation-requested` (the TerraformMachine's uid), and a mark someone else
 set is left alone. Nothing is written while the object is paused or being deleted, or
 for a module outside the contract (it has no health reading). Pure: the plan carries
@@ -22,10 +26,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
-from controller.core.basics.names import CAPI_MACHINE, MACHINE, Op
+from controller.core.basics.names import CAPI_MACHINE, MACHINE
 from controller.core.decide import pause, triggers
 from controller.core.decide.context import Context, speaks_contract
-from controller.core.jobs.job import Outcome
 from controller.core.spec.refs import owner_of
 from runtime.jsonobj import Json
 
@@ -78,14 +81,29 @@ def owner_mark(ctx: Context) -> OwnerMark | None:
     return None
 
 
+def readings_kept(ctx: Context) -> frozenset[str]:
+    """The Jobs whose readings the mark is decided on, kept beyond the history limits
+    while they count: the newest reading that told the health and the rest of its
+    unhealthy row, at most REMEDIATE_AFTER. The row is counted from the Jobs (they are
+    the record of the readings), and the default successfulJobsHistoryLimit of 1 would
+    prune all but the newest refresh: the count could then never reach the mark. A
+    move, which carries no Jobs, starts the count again."""
+    if ctx.snap.kind != MACHINE:
+        return frozenset()
+    names: list[str] = []
+    for record, health in triggers.health_told(ctx):
+        if names and health not in triggers.UNHEALTHY:
+            break
+        names.append(record.name)
+        if health not in triggers.UNHEALTHY or len(names) >= REMEDIATE_AFTER:
+            break
+    return frozenset(names)
+
+
 def _newest_reading(ctx: Context) -> tuple[str, str] | None:
-    """The newest successful apply's or refresh's (Job name, health state)."""
-    for record in ctx.history:
-        if record.op in (Op.APPLY, Op.REFRESH) and record.outcome == Outcome.SUCCESS:
-            reading = triggers.contract_reading(ctx, record)
-            if reading is None or reading.health is None:
-                return None
-            return record.name, reading.health
+    """The newest reading that tells the instance's health: (its Job's name, the state)."""
+    for record, health in triggers.health_told(ctx):
+        return record.name, health
     return None
 
 

@@ -5,6 +5,7 @@ refreshes while health is pending)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -170,8 +171,11 @@ def health_watch(ctx: Context) -> datetime | None:
     default; 0 turns it off) after its newest successful apply or refresh, late by its
     jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
     or pool, a module outside the contract, an object never applied, and while the
-    newest reading is not definite: the refresh after an apply and HealthPending have
-    their own schedules then. A failed refresh backs off by the seed's rules (`run`)."""
+    newest reading's health is pending: HealthPending has its own schedule then (and
+    the refresh after an apply, a step before, reads an apply's pending outputs first).
+    A reading that tells nothing (`unknown`, no reading in the result) or leaves outputs
+    pending is read again on this schedule: nothing else would. A failed refresh backs
+    off by the seed's rules (`run`)."""
     interval = ctx.policy.health_interval
     if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
         return None
@@ -181,7 +185,7 @@ def health_watch(ctx: Context) -> datetime | None:
     if not records:
         return None
     reading = contract_reading(ctx, records[0])
-    if reading is None or not reading.definite:
+    if reading is not None and reading.health_pending:
         return None
     late = jitter(ctx.snap.uid, HEALTH, interval)
     return records[0].at + timedelta(seconds=interval + late)
@@ -208,16 +212,28 @@ def membership(ctx: Context) -> datetime | None:
     return base + timedelta(seconds=interval + late)
 
 
-def unhealthy_streak(ctx: Context) -> int:
-    """How many of the newest successful applies and refreshes, in a row, read the
-    instance unhealthy (degraded, stopped, terminated): what asks Cluster API to
-    remediate the machine (controller/core/decide/remediation.py)."""
-    count = 0
+def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
+    """The health states that say how the instance is, newest first, with the successful
+    apply or refresh that read each. A reading that tells nothing is passed over: a Job
+    that failed or was cut off, a result without a contract reading (its outputs could
+    not be read), a null or `unknown` health. Nobody could tell then, so it neither
+    counts as unhealthy nor shows the instance well."""
     for record in ctx.history:
         if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
             continue
         reading = contract_reading(ctx, record)
-        if reading is None or reading.health not in UNHEALTHY:
+        told = reading.told if reading is not None else None
+        if told is not None:
+            yield record, told
+
+
+def unhealthy_streak(ctx: Context) -> int:
+    """How many of the newest readings that tell the instance's health, in a row, read it
+    unhealthy (degraded, stopped, terminated): what asks Cluster API to remediate the
+    machine (controller/core/decide/remediation.py). Running or pending ends the row."""
+    count = 0
+    for _, health in health_told(ctx):
+        if health not in UNHEALTHY:
             break
         count += 1
     return count

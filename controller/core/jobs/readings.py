@@ -16,6 +16,8 @@ from runtime.jsonobj import Json
 
 # Health states that are no reading yet: the instance is coming up, or nobody could tell.
 _NOT_YET = frozenset({None, "pending", "unknown"})
+# Health that tells nothing of the instance: the output null, or the module could not tell.
+_UNTOLD = frozenset({None, "unknown"})
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,12 @@ class Reading:
     def definite(self) -> bool:
         """Every awaited output is there and the health says what the instance is."""
         return not self.pending and self.health not in _NOT_YET
+
+    @property
+    def told(self) -> str | None:
+        """The health state when it says how the instance is (running, pending, degraded,
+        stopped, terminated); None for a null or `unknown` health."""
+        return None if self.health in _UNTOLD else self.health
 
     @property
     def health_pending(self) -> bool:

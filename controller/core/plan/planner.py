@@ -202,7 +202,7 @@ def plan_pass(
         restore_tried=tried,
         accounts=part.accounts,
         gone=part.gone,
-        prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx)),
+        prune=_prune(snap, books, policy, plan_objects.active_jobs(ctx) | _counted(ctx)),
         secret_patches=keeping.patches_of(ctx, decision),
         runner_rbac=rbac.creates if rbac is not None and launch is not None else (),
         launch=launch,
@@ -229,6 +229,11 @@ def plan_pass(
         requeue=requeue_of(decision),
         image_lookup=lookup,
     )
+
+
+def _counted(ctx: Context | None) -> frozenset[str]:
+    """The readings the remediation mark counts (remediation.readings_kept): they stay."""
+    return remediation.readings_kept(ctx) if ctx is not None else frozenset()
 
 
 def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
@@ -291,8 +296,9 @@ def _with_status(snap: Snapshot, new: Json) -> Snapshot:
 def _prune(
     snap: Snapshot, books: Snapshot, policy: Policy | None, planned: frozenset[str]
 ) -> tuple[str, ...]:
-    """Accounted Jobs past the limits. The active Job (before and after this pass) and the
-    Jobs of TerraformPlans not finished (`planned`) always stay."""
+    """Accounted Jobs past the limits. The active Job (before and after this pass), the
+    Jobs of TerraformPlans not finished and the readings the remediation mark counts
+    (`planned`) always stay."""
     if policy is None:
         return ()
     active = [snap.status.get("activeJob"), books.status.get("activeJob")]

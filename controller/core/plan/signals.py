@@ -27,6 +27,7 @@ from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.snapshot import Snapshot
 from controller.core.plan import replicas
 from controller.core.plan.accounting import Event
+from controller.core.plan.health_watched import health_watched
 from controller.core.plan.replicas import PoolPatch
 from controller.core.plan.writeback import WriteBack
 from runtime.jsonobj import Json
@@ -57,8 +58,9 @@ def _cond(kind: str, true: bool, reason: str, message: str) -> Json:
 def conditions(
     ctx: Context, decision: Decision, state_serial: int | None, writeback: WriteBack | None
 ) -> list[Json]:
-    """InputsApplied, StateReadable (once there is a state or a wait about it) and, for a
-    contract cluster, EndpointAvailable."""
+    """InputsApplied, StateReadable (once there is a state or a wait about it), for a
+    contract cluster EndpointAvailable, and for a contract machine HealthWatched
+    (controller/core/plan/health_watched.py)."""
     out = [inputs_applied(ctx)]
     state = state_readable(decision, state_serial)
     if state is not None:
@@ -66,6 +68,9 @@ def conditions(
     endpoint = endpoint_available(ctx, writeback)
     if endpoint is not None:
         out.append(endpoint)
+    watched = health_watched(ctx, decision)
+    if watched is not None:
+        out.append(watched)
     return out
 
 

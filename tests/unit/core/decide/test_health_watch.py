@@ -149,3 +149,35 @@ def _cluster_objects(obj: Json, applied: Json) -> list[Json]:
     from tests.unit.core.decide.test_schedule import _speaking
 
     return _speaking(obj, [*base_objects(), applied])
+
+
+@pytest.mark.parametrize(
+    ("result", "reason"),
+    [
+        # Nobody could tell, or the result carried no reading: only the watch reads again.
+        ({"stateSerial": 1, "contract": {"pending": [], "health": "unknown"}}, "HealthCheckDue"),
+        ({"stateSerial": 1}, "HealthCheckDue"),
+        # An output still to come beside a definite health: the watch too.
+        (
+            {"stateSerial": 1, "contract": {"pending": ["addresses"], "health": "running"}},
+            "HealthCheckDue",
+        ),
+        # Health pending: HealthPending's schedule (30 s doubling) reads it, not the watch.
+        ({"stateSerial": 1, "contract": {"pending": [], "health": "pending"}}, "HealthPending"),
+        ({"stateSerial": 1, "contract": {"pending": [], "health": None}}, "HealthPending"),
+    ],
+)
+def test_a_reading_that_is_not_definite_is_still_read_again(result: Json, reason: str) -> None:
+    """Before, the watch stopped at a reading that was not definite, and a machine whose
+    module once said `unknown` was never read again."""
+    refreshed = job(
+        "refresh",
+        1,
+        "succeeded",
+        owner="m1",
+        kind=MACHINE,
+        finished=ago(seconds=400),
+        result=result,
+    )
+    out = decided(_member(), _with_cluster(_applied(900), refreshed))
+    assert (out.get("op"), out.get("reason")) == ("refresh", reason), out

@@ -220,7 +220,8 @@ def test_an_applied_machine_never_resolves_again_and_notes_a_moved_tag() -> None
     drift = pass_of(obj, due)
     assert drift.image_lookup is None
     assert isinstance(drift.decision, Run)
-    assert drift.decision.op == "drift"
+    # Its apply's result carried no contract reading: the health watch reads it again.
+    assert (drift.decision.op, drift.decision.reason) == ("refresh", Reason.HEALTH_CHECK_DUE)
     assert volume_of(drift) == f"reg.local/team/mod@{D1}"
     # Another object's lookup, in io's cache, shows the tag moved: noted, not used.
     seen = pass_of(obj, due, resolved(D2, MACHINE, asked=False))

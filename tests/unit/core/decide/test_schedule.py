@@ -17,7 +17,7 @@ from controller.core.decide import snapshot
 from controller.core.decide.context import Context, context_of
 from controller.core.decide.decision import to_json
 from controller.core.decide.steps import decide
-from controller.core.decide.triggers import jitter
+from controller.core.decide.triggers import HEALTH, jitter
 from controller.core.jobs.readings import Reading, reading_of
 from runtime.jsonobj import Json
 from tests.builders import (
@@ -125,12 +125,13 @@ def test_a_refresh_follows_a_members_apply_whose_outputs_were_not_definite(kind:
     refreshed = job("refresh", 1, "succeeded", owner="m1", kind=kind, finished=ago(seconds=5))
     after = decided(_member(kind), _with_cluster(applied, refreshed, kind=kind))
     # The refresh carried no pending health reading: only a pool's membership re-read is
-    # scheduled, 60 s after that refresh (plus its jitter).
+    # scheduled, 60 s after that refresh (plus its jitter), and a machine's health watch,
+    # 5 min after it (plus its jitter): it carried no reading either, so nothing else will.
+    assert after["action"] == "idle"
     if kind == POOL:
-        assert after["action"] == "idle"
         assert 55 <= after["after"] <= 61
     else:
-        assert after == {"action": "idle"}
+        assert after["after"] == 295 + jitter("uid-m1", HEALTH, 300)
 
 
 def _backoff(after: float) -> Json:
@@ -158,7 +159,8 @@ def _runs(retry: int) -> Json:
         (["interrupted"], _runs(1)),
         # ... and does not end the count: the failure's minute has passed, retry 2.
         (["failed", "interrupted"], _runs(2)),
-        (["failed", "succeeded"], {"action": "idle"}),
+        # Done; the health watch's next reading 5 min after the refresh, plus its jitter.
+        (["failed", "succeeded"], {"action": "idle", "after": 270 + jitter("uid-m1", HEALTH, 300)}),
     ],
 )
 def test_a_refresh_after_apply_that_did_not_succeed_stays_due_with_its_backoff(
@@ -193,7 +195,7 @@ def test_the_refresh_after_apply_is_due_until_a_refresh_succeeds(outcomes: list[
     refreshes = [_refresh(i + 1, o, 600 * (len(outcomes) - i)) for i, o in enumerate(outcomes)]
     out = decided(_member(), _with_cluster(applied, *refreshes), at=NOW + _s(3600))
     if "succeeded" in outcomes:
-        assert out == {"action": "idle"}
+        assert out.get("reason") != "RefreshAfterApply"  # the health watch's, if any
     else:
         assert (out["op"], out["reason"]) == ("refresh", "RefreshAfterApply")
 
@@ -240,8 +242,11 @@ def test_no_refresh_after_a_definite_apply_a_cluster_or_no_reading() -> None:
     out = decided(_member(), _with_cluster(definite))
     assert out["action"] == "idle"
     assert 0 < out["after"] <= 330
+    # No reading at all: no refresh after the apply; the health watch reads it in 5 min.
     bare = job("apply", 1, "succeeded", owner="m1", kind=MACHINE, result={"stateSerial": 1})
-    assert decided(_member(), _with_cluster(bare)) == {"action": "idle"}
+    out = decided(_member(), _with_cluster(bare))
+    assert out["action"] == "idle"
+    assert 0 < out["after"] <= 330
     pending_outputs = {"contract": {"pending": ["x"], "health": "running"}}
     cluster_apply = job("apply", 1, "succeeded", result=pending_outputs)
     assert decided(captf(), _speaking(captf(), [*base_objects(), cluster_apply])) == {
