@@ -26,6 +26,7 @@ from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.reads import (
     How,
+    capi_read,
     capi_wanted,
     captf_wanted,
     configmaps_wanted,
@@ -160,6 +161,7 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
+    "capi_read",
     "capi_wanted",
     "captf_wanted",
     "change_of",

@@ -13,6 +13,7 @@ from controller.io.identities import IdentityKeeper
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
 from controller.io.templates import TemplateKeeper
+from controller.io.triggers import Triggers
 from runtime.loop import Result
 
 
@@ -21,8 +22,11 @@ class ByKind:
     objects: Reconciler
     identities: IdentityKeeper
     templates: TemplateKeeper
+    triggers: Triggers | None = None  # counts each reconcile under what woke it
 
     async def reconcile(self, key: str) -> Result:
+        if self.triggers is not None:
+            self.triggers.reconciling(key)
         kind, namespace, name = parse_key(key)
         if kind == IDENTITY:
             return await self.identities.reconcile(name)

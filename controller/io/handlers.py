@@ -6,6 +6,8 @@
                        cluster) or its cluster (a pool or machine)
   a Cluster            its TerraformCluster and its members (by the cluster-name label)
   a Machine, Pool      the CAPTF object its infrastructureRef names, and those it owns
+                       (a Cluster, Machine or Pool: unless only status a pass does not
+                       read changed, the core's capi_read)
   a Job                its object, unless only the accounting mark changed
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
@@ -67,11 +69,13 @@ from controller.io.indexes import (
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
     lease_freed,
+    only_capi_version,
     only_own_job_writes,
     only_own_object_writes,
     only_plan_status,
     seen_by_others,
 )
+from controller.io.triggers import SELF, Triggers
 from runtime.cache import Informer
 from runtime.cache.resource import Obj
 from runtime.jsonobj import Json
@@ -80,36 +84,63 @@ from runtime.jsonobj import Json
 Wakes = Callable[[Obj | None, Obj | None], Iterable[str]]
 
 
-def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
-    """Registers every handler; before the informers run, or the first adds are missed."""
+def wire_handlers(
+    caches: Caches, enqueue: Callable[[str], None], triggers: Triggers | None = None
+) -> None:
+    """Registers every handler; before the informers run, or the first adds are missed.
+    `triggers` is told which watch woke each key (the reconciles' trigger label)."""
+    add = partial(_add, enqueue=enqueue, triggers=triggers)
     for kind, informer in caches.objects.items():
-        _add(informer, partial(object_wakes, caches, kind), enqueue)
+        add(informer, partial(object_wakes, caches, kind), own=key_for)
     for kind, informer in caches.capi.items():
-        _add(informer, partial(capi_wakes, caches, kind), enqueue)
+        add(informer, partial(capi_event_wakes, caches, kind))
     for kind, informer in caches.templates.items():
-        _add(informer, partial(template_wakes, kind), enqueue)
-    _add(caches.jobs, job_wakes, enqueue)
-    _add(caches.plans, plan_wakes, enqueue)
+        add(informer, partial(template_wakes, kind), own=partial(_template_key, kind))
+    add(caches.jobs, job_wakes)
+    add(caches.plans, plan_wakes)
     for informer in (caches.secrets, caches.own_secrets):
         informer.add_handler(caches.secret_data.forget_deleted)
-        _add(informer, partial(data_wakes, caches, SECRET), enqueue)
+        add(informer, partial(data_wakes, caches, SECRET))
     caches.configmaps.add_handler(caches.configmap_data.forget_deleted)
-    _add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP), enqueue)
+    add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP))
     for leases in caches.lease_caches():
-        _add(leases, partial(lease_wakes, caches), enqueue)
-    _add(caches.identities, partial(identity_wakes, caches), enqueue)
-    _add(caches.namespaces, partial(namespace_wakes, caches), enqueue)
-    _add(caches.runner_accounts, partial(account_wakes, caches), enqueue)
-    _add(caches.pending_pods, pod_wakes, enqueue)
-    _add(caches.failed_creates, partial(event_wakes, caches), enqueue)
+        add(leases, partial(lease_wakes, caches))
+    add(caches.identities, partial(identity_wakes, caches), own=_identity_key_of)
+    add(caches.namespaces, partial(namespace_wakes, caches))
+    add(caches.runner_accounts, partial(account_wakes, caches))
+    add(caches.pending_pods, pod_wakes)
+    add(caches.failed_creates, partial(event_wakes, caches))
 
 
-def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
+def _add(
+    informer: Informer,
+    wakes: Wakes,
+    *,
+    enqueue: Callable[[str], None],
+    triggers: Triggers | None,
+    own: Callable[[Obj], str] | None = None,
+) -> None:
+    source = informer.resource.plural
+
     def handler(old: Obj | None, new: Obj | None) -> None:
-        for key in wakes(old, new):
+        keys = list(wakes(old, new))
+        if triggers is not None and keys:
+            mine = own(new or old or {}) if own is not None else None
+            for key in keys:
+                triggers.woke(key, SELF if key == mine else source)
+        for key in keys:
             enqueue(key)
 
     informer.add_handler(handler)
+
+
+def _template_key(kind: str, obj: Obj) -> str:
+    meta = obj["metadata"]
+    return key_of(kind, meta["namespace"], meta["name"])
+
+
+def _identity_key_of(obj: Obj) -> str:
+    return identity_key(obj["metadata"]["name"])
 
 
 def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
@@ -143,6 +174,11 @@ def template_wakes(kind: str, old: Obj | None, new: Obj | None) -> list[str]:
 def _without_status(obj: Obj) -> tuple[Any, Any, Any]:
     meta = obj.get("metadata") or {}
     return obj.get("spec"), meta.get("generation"), meta.get("deletionTimestamp")
+
+
+def capi_event_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    """A Cluster API object's event: its wakes, unless nothing a pass reads of it changed."""
+    return [] if only_capi_version(old, new) else capi_wakes(caches, kind, old, new)
 
 
 def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:

@@ -74,6 +74,21 @@ def _status_aside(obj: Obj) -> tuple[object, ...]:
     return (obj.get("spec"), meta.get("uid"), meta.get("deletionTimestamp"), meta.get("labels"))
 
 
+def only_capi_version(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a Cluster API object's update changed nothing a pass reads: as cached (the
+    informer keeps what the core's `capi_read` leaves), the two versions differ in their
+    resourceVersion at most. Cluster API's own status writes (conditions, counters, phase)
+    are such updates."""
+    if old is None or new is None:
+        return False
+    return _without_version(old) == _without_version(new)
+
+
+def _without_version(obj: Obj) -> Obj:
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
 def seen_by_others(old: Obj | None, new: Obj | None) -> bool:
     """Whether what other objects wait on changed: its Ready condition (dependants and
     members wait for it), or whether it runs a Job (a cluster and its members never run

@@ -69,6 +69,26 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
     return tuple(dict.fromkeys(ref for ref in refs if ref is not None))
 
 
+# Of a Cluster API object's status a pass reads only `initialization` (the contract's
+# infrastructureProvisioned and controlPlaneInitialized, owners.py and contract/inputs.py);
+# its metadata and spec are read whole. The conditions, counters and phase Cluster API
+# writes as Machines come and go decide nothing here: the caches keep only what
+# `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
+# nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
+# that reads more of it adds the field here.
+CAPI_STATUS_READ = ("initialization",)
+
+
+def capi_read(obj: Json) -> Json:
+    """What a pass reads of a Cluster API object: all but the status outside
+    CAPI_STATUS_READ."""
+    status = obj.get("status")
+    if not isinstance(status, dict) or status.keys() <= set(CAPI_STATUS_READ):
+        return obj
+    kept = {k: status[k] for k in CAPI_STATUS_READ if k in status}
+    return {**obj, "status": kept}
+
+
 def captf_wanted(obj: Json, capi: Related) -> tuple[tuple[ObjectRef, ...], str]:
     """The other CAPTF objects, by ObjectRef: the dependencies, and a member's
     TerraformCluster (named by its Cluster in `capi`, as found); and the Cluster name

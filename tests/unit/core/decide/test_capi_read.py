@@ -1,0 +1,42 @@
+"""What a pass reads of a Cluster API object (reads.capi_read): its metadata and spec
+whole, of its status only `initialization`."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.core.basics.names import CAPI_MACHINE
+from controller.core.decide.reads import capi_read
+from runtime.jsonobj import Json
+
+CONDITIONS = [{"type": "Available", "status": "False", "reason": "Scaling"}]
+
+
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [
+        (None, None),
+        ({}, {}),
+        ({"initialization": {"infrastructureProvisioned": True}}, None),
+        (
+            {"initialization": {"controlPlaneInitialized": True}, "phase": "Provisioned"},
+            {"initialization": {"controlPlaneInitialized": True}},
+        ),
+        ({"phase": "Running", "conditions": CONDITIONS, "nodeRef": {"name": "n"}}, {}),
+    ],
+)
+def test_capi_read_keeps_only_the_status_a_pass_reads(
+    status: Json | None, kept: Json | None
+) -> None:
+    """`kept` None: the object as it was (nothing to drop)."""
+    obj: Json = {
+        "kind": CAPI_MACHINE,
+        "metadata": {"name": "m", "resourceVersion": "1"},
+        "spec": {"version": "v1"},
+    }
+    if status is not None:
+        obj["status"] = status
+    read = capi_read(obj)
+    assert read["metadata"] == obj["metadata"]
+    assert read["spec"] == obj["spec"]
+    assert read.get("status") == (status if kept is None else kept)
