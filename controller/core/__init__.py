@@ -40,6 +40,7 @@ from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
 from controller.core.jobs.job_env import RUNNER_VARS_READ, containers, job_env
+from controller.core.jobs.starting import pull_failure
 from controller.core.jobs.termination import (
     JOB_UID_LABEL,
     Recorded,
@@ -193,6 +194,7 @@ __all__ = [
     "owner_of",
     "owns_secret",
     "plan_pass",
+    "pull_failure",
     "ready_of",
     "reference_digest",
     "refusals_message",

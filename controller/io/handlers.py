@@ -11,7 +11,8 @@
   a Job                its object, unless only the accounting mark changed
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
-  a Lease              once freed, every object waiting for a Lease
+  a Lease              once freed: a run slot, the longest waiting for one; either, the
+                       objects waiting for an operation (of its namespace)
   an identity          itself and the objects that run with it
   a Namespace          once its labels change, every identity, and the objects there
                        that run with one
@@ -40,6 +41,7 @@ from controller.core import (
     infrastructure_ref,
     is_run_slot,
     own_identity_ref,
+    pull_failure,
     secret_ref_of,
     spec_of,
 )
@@ -68,9 +70,10 @@ from controller.io.indexes import (
 )
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
+    cluster_news,
+    job_news,
     lease_freed,
     only_capi_version,
-    only_own_job_writes,
     only_own_object_writes,
     only_plan_status,
     seen_by_others,
@@ -156,9 +159,10 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
             # Indexed only under a name: a TerraformCluster of no Cluster finds no members.
             members = caches.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(obj)}")
             keys += _keys(m for m in members if m["kind"] != CLUSTER)
-        else:
-            cluster = caches.terraform_cluster(obj)
-            keys += _keys([cluster] if cluster is not None else [])
+    if kind != CLUSTER:
+        cluster = caches.terraform_cluster(obj)
+        if cluster is not None and cluster_news(old, new, cluster):
+            keys += _keys([cluster])
     return keys
 
 
@@ -203,7 +207,7 @@ def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
 
 
 def job_wakes(old: Obj | None, new: Obj | None) -> list[str]:
-    if only_own_job_writes(old, new):
+    if not job_news(old, new):
         return []
     key = owner_key(new or old or {})
     return [] if key is None else [key]
@@ -262,15 +266,20 @@ SLOT_WAKES = 2
 
 
 def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """A freed operation Lease wakes every object waiting for a Lease; a freed run slot,
-    the SLOT_WAKES that have waited longest for one, and those waiting for an operation."""
+    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, and those
+    waiting for an operation; a freed operation Lease, those of its namespace waiting for
+    an operation (a cluster's, or its members'). An operation Lease is freed with each
+    Job's end: waking the run-slot waiters too cost a pass per waiting object per Job
+    (issue 31), and they wait for the slot that Job frees, which wakes them."""
     if not lease_freed(old, new):
         return []
+    lease = new or old or {}
     waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
-    if not is_run_slot(new or old or {}):
-        return _keys(waiting)
-    for_slot = [o for o in waiting if _next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
     others = [o for o in waiting if _next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    if not is_run_slot(lease):
+        ns = lease.get("metadata", {}).get("namespace")
+        return _keys(o for o in others if o["metadata"]["namespace"] == ns)
+    for_slot = [o for o in waiting if _next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
     longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
     return _keys([*longest, *others])
 
@@ -342,9 +351,14 @@ def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None
 
 
 def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:
-    """A runner pod carries its object's kind and name labels, as its Job does."""
+    """A runner pod carries its object's kind and name labels, as its Job does. A pass
+    reads a Pending pod for its image pull failure (core's `pull_failure`), and that one
+    exists (a Job's FailedCreate is over): it wakes the object when it appears, and when
+    its pull failure comes, changes or goes, not on each step of its start (issue 31)."""
     key = owner_key(new or old or {})
-    return [] if key is None or new is None else [key]
+    if key is None or new is None:
+        return []
+    return [key] if old is None or pull_failure(old) != pull_failure(new) else []
 
 
 def event_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:

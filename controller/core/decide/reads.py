@@ -71,22 +71,26 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
 
 # Of a Cluster API object's status a pass reads only `initialization` (the contract's
 # infrastructureProvisioned and controlPlaneInitialized, owners.py and contract/inputs.py);
-# its metadata and spec are read whole. The conditions, counters and phase Cluster API
-# writes as Machines come and go decide nothing here: the caches keep only what
-# `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
-# nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
-# that reads more of it adds the field here.
+# of its metadata all but its finalizers (Cluster API's own); its spec whole. The
+# conditions, counters and phase Cluster API writes as Machines come and go decide
+# nothing here: the caches keep only what `capi_read` leaves, the snapshot of `captf
+# decide` too, and a change to the rest wakes nothing (issue 31: each Machine's progress
+# woke every member of its Cluster). A rule that reads more of it adds the field here.
 CAPI_STATUS_READ = ("initialization",)
+CAPI_METADATA_UNREAD = ("finalizers", "managedFields")
 
 
 def capi_read(obj: Json) -> Json:
     """What a pass reads of a Cluster API object: all but the status outside
-    CAPI_STATUS_READ."""
-    status = obj.get("status")
-    if not isinstance(status, dict) or status.keys() <= set(CAPI_STATUS_READ):
-        return obj
-    kept = {k: status[k] for k in CAPI_STATUS_READ if k in status}
-    return {**obj, "status": kept}
+    CAPI_STATUS_READ and the metadata in CAPI_METADATA_UNREAD."""
+    status, meta = obj.get("status"), obj.get("metadata")
+    out = obj
+    if isinstance(status, dict) and not status.keys() <= set(CAPI_STATUS_READ):
+        out = {**out, "status": {k: status[k] for k in CAPI_STATUS_READ if k in status}}
+    if isinstance(meta, dict) and any(k in meta for k in CAPI_METADATA_UNREAD):
+        kept = {k: v for k, v in meta.items() if k not in CAPI_METADATA_UNREAD}
+        out = {**out, "metadata": kept}
+    return out
 
 
 def captf_wanted(obj: Json, capi: Related) -> tuple[tuple[ObjectRef, ...], str]:

@@ -40,3 +40,10 @@ def test_capi_read_keeps_only_the_status_a_pass_reads(
     assert read["metadata"] == obj["metadata"]
     assert read["spec"] == obj["spec"]
     assert read.get("status") == (status if kept is None else kept)
+
+
+def test_capi_read_leaves_out_cluster_apis_finalizers() -> None:
+    meta = {"name": "m", "finalizers": ["machine.cluster.x-k8s.io"], "labels": {"a": "b"}}
+    read = capi_read({"kind": CAPI_MACHINE, "metadata": meta, "spec": {}})
+    assert read["metadata"] == {"name": "m", "labels": {"a": "b"}}
+    assert meta["finalizers"] == ["machine.cluster.x-k8s.io"]  # the input is left as it was
