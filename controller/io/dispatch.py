@@ -25,8 +25,18 @@ class ByKind:
     triggers: Triggers | None = None  # counts each reconcile under what woke it
 
     async def reconcile(self, key: str) -> Result:
-        if self.triggers is not None:
-            self.triggers.reconciling(key)
+        if self.triggers is None:
+            return await self._reconcile(key)
+        self.triggers.reconciling(key)
+        try:
+            result = await self._reconcile(key)
+        except Exception:
+            self.triggers.ended(key, None)
+            raise
+        self.triggers.ended(key, result)
+        return result
+
+    async def _reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
         if kind == IDENTITY:
             return await self.identities.reconcile(name)

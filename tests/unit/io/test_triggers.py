@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from controller.core.basics.names import (
@@ -16,7 +17,8 @@ from controller.core.basics.names import (
 )
 from controller.io.caches import Caches
 from controller.io.handlers import wire_handlers
-from controller.io.triggers import REQUEUE, SELF, Triggers
+from controller.io.triggers import AT_ONCE, REQUEUE, RETRY, SELF, Triggers
+from runtime.loop import DONE, Result, requeue_after
 from tests.unit.io.cache_objects import NS, captf, deliver, job
 
 
@@ -59,3 +61,32 @@ def test_the_handlers_name_the_watch_and_an_objects_own_event(caches: Caches) ->
     assert keys == [f"{CLUSTER}/{NS}/c", f"{POOL}/{NS}/p", f"{POOL}/{NS}/p"]
     assert triggers.reconciling(f"{CLUSTER}/{NS}/c") == SELF
     assert triggers.reconciling(f"{POOL}/{NS}/p") == "terraformclusters"
+
+
+@pytest.mark.parametrize(
+    ("result", "trigger"),
+    [
+        (Result(requeue=True), RETRY),  # a conflict, a Lease found taken
+        (None, RETRY),  # an error
+        (requeue_after(0.0), AT_ONCE),
+        (requeue_after(30.0), REQUEUE),  # a timed requeue
+        (DONE, REQUEUE),
+    ],
+)
+def test_a_reconcile_that_asks_to_come_back_soon_is_the_next_ones_trigger(
+    result: Result | None, trigger: str
+) -> None:
+    triggers = Triggers(CollectorRegistry())
+    key = f"{POOL}/{NS}/p"
+    triggers.reconciling(key)
+    triggers.ended(key, result)
+    assert triggers.reconciling(key) == trigger
+
+
+def test_a_watch_that_woke_the_key_during_the_reconcile_comes_first() -> None:
+    triggers = Triggers(CollectorRegistry())
+    key = f"{POOL}/{NS}/p"
+    triggers.reconciling(key)
+    triggers.woke(key, "jobs")
+    triggers.ended(key, Result(requeue=True))
+    assert triggers.reconciling(key) == "jobs"
