@@ -83,10 +83,14 @@ CAPI_METADATA_UNREAD = ("finalizers", "managedFields")
 def capi_read(obj: Json) -> Json:
     """What a pass reads of a Cluster API object: all but the status outside
     CAPI_STATUS_READ and the metadata in CAPI_METADATA_UNREAD."""
-    status, meta = obj.get("status"), obj.get("metadata")
+    status, meta = obj.get("status") or {}, obj.get("metadata")
     out = obj
-    if isinstance(status, dict) and not status.keys() <= set(CAPI_STATUS_READ):
-        out = {**out, "status": {k: status[k] for k in CAPI_STATUS_READ if k in status}}
+    if "status" in obj and not (status and status.keys() <= set(CAPI_STATUS_READ)):
+        # No status read is no status: an object before and after its first status write
+        # of unread fields reads the same.
+        out = {k: v for k, v in obj.items() if k != "status"}
+        kept = {k: status[k] for k in CAPI_STATUS_READ if k in status}
+        out |= {"status": kept} if kept else {}
     if isinstance(meta, dict) and any(k in meta for k in CAPI_METADATA_UNREAD):
         kept = {k: v for k, v in meta.items() if k not in CAPI_METADATA_UNREAD}
         out = {**out, "metadata": kept}
