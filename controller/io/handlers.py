@@ -101,9 +101,9 @@ def wire_handlers(
         add(informer, partial(template_wakes, kind), own=partial(_template_key, kind))
     add(caches.jobs, job_wakes)
     add(caches.plans, plan_wakes)
-    for informer in (caches.secrets, caches.own_secrets):
+    for informer, source in ((caches.secrets, None), (caches.own_secrets, OWN_SECRETS)):
         informer.add_handler(caches.secret_data.forget_deleted)
-        add(informer, partial(data_wakes, caches, SECRET))
+        add(informer, partial(data_wakes, caches, SECRET), source=source)
     caches.configmaps.add_handler(caches.configmap_data.forget_deleted)
     add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP))
     for leases in caches.lease_caches():
@@ -122,8 +122,9 @@ def _add(
     enqueue: Callable[[str], None],
     triggers: Triggers | None,
     own: Callable[[Obj], str] | None = None,
+    source: str | None = None,
 ) -> None:
-    source = informer.resource.plural
+    source = source or informer.resource.plural
 
     def handler(old: Obj | None, new: Obj | None) -> None:
         keys = list(wakes(old, new))
@@ -135,6 +136,11 @@ def _add(
             enqueue(key)
 
     informer.add_handler(handler)
+
+
+# The trigger of a wake by a Secret CAPTF wrote (inputs, state, plans, outputs: the
+# labelled cache), told from the user's.
+OWN_SECRETS = "captf-secrets"
 
 
 def _template_key(kind: str, obj: Obj) -> str:

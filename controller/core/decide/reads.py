@@ -71,19 +71,22 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
 
 # Of a Cluster API object's status a pass reads only `initialization` (the contract's
 # infrastructureProvisioned and controlPlaneInitialized, owners.py and contract/inputs.py);
-# of its metadata all but its finalizers (Cluster API's own); its spec whole. The
-# conditions, counters and phase Cluster API writes as Machines come and go decide
-# nothing here: the caches keep only what `capi_read` leaves, the snapshot of `captf
-# decide` too, and a change to the rest wakes nothing (issue 31: each Machine's progress
-# woke every member of its Cluster). A rule that reads more of it adds the field here.
+# of its metadata all but its finalizers (Cluster API's own); its spec but the provider
+# IDs Cluster API copies from ours. The conditions, counters and phase Cluster API
+# writes as Machines come and go decide nothing here: the caches keep only what
+# `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
+# nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
+# that reads more of it adds the field here.
 CAPI_STATUS_READ = ("initialization",)
 CAPI_METADATA_UNREAD = ("finalizers", "managedFields")
+# Copied by Cluster API from the TerraformMachine (Pool) once it is provisioned: its own.
+CAPI_SPEC_UNREAD = ("providerID", "providerIDList")
 
 
 def capi_read(obj: Json) -> Json:
     """What a pass reads of a Cluster API object: all but the status outside
-    CAPI_STATUS_READ and the metadata in CAPI_METADATA_UNREAD."""
-    status, meta = obj.get("status") or {}, obj.get("metadata")
+    CAPI_STATUS_READ, the metadata in CAPI_METADATA_UNREAD, the spec in CAPI_SPEC_UNREAD."""
+    status = obj.get("status") or {}
     out = obj
     if "status" in obj and not (status and status.keys() <= set(CAPI_STATUS_READ)):
         # No status read is no status: an object before and after its first status write
@@ -91,9 +94,10 @@ def capi_read(obj: Json) -> Json:
         out = {k: v for k, v in obj.items() if k != "status"}
         kept = {k: status[k] for k in CAPI_STATUS_READ if k in status}
         out |= {"status": kept} if kept else {}
-    if isinstance(meta, dict) and any(k in meta for k in CAPI_METADATA_UNREAD):
-        kept = {k: v for k, v in meta.items() if k not in CAPI_METADATA_UNREAD}
-        out = {**out, "metadata": kept}
+    for part, unread in (("metadata", CAPI_METADATA_UNREAD), ("spec", CAPI_SPEC_UNREAD)):
+        found = obj.get(part)
+        if isinstance(found, dict) and any(k in found for k in unread):
+            out = {**out, part: {k: v for k, v in found.items() if k not in unread}}
     return out
 
 

@@ -77,6 +77,7 @@ def _deliver(caches: Caches, kind: str, obj: Json, event: str = "MODIFIED") -> N
         ({"status__nodeRef": {"name": "node-1"}}, False),
         ({"status__deletion": {"nodeDrainStartTime": "2026-01-01T00:00:00Z"}}, False),
         ({"metadata__finalizers": ["machine.cluster.x-k8s.io"]}, False),
+        ({"spec__providerID": "aws:///i-1"}, False),
         ({"spec__version": "v1.34.0"}, True),
         ({"spec__bootstrap": {"dataSecretName": "b2"}}, True),
         ({"metadata__annotations": {"cluster.x-k8s.io/remediate-machine": ""}}, True),

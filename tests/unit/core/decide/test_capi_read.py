@@ -50,3 +50,9 @@ def test_capi_read_leaves_out_cluster_apis_finalizers() -> None:
     read = capi_read({"kind": CAPI_MACHINE, "metadata": meta, "spec": {}})
     assert read["metadata"] == {"name": "m", "labels": {"a": "b"}}
     assert meta["finalizers"] == ["machine.cluster.x-k8s.io"]  # the input is left as it was
+
+
+def test_capi_read_leaves_out_the_provider_ids_cluster_api_copies_from_ours() -> None:
+    spec = {"providerID": "aws:///i-1", "version": "v1.34.0", "providerIDList": ["a"]}
+    read = capi_read({"kind": CAPI_MACHINE, "metadata": {"name": "m"}, "spec": spec})
+    assert read["spec"] == {"version": "v1.34.0"}
