@@ -37,7 +37,7 @@ import yaml
 
 from controller.bench import bare
 from controller.bench.capi_procs import Meter, ended_children_cpu, memory_mib, pod_pid
-from controller.bench.capi_reconciles import breakdown, scrape_counts
+from controller.bench.capi_reconciles import breakdown, queue_means, scrape_counts
 from controller.bench.capi_report import summarise
 from controller.bench.capi_watch import Seen
 from controller.core.basics.names import (
@@ -270,6 +270,7 @@ class Phases:
         self.report["finished"] = bool(ready and up and down and bare_ok)
         self._summarise(reconciles[-1] - reconciles[0])
         self.report["reconciles_per_machine_by"] = breakdown(by_labels[0], by_labels[-1], self.n)
+        self.report["queue"] = queue_means(by_labels[0], by_labels[-1])
         return self.report
 
     async def _sample(self, meter: Meter) -> None:

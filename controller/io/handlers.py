@@ -39,6 +39,7 @@ from controller.core import (
     cluster_name_of,
     identity_ref_of,
     infrastructure_ref,
+    is_finished,
     is_run_slot,
     own_identity_ref,
     pull_failure,
@@ -52,8 +53,10 @@ from controller.core.basics.names import (
     KINDS,
     LABEL_IDENTITY_MIRROR,
     LABEL_KIND,
+    LABEL_MANAGED_BY,
     LABEL_NAME,
     LABEL_PLAN_OF,
+    MANAGER,
     OWNER_KINDS,
     Reason,
 )
@@ -242,25 +245,42 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     assert obj is not None
     meta = obj["metadata"]
     ns, name = meta.get("namespace", ""), meta["name"]
+    labels = meta.get("labels") or {}
+    # What CAPTF wrote (its inputs, a runner's state, plans, backups) wakes no object whose
+    # Job is still running: what its runner writes is read when the Job ends (the Job's
+    # end wakes it, and the cache has this Secret by then; one that comes after the Job's
+    # end wakes it here). Each state, backup and part a destroy writes and removes woke
+    # the machine for a pass that found its Job running (issue 31).
+    written = labels.get(LABEL_MANAGED_BY) == MANAGER
+
+    def woken(found: Iterable[Json]) -> list[str]:
+        return _keys(o for o in found if not (written and _job_running(caches, o)))
+
     # Objects that read it (module, variables, credentials, their state), the infrastructure
     # of the Machines and MachinePools that take their bootstrap data from it...
-    keys = _keys(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
+    keys = woken(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
     if kind == SECRET:
         for capi in caches.capi_by(BY_REF, f"{ns}/{kind}/{name}"):
             keys += capi_wakes(caches, str(capi.get("kind")), capi, capi)
     # ...the objects of the namespace that run with a mirror's identity, and every user
     # of an identity whose Secret this is, with the identity...
-    labels = meta.get("labels") or {}
     if kind == SECRET:
         keys += _secret_identities(caches, ns, name, labels.get(LABEL_IDENTITY_MIRROR))
-    # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
+    # ...and the object a Secret CAPTF wrote belongs to (inputs, state, plans).
     owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
     if owner:
         owner_kind = labels.get(LABEL_KIND)
         kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
         found = [caches.object(k, ns, owner) for k in kinds]
-        keys += _keys(o for o in found if o is not None)
+        keys += woken(o for o in found if o is not None)
     return keys
+
+
+def _job_running(caches: Caches, obj: Json) -> bool:
+    """Whether the object's active Job is in the cache and not finished."""
+    active = (obj.get("status") or {}).get("activeJob")
+    job = caches.job(obj["metadata"]["namespace"], str(active)) if active else None
+    return job is not None and not is_finished(job)
 
 
 # A freed run slot wakes this many of the objects waiting for one, those waiting longest;

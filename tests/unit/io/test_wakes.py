@@ -21,8 +21,10 @@ from controller.core.basics.names import (
     LABEL_NAME,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
+    MANAGED_BY,
     POOL,
     SCOPE_RUN_SLOT,
+    state_secret_name,
 )
 from controller.io.caches import Caches
 from controller.io.handlers import plan_wakes, pod_wakes
@@ -405,3 +407,29 @@ def test_a_pending_pod_wakes_its_object_when_it_appears_or_its_pull_failure_chan
         assert pod_wakes(None, _pod(1, None)) == [key]
         return
     assert pod_wakes(_pod(1, before), _pod(2, after)) == ([key] if wakes else [])
+
+
+# --- A Secret its runner writes while its Job runs ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job_status", "wakes"),
+    [
+        ({"active": 1}, False),  # running: its end wakes the object, this Secret cached
+        ({"conditions": [{"type": "Complete", "status": "True"}]}, True),  # ended first
+        (None, True),  # the Job not in the cache
+    ],
+)
+def test_a_secret_captf_wrote_wakes_its_object_unless_its_job_still_runs(
+    caches: Caches, woken: list[str], job_status: Json | None, wakes: bool
+) -> None:
+    owner = captf(CLUSTER, "c") | {"status": {"activeJob": "c-apply-1"}}
+    caches.objects[CLUSTER].store.upsert(owner)
+    if job_status is not None:
+        caches.jobs.store.upsert(job(owner, "c-apply-1") | {"status": job_status})
+    state = secret(state_secret_name(NS, CLUSTER, "c"), labels={LABEL_NAME: "c"} | MANAGED_BY)
+    deliver(caches.own_secrets, "ADDED", state)  # read by it (BY_REF), and its own
+    assert woken == ([f"{CLUSTER}/{NS}/c"] * 2 if wakes else [])
+    woken.clear()
+    deliver(caches.secrets, "ADDED", secret("creds", labels={LABEL_NAME: "c"}))
+    assert woken == [f"{CLUSTER}/{NS}/c"]  # not CAPTF's: wakes it whatever runs
