@@ -76,6 +76,7 @@ from controller.io.predicates import (
     cluster_news,
     job_news,
     lease_freed,
+    next_reason,
     only_capi_version,
     only_own_object_writes,
     only_plan_status,
@@ -301,17 +302,13 @@ def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
         return []
     lease = new or old or {}
     waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
-    others = [o for o in waiting if _next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    others = [o for o in waiting if next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
     if not is_run_slot(lease):
         ns = lease.get("metadata", {}).get("namespace")
         return _keys(o for o in others if o["metadata"]["namespace"] == ns)
-    for_slot = [o for o in waiting if _next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
+    for_slot = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
     longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
     return _keys([*longest, *others])
-
-
-def _next_reason(obj: Obj) -> str:
-    return str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
 
 
 def _waiting_since(obj: Obj) -> tuple[str, str]:

@@ -108,19 +108,20 @@ def seen_by_others(old: Obj | None, new: Obj | None) -> bool:
 
 
 def cluster_news(old: Obj | None, new: Obj | None, cluster: Obj) -> bool:
-    """Whether a member's change is news to its TerraformCluster,
-    which reads its members only to wait for their Jobs and, while deleted, for them to
-    go: the member went, or its activeJob changed while the cluster waits for a Lease.
+    """Whether a member's change is news to its TerraformCluster, which reads its members
+    only to wait for their Jobs and, while deleted, for them to go: the member went, or
+    its activeJob changed while the cluster waits for a Lease.
     Not its Ready, which the cluster never reads (issue 31: each member's Ready and
     activeJob woke the cluster, four passes a Machine). A member's Job ending frees its
     operation Lease too, which wakes the cluster should its wait begin meanwhile."""
     if new is None:
         return True
-    waits = _next_reason(cluster) in LEASE_WAITS
+    waits = next_reason(cluster) in LEASE_WAITS
     return waits and _active_job(old) != _active_job(new)
 
 
-def _next_reason(obj: Obj) -> str:
+def next_reason(obj: Obj) -> str:
+    """What its status says it waits for (status.next.reason), or ""."""
     return str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
 
 
