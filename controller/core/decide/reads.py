@@ -71,14 +71,20 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
 
 # Of a Cluster API object's status a pass reads only `initialization` (the contract's
 # infrastructureProvisioned and controlPlaneInitialized, owners.py and contract/inputs.py);
-# of its metadata all but its finalizers (Cluster API's own); its spec but the provider
-# IDs Cluster API copies from ours. The conditions, counters and phase Cluster API
+# of its metadata all but its finalizers and its deletion (Cluster API's own: no rule
+# reads an owner's deletion, each object's own deletion is what it acts on); its spec
+# but the provider IDs Cluster API copies from ours. The conditions, counters and phase Cluster API
 # writes as Machines come and go decide nothing here: the caches keep only what
 # `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
 # nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
 # that reads more of it adds the field here.
 CAPI_STATUS_READ = ("initialization",)
-CAPI_METADATA_UNREAD = ("finalizers", "managedFields")
+CAPI_METADATA_UNREAD = (
+    "finalizers",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 # Copied by Cluster API from the TerraformMachine (Pool) once it is provisioned: its own.
 CAPI_SPEC_UNREAD = ("providerID", "providerIDList")
 

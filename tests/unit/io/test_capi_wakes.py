@@ -81,7 +81,7 @@ def _deliver(caches: Caches, kind: str, obj: Json, event: str = "MODIFIED") -> N
         ({"spec__version": "v1.34.0"}, True),
         ({"spec__bootstrap": {"dataSecretName": "b2"}}, True),
         ({"metadata__annotations": {"cluster.x-k8s.io/remediate-machine": ""}}, True),
-        ({"metadata__deletionTimestamp": "2026-01-01T00:00:00Z"}, True),
+        ({"metadata__deletionTimestamp": "2026-01-01T00:00:00Z"}, False),
     ],
 )
 def test_a_machine_wakes_its_infrastructure_only_when_a_pass_reads_the_change(
