@@ -245,14 +245,14 @@ FAILED_CREATES: Final = InformerSpec(
 
 
 def capi_fields(obj: Obj, kind: str) -> Json:
-    """A Cluster API object as a pass reads it (the core's `capi_read`: its status but
-    `initialization` dropped), with its kind."""
+    """A Cluster API object as a pass reads it (the core's `capi_read`: no status but
+    `initialization`, no finalizers, deletion or provider IDs), with its kind."""
     return capi_read(with_kind(obj, api_version=CAPI_API_VERSION, kind=kind))
 
 
 # Cluster API's Clusters, Machines and MachinePools, with their kind (list items lack it,
-# and the owner readers ask it), without the status a pass does not read. Not sharded:
-# they carry no shard label.
+# and the owner readers ask it), without what a pass does not read. Not sharded: they
+# carry no shard label.
 CAPI: Final = {
     kind: InformerSpec(
         resource=api.CAPI_OBJECTS[kind],
