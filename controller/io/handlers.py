@@ -5,9 +5,8 @@
                        what others wait on changed, its dependants and its members (a
                        cluster) or its cluster (a pool or machine)
   a Cluster            its TerraformCluster and its members (by the cluster-name label)
-  a Machine, Pool      the CAPTF object its infrastructureRef names, and those it owns
-                       (a Cluster, Machine or Pool: unless only status a pass does not
-                       read changed, the core's capi_read)
+  a Machine, Pool      the CAPTF objects it owns (a Cluster, Machine or Pool: unless
+                       only what a pass does not read changed, the core's capi_read)
   a Job                its object, unless only the accounting mark changed
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
@@ -38,7 +37,6 @@ from controller.core import (
     SECRET,
     cluster_name_of,
     identity_ref_of,
-    infrastructure_ref,
     is_finished,
     is_run_slot,
     own_identity_ref,
@@ -57,7 +55,6 @@ from controller.core.basics.names import (
     LABEL_NAME,
     LABEL_PLAN_OF,
     MANAGER,
-    OWNER_KINDS,
     Reason,
 )
 from controller.io.caches import Caches
@@ -197,8 +194,11 @@ def capi_event_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None
 
 def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
     """A Cluster wakes every CAPTF object of it (its TerraformCluster and members); a
-    Machine or MachinePool, the object its infrastructureRef names, before and after the
-    change, and the objects it owns (one that does not name them back waits for it)."""
+    Cluster, Machine or MachinePool, the objects it owns (one it does not name back waits
+    for it). Not the object its infrastructureRef names that it does not own: a pass
+    reads only its own owner (reads.capi_wanted), and Cluster API's setting the owner
+    reference wakes it (issue 31: each new Machine woke its TerraformMachine before it was
+    adopted, for a pass that found no owner)."""
     obj = new or old
     assert obj is not None
     meta = obj["metadata"]
@@ -207,12 +207,6 @@ def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     if kind == CAPI_CLUSTER:
         found += caches.objects_by(BY_CLUSTER, f"{ns}/{name}")
     found += caches.objects_by(BY_OWNER, f"{ns}/{kind}/{name}")
-    wanted = {k for k, owner_kind in OWNER_KINDS.items() if owner_kind == kind}
-    for version in (old, new):
-        ref = infrastructure_ref(version or {})
-        if ref.get("kind") in wanted and ref.get("name"):
-            named = caches.object(str(ref["kind"]), ns, str(ref["name"]))
-            found += [named] if named is not None else []
     return list(dict.fromkeys(_keys(found)))
 
 
