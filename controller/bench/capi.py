@@ -38,6 +38,7 @@ import yaml
 from controller.bench import bare
 from controller.bench.capi_bottleneck import bottleneck, where_said
 from controller.bench.capi_procs import Meter, ended_children_cpu, memory_mib, pod_pid
+from controller.bench.capi_reconciles import breakdown, queue_means, scrape_counts
 from controller.bench.capi_report import summarise
 from controller.bench.capi_watch import Seen
 from controller.core.basics.names import (
@@ -250,10 +251,12 @@ class Phases:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._sample, meter)
             reconciles = [await self._reconciles()]
+            by_labels = [await self._reconciles_by_labels()]
             up = ready and await self._phase("scale_up", self.n, meter, self._all_running)
             reconciles.append(await self._reconciles())
             down = up and await self._phase("scale_down", 0, meter, self._all_gone)
             reconciles.append(await self._reconciles())
+            by_labels.append(await self._reconciles_by_labels())
             await anyio.sleep(SETTLE_SECONDS)
             tg.cancel_scope.cancel()
         settled = [memory_mib(pid, "VmRSS") for pid in await self._controller_pids()]
@@ -267,6 +270,8 @@ class Phases:
         bare_ok = down and await self._bare()
         self.report["finished"] = bool(ready and up and down and bare_ok)
         self._summarise(reconciles[-1] - reconciles[0])
+        self.report["reconciles_per_machine_by"] = breakdown(by_labels[0], by_labels[-1], self.n)
+        self.report["queue"] = queue_means(by_labels[0], by_labels[-1])
         return self.report
 
     async def _sample(self, meter: Meter) -> None:
@@ -339,6 +344,10 @@ class Phases:
         family = "controller_runtime_reconcile"  # the parser drops `_total`
         pods = await self._controller_pods()
         return float(await anyio.to_thread.run_sync(scrape_sum, pods, family))
+
+    async def _reconciles_by_labels(self) -> dict[tuple[str, str], float]:
+        pods = await self._controller_pods()
+        return await anyio.to_thread.run_sync(scrape_counts, pods)
 
     async def _bare(self) -> bool:
         before, started = ended_children_cpu(), time.monotonic()

@@ -20,7 +20,7 @@ def summarise(report: dict[str, Any], seen: Seen, reconciles: float, slots: int)
     report["cpu_s_per_machine"] = per
     report["ratio_controller_to_capi"] = _ratio(per["controller"], per["capi"])
     report["ratio_controller_to_apiserver"] = _ratio(per["controller"], per["apiserver"])
-    every, free = seen.machine_to_job(slots)
+    every, free, unheld = seen.machine_to_job(slots)
     report["machine_to_apply_job_s"] = {
         "p50": percentile(every, 50),
         "p99": percentile(every, 99),
@@ -30,6 +30,17 @@ def summarise(report: dict[str, Any], seen: Seen, reconciles: float, slots: int)
             "p99": percentile(free, 99),
             "count": len(free),
         },
+        "slots_unheld": {
+            "p50": percentile(unheld, 50),
+            "p99": percentile(unheld, 99),
+            "count": len(unheld),
+        },
+    }
+    held = seen.finished_to_accounted()
+    report["finished_to_accounted_s"] = {
+        "p50": percentile(held, 50),
+        "p99": percentile(held, 99),
+        "count": len(held),
     }
     report["machine_to_apply_job_s"]["breakdown"] = seen.breakdown()
     report["reconciles_per_machine"] = round(reconciles / n, 2)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.core.basics.names import LABEL_KIND, LABEL_NAME, LABEL_OP, MACHINE
+from controller.core.basics.names import ANN_ACCOUNTED, LABEL_KIND, LABEL_NAME, LABEL_OP, MACHINE
 from runtime.jsonobj import Json
 
 DEPLOYMENT_LABEL = "cluster.x-k8s.io/deployment-name"
@@ -35,6 +35,9 @@ class Seen:
     jobs: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     job_seen: dict[str, float] = field(default_factory=dict)
     job_done: dict[str, float] = field(default_factory=dict)
+    # Job -> first seen accounted (captf.io/accounted) or gone: its run slot is free by
+    # then (the accounting pass frees it just before the mark)
+    job_freed: dict[str, float] = field(default_factory=dict)
 
     def machine(self, old: Json | None, new: Json | None) -> None:
         obj = new or old
@@ -71,12 +74,15 @@ class Seen:
         if new is None:  # pruned: it runs no more
             if old is not None:
                 self.job_done.setdefault(old["metadata"]["name"], time.monotonic())
+                self.job_freed.setdefault(old["metadata"]["name"], time.monotonic())
             return
         labels = new["metadata"].get("labels") or {}
         name = new["metadata"]["name"]
         self.job_seen.setdefault(name, time.monotonic())
         if _finished(new):
             self.job_done.setdefault(name, time.monotonic())
+        if ANN_ACCOUNTED in (new["metadata"].get("annotations") or {}):
+            self.job_freed.setdefault(name, time.monotonic())
         if labels.get(LABEL_KIND) == MACHINE:
             key = (str(labels.get(LABEL_NAME)), str(labels.get(LABEL_OP)))
             self.jobs.setdefault(key, set()).add(name)
@@ -93,19 +99,31 @@ class Seen:
                 counts[n] = counts.get(n, 0) + 1
         return dict(sorted(counts.items()))
 
-    def machine_to_job(self, slots: int) -> tuple[list[float], list[float]]:
-        """Seconds from each Machine's appearance to its apply Job's: all, and those of
-        the Machines that waited while fewer than `slots` Jobs ran throughout."""
-        every, free = [], []
+    def machine_to_job(self, slots: int) -> tuple[list[float], list[float], list[float]]:
+        """Seconds from each Machine's appearance to its apply Job's: all; those of the
+        Machines that waited while fewer than `slots` Jobs ran throughout; and those
+        that waited while fewer than `slots` Jobs held a run slot (created to accounted:
+        a finished Job holds its slot until the controller accounts it)."""
+        every, free, unheld = [], [], []
         for infra, machine in self.owners.items():
             names = self.jobs.get((infra, "apply"))
             if not names or machine not in self.machines:
                 continue
             start, end = self.machines[machine], min(self.job_seen[n] for n in names)
             every.append(end - start)
-            if self._most_running(start, end) < slots:
+            if self._most_running(start, end, self.job_done) < slots:
                 free.append(end - start)
-        return every, free
+            if self._most_running(start, end, self.job_freed) < slots:
+                unheld.append(end - start)
+        return every, free, unheld
+
+    def finished_to_accounted(self) -> list[float]:
+        """Seconds each Job held its run slot after it finished: until it was accounted."""
+        return [
+            self.job_freed[name] - done
+            for name, done in self.job_done.items()
+            if name in self.job_freed and self.job_freed[name] >= done
+        ]
 
     def breakdown(self) -> dict[str, Any]:
         """Medians, seconds, of a Machine's way to its apply Job: Machine -> its
@@ -131,10 +149,11 @@ class Seen:
         medians = {k: percentile(v, 50) for k, v in steps.items()}
         return {"median_s": medians, "reason_s": dict(sorted(spent.items()))}
 
-    def _most_running(self, start: float, end: float) -> int:
-        """The most Jobs running at any moment in [start, end)."""
+    def _most_running(self, start: float, end: float, ended: dict[str, float]) -> int:
+        """The most Jobs running at any moment in [start, end), each from its creation to
+        its time in `ended`."""
         events = sorted(
-            [(t, 1) for t in self.job_seen.values()] + [(t, -1) for t in self.job_done.values()]
+            [(t, 1) for t in self.job_seen.values()] + [(t, -1) for t in ended.values()]
         )
         running, most = 0, None
         for at, change in events:

@@ -14,6 +14,7 @@ from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import IMAGE_WAITS
 from controller.core.decide.reads import (
     How,
+    capi_read,
     capi_wanted,
     captf_wanted,
     configmaps_wanted,
@@ -27,6 +28,7 @@ from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
 from controller.core.jobs.job_env import RUNNER_VARS_READ, containers, job_env
+from controller.core.jobs.starting import pull_failure
 from controller.core.jobs.termination import (
     JOB_UID_LABEL,
     Recorded,
@@ -148,6 +150,7 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
+    "capi_read",
     "capi_wanted",
     "captf_wanted",
     "change_of",
@@ -179,6 +182,7 @@ __all__ = [
     "owner_of",
     "owns_secret",
     "plan_pass",
+    "pull_failure",
     "ready_of",
     "reference_digest",
     "refusals_message",

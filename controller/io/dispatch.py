@@ -13,6 +13,7 @@ from controller.io.identities import IdentityKeeper
 from controller.io.keys import parse_key
 from controller.io.reconciler import Reconciler
 from controller.io.templates import TemplateKeeper
+from controller.io.triggers import Triggers
 from runtime.loop import Result
 
 
@@ -21,8 +22,21 @@ class ByKind:
     objects: Reconciler
     identities: IdentityKeeper
     templates: TemplateKeeper
+    triggers: Triggers | None = None  # counts each reconcile under what woke it
 
     async def reconcile(self, key: str) -> Result:
+        if self.triggers is None:
+            return await self._reconcile(key)
+        self.triggers.reconciling(key)
+        try:
+            result = await self._reconcile(key)
+        except Exception:
+            self.triggers.ended(key, None)
+            raise
+        self.triggers.ended(key, result)
+        return result
+
+    async def _reconcile(self, key: str) -> Result:
         kind, namespace, name = parse_key(key)
         if kind == IDENTITY:
             return await self.identities.reconcile(name)

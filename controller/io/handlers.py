@@ -5,11 +5,13 @@
                        what others wait on changed, its dependants and its members (a
                        cluster) or its cluster (a pool or machine)
   a Cluster            its TerraformCluster and its members (by the cluster-name label)
-  a Machine, Pool      the CAPTF object its infrastructureRef names, and those it owns
+  a Machine, Pool      the CAPTF objects it owns (a Cluster, Machine or Pool: unless
+                       only what a pass does not read changed, the core's capi_read)
   a Job                its object, unless only the accounting mark changed
   a Secret, ConfigMap  the objects that read it, the object CAPTF wrote it for, and the
                        machines and pools whose owner takes its bootstrap data from it
-  a Lease              once freed, every object waiting for a Lease
+  a Lease              once freed: a run slot, the longest waiting for one; either, the
+                       objects waiting for an operation (of its namespace)
   an identity          itself and the objects that run with it
   a Namespace          once its labels change, every identity, and the objects there
                        that run with one
@@ -35,9 +37,10 @@ from controller.core import (
     SECRET,
     cluster_name_of,
     identity_ref_of,
-    infrastructure_ref,
+    is_finished,
     is_run_slot,
     own_identity_ref,
+    pull_failure,
     secret_ref_of,
     spec_of,
 )
@@ -48,9 +51,10 @@ from controller.core.basics.names import (
     KINDS,
     LABEL_IDENTITY_MIRROR,
     LABEL_KIND,
+    LABEL_MANAGED_BY,
     LABEL_NAME,
     LABEL_PLAN_OF,
-    OWNER_KINDS,
+    MANAGER,
     Reason,
 )
 from controller.io.caches import Caches
@@ -66,12 +70,16 @@ from controller.io.indexes import (
 )
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
+    cluster_news,
+    job_news,
     lease_freed,
-    only_own_job_writes,
+    next_reason,
+    only_capi_version,
     only_own_object_writes,
     only_plan_status,
     seen_by_others,
 )
+from controller.io.triggers import SELF, Triggers
 from runtime.cache import Informer
 from runtime.cache.resource import Obj
 from runtime.jsonobj import Json
@@ -80,36 +88,69 @@ from runtime.jsonobj import Json
 Wakes = Callable[[Obj | None, Obj | None], Iterable[str]]
 
 
-def wire_handlers(caches: Caches, enqueue: Callable[[str], None]) -> None:
-    """Registers every handler; before the informers run, or the first adds are missed."""
+def wire_handlers(
+    caches: Caches, enqueue: Callable[[str], None], triggers: Triggers | None = None
+) -> None:
+    """Registers every handler; before the informers run, or the first adds are missed.
+    `triggers` is told which watch woke each key (the reconciles' trigger label)."""
+    add = partial(_add, enqueue=enqueue, triggers=triggers)
     for kind, informer in caches.objects.items():
-        _add(informer, partial(object_wakes, caches, kind), enqueue)
+        add(informer, partial(object_wakes, caches, kind), own=key_for)
     for kind, informer in caches.capi.items():
-        _add(informer, partial(capi_wakes, caches, kind), enqueue)
+        add(informer, partial(capi_event_wakes, caches, kind))
     for kind, informer in caches.templates.items():
-        _add(informer, partial(template_wakes, kind), enqueue)
-    _add(caches.jobs, job_wakes, enqueue)
-    _add(caches.plans, plan_wakes, enqueue)
-    for informer in (caches.secrets, caches.own_secrets):
+        add(informer, partial(template_wakes, kind), own=partial(_template_key, kind))
+    add(caches.jobs, job_wakes)
+    add(caches.plans, plan_wakes)
+    for informer, source in ((caches.secrets, None), (caches.own_secrets, OWN_SECRETS)):
         informer.add_handler(caches.secret_data.forget_deleted)
-        _add(informer, partial(data_wakes, caches, SECRET), enqueue)
+        add(informer, partial(data_wakes, caches, SECRET), source=source)
     caches.configmaps.add_handler(caches.configmap_data.forget_deleted)
-    _add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP), enqueue)
+    add(caches.configmaps, partial(data_wakes, caches, CONFIGMAP))
     for leases in caches.lease_caches():
-        _add(leases, partial(lease_wakes, caches), enqueue)
-    _add(caches.identities, partial(identity_wakes, caches), enqueue)
-    _add(caches.namespaces, partial(namespace_wakes, caches), enqueue)
-    _add(caches.runner_accounts, partial(account_wakes, caches), enqueue)
-    _add(caches.pending_pods, pod_wakes, enqueue)
-    _add(caches.failed_creates, partial(event_wakes, caches), enqueue)
+        add(leases, partial(lease_wakes, caches))
+    add(caches.identities, partial(identity_wakes, caches), own=_identity_key_of)
+    add(caches.namespaces, partial(namespace_wakes, caches))
+    add(caches.runner_accounts, partial(account_wakes, caches))
+    add(caches.pending_pods, pod_wakes)
+    add(caches.failed_creates, partial(event_wakes, caches))
 
 
-def _add(informer: Informer, wakes: Wakes, enqueue: Callable[[str], None]) -> None:
+def _add(
+    informer: Informer,
+    wakes: Wakes,
+    *,
+    enqueue: Callable[[str], None],
+    triggers: Triggers | None,
+    own: Callable[[Obj], str] | None = None,
+    source: str | None = None,
+) -> None:
+    source = source or informer.resource.plural
+
     def handler(old: Obj | None, new: Obj | None) -> None:
-        for key in wakes(old, new):
+        keys = list(wakes(old, new))
+        if triggers is not None and keys:
+            mine = own(new or old or {}) if own is not None else None
+            for key in keys:
+                triggers.woke(key, SELF if key == mine else source)
+        for key in keys:
             enqueue(key)
 
     informer.add_handler(handler)
+
+
+# The trigger of a wake by a Secret CAPTF wrote (inputs, state, plans, outputs: the
+# labelled cache), told from the user's.
+OWN_SECRETS = "captf-secrets"
+
+
+def _template_key(kind: str, obj: Obj) -> str:
+    meta = obj["metadata"]
+    return key_of(kind, meta["namespace"], meta["name"])
+
+
+def _identity_key_of(obj: Obj) -> str:
+    return identity_key(obj["metadata"]["name"])
 
 
 def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
@@ -125,9 +166,10 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
             # Indexed only under a name: a TerraformCluster of no Cluster finds no members.
             members = caches.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(obj)}")
             keys += _keys(m for m in members if m["kind"] != CLUSTER)
-        else:
-            cluster = caches.terraform_cluster(obj)
-            keys += _keys([cluster] if cluster is not None else [])
+    if kind != CLUSTER:
+        cluster = caches.terraform_cluster(obj)
+        if cluster is not None and cluster_news(old, new, cluster):
+            keys += _keys([cluster])
     return keys
 
 
@@ -145,10 +187,18 @@ def _without_status(obj: Obj) -> tuple[Any, Any, Any]:
     return obj.get("spec"), meta.get("generation"), meta.get("deletionTimestamp")
 
 
+def capi_event_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
+    """A Cluster API object's event: its wakes, unless nothing a pass reads of it changed."""
+    return [] if only_capi_version(old, new) else capi_wakes(caches, kind, old, new)
+
+
 def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> list[str]:
     """A Cluster wakes every CAPTF object of it (its TerraformCluster and members); a
-    Machine or MachinePool, the object its infrastructureRef names, before and after the
-    change, and the objects it owns (one that does not name them back waits for it)."""
+    Cluster, Machine or MachinePool, the objects it owns (one it does not name back waits
+    for it). Not the object its infrastructureRef names that it does not own: a pass
+    reads only its own owner (reads.capi_wanted), and Cluster API's setting the owner
+    reference wakes it (issue 31: each new Machine woke its TerraformMachine before it was
+    adopted, for a pass that found no owner)."""
     obj = new or old
     assert obj is not None
     meta = obj["metadata"]
@@ -157,17 +207,11 @@ def capi_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     if kind == CAPI_CLUSTER:
         found += caches.objects_by(BY_CLUSTER, f"{ns}/{name}")
     found += caches.objects_by(BY_OWNER, f"{ns}/{kind}/{name}")
-    wanted = {k for k, owner_kind in OWNER_KINDS.items() if owner_kind == kind}
-    for version in (old, new):
-        ref = infrastructure_ref(version or {})
-        if ref.get("kind") in wanted and ref.get("name"):
-            named = caches.object(str(ref["kind"]), ns, str(ref["name"]))
-            found += [named] if named is not None else []
     return list(dict.fromkeys(_keys(found)))
 
 
 def job_wakes(old: Obj | None, new: Obj | None) -> list[str]:
-    if only_own_job_writes(old, new):
+    if not job_news(old, new):
         return []
     key = owner_key(new or old or {})
     return [] if key is None else [key]
@@ -196,25 +240,42 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     assert obj is not None
     meta = obj["metadata"]
     ns, name = meta.get("namespace", ""), meta["name"]
+    labels = meta.get("labels") or {}
+    # What CAPTF wrote (its inputs, a runner's state, plans, backups) wakes no object whose
+    # Job is still running: what its runner writes is read when the Job ends (the Job's
+    # end wakes it, and the cache has this Secret by then; one that comes after the Job's
+    # end wakes it here). Each state, backup and part a destroy writes and removes woke
+    # the machine for a pass that found its Job running (issue 31).
+    written = labels.get(LABEL_MANAGED_BY) == MANAGER
+
+    def woken(found: Iterable[Json]) -> list[str]:
+        return _keys(o for o in found if not (written and _job_running(caches, o)))
+
     # Objects that read it (module, variables, credentials, their state), the infrastructure
     # of the Machines and MachinePools that take their bootstrap data from it...
-    keys = _keys(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
+    keys = woken(caches.objects_by(BY_REF, f"{ns}/{kind}/{name}"))
     if kind == SECRET:
         for capi in caches.capi_by(BY_REF, f"{ns}/{kind}/{name}"):
             keys += capi_wakes(caches, str(capi.get("kind")), capi, capi)
     # ...the objects of the namespace that run with a mirror's identity, and every user
     # of an identity whose Secret this is, with the identity...
-    labels = meta.get("labels") or {}
     if kind == SECRET:
         keys += _secret_identities(caches, ns, name, labels.get(LABEL_IDENTITY_MIRROR))
-    # ...and the object a Secret CAPTF wrote belongs to (inputs, plans).
+    # ...and the object a Secret CAPTF wrote belongs to (inputs, state, plans).
     owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
     if owner:
         owner_kind = labels.get(LABEL_KIND)
         kinds = [owner_kind] if owner_kind in caches.objects else list(KINDS)
         found = [caches.object(k, ns, owner) for k in kinds]
-        keys += _keys(o for o in found if o is not None)
+        keys += woken(o for o in found if o is not None)
     return keys
+
+
+def _job_running(caches: Caches, obj: Json) -> bool:
+    """Whether the object's active Job is in the cache and not finished."""
+    active = (obj.get("status") or {}).get("activeJob")
+    job = caches.job(obj["metadata"]["namespace"], str(active)) if active else None
+    return job is not None and not is_finished(job)
 
 
 # A freed run slot wakes this many of the objects waiting for one, those waiting longest;
@@ -226,21 +287,22 @@ SLOT_WAKES = 2
 
 
 def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """A freed operation Lease wakes every object waiting for a Lease; a freed run slot,
-    the SLOT_WAKES that have waited longest for one, and those waiting for an operation."""
+    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, and those
+    waiting for an operation; a freed operation Lease, those of its namespace waiting for
+    an operation (a cluster's, or its members'). An operation Lease is freed with each
+    Job's end: waking the run-slot waiters too cost a pass per waiting object per Job
+    (issue 31), and they wait for the slot that Job frees, which wakes them."""
     if not lease_freed(old, new):
         return []
+    lease = new or old or {}
     waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
-    if not is_run_slot(new or old or {}):
-        return _keys(waiting)
-    for_slot = [o for o in waiting if _next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
-    others = [o for o in waiting if _next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    others = [o for o in waiting if next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    if not is_run_slot(lease):
+        ns = lease.get("metadata", {}).get("namespace")
+        return _keys(o for o in others if o["metadata"]["namespace"] == ns)
+    for_slot = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
     longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
     return _keys([*longest, *others])
-
-
-def _next_reason(obj: Obj) -> str:
-    return str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
 
 
 def _waiting_since(obj: Obj) -> tuple[str, str]:
@@ -306,9 +368,14 @@ def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None
 
 
 def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:
-    """A runner pod carries its object's kind and name labels, as its Job does."""
+    """A runner pod carries its object's kind and name labels, as its Job does. A pass
+    reads a Pending pod for its image pull failure (core's `pull_failure`), and that one
+    exists (a Job's FailedCreate is over): it wakes the object when it appears, and when
+    its pull failure comes, changes or goes, not on each step of its start (issue 31)."""
     key = owner_key(new or old or {})
-    return [] if key is None or new is None else [key]
+    if key is None or new is None:
+        return []
+    return [key] if old is None or pull_failure(old) != pull_failure(new) else []
 
 
 def event_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Final
 
-from controller.core import CONFIGMAP, SECRET
+from controller.core import CONFIGMAP, SECRET, capi_read
 from controller.core.basics.names import (
     API_VERSION,
     CAPI_API_VERSION,
@@ -244,12 +244,19 @@ FAILED_CREATES: Final = InformerSpec(
 )
 
 
-# Cluster API's Clusters, Machines and MachinePools, whole, with their kind (list items
-# lack it, and the owner readers ask it). Not sharded: they carry no shard label.
+def capi_fields(obj: Obj, kind: str) -> Json:
+    """A Cluster API object as a pass reads it (the core's `capi_read`: no status but
+    `initialization`, no finalizers, deletion or provider IDs), with its kind."""
+    return capi_read(with_kind(obj, api_version=CAPI_API_VERSION, kind=kind))
+
+
+# Cluster API's Clusters, Machines and MachinePools, with their kind (list items lack it,
+# and the owner readers ask it), without what a pass does not read. Not sharded: they
+# carry no shard label.
 CAPI: Final = {
     kind: InformerSpec(
         resource=api.CAPI_OBJECTS[kind],
-        transform=partial(with_kind, api_version=CAPI_API_VERSION, kind=kind),
+        transform=partial(capi_fields, kind=kind),
         indexes=CAPI_INDEXES,
     )
     for kind in CAPI_KINDS

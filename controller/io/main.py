@@ -287,7 +287,7 @@ async def _control(parts: _Parts) -> None:
     templates = TemplateKeeper(reconciler.client, caches, clock, reconciler.registry)
     controller = Controller(
         "captf",
-        ByKind(reconciler, identities, templates),
+        ByKind(reconciler, identities, templates, parts.metrics.triggers),
         queue,
         clock=clock,
         workers=args.workers,
@@ -297,7 +297,7 @@ async def _control(parts: _Parts) -> None:
     )
     async with queue, anyio.create_task_group() as tg:
         tg.start_soon(_drain_on, parts.stop, controller, tg.cancel_scope, name="stop")
-        wire_handlers(caches, queue.add)
+        wire_handlers(caches, queue.add, parts.metrics.triggers)
         filling = FreezeWhileFilling()
         for informer in caches.informers():
             informer.add_handler(filling)  # before it runs: it counts the initial adds

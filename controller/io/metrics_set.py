@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from controller.io import capped, object_metrics
 from controller.io.accountant import JobMetrics
 from controller.io.object_metrics import PassMetrics
+from controller.io.triggers import Triggers
 from runtime.metrics import RuntimeMetrics
 
 
@@ -23,6 +24,7 @@ class ControllerMetrics:
     runtime: RuntimeMetrics
     jobs: JobMetrics
     passes: PassMetrics
+    triggers: Triggers
 
 
 def register(
@@ -40,7 +42,9 @@ def register(
         "The longest garbage collection of this process so far",
         registry=registry,
     ).set_function(longest_pause)
-    return ControllerMetrics(RuntimeMetrics(registry), JobMetrics(registry), PassMetrics(registry))
+    return ControllerMetrics(
+        RuntimeMetrics(registry), JobMetrics(registry), PassMetrics(registry), Triggers(registry)
+    )
 
 
 def exported(registry: CollectorRegistry) -> frozenset[str]:

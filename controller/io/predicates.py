@@ -7,14 +7,19 @@ decided with it, so its echo from the watch must not wake the object again."""
 
 from __future__ import annotations
 
-from controller.core import holder_of, member_jobs, ready_of
+from controller.core import holder_of, is_finished, member_jobs, ready_of
 from controller.core.basics.names import (
     ANN_ACCOUNTED,
     ANN_BLOCK_MOVE,
+    ANN_RESULT,
     FINALIZER,
     LABEL_RETRY_CAPPED,
+    LEASE_WAITS,
 )
 from runtime.cache.resource import Obj
+
+# What the controller alone writes on a Job, in the pass that accounts it.
+OWN_JOB_MARKS = frozenset({ANN_RESULT, ANN_ACCOUNTED})
 
 
 def only_own_object_writes(old: Obj | None, new: Obj | None) -> bool:
@@ -48,17 +53,23 @@ def _own_writes_aside(obj: Obj) -> tuple[object, ...]:
     )
 
 
-def only_own_job_writes(old: Obj | None, new: Obj | None) -> bool:
-    """Whether a Job update only set the controller's accounting annotation."""
+def job_news(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a Job's event says anything a pass acts on: it came or went, it finished
+    (or its end changed), someone else's label or annotation changed. Not the
+    controller's own marks (`captf.io/result`, written in the pass that accounts the Job;
+    `captf.io/accounted`), and not a running Job's progress (startTime, active, its
+    counters): no decision reads them before the Job ends (issue 31: each woke the object
+    for a pass that wrote nothing)."""
     if old is None or new is None:
-        return False
-    return _accounting_aside(old) == _accounting_aside(new)
+        return True
+    return _job_read(old) != _job_read(new)
 
 
-def _accounting_aside(job: Obj) -> tuple[object, ...]:
+def _job_read(job: Obj) -> tuple[object, ...]:
     meta = job["metadata"]
-    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANN_ACCOUNTED}
-    return (job.get("status"), meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
+    notes = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in OWN_JOB_MARKS}
+    status = job.get("status") if is_finished(job) else None
+    return (status, meta.get("deletionTimestamp"), meta.get("labels") or {}, notes)
 
 
 def only_plan_status(old: Obj | None, new: Obj | None) -> bool:
@@ -74,11 +85,44 @@ def _status_aside(obj: Obj) -> tuple[object, ...]:
     return (obj.get("spec"), meta.get("uid"), meta.get("deletionTimestamp"), meta.get("labels"))
 
 
+def only_capi_version(old: Obj | None, new: Obj | None) -> bool:
+    """Whether a Cluster API object's update changed nothing a pass reads: as cached (the
+    informer keeps what the core's `capi_read` leaves), the two versions differ in their
+    resourceVersion at most. Cluster API's own status writes (conditions, counters, phase)
+    are such updates."""
+    if old is None or new is None:
+        return False
+    return _without_version(old) == _without_version(new)
+
+
+def _without_version(obj: Obj) -> Obj:
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    return {**obj, "metadata": meta}
+
+
 def seen_by_others(old: Obj | None, new: Obj | None) -> bool:
     """Whether what other objects wait on changed: its Ready condition (dependants and
     members wait for it), or whether it runs a Job (a cluster and its members never run
     one at the same time)."""
     return ready_of(old) != ready_of(new) or _active_job(old) != _active_job(new)
+
+
+def cluster_news(old: Obj | None, new: Obj | None, cluster: Obj) -> bool:
+    """Whether a member's change is news to its TerraformCluster, which reads its members
+    only to wait for their Jobs and, while deleted, for them to go: the member went, or
+    its activeJob changed while the cluster waits for a Lease.
+    Not its Ready, which the cluster never reads (issue 31: each member's Ready and
+    activeJob woke the cluster, four passes a Machine). A member's Job ending frees its
+    operation Lease too, which wakes the cluster should its wait begin meanwhile."""
+    if new is None:
+        return True
+    waits = next_reason(cluster) in LEASE_WAITS
+    return waits and _active_job(old) != _active_job(new)
+
+
+def next_reason(obj: Obj) -> str:
+    """What its status says it waits for (status.next.reason), or ""."""
+    return str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
 
 
 def lease_freed(old: Obj | None, new: Obj | None) -> bool:

@@ -20,8 +20,11 @@ everything else, in four steps:
 
 Each pass goes through the core once and through io once. A plan whose Job needs its
 module image's reference resolved first (controller/core/decide/pinning.py) waits
-`ImageResolving` and starts nothing; the lookup is one of its steps (10b), and the key
-is requeued at once: the next pass plans with the answer.
+`ImageResolving` and starts nothing. Of a reconcile's first plan only that lookup is
+carried out: the next pass runs at once, planning with the answer, and makes the
+writes (the same world plans them again; the first status would be overwritten at
+once). Requeued, it waited a turn of the queue behind every other key (issue 31). A
+lookup that next pass asks for is its step 10b, and the key is requeued at once.
 
 No rule lives here: what a refused create or a Lease found held leads to is the
 plan's (a refusal is remembered, and the next pass plans its wait and its Warning;
@@ -86,8 +89,9 @@ state left, plans the rest; every step is idempotent):
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
  10b. image lookup     The registry lookup the plan asks for (controller/io/registry.py),
-                         after the status that says the object waits for it; its answer
-                         is remembered for the object's next pass only, which comes at
+                         when the reconcile's first plan asked already (above): after the
+                         status that says the object waits for it; its answer is
+                         remembered for the object's next pass only, which comes at
                          once (controller/io/memory.py).
                          A crash before it: the next pass plans the lookup again.
  11. finalizer removed  Last: the object goes once nothing is left to do. Its key's
@@ -164,6 +168,9 @@ class Reconciler:
             self.registry = ImageRegistry(self.clock)
 
     async def reconcile(self, key: str) -> Result:
+        return await self._pass(key, look_up_first=True)
+
+    async def _pass(self, key: str, *, look_up_first: bool) -> Result:
         kind, namespace, name = parse_key(key)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
@@ -180,6 +187,10 @@ class Reconciler:
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)
+        if look_up_first and todo.image_lookup is not None:
+            # The lookup, then the next pass with its answer, none of this plan's writes.
+            await self._look_up(key, snap, todo.image_lookup)
+            return await self._pass(key, look_up_first=False)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:

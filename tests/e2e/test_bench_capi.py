@@ -50,6 +50,18 @@ def test_the_bench_at_three_machines_keeps_its_invariants(
     assert latency["count"] == MACHINES
     assert latency["p99"] >= latency["p50"] >= 0
     assert report["reconciles_per_machine"] > 0
+    # The same reconciles by kind and by trigger (captf_reconciles_total), each summing
+    # to the whole, up to each entry's rounding.
+    by = report["reconciles_per_machine_by"]
+    assert by["kind"]["TerraformMachine"] > 0
+    kinds, triggers = sum(by["kind"].values()), sum(by["trigger"].values())
+    assert kinds == pytest.approx(triggers, abs=0.01 * len(by["trigger"]))
+    assert sum(by["kind_trigger"].values()) == pytest.approx(
+        kinds, abs=0.01 * len(by["kind_trigger"])
+    )
+    assert latency["slots_unheld"]["count"] <= latency["slots_free"]["count"]
+    held = report["finished_to_accounted_s"]
+    assert held["count"] >= 2 * MACHINES  # each Machine's apply and destroy, at least
     assert report["rss_mib"]["peak"] >= report["rss_mib"]["settled"] > 0
     runner = report["runner"]
     assert runner["cpu_s_per_apply_job"] > 0

@@ -69,6 +69,44 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
     return tuple(dict.fromkeys(ref for ref in refs if ref is not None))
 
 
+# Of a Cluster API object's status a pass reads only `initialization` (the contract's
+# infrastructureProvisioned and controlPlaneInitialized, owners.py and contract/inputs.py);
+# of its metadata all but its finalizers and its deletion (Cluster API's own: no rule
+# reads an owner's deletion, each object's own deletion is what it acts on); its spec
+# but the provider IDs Cluster API copies from ours. The conditions, counters and phase Cluster API
+# writes as Machines come and go decide nothing here: the caches keep only what
+# `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
+# nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
+# that reads more of it adds the field here.
+CAPI_STATUS_READ = ("initialization",)
+CAPI_METADATA_UNREAD = (
+    "finalizers",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+# Copied by Cluster API from the TerraformMachine (Pool) once it is provisioned: its own.
+CAPI_SPEC_UNREAD = ("providerID", "providerIDList")
+
+
+def capi_read(obj: Json) -> Json:
+    """What a pass reads of a Cluster API object: all but the status outside
+    CAPI_STATUS_READ, the metadata in CAPI_METADATA_UNREAD, the spec in CAPI_SPEC_UNREAD."""
+    status = obj.get("status") or {}
+    out = obj
+    if "status" in obj and not (status and status.keys() <= set(CAPI_STATUS_READ)):
+        # No status read is no status: an object before and after its first status write
+        # of unread fields reads the same.
+        out = {k: v for k, v in obj.items() if k != "status"}
+        kept = {k: status[k] for k in CAPI_STATUS_READ if k in status}
+        out |= {"status": kept} if kept else {}
+    for part, unread in (("metadata", CAPI_METADATA_UNREAD), ("spec", CAPI_SPEC_UNREAD)):
+        found = obj.get(part)
+        if isinstance(found, dict) and any(k in found for k in unread):
+            out = {**out, part: {k: v for k, v in found.items() if k not in unread}}
+    return out
+
+
 def captf_wanted(obj: Json, capi: Related) -> tuple[tuple[ObjectRef, ...], str]:
     """The other CAPTF objects, by ObjectRef: the dependencies, and a member's
     TerraformCluster (named by its Cluster in `capi`, as found); and the Cluster name

@@ -282,7 +282,7 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
 def _related(obj: Json, candidates: Mapping[tuple[str, str], Json]) -> dict[tuple[str, str], Json]:
     """Of the namespace's CAPTF and Cluster API objects, those the read list names."""
     related: dict[tuple[str, str], Json] = {
-        ref: candidates[ref] for ref in reads.capi_wanted(obj) if ref in candidates
+        ref: reads.capi_read(candidates[ref]) for ref in reads.capi_wanted(obj) if ref in candidates
     }
     wanted, members_of = reads.captf_wanted(obj, related)
     related |= {ref: candidates[ref] for ref in wanted if ref in candidates}

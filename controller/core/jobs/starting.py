@@ -60,7 +60,7 @@ def stuck_of(job: Json, events: Iterable[Json], pods: Iterable[Json]) -> Stuck |
     the Job controller's FailedCreate while the Job has no pod."""
     own_pods = [p for p in pods if _pod_of(p, job)]
     for pod in own_pods:
-        pulling = _pull_failure(pod)
+        pulling = pull_failure(pod)
         if pulling is not None:
             return pulling
     if own_pods:
@@ -95,7 +95,8 @@ def _ns(obj: Json) -> str:
     return str(obj.get("metadata", {}).get("namespace", ""))
 
 
-def _pull_failure(pod: Json) -> Stuck | None:
+def pull_failure(pod: Json) -> Stuck | None:
+    """The image pull failure a pod's containers wait on, or None."""
     status = pod.get("status") or {}
     for container in [
         *(status.get("initContainerStatuses") or []),

@@ -38,17 +38,22 @@ def test_the_most_jobs_running_while_a_machine_waits(start: float, end: float, m
             "e": (20.0, None),
         }
     )
-    assert seen._most_running(start, end) == most
+    assert seen._most_running(start, end, seen.job_done) == most
 
 
 def test_latencies_count_the_machines_that_waited_with_a_slot_free() -> None:
-    seen = seen_with({"j1": (2.0, 9.0), "j2": (3.5, 9.0), "other": (1.0, 8.0)})
+    seen = seen_with({"j1": (2.0, 9.0), "j2": (3.5, 9.0), "other": (1.0, 2.5)})
+    seen.job_freed = {"j1": 9.5, "j2": 9.5, "other": 3.2}  # accounted after it finished
     seen.machines = {"m1": 1.5, "m2": 3.0}
     seen.owners = {"t1": "m1", "t2": "m2"}
     seen.jobs = {("t1", "apply"): {"j1"}, ("t2", "apply"): {"j2"}}
-    every, free = seen.machine_to_job(slots=2)
+    every, free, unheld = seen.machine_to_job(slots=2)
     assert every == pytest.approx([0.5, 0.5])
-    assert free == pytest.approx([0.5])  # m2 waited while "other" and j1 held both slots
+    # m1 waited while "other" ran alone; m2 appeared after "other" ended: both had a slot
+    assert free == pytest.approx([0.5, 0.5])
+    # but "other" held its slot until accounted at 3.2: m2 waited with both slots held
+    assert unheld == pytest.approx([0.5])
+    assert seen.finished_to_accounted() == pytest.approx([0.5, 0.5, 0.7])
     assert seen.jobs_per_machine("apply", {"m1", "m2"}) == {"1": 2}
     assert seen.jobs_per_machine("destroy", {"m1", "m2"}) == {"0": 2}
 

@@ -1,8 +1,8 @@
-"""A module image lookup is a step of the plan that asks for it: the pass goes through
-the core once, writes that it waits ImageResolving, looks the reference up and is
-requeued at once; the next pass runs the digest the answer names. A failed answer
-waits, and the Run after the wait asks the registry again; a pass waiting for its
-lookup shows the ImageResolved condition as it was (only an answer changes it).
+"""A module image lookup is a step of the plan that asks for it, carried out before any of
+that plan's writes: the object's next pass then runs at once, in the same reconcile,
+with the answer, and only its writes are made. So a found image's Job starts in the
+reconcile that asked, and the status never shows `ImageResolving` for a lookup that
+answered. A failed answer waits, and the Run after the wait asks the registry again.
 
 The registry is the controller's own ImageRegistry (its cache, its asked/peeked
 marking) with the crane call replaced by a table of answers: the crane protocol runs
@@ -70,10 +70,11 @@ class World:
 
     async def until_due(self) -> None:
         """Passes, time moving as each asks (the drift check's schedule is jittered),
-        until one asks for a lookup: requeued at once."""
+        until one's plan asks for a lookup."""
+        asked = self.registry.asked
         for _ in range(5):
             waits = (await self.reconcile()).requeue_after
-            if waits == 0.0:
+            if self.registry.asked > asked:
                 return
             await self.clock.advance(waits or 1.0)
         raise AssertionError("no lookup asked for")
@@ -142,29 +143,27 @@ def _condition(obj: Json, kind: str) -> Json | None:
     return found[0] if found else None
 
 
-async def test_a_lookup_is_a_step_of_the_one_plan_and_the_next_pass_runs_its_digest(
+def _status_writes(world: World) -> int:
+    return sum(1 for method, path in world.fake.writes if path.endswith("/status"))
+
+
+async def test_the_lookup_comes_first_and_the_next_pass_at_once_runs_its_digest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world = _world([FOUND], monkeypatch)
 
-    first = await world.reconcile()
-    assert len(world.plans) == 1  # one pass, one plan
-    assert world.registry.asked == 1  # the plan's lookup, carried out
-    assert first.requeue_after == 0.0  # the answer is there: at once
-    assert world.fake.of("jobs") == []
-    waiting = _condition(_cluster(world), "Waiting")
-    assert waiting is not None
-    assert waiting["reason"] == Reason.IMAGE_RESOLVING
-    assert _cluster(world)["status"]["next"]["reason"] == Reason.IMAGE_RESOLVING
-
     await world.reconcile()
-    assert len(world.plans) == 2
-    assert world.registry.asked == 1  # the answer asked for, not a new lookup
+    assert len(world.plans) == 2  # the plan that asked, then the next pass's
+    assert world.registry.asked == 1  # that plan's lookup; the next pass's is its answer
     [job] = world.fake.of("jobs")
     assert _image_volume(job) == f"reg.local/team/mod@{D1}"
     resolved = _condition(_cluster(world), "ImageResolved")
     assert resolved is not None
     assert resolved["status"] == "True"
+    # The first plan wrote nothing: no status ever said ImageResolving.
+    assert world.plans[0].image_lookup is not None  # type: ignore[attr-defined]
+    assert _status_writes(world) == 1
+    assert _cluster(world)["status"]["next"]["reason"] != Reason.IMAGE_RESOLVING
 
 
 async def test_a_failed_answer_waits_and_the_run_after_the_wait_asks_again(
@@ -172,27 +171,24 @@ async def test_a_failed_answer_waits_and_the_run_after_the_wait_asks_again(
 ) -> None:
     world = _world([MISSING, FOUND], monkeypatch)
 
-    assert (await world.reconcile()).requeue_after == 0.0
     waited = await world.reconcile()
     assert waited.requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     assert world.fake.of("jobs") == []
     failed = _condition(_cluster(world), "ImageResolved")
     assert failed is not None
     assert (failed["status"], failed["reason"]) == ("False", Reason.IMAGE_NOT_FOUND)
+    assert (await world.reconcile()).requeue_after is not None  # woken: no new lookup
+    assert world.registry.asked == 1
 
     await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
-    # The failure is forgotten by then: the Run asks again, and its pass keeps the
-    # condition as it was (no flap to True before the answer).
-    assert (await world.reconcile()).requeue_after == 0.0
-    assert world.registry.asked == 2
-    assert _condition(_cluster(world), "ImageResolved") == failed
+    # The failure is forgotten by then: the Run asks again, and runs the answer.
     await world.reconcile()
+    assert world.registry.asked == 2
     [job] = world.fake.of("jobs")
     assert _image_volume(job) == f"reg.local/team/mod@{D1}"
-    assert len(world.plans) == 4  # four passes, four plans
 
 
-async def test_a_pass_waiting_for_its_lookup_keeps_the_image_condition_shown(
+async def test_a_drift_checks_failed_lookup_waits_and_asks_again_after_the_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world = _world([FOUND, MISSING, MISSING], monkeypatch)
@@ -204,17 +200,13 @@ async def test_a_pass_waiting_for_its_lookup_keeps_the_image_condition_shown(
     await world.clock.advance(3600.0)
     await world.until_due()
     assert world.registry.asked == 2
-    assert (await world.reconcile()).requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     failed = _condition(_cluster(world), "ImageResolved")
     assert failed is not None
     assert (failed["status"], failed["reason"]) == ("False", Reason.IMAGE_NOT_FOUND)
 
-    # After the wait the drift check asks again. Its pass knows D1 (the applied inputs),
-    # yet shows the condition as it was until the answer, which says the same.
+    # After the wait the drift check asks again, and the answer says the same.
     await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
-    assert (await world.reconcile()).requeue_after == 0.0
+    assert (await world.reconcile()).requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     assert world.registry.asked == 3
-    assert _condition(_cluster(world), "ImageResolved") == failed
-    await world.reconcile()
     assert _condition(_cluster(world), "ImageResolved") == failed
     assert len(world.fake.of("jobs")) == 1

@@ -17,15 +17,18 @@ from controller.core.basics.names import (
     FINALIZER,
     LABEL_CLUSTER_NAME,
     LABEL_IDENTITY_MIRROR,
+    LABEL_KIND,
     LABEL_NAME,
     LABEL_RETRY_CAPPED,
     LABEL_SCOPE,
+    MANAGED_BY,
     POOL,
     SCOPE_RUN_SLOT,
+    state_secret_name,
 )
 from controller.io.caches import Caches
-from controller.io.handlers import plan_wakes
-from controller.io.predicates import only_own_job_writes, only_own_object_writes
+from controller.io.handlers import plan_wakes, pod_wakes
+from controller.io.predicates import job_news, only_own_object_writes
 from runtime.jsonobj import Json
 from tests.unit.io.cache_objects import (
     NS,
@@ -77,14 +80,41 @@ def test_adds_and_deletes_are_never_own_writes() -> None:
     assert not only_own_object_writes(BASE, None)
 
 
-def test_a_job_update_that_only_accounts_it_is_ignored() -> None:
+def _running(owner: Json, rv: int, status: Json, notes: dict[str, str] | None = None) -> Json:
+    found = job(owner, "c-apply-1", rv, notes)
+    return found | {"status": status}
+
+
+COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "news"),
+    [
+        # the controller's own marks, in the pass that accounts the Job
+        ((COMPLETE, {}), (COMPLETE, {ANN_RESULT: "{}"}), False),
+        ((COMPLETE, {ANN_RESULT: "{}"}), (COMPLETE, {ANN_RESULT: "{}", ANN_ACCOUNTED: "t"}), False),
+        # a running Job's progress
+        (({}, {}), ({"startTime": "2026-01-01T00:00:00Z", "active": 1}, {}), False),
+        (({"active": 1}, {}), ({"active": 0, "succeeded": 1}, {}), False),
+        # its end, and anyone else's mark
+        (({"active": 1}, {}), (COMPLETE, {}), True),
+        (({"active": 1}, {}), ({"conditions": [{"type": "Failed", "status": "True"}]}, {}), True),
+        (({"active": 1}, {}), ({"active": 1}, {"example.com/note": "x"}), True),
+    ],
+)
+def test_a_job_wakes_its_object_when_it_ends_not_on_its_progress_or_our_marks(
+    before: tuple[Json, dict[str, str]], after: tuple[Json, dict[str, str]], news: bool
+) -> None:
     owner = captf(CLUSTER, "c")
-    before = job(owner, "c-apply-1", 1, {ANN_RESULT: "{}"})
-    accounted = job(owner, "c-apply-1", 2, {ANN_RESULT: "{}", ANN_ACCOUNTED: "true"})
-    finished = copy.deepcopy(before) | {"status": {"failed": 1}}
-    assert only_own_job_writes(before, accounted)
-    assert not only_own_job_writes(before, finished)
-    assert not only_own_job_writes(None, before)
+    old, new = _running(owner, 1, *before), _running(owner, 2, *after)
+    assert job_news(old, new) is news
+
+
+def test_a_job_coming_or_going_is_news() -> None:
+    found = job(captf(CLUSTER, "c"), "c-apply-1")
+    assert job_news(None, found)
+    assert job_news(found, None)
 
 
 def test_the_objects_own_status_write_does_not_wake_it(caches: Caches, woken: list[str]) -> None:
@@ -135,6 +165,45 @@ def test_readiness_wakes_members_and_dependants_not_the_namespace(
     assert sorted(woken) == sorted([f"{CLUSTER}/{NS}/d", f"{POOL}/{NS}/p"])
 
 
+READY = {"type": "Ready", "status": "True"}
+
+
+@pytest.mark.parametrize(
+    ("cluster_waits", "change", "wakes_cluster"),
+    [
+        ("", {"conditions": [{"type": "Ready", "status": "True"}]}, False),
+        ("", {"activeJob": "p-apply-1"}, False),
+        ("WaitingForMachineOperations", {"activeJob": "p-apply-1"}, True),
+        (
+            "WaitingForMachineOperations",
+            {"conditions": [{"type": "Ready", "status": "True"}]},
+            False,
+        ),
+    ],
+)
+def test_a_member_wakes_its_cluster_only_when_it_waits_for_the_members_job(
+    caches: Caches, woken: list[str], cluster_waits: str, change: Json, wakes_cluster: bool
+) -> None:
+    """The TerraformCluster reads its members' Jobs (while it waits for a Lease) and their
+    existence (while deleted), never their Ready."""
+    owned = [{"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c"}]
+    status = {"next": {"reason": cluster_waits}} if cluster_waits else {}
+    cluster = captf(CLUSTER, "c", ownerReferences=owned) | {"status": status}
+    member = captf(POOL, "p", labels={LABEL_CLUSTER_NAME: "c"})
+    infra = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": CLUSTER, "name": "c"}
+    capi = {"kind": CAPI_CLUSTER, "metadata": meta("c"), "spec": {"infrastructureRef": infra}}
+    caches.capi[CAPI_CLUSTER].store.upsert(capi)
+    caches.objects[CLUSTER].store.upsert(cluster)
+    caches.objects[POOL].store.upsert(copy.deepcopy(member))
+    changed = member | {"status": change}
+    changed["metadata"] = changed["metadata"] | {"resourceVersion": "2"}
+    deliver(caches.objects[POOL], "MODIFIED", changed)
+    assert woken == ([f"{CLUSTER}/{NS}/c"] if wakes_cluster else [])
+    woken.clear()
+    deliver(caches.objects[POOL], "DELETED", changed)  # a deleting cluster waits for it
+    assert f"{CLUSTER}/{NS}/c" in woken
+
+
 def test_a_freed_lease_wakes_only_the_objects_waiting_for_one(
     caches: Caches, woken: list[str]
 ) -> None:
@@ -166,7 +235,7 @@ def _freed(name: str, labels: dict[str, str]) -> tuple[Json, Json]:
     return held, freed
 
 
-def test_a_freed_run_slot_wakes_the_two_longest_waiting_for_one_and_every_operation_waiter(
+def test_a_freed_run_slot_wakes_the_two_longest_waiting_and_an_operation_only_operation_waiters(
     caches: Caches, woken: list[str]
 ) -> None:
     """Not every waiter: each release would cost a pass per waiting object (issue 31)."""
@@ -184,7 +253,8 @@ def test_a_freed_run_slot_wakes_the_two_longest_waiting_for_one_and_every_operat
     held, freed = _freed("captf-op-terraformcluster-c", {})
     caches.leases.store.upsert(held)
     deliver(caches.leases, "MODIFIED", freed)
-    assert len(woken) == 6  # an operation Lease: every waiter
+    # an operation Lease: the operation waiters only (a Job's end frees its slot too)
+    assert woken == [f"{CLUSTER}/{NS}/op"]
 
 
 # --- Identities -----------------------------------------------------------------------------
@@ -306,3 +376,60 @@ def test_a_plan_wakes_its_object_unless_only_its_status_changed(
     old: Json | None, new: Json | None, wakes: bool
 ) -> None:
     assert plan_wakes(old, new) == ([f"{CLUSTER}/{NS}/c"] if wakes else [])
+
+
+# --- A runner pod while Pending -------------------------------------------------------------
+
+
+def _pod(rv: int, waiting: str | None) -> Json:
+    labels = {LABEL_KIND: CLUSTER, LABEL_NAME: "c"}
+    state = {"waiting": {"reason": waiting}} if waiting else {}
+    status = {"phase": "Pending", "containerStatuses": [{"name": "runner", "state": state}]}
+    return {"metadata": meta("c-apply-1-x", rv, labels=labels), "status": status}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "wakes"),
+    [
+        (None, None, True),  # it appeared: a FailedCreate wait is over
+        (None, "ContainerCreating", False),
+        ("ContainerCreating", "PodInitializing", False),
+        ("ContainerCreating", "ErrImagePull", True),
+        ("ErrImagePull", "ImagePullBackOff", True),  # the cause shown changes
+        ("ImagePullBackOff", "ContainerCreating", True),  # pulled after all
+    ],
+)
+def test_a_pending_pod_wakes_its_object_when_it_appears_or_its_pull_failure_changes(
+    before: str | None, after: str | None, wakes: bool
+) -> None:
+    key = f"{CLUSTER}/{NS}/c"
+    if before is None and after is None:
+        assert pod_wakes(None, _pod(1, None)) == [key]
+        return
+    assert pod_wakes(_pod(1, before), _pod(2, after)) == ([key] if wakes else [])
+
+
+# --- A Secret its runner writes while its Job runs ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job_status", "wakes"),
+    [
+        ({"active": 1}, False),  # running: its end wakes the object, this Secret cached
+        ({"conditions": [{"type": "Complete", "status": "True"}]}, True),  # ended first
+        (None, True),  # the Job not in the cache
+    ],
+)
+def test_a_secret_captf_wrote_wakes_its_object_unless_its_job_still_runs(
+    caches: Caches, woken: list[str], job_status: Json | None, wakes: bool
+) -> None:
+    owner = captf(CLUSTER, "c") | {"status": {"activeJob": "c-apply-1"}}
+    caches.objects[CLUSTER].store.upsert(owner)
+    if job_status is not None:
+        caches.jobs.store.upsert(job(owner, "c-apply-1") | {"status": job_status})
+    state = secret(state_secret_name(NS, CLUSTER, "c"), labels={LABEL_NAME: "c"} | MANAGED_BY)
+    deliver(caches.own_secrets, "ADDED", state)  # read by it (BY_REF), and its own
+    assert woken == ([f"{CLUSTER}/{NS}/c"] * 2 if wakes else [])
+    woken.clear()
+    deliver(caches.secrets, "ADDED", secret("creds", labels={LABEL_NAME: "c"}))
+    assert woken == [f"{CLUSTER}/{NS}/c"]  # not CAPTF's: wakes it whatever runs
