@@ -16,13 +16,19 @@ from typing import Any
 from controller.runner import cpu
 
 PHASES = ("scale_up", "scale_down")
-# (name, the report's figure as a path of keys, the target it must stay below)
-TARGETS: tuple[tuple[str, tuple[str, ...], float], ...] = (
-    ("controller_to_capi", ("ratio_controller_to_capi",), 0.5),
-    ("controller_to_apiserver", ("ratio_controller_to_apiserver",), 0.25),
-    ("machine_to_apply_job_p99_slots_free_s", ("machine_to_apply_job_s", "slots_free", "p99"), 1.0),
-    ("rss_mib_peak", ("rss_mib", "peak"), 200.0),
-    ("runner_overhead_ratio", ("runner", "overhead_ratio"), 0.15),
+# (name, the report's figure as a path of keys, the target, whether the target itself
+# meets it): issue 31 asks for the CPU ratios "at most" theirs, the rest "under".
+TARGETS: tuple[tuple[str, tuple[str, ...], float, bool], ...] = (
+    ("controller_to_capi", ("ratio_controller_to_capi",), 0.5, True),
+    ("controller_to_apiserver", ("ratio_controller_to_apiserver",), 0.25, True),
+    (
+        "machine_to_apply_job_p99_slots_free_s",
+        ("machine_to_apply_job_s", "slots_free", "p99"),
+        1.0,
+        False,
+    ),
+    ("rss_mib_peak", ("rss_mib", "peak"), 200.0, False),
+    ("runner_overhead_ratio", ("runner", "overhead_ratio"), 0.15, False),
 )
 
 
@@ -101,11 +107,13 @@ def runner_split(logs: Iterable[Path]) -> dict[str, Any]:
 
 def _unmet(report: dict[str, Any]) -> dict[str, dict[str, float]]:
     unmet: dict[str, dict[str, float]] = {}
-    for name, keys, target in TARGETS:
+    for name, keys, target, at_most in TARGETS:
         value: Any = report
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
-        if isinstance(value, int | float) and value >= target:
+        if not isinstance(value, int | float):
+            continue
+        if value > target or (value == target and not at_most):
             unmet[name] = {"value": value, "target": target}
     return unmet
 

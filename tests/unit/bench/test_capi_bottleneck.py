@@ -47,6 +47,9 @@ def test_each_phase_names_its_busiest_process_with_its_share_and_the_cores_kept_
     ("figures", "unmet"),
     [
         ({}, set()),
+        # "at most 0.5 times": a ratio at the target meets it; "under 1 s" does not
+        ({"ratio_controller_to_capi": 0.5, "ratio_controller_to_apiserver": 0.25}, set()),
+        ({"ratio_controller_to_capi": 0.501}, {"controller_to_capi"}),
         (
             {"ratio_controller_to_capi": 0.9, "ratio_controller_to_apiserver": 0.2},
             {"controller_to_capi"},
