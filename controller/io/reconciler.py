@@ -168,9 +168,6 @@ class Reconciler:
             self.registry = ImageRegistry(self.clock)
 
     async def reconcile(self, key: str) -> Result:
-        return await self._pass(key, look_up_first=True)
-
-    async def _pass(self, key: str, *, look_up_first: bool) -> Result:
         kind, namespace, name = parse_key(key)
         obj = self.caches.object(kind, namespace, name)
         if obj is None:
@@ -187,10 +184,14 @@ class Reconciler:
         facts = await self._facts(key, snap, found)
         now = self.clock.now()
         todo = plan_pass(snap, now, settings=self.settings, facts=facts)
-        if look_up_first and todo.image_lookup is not None:
-            # The lookup, then the next pass with its answer, none of this plan's writes.
+        if todo.image_lookup is not None:
+            # The plan's lookup alone, none of its writes (the status never says
+            # ImageResolving for a lookup that answers): the answer is a fact of the next
+            # pass, which comes at once. One pass enters the core once and carries out
+            # once; the queue is short enough now that the turn costs a tenth of a
+            # second (docs/performance.md, `queue`).
             await self._look_up(key, snap, todo.image_lookup)
-            return await self._pass(key, look_up_first=False)
+            return requeue_after(0.0)
         return await self._carry_out(key, snap, todo, now)
 
     async def _observe(self, obj: Json) -> tuple[Snapshot, dict[str, str]]:

@@ -1,7 +1,7 @@
 """A module image lookup is a step of the plan that asks for it, carried out before any of
-that plan's writes: the object's next pass then runs at once, in the same reconcile,
-with the answer, and only its writes are made. So a found image's Job starts in the
-reconcile that asked, and the status never shows `ImageResolving` for a lookup that
+that plan's writes, and the object comes back at once: its next pass has the answer,
+and only that pass's writes are made. So a found image's Job starts in the pass after
+the one that asked, and the status never shows `ImageResolving` for a lookup that
 answered. A failed answer waits, and the Run after the wait asks the registry again.
 
 The registry is the controller's own ImageRegistry (its cache, its asked/peeked
@@ -68,12 +68,20 @@ class World:
         self.fake.sync(self.caches)
         return await self.reconciler.reconcile(key_of(CLUSTER, NS, "c1"))
 
+    async def passes(self) -> Result:
+        """A pass, and the one its immediate requeue brings at once (a lookup's answer's),
+        as the queue runs them."""
+        result = await self.reconcile()
+        if result.requeue_after == 0.0:
+            result = await self.reconcile()
+        return result
+
     async def until_due(self) -> None:
         """Passes, time moving as each asks (the drift check's schedule is jittered),
         until one's plan asks for a lookup."""
         asked = self.registry.asked
         for _ in range(5):
-            waits = (await self.reconcile()).requeue_after
+            waits = (await self.passes()).requeue_after
             if self.registry.asked > asked:
                 return
             await self.clock.advance(waits or 1.0)
@@ -83,9 +91,9 @@ class World:
         """Passes, every Job run to success, until a pass writes nothing."""
         for _ in range(10):
             before = len(self.fake.writes)
-            await self.reconcile()
+            at_once = (await self.reconcile()).requeue_after == 0.0
             ran = Runner().finish_running(self.fake)
-            if len(self.fake.writes) == before and not ran:
+            if len(self.fake.writes) == before and not ran and not at_once:
                 return
             await self.clock.advance(1.0)
         raise AssertionError(f"no rest: {self.fake.writes}")
@@ -147,11 +155,14 @@ def _status_writes(world: World) -> int:
     return sum(1 for method, path in world.fake.writes if path.endswith("/status"))
 
 
-async def test_the_lookup_comes_first_and_the_next_pass_at_once_runs_its_digest(
+async def test_the_lookup_comes_alone_and_the_next_pass_at_once_runs_its_digest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     world = _world([FOUND], monkeypatch)
 
+    asked = await world.reconcile()
+    assert (len(world.plans), asked.requeue_after) == (1, 0.0)  # the lookup; back at once
+    assert world.fake.writes == []  # none of that plan's writes
     await world.reconcile()
     assert len(world.plans) == 2  # the plan that asked, then the next pass's
     assert world.registry.asked == 1  # that plan's lookup; the next pass's is its answer
@@ -171,7 +182,7 @@ async def test_a_failed_answer_waits_and_the_run_after_the_wait_asks_again(
 ) -> None:
     world = _world([MISSING, FOUND], monkeypatch)
 
-    waited = await world.reconcile()
+    waited = await world.passes()
     assert waited.requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     assert world.fake.of("jobs") == []
     failed = _condition(_cluster(world), "ImageResolved")
@@ -182,7 +193,7 @@ async def test_a_failed_answer_waits_and_the_run_after_the_wait_asks_again(
 
     await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
     # The failure is forgotten by then: the Run asks again, and runs the answer.
-    await world.reconcile()
+    await world.passes()
     assert world.registry.asked == 2
     [job] = world.fake.of("jobs")
     assert _image_volume(job) == f"reg.local/team/mod@{D1}"
@@ -206,7 +217,7 @@ async def test_a_drift_checks_failed_lookup_waits_and_asks_again_after_the_wait(
 
     # After the wait the drift check asks again, and the answer says the same.
     await world.clock.advance(IMAGE_WAITS[Reason.IMAGE_NOT_FOUND])
-    assert (await world.reconcile()).requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
+    assert (await world.passes()).requeue_after == IMAGE_WAITS[Reason.IMAGE_NOT_FOUND]
     assert world.registry.asked == 3
     assert _condition(_cluster(world), "ImageResolved") == failed
     assert len(world.fake.of("jobs")) == 1
