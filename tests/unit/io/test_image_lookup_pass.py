@@ -43,13 +43,15 @@ MISSING = Unresolved(REF, Reason.IMAGE_NOT_FOUND, f"registry reg.local has no im
 
 @dataclass
 class TableRegistry(ImageRegistry):
-    """The controller's registry whose registry answers from `answers`, in turn."""
+    """The controller's registry whose registry answers from `answers`, in turn, for
+    `reference` only."""
 
     answers: list[ImageFact] = field(default_factory=list)
     asked: int = 0
+    reference: str = REF
 
     async def _ask(self, reference: str, auths: Json) -> ImageFact:
-        assert reference == REF
+        assert reference == self.reference
         self.asked += 1
         return self.answers[min(self.asked, len(self.answers)) - 1]
 

@@ -11,7 +11,7 @@ tests/kube/test_template_capacity.py."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -21,7 +21,6 @@ from controller.core.basics.names import GROUP, MACHINE_TEMPLATE, TEMPLATE_PLURA
 from controller.core.basics.timefmt import format_time
 from controller.io import api, templates
 from controller.io.caches import Caches
-from controller.io.registry import ImageRegistry
 from controller.io.templates import TemplateKeeper
 from runtime.cache.resource import Resource
 from runtime.clock import SteppedClock
@@ -29,6 +28,7 @@ from runtime.jsonobj import Json
 from runtime.loop import Result
 from tests.builders import NOW, NS
 from tests.fakeapi import FakeApi
+from tests.unit.io.test_image_lookup_pass import TableRegistry
 
 IMAGE = "reg.local/team/machine:1"
 FOUND = Resolved(
@@ -40,19 +40,6 @@ FOUND = Resolved(
     node_info='{"architecture":"amd64","operatingSystem":"linux"}',
 )
 MISSING = Unresolved(IMAGE, "ImageNotFound", f"registry reg.local has no image {IMAGE}")
-
-
-@dataclass
-class TableRegistry(ImageRegistry):
-    """The controller's registry whose registry answers from `answers`, in turn."""
-
-    answers: list[ImageFact] = field(default_factory=list)
-    asked: int = 0
-
-    async def _ask(self, reference: str, auths: Json) -> ImageFact:
-        assert reference == IMAGE
-        self.asked += 1
-        return self.answers[min(self.asked, len(self.answers)) - 1]
 
 
 @dataclass
@@ -89,7 +76,7 @@ def _world(answers: list[ImageFact], monkeypatch: pytest.MonkeyPatch) -> World:
     fake.create(api.resource_path(Resource(GROUP, VERSION, PLURAL), NS), body)
     clock = SteppedClock(NOW)
     caches = Caches(fake, clock=clock, namespace=NS)
-    registry = TableRegistry(clock, answers=answers)
+    registry = TableRegistry(clock, answers=answers, reference=IMAGE)
     world = World(fake, clock, caches, registry, TemplateKeeper(fake, caches, clock, registry))
     real = template_pass
 
