@@ -22,8 +22,8 @@ from urllib.parse import urlencode, urlsplit
 
 import orjson
 
-from runtime.errors import ApiError
 from runtime.transport import kubeconfig
+from runtime.transport.answer import answer_of
 from runtime.transport.kubeconfig import ClusterConfig
 
 if TYPE_CHECKING:
@@ -71,12 +71,7 @@ class ThinTransport:
         status, payload, headers = await self._send(method, target, data, kinds, timeout)
         if status == 401 and await self._credentials.refresh():
             status, payload, headers = await self._send(method, target, data, kinds, timeout)
-        if status >= 300:
-            raise ApiError.from_response(status, payload, headers)
-        if not payload:
-            return {}
-        decoded = orjson.loads(payload)
-        return decoded if isinstance(decoded, dict) else {"items": decoded}
+        return answer_of(status, payload, headers)
 
     async def close(self) -> None:
         self._drop()
