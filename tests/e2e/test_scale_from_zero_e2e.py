@@ -263,20 +263,7 @@ async def test_a_deployment_at_zero_scales_from_the_capacity_its_module_image_de
     # What the autoscaler reads: the deployment (no capacity annotation on it), its
     # template's status.
     big = await objects.get("MachineDeployment", "big") or {}
-    notes = big["metadata"].get("annotations") or {}
-    assert not [k for k in notes if k.startswith(CAPACITY_ANNOTATIONS)]
-    group = await node_group(objects, big)
-    assert group is not None, "the autoscaler would make no node group of it"
-    assert (group.min_size, group.max_size, group.replicas) == (0, 5, 0)
-    assert group.capacity == {
-        "cpu": Decimal(4),
-        "memory": Decimal(16 * 1024**3),
-        "ephemeral-storage": Decimal(100 * 1024**3),
-        "nvidia.com/gpu": Decimal(1),
-        # Shown in status.capacity, but the autoscaler's own maxPods (default 110) wins.
-        "pods": Decimal(DEFAULT_MAX_PODS),
-    }
-    assert group.system_info == NODE_INFO
+    await _reads_the_image_capacity(objects, big)
 
     # cpu without memory: the autoscaler makes no node group at zero.
     small = await objects.get("MachineDeployment", "cpu-only") or {}
@@ -313,16 +300,24 @@ async def test_a_machine_pool_at_zero_scales_from_the_capacity_its_pool_shows(
     machine_pool = await objects.get("MachinePool", "sized") or {}
     infra = machine_pool["spec"]["template"]["spec"]["infrastructureRef"]
     assert (infra["kind"], infra["name"]) == ("TerraformMachinePool", "sized")
-    notes = machine_pool["metadata"].get("annotations") or {}
+    await _reads_the_image_capacity(objects, machine_pool)
+
+
+async def _reads_the_image_capacity(objects: CapiObjects, scalable: Json) -> None:
+    """The autoscaler reads a node group of 0 to 5 with the image's capacity from the
+    scalable resource, which carries no capacity annotation of its own."""
+    kind = scalable["kind"]
+    notes = scalable["metadata"].get("annotations") or {}
     assert not [k for k in notes if k.startswith(CAPACITY_ANNOTATIONS)]
-    group = await node_group(objects, machine_pool)
-    assert group is not None, "the autoscaler would make no node group of the MachinePool"
+    group = await node_group(objects, scalable)
+    assert group is not None, f"the autoscaler would make no node group of the {kind}"
     assert (group.min_size, group.max_size, group.replicas) == (0, 5, 0)
     assert group.capacity == {
         "cpu": Decimal(4),
         "memory": Decimal(16 * 1024**3),
         "ephemeral-storage": Decimal(100 * 1024**3),
         "nvidia.com/gpu": Decimal(1),
+        # Shown in status.capacity, but the autoscaler's own maxPods (default 110) wins.
         "pods": Decimal(DEFAULT_MAX_PODS),
     }
     assert group.system_info == NODE_INFO
