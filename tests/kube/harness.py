@@ -36,6 +36,7 @@ from controller.core.basics.names import (
     MANAGED_BY,
     PLURALS,
     POOL,
+    VERSION,
     legacy_state_secret_name,
     state_secret_name,
 )
@@ -46,6 +47,7 @@ from controller.runner.state_layout import read_body
 from runtime.clock import Clock, SteppedClock
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.jsonobj import Json
+from tests.builders import ROLE_MODULE
 
 T = TypeVar("T")
 MERGE = "application/merge-patch+json"
@@ -167,6 +169,26 @@ class Kube:
         path = self.capi_path("clusters", name) + "/status"
         await self.call("PATCH", path, status, MERGE)
         return created
+
+    async def create_role_member(self, kind: str, name: str, *, cluster: str = "c1") -> Json:
+        """A member `kind` named `name` (see create_member) whose module is the contract's
+        role module, from the ConfigMap `<name>-module`."""
+        await self.call(
+            "POST",
+            f"/api/v1/namespaces/{self.ns}/configmaps",
+            {"metadata": {"name": f"{name}-module"}, "data": ROLE_MODULE},
+        )
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": kind,
+            "metadata": {"name": name},
+            "spec": {
+                "source": {"configMapRef": {"name": f"{name}-module"}},
+                "credentialsRef": {"name": "creds"},
+                "jobs": {"image": "captf:dev"},
+            },
+        }
+        return await self.create_member(body, cluster=cluster)
 
     async def create_member(self, body: Json, *, cluster: str = "c1") -> Json:
         """A TerraformMachinePool or TerraformMachine `body`, with what Cluster API gives a

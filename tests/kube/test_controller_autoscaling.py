@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from controller.core.basics.names import POOL
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.jsonobj import Json
-from tests.builders import ROLE_MODULE
 from tests.kube.harness import (
     MERGE,
     Kube,
@@ -54,22 +54,7 @@ async def test_an_autoscaled_pool_writes_its_observed_replicas_back(
 async def autoscaling_flow(kube: Kube, clock: SteppedClock, cluster: str = "c1") -> None:
     """Pool p2 of the Ready cluster `cluster`, its MachinePool autoscaled between 1 and 5
     at 1 replica; the module observes 4. Also the RBAC audit's flow."""
-    await kube.call(
-        "POST",
-        f"/api/v1/namespaces/{kube.ns}/configmaps",
-        {"metadata": {"name": "p2-module"}, "data": ROLE_MODULE},
-    )
-    body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
-        "kind": "TerraformMachinePool",
-        "metadata": {"name": "p2"},
-        "spec": {
-            "source": {"configMapRef": {"name": "p2-module"}},
-            "credentialsRef": {"name": "creds"},
-            "jobs": {"image": "captf:dev"},
-        },
-    }
-    await kube.create_member(body, cluster=cluster)
+    await kube.create_role_member(POOL, "p2", cluster=cluster)
     pools = kube.capi_path("machinepools", "p2")
     await kube.call("PATCH", pools, {"metadata": {"annotations": BOUNDS}}, MERGE)
     applied = await nth_job(kube, 1, "captf.io/name=p2,captf.io/op=apply")

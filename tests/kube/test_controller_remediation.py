@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from controller.core.basics.names import MACHINE
 from controller.core.decide.triggers import HEALTH, jitter
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.jsonobj import Json
-from tests.builders import ROLE_MODULE
 from tests.kube.harness import (
     Kube,
     condition_is,
@@ -51,22 +51,7 @@ async def test_three_unhealthy_readings_mark_the_machine_and_running_withdraws(
 async def remediation_flow(kube: Kube, clock: SteppedClock, cluster: str = "c1") -> None:
     """Machine m1 of the Ready cluster `cluster`: applied, read stopped three times (the Machine
     marked), then running (the mark withdrawn). Also the RBAC audit's flow."""
-    await kube.call(
-        "POST",
-        f"/api/v1/namespaces/{kube.ns}/configmaps",
-        {"metadata": {"name": "m1-module"}, "data": ROLE_MODULE},
-    )
-    body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
-        "kind": "TerraformMachine",
-        "metadata": {"name": "m1"},
-        "spec": {
-            "source": {"configMapRef": {"name": "m1-module"}},
-            "credentialsRef": {"name": "creds"},
-            "jobs": {"image": "captf:dev"},
-        },
-    }
-    machine = await kube.create_member(body, cluster=cluster)
+    machine = await kube.create_role_member(MACHINE, "m1", cluster=cluster)
     late = jitter(machine["metadata"]["uid"], HEALTH, 300)
     applied = await nth_job(kube, 1, "captf.io/name=m1,captf.io/op=apply")
     await write_state(kube, applied, serial=1, name="m1")
