@@ -269,25 +269,26 @@ def refresh_after_apply(ctx: Context) -> Decision | None:
 
 def health_pending(ctx: Context) -> Decision | None:
     due = triggers.health_pending(ctx)
-    if due is None or due > ctx.now:
-        return None
-    return run(ctx, Op.REFRESH, Reason.HEALTH_PENDING, message="the health output reads pending")
+    return _refresh_when_due(ctx, due, Reason.HEALTH_PENDING, "the health output reads pending")
 
 
 def health_watch(ctx: Context) -> Decision | None:
-    due = triggers.health_watch(ctx)
-    if due is None or due > ctx.now:
-        return None
     message = "the health interval has passed: the machine's health is read again"
-    return run(ctx, Op.REFRESH, Reason.HEALTH_CHECK_DUE, message=message)
+    return _refresh_when_due(ctx, triggers.health_watch(ctx), Reason.HEALTH_CHECK_DUE, message)
 
 
 def membership(ctx: Context) -> Decision | None:
-    due = triggers.membership(ctx)
+    message = "the membership interval has passed: the pool's members are read again"
+    return _refresh_when_due(ctx, triggers.membership(ctx), Reason.MEMBERSHIP_DUE, message)
+
+
+def _refresh_when_due(
+    ctx: Context, due: datetime | None, reason: Reason, message: str
+) -> Decision | None:
+    """A refresh Job for `reason` once its schedule's time `due` has come."""
     if due is None or due > ctx.now:
         return None
-    message = "the membership interval has passed: the pool's members are read again"
-    return run(ctx, Op.REFRESH, Reason.MEMBERSHIP_DUE, message=message)
+    return run(ctx, Op.REFRESH, reason, message=message)
 
 
 def scheduled_checks(ctx: Context) -> Decision | None:
