@@ -62,7 +62,8 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         default=AUTO,
         help="how a Job's pod gets a module image: volume (an image volume, Kubernetes 1.35 "
         "on), copy (init containers copy it into an emptyDir; any version), auto (volume "
-        "from the API server's v1.35 on, else copy; default)",
+        "when the API server keeps the image volume of a dry-run Job, else copy; by its "
+        "version when the dry run is refused; default)",
     )
     p.add_argument(
         "--max-module-image-size",
