@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
 from controller.cli.entry import no_cluster
-from controller.cli.parser_kit import Command, add_kubeconfig, handler
+from controller.cli.parser_kit import Command, add_kubeconfig, add_live, handler
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -108,7 +108,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler("controller.cli.decide_command"))
 
 
@@ -271,7 +271,7 @@ def _state(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push.add_argument("file", metavar="FILE", help="the state's JSON; - reads stdin")
     for p, attr in ((ls, "run_list"), (pull, "run_pull"), (push, "run_push")):
         p.add_argument("-n", "--namespace", default="default")
-        add_kubeconfig(p)
+        add_live(p)
         p.set_defaults(func=handler("controller.cli.people.state", attr))
 
 
@@ -328,7 +328,7 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler(f"controller.{module}"))
 
 
