@@ -176,8 +176,9 @@ def health_watch(ctx: Context) -> datetime | None:
     default; 0 turns it off) after its newest successful apply or refresh, late by its
     jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
     or pool, a module outside the contract, an object never applied, and while the
-    newest reading's health is pending: HealthPending has its own schedule then (and
-    the refresh after an apply, a step before, reads an apply's pending outputs first).
+    newest reading's health is pending or null: HealthPending has its own schedule then
+    (and the refresh after an apply, a step before, reads an apply's pending outputs
+    first).
     A reading that tells nothing (`unknown`, no reading in the result) or leaves outputs
     pending is read again on this schedule: nothing else would. A failed refresh backs
     off by the seed's rules (`run`)."""
@@ -277,7 +278,7 @@ def contract_reading(ctx: Context, record: Finished) -> Reading | None:
 
 def health_pending(ctx: Context) -> datetime | None:
     """When the next refresh is due while the newest contract reading (of a successful
-    apply or refresh) says health is pending: 30 s after the first pending reading of
+    apply or refresh) says health is pending or null: 30 s after the first pending reading of
     the streak, doubling with each further one, at most 5 min; None otherwise."""
     streak = _pending_streak(ctx)
     if not streak:
