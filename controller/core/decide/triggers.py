@@ -159,14 +159,13 @@ def scheduled(ctx: Context, op: str) -> datetime | None:
 
 
 def anchored(ctx: Context, base: datetime | None, interval: float, late: float) -> datetime:
-    """When a schedule measured from the Job that finished at `base` is due: the interval
-    and the jitter `late` after it. Every schedule of an object that applied is kept
-    so, with or without a Job: with none to measure from (the state shows an apply
-    whose Jobs are gone: a move, which carries no Jobs, or pruning) it is due at the
-    object's creation plus its jitter, at once for an object older than that. The
+    """When a schedule measured from the Job that finished at `base` is due: `interval`
+    and the object's jitter `late` after it. With no Job to measure from (the state
+    shows an apply whose Jobs are gone: a move carries none, pruning may take them), at
+    the object's creation plus its jitter, at once for an object older than that: the
     interval cannot be shown not to have elapsed, objects moved together do not come due
     together, and the Job it runs anchors the schedule from then on (pruning keeps each
-    op's newest success)."""
+    op's newest success). Every schedule is anchored so (docs/decisions.md, "The order")."""
     if base is not None:
         return base + timedelta(seconds=interval + late)
     created = created_at(ctx.snap.obj)
@@ -207,9 +206,8 @@ def membership(ctx: Context) -> datetime | None:
     of any outcome, else its newest successful apply, late by its jitter
     (`jitter(uid, "membership")`); with neither Job (moved, pruned) as `anchored` says.
     None for a cluster or machine, a module outside the contract, and a pool never
-    applied. A failed re-read backs off as any refresh does
-    (`run`); it is never an apply's failure, and an apply due comes first (its step
-    precedes this one)."""
+    applied. A failed re-read backs off as any refresh does (`run`); it is never an
+    apply's failure, and an apply due comes first (its step precedes this one)."""
     interval = ctx.policy.membership_interval
     if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
         return None
