@@ -4,10 +4,12 @@ file's `flags:` (the flags it was taken under), else `captf run`'s default.
 
 The run slots are counted where that controller keeps them, its namespace
 (`--controller-namespace`; `captf run` takes its pod's). Unnamed, it is the one namespace
-the snapshot's run slots are in: the slots a controller took are its own, wherever it
-runs (`captf-system` for the install). Slots in several namespaces (controllers that do
-not share their slots) must be told apart by naming one; none at all count nothing, and
-the namespace makes no difference."""
+the snapshot's run slots are in: only a controller takes slots, so where they are is
+where it runs (`captf-system` for the install). With slots in several namespaces
+(several controllers, each with its own), it is the one whose slots have held Jobs of
+the object's namespace (a slot keeps its last holder's namespace when freed): the
+controller that serves it. Failing that, the namespace must be named. With no slot at all
+there is nothing to count, and the namespace makes no difference."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections.abc import Mapping
 
 from controller.cli.snapshot_file import SnapshotError
 from controller.core.decide.settings import DEFAULT_SLOT_NAMESPACE, Settings, settings_of
-from controller.core.leases.slots import slot_namespaces
+from controller.core.leases.slots import holder_cluster, slot_namespaces
 from runtime.jsonobj import Json
 
 # `captf run`'s defaults of the flags a file may set (snapshot_file.FILE_FLAGS), which
@@ -42,8 +44,12 @@ def settings_for(
 
 
 def slot_namespace_of(objects: list[Json]) -> str:
+    """The controller's namespace as the snapshot's run slots show it (above)."""
     leases = [o for o in objects if o.get("kind") == "Lease"]
     found = slot_namespaces(leases)
+    if len(found) > 1:
+        served = str(objects[0].get("metadata", {}).get("namespace", ""))
+        found = slot_namespaces([s for s in leases if holder_cluster(s)[0] == served]) or found
     if len(found) > 1:
         raise SnapshotError(
             f"run slots are in several namespaces ({', '.join(found)}): name the "

@@ -92,7 +92,16 @@ def test_decide_prints_what_the_controller_in_that_namespace_carries_out(
     assert (out["action"] == "requeue") == (cap in (1, 2))
 
 
-def test_slots_in_several_namespaces_need_the_controllers_named(
+def test_of_several_controllers_it_is_the_one_whose_slots_served_the_objects_namespace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another controller's slots (held for another namespace's Jobs) are not this one's."""
+    theirs = [slot(i, f"x{i}-apply-1", namespace="other", served="team-b") for i in range(3)]
+    status, out, _ = _decide(capsys, _file(tmp_path, [*AT_CAP, *theirs]), *CAP)
+    assert (status, out) == (0, WAITS)
+
+
+def test_slots_in_several_namespaces_serving_the_same_need_the_controllers_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _file(tmp_path, [*AT_CAP, slot(0, "x-apply-1", namespace="other")])

@@ -31,8 +31,11 @@ HOME = "captf-system"
 CAPPED = Settings(max_runs_per_cluster=2, slot_namespace=HOME)
 
 
-def slot(i: int, holder: str | None, cluster: str = "c1", namespace: str = HOME) -> Json:
-    notes = {"captf.io/holder-namespace": NS, "captf.io/holder-cluster": cluster}
+def slot(
+    i: int, holder: str | None, cluster: str = "c1", namespace: str = HOME, served: str = NS
+) -> Json:
+    """A run slot of the controller's namespace, last held for a Job of `served`'s `cluster`."""
+    notes = {"captf.io/holder-namespace": served, "captf.io/holder-cluster": cluster}
     meta = {"name": f"captf-run-slot-{i}", "namespace": namespace, "annotations": notes}
     spec = {"holderIdentity": holder} if holder else {}
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
