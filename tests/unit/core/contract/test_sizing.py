@@ -15,8 +15,10 @@ from controller.core.contract.sizing import (
     REPLICAS_FROM_SPEC,
 )
 from controller.core.decide.reads import capi_read
+from controller.core.plan import replicas
 from runtime.jsonobj import Json
 from tests.capi_builders import annotation_writers
+from tests.paths import REPO
 
 MIN = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
 MAX = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
@@ -121,3 +123,22 @@ def test_the_condition_says_who_sizes_the_group(
     got = sizing.condition_of(pool)
     assert got[0] == status
     assert says in got[2]
+
+
+def test_the_docs_name_every_reason_and_event() -> None:
+    """clusterapi.md's "Who sizes a pool" names each AutoscalingActive reason and both
+    Events of the write to the MachinePool; the Events tables list them."""
+    page = (REPO / "docs" / "clusterapi.md").read_text()
+    section = page[page.index("## Who sizes a pool") :]
+    section = section[: section.index("\n## ")]
+    for reason in (
+        AUTOSCALING_ACTIVE,
+        AUTOSCALING_DISABLED,
+        REPLICAS_FROM_SPEC,
+        AUTOSCALING_INVALID,
+    ):
+        assert f"`{reason}`" in section, reason
+    for event in (replicas.WRITTEN, replicas.WITHDRAWN):
+        assert f"`{event}`" in section, event
+        for table in ("api.md", "observability.md"):
+            assert f"| `{event}` |" in (REPO / "docs" / table).read_text(), (event, table)
