@@ -7,6 +7,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.core.contract import inputs, sizing, sources
 from controller.core.contract.roles import Role, contract_of
@@ -303,6 +305,32 @@ def test_pool_replicas(
         pool=pool, autoscaling=sizing.autoscaling_of(pool), observed=observed
     )
     assert got == expected
+
+
+_SIZES = st.integers(min_value=0, max_value=20)
+_NOTE = st.one_of(st.none(), _SIZES.map(str), st.sampled_from(["", "x", "-1"]))
+_MANAGED_BY = st.one_of(st.none(), st.sampled_from(["cloud", "false", "", "captf"]))
+
+
+@given(spec=_SIZES, observed=st.one_of(st.none(), _SIZES), low=_NOTE, high=_NOTE, by=_MANAGED_BY)
+def test_the_observed_size_is_rendered_only_when_the_cloud_sizes_the_group(
+    spec: int, observed: int | None, low: str | None, high: str | None, by: str | None
+) -> None:
+    """Issue 37's invariant: without the user's replicas-managed-by (or without valid
+    bounds) the module's `replicas` is spec.replicas, held within valid bounds, whatever
+    was observed; the hash covers it exactly then."""
+    notes = {k: v for k, v in ((MIN, low), (MAX, high), (MANAGED, by)) if v is not None}
+    pool = _pool(spec, notes)
+    scaling = sizing.autoscaling_of(pool)
+    got = inputs.pool_replicas(pool=pool, autoscaling=scaling, observed=observed)
+    if scaling.bounded:
+        assert scaling.min <= got <= scaling.max
+    if not scaling.enabled:
+        assert got == scaling.clamp(spec)
+        assert got == inputs.pool_replicas(pool=pool, autoscaling=scaling, observed=None)
+    assert scaling.enabled == (by not in (None, "false") and scaling.bounded)
+    rendered = _pool_inputs(pool, observed)
+    assert ("replicas" in inputs.hashed_inputs(Role.MACHINEPOOL, rendered)) is not scaling.enabled
 
 
 def _pool_inputs(pool: Json, observed: int | None = None) -> Json:
