@@ -19,6 +19,7 @@ import json
 import pytest
 
 from controller.core.basics.names import POOL
+from controller.core.contract.sizing import claim_writers
 from controller.io import api
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
@@ -142,6 +143,15 @@ async def test_captfs_old_claim_is_withdrawn_and_a_users_is_kept(
         await api.merge_patch(transport, kube.capi_path("machinepools", "p3"), claim)
     user = kube.capi_path("machinepools", "p4") + "?fieldManager=kubectl-annotate"
     await kube.call("PATCH", user, claim, MERGE)
+    # What the API server recorded of each write: the name contract/sizing.py knows.
+    writers = {}
+    for name in ("p3", "p4"):
+        found = await kube.call("GET", kube.capi_path("machinepools", name))
+        writers[name] = claim_writers(found["metadata"])
+    assert writers == {
+        "p3": [{"manager": "Python", "operation": "Update"}],
+        "p4": [{"manager": "kubectl-annotate", "operation": "Update"}],
+    }
     async with running_controller(apiserver, namespace, clock=clock):
         await _ready_cluster(kube, clock)
 
