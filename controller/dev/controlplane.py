@@ -20,6 +20,7 @@ a status is written only when it changed."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +49,7 @@ _PROBE_TIMEOUT = 10.0
 AVAILABLE = "Available"
 
 Say = Callable[[str, str], None]
+logger = logging.getLogger("controller.dev.controlplane")
 
 
 @dataclass(frozen=True)
@@ -195,9 +197,16 @@ class ControlPlaneReporter:
         self._clock = clock or LoopClock()
 
     async def run(self) -> None:
-        """Until cancelled."""
+        """Until cancelled. A transient error (an API server restarting, a CRD's storage
+        still initializing) is logged and the next round tries again, as a heartbeat
+        goes on; any other error ends the run."""
         while True:
-            await self.report()
+            try:
+                await self.report()
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                logger.warning("control plane report: %s", err)
             await self._clock.sleep(PROBE_SECONDS)
 
     async def report(self) -> None:
