@@ -29,6 +29,7 @@ import os
 import shutil
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import anyio
 import orjson
 
 from controller.bench.capi_procs import Meter, memory_mib, pod_pid
+from controller.bench.fleet_audit import per_job, requests_between
 from controller.bench.fleet_metrics import labelled
 from controller.bench.fleet_objects import (
     CLUSTER_SCHEDULES_ON,
@@ -170,7 +172,8 @@ async def _bench(
                     "apiserver": (server.pids["kube-apiserver"],),
                     "etcd": (server.pids["etcd"],),
                 }
-                report = await Phases(args, transport, fleet, pids).run()
+                phases = Phases(args, transport, fleet, pids, audit=server.audit_log)
+                report = await phases.run()
             tg.cancel_scope.cancel()
     return report
 
@@ -251,8 +254,11 @@ class Phases:
         transport: Transport,
         fleet: Fleet,
         pids: dict[str, tuple[int, ...]],
+        *,
+        audit: Path,
     ) -> None:
         self.args, self.transport, self.fleet, self.pids = args, transport, fleet, pids
+        self.audit = audit
         self.up = scale_up_of(args)
         self.wanted = args.machines
         self.limit = 600.0 + 6.0 * args.machines
@@ -339,7 +345,7 @@ class Phases:
         """H hours of controller time; the second scale-up starts halfway through and runs
         beside the rest of the hold (which lasts until it has finished too)."""
         wall = self.args.hours * 3600.0 / self.args.time_scale
-        start = time.monotonic()
+        start, began = time.monotonic(), datetime.now(UTC)
         meter.lap()
         done: list[bool] = []
         async with anyio.create_task_group() as tg:
@@ -350,10 +356,13 @@ class Phases:
 
             tg.start_soon(scale_up)
             await self._sleep_reporting("hold", start + wall - time.monotonic())
-        end = time.monotonic()
+        end, ended = time.monotonic(), datetime.now(UTC)
         cpu = meter.lap()
         hours = (end - start) * self.args.time_scale / 3600.0
         self._hold_report(start, end, hours, cpu)
+        found = await anyio.to_thread.run_sync(requests_between, self.audit, began, ended)
+        jobs = sum(self.report["hold"]["jobs_by_kind"].values())
+        self.report["hold"]["api_requests_per_job"] = per_job(found, jobs)
         self.report["phases"]["hold"] = {"wall_s": round(end - start, 2), "finished": True}
         return bool(done and done[0])
 
