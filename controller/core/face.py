@@ -38,7 +38,8 @@ from controller.core.jobs.termination import (
     result_of,
     with_result,
 )
-from controller.core.leases import family
+from controller.core.leases import budget_lease, family
+from controller.core.leases.budget_demand import stretches
 from controller.core.leases.family import Busy, holder_of, member_jobs
 from controller.core.leases.slots import is_run_slot
 from controller.core.leases.stale import (
@@ -154,6 +155,7 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
+    "budget_lease",
     "capi_read",
     "capi_wanted",
     "captf_wanted",
@@ -204,6 +206,7 @@ __all__ = [
     "stale_leases",
     "state_moves",
     "state_parts_wanted",
+    "stretches",
     "template_lookup",
     "template_pass",
     "terraform_cluster_of",

@@ -30,6 +30,7 @@ from controller.core.basics.names import (
     LABEL_SCOPE,
     LABEL_UID,
     LEASE_WAITS,
+    Reason,
     legacy_state_secret_name,
     state_secret_name,
 )
@@ -104,7 +105,8 @@ def identity_index(obj: Obj) -> Iterable[str]:
 
 def waiting_index(obj: Obj) -> Iterable[str]:
     reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
-    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
+    waits = reason in LEASE_WAITS or reason == Reason.WAITING_FOR_BACKGROUND_BUDGET
+    return [WAITING_FOR_LEASE] if waits else []
 
 
 def inputs_of_index(secret: Obj) -> Iterable[str]:

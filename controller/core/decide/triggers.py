@@ -22,12 +22,13 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
-from controller.core.decide import pinning
+from controller.core.decide import background, pinning
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished, finished_after
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
 from controller.core.jobs.readings import Reading, reading_of
+from controller.core.leases.budget import stretched
 from runtime.jsonobj import Json
 
 # The share of an interval a check may start late by: spread over it by uid, so that
@@ -140,6 +141,13 @@ def remediation_due(ctx: Context) -> bool:
     )
 
 
+def stretched_interval(ctx: Context, interval: float) -> float:
+    """A background schedule's interval under its credentials' budget: stretched by the
+    factor their budget Lease records (issue 39), so the fleet's schedules fit the budget
+    a minute; the jitter is drawn over the stretched interval, so they stay spread."""
+    return stretched(interval, background.stretch(ctx))
+
+
 def jitter(uid: str, op: str, interval: float) -> float:
     """Seconds in [0, interval/10) by which the object's checks of `op` start late: the
     same for the same uid, spread evenly over uids. No uid (a hand-made snapshot), none."""
@@ -157,6 +165,7 @@ def scheduled(ctx: Context, op: str) -> datetime | None:
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
+    interval = stretched_interval(ctx, interval)
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     base = last.at if last else applied.at if applied else None
@@ -192,6 +201,7 @@ def health_watch(ctx: Context) -> datetime | None:
     interval = ctx.policy.health_interval
     if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
         return None
+    interval = stretched_interval(ctx, interval)
     records = [
         r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
     ]
@@ -216,6 +226,7 @@ def membership(ctx: Context) -> datetime | None:
     interval = ctx.policy.membership_interval
     if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
         return None
+    interval = stretched_interval(ctx, interval)
     if not ctx.has_applied():
         return None
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)

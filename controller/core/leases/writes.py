@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import Enum
 
 from controller.core.basics.names import (
+    ANN_HOLDER_CLASS,
     ANN_HOLDER_CLUSTER,
     ANN_HOLDER_NAMESPACE,
     LABEL_CLUSTER,
@@ -49,6 +50,9 @@ class LeaseWrite:
     # Jobs whose hold does not block this one: the object's own (finished, awaiting release).
     own: frozenset[str] = field(default_factory=frozenset)
     holder_namespace: str = ""  # run slots: where the Job lives
+    # Run slots: `background` or `change`, the class --background-run-share counts
+    # (controller/core/leases/budget.py); "" is a change.
+    holder_class: str = ""
 
 
 def change_of(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Busy | None:
@@ -104,6 +108,8 @@ def lease_body(write: LeaseWrite, now: datetime) -> Json:
         meta["annotations"] = {
             ANN_HOLDER_NAMESPACE: write.holder_namespace,
             ANN_HOLDER_CLUSTER: write.cluster,  # what the per-cluster cap counts
+            # Always written: a slot taken over keeps the annotations it had.
+            ANN_HOLDER_CLASS: write.holder_class or "change",
         }
     else:
         meta["labels"] = {LABEL_CLUSTER: write.cluster, LABEL_SCOPE: SCOPE_MEMBER}

@@ -20,7 +20,7 @@ from typing import Final
 
 from controller.core.basics.names import MACHINE, Op, Reason
 from controller.core.basics.timefmt import format_time
-from controller.core.decide import pause, remediation, triggers
+from controller.core.decide import background, pause, remediation, triggers
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.decide.decision import Decision, Requeue, Run
 from controller.core.jobs import backoff
@@ -53,6 +53,8 @@ def health_watched(ctx: Context, decision: Decision) -> Json | None:
     told = next(triggers.health_told(ctx), None)
     newest = next((r for r in ctx.history if r.op in _READS), None)
     coming = _next(ctx, decision)
+    note = background.stretched_note(ctx, ctx.policy.health_interval)
+    coming += f"; {note}" if note else ""
     if newest is None:
         return _cond("Unknown", NOT_READ, "no apply has finished yet: the first reads the health")
     last = _last(ctx, told)
