@@ -289,8 +289,22 @@ async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
 async def _drift(ctx: OpContext) -> RunnerResult:
     code, _, plan = await _plan(ctx, "-detailed-exitcode")
     if code == 0:
-        return RunnerResult(outcome=Outcome.SUCCESS, message="no drift", drift=False)
+        reading = _plan_reading(ctx, plan)
+        return RunnerResult(
+            outcome=Outcome.SUCCESS, message="no drift", drift=False, contract=reading
+        )
     return RunnerResult(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
+
+
+def _plan_reading(ctx: OpContext, plan: Json) -> dict[str, object] | None:
+    """The contract reading of a plan that found no drift: its outputs as just read from
+    the cloud (a plan refreshes every resource and data source first), which is what a
+    refresh would have left. A plan with changes has none: what it plans is not what is
+    there (issue 39: a drift check answers the machine's health re-read)."""
+    outputs = ((plan.get("planned_values") or {}).get("outputs")) or {}
+    if not isinstance(outputs, dict):
+        return None
+    return contract_reading(orjson.dumps({"outputs": outputs}), ctx.env.object_kind)
 
 
 async def _write_op(

@@ -11,11 +11,12 @@ which the snapshot holds beside the run slots. Pure."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import datetime
 from typing import Final
 
 from controller.core.basics.names import ANN_HOLDER_CLASS, Op, Reason
-from controller.core.basics.timefmt import format_duration, format_time
+from controller.core.basics.timefmt import format_duration
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
 from controller.core.decide.gates import LEASE_WAIT
@@ -25,6 +26,7 @@ from controller.core.leases.budget import priority_delay, slot_wait
 from controller.core.leases.budget_demand import PER_MINUTE_FIELD, per_minute_of
 from controller.core.leases.family import holder_of
 from controller.core.leases.slots import is_run_slot
+from controller.core.leases.writes import LeaseWrite, Role
 from runtime.jsonobj import Json
 
 BACKGROUND_OPS: Final = frozenset({Op.DRIFT, Op.REFRESH})
@@ -89,8 +91,9 @@ def held(ctx: Context, op: str, job: str, due: datetime | None = None) -> Requeu
         share=ctx.settings.background_run_share,
     )
     if why is not None:
-        look = ctx.now + timedelta(seconds=LEASE_WAIT)
-        message = f"{op} waits: {why}; a change comes first; looks again by {format_time(look)}"
+        # No time in the message: a status that changed with every pass would be
+        # rewritten, and wake every watcher, on each one (status.next.at has the time).
+        message = f"{op} waits: {why}; changes come first"
         return Requeue(Reason.WAITING_FOR_BACKGROUND_BUDGET, LEASE_WAIT, op=op, message=message)
     budget = per_minute(ctx)
     free = budget_lease.free_at(lease(ctx), job, ctx.now, budget)
@@ -100,10 +103,43 @@ def held(ctx: Context, op: str, job: str, due: datetime | None = None) -> Requeu
     after = (free - ctx.now).total_seconds() + priority_delay(late)
     message = (
         f"{op} waits: {key(ctx)} started {budget} background Jobs in the last minute, its"
-        f" budget ({_budget_source(ctx)}); expects to start at"
-        f" {format_time(ctx.now + timedelta(seconds=after))}"
+        f" budget ({_budget_source(ctx)})"
     )
     return Requeue(Reason.WAITING_FOR_BACKGROUND_BUDGET, max(after, 0.0), op=op, message=message)
+
+
+def share_of(ctx: Context, op: str) -> float | None:
+    """The share of the run slots a Job of `op` is held to; None for a change."""
+    return ctx.settings.background_run_share if is_background(op) else None
+
+
+def share_full(op: str) -> Requeue:
+    """The wait when none of the background's slots is free (holds.claims_of)."""
+    message = f"{op} waits: background Jobs hold every run slot of their share; changes come first"
+    return Requeue(Reason.WAITING_FOR_BACKGROUND_BUDGET, LEASE_WAIT, op=op, message=message)
+
+
+def with_claims(
+    ctx: Context, op: str, job: str, claims: tuple[LeaseWrite, ...]
+) -> tuple[LeaseWrite, ...]:
+    """The launch's claims with its class on the run slot and, for a background Job, its
+    start on its credentials' budget Lease right after the slot: taken by
+    compare-and-swap, so the budget holds whatever the caches show."""
+    if not claims or claims[0].role != Role.RUN_SLOT:
+        return claims
+    slot = replace(claims[0], holder_class=class_of(op))
+    if not is_background(op):
+        return (slot, *claims[1:])
+    key_ = key(ctx)
+    start = LeaseWrite(
+        ctx.settings.slot_namespace,
+        budget_lease.budget_lease_name(key_),
+        job,
+        Role.BACKGROUND_BUDGET,
+        budget_key=key_,
+        per_minute=per_minute(ctx),
+    )
+    return (slot, start, *claims[1:])
 
 
 def _budget_source(ctx: Context) -> str:

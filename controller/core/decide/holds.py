@@ -28,7 +28,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from controller.core.basics.names import CLUSTER, MUTABLE_KINDS, Op, Reason, op_lease_name
-from controller.core.decide import pinning, runner_rbac
+from controller.core.decide import background, pinning, runner_rbac
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
 from controller.core.decide.facts import Refusal
@@ -38,7 +38,8 @@ from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
-from controller.core.leases.family import Busy
+from controller.core.leases.budget import background_slots
+from controller.core.leases.family import Busy, holder_of
 from controller.core.leases.slots import free_slots
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.spec.image import reference_digest
@@ -88,17 +89,20 @@ def runner_rbac_not_ready(ctx: Context, run: Run) -> Requeue | None:
     return Requeue(Reason.RUNNER_RBAC_NOT_READY, RUNNER_RBAC_WAIT, message=verdict.message)
 
 
-def claims_of(ctx: Context, job: str) -> tuple[LeaseWrite, ...] | Requeue:
-    """The Leases the launch of `job` takes, in order (a run slot, the family's operation
-    Lease, a member's own), or the wait the cached Leases impose (the live ones are read
-    again when io takes them)."""
+def claims_of(ctx: Context, job: str, op: str) -> tuple[LeaseWrite, ...] | Requeue:
+    """The Leases the launch of `job` (of `op`) takes, in order (a run slot, a background
+    Job's start on its credentials' budget, the family's operation Lease, a member's own),
+    or the wait the cached Leases impose (the live ones are read again when io takes
+    them)."""
     snap, settings = ctx.snap, ctx.settings
     capped = cluster_capped(ctx, job)
     if capped is not None:
         return capped
-    claims = _claims(snap, job, settings.slot_namespace, settings.max_concurrent_runs)
+    share = background.share_of(ctx, op)
+    claims = _claims(snap, job, settings.slot_namespace, settings.max_concurrent_runs, share)
+    claims = background.with_claims(ctx, op, job, claims)
     if not claims or claims[0].role != Role.RUN_SLOT:
-        return slots_held(settings.max_concurrent_runs)
+        return background.share_full(op) if share else slots_held(settings.max_concurrent_runs)
     for claim in claims:
         change = change_of(claim, _cached(snap, claim), ctx.now)
         if isinstance(change, Busy):
@@ -107,7 +111,7 @@ def claims_of(ctx: Context, job: str) -> tuple[LeaseWrite, ...] | Requeue:
 
 
 def leases_held(ctx: Context, run: Run) -> Requeue | None:
-    claims = claims_of(ctx, ctx.snap.next_job(run.op)[0])
+    claims = claims_of(ctx, ctx.snap.next_job(run.op)[0], run.op)
     return claims if isinstance(claims, Requeue) else None
 
 
@@ -148,10 +152,12 @@ def held(ctx: Context, decision: Decision) -> Decision:
     return decision
 
 
-def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[LeaseWrite, ...]:
+def _claims(
+    snap: Snapshot, job: str, slot_namespace: str, slots: int, share: float | None
+) -> tuple[LeaseWrite, ...]:
     """A run slot, the family's operation Lease, and a member's own operation Lease."""
     own = frozenset(snap.job_names())
-    found = free_slots_of(snap, job, slot_namespace, slots)
+    found = free_slots_of(snap, job, slot_namespace, slots, share)
     if not found:
         return ()
     cluster = cluster_of(snap.obj, snap.related)
@@ -178,10 +184,20 @@ def _claims(snap: Snapshot, job: str, slot_namespace: str, slots: int) -> tuple[
     return tuple(claims)
 
 
-def free_slots_of(snap: Snapshot, job: str, slot_namespace: str, count: int) -> list[str]:
-    """The run slots `job` may take, in the order to try them."""
+def free_slots_of(
+    snap: Snapshot, job: str, slot_namespace: str, count: int, share: float | None = None
+) -> list[str]:
+    """The run slots `job` may take, in the order to try them; `share`: a background
+    Job's, which may take only the last slots of its share (budget.background_slots)."""
     own = snap.job_names()
-    return free_slots(snap.leases, job=job, own_jobs=own, namespace=slot_namespace, count=count)
+    found = free_slots(snap.leases, job=job, own_jobs=own, namespace=slot_namespace, count=count)
+    if share is None or (len(found) == 1 and _held_for(snap, found[0], job)):
+        return found
+    return background_slots(found, slots=count, share=share)
+
+
+def _held_for(snap: Snapshot, slot: str, job: str) -> bool:
+    return any(name_of(lease) == slot and holder_of(lease) == job for lease in snap.leases)
 
 
 def _cached(snap: Snapshot, write: LeaseWrite) -> Json | None:

@@ -202,9 +202,7 @@ def health_watch(ctx: Context) -> datetime | None:
     if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
         return None
     interval = stretched_interval(ctx, interval)
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
+    records = health_reads(ctx)
     if not records and not ctx.has_applied():
         return None
     reading = contract_reading(ctx, records[0]) if records else None
@@ -212,6 +210,20 @@ def health_watch(ctx: Context) -> datetime | None:
         return None
     base = records[0].at if records else None
     return anchored(ctx, base, interval, jitter(ctx.snap.uid, HEALTH, interval))
+
+
+def health_reads(ctx: Context) -> list[Finished]:
+    """The successful Jobs that read a machine's instance, newest first: applies and
+    refreshes, and drift checks that found no drift, whose plan read every resource as a
+    refresh does and carries the contract reading of what it read (issue 39: a drift
+    check answers the health re-read, one Job fewer). A drift check that found drift, or
+    whose runner reported no reading, read nothing the schedule counts."""
+    return [
+        r
+        for r in ctx.history
+        if r.outcome == Outcome.SUCCESS
+        and (r.op in (Op.APPLY, Op.REFRESH) or (r.op == Op.DRIFT and reading_of(r.job)))
+    ]
 
 
 def membership(ctx: Context) -> datetime | None:
@@ -237,15 +249,13 @@ def membership(ctx: Context) -> datetime | None:
 
 
 def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
-    """What the readings say of the instance, newest first, with the successful apply or
-    refresh that read each: the health's state, RUNNING_UNHEALTHY or GONE
-    (`told_of`). A reading that tells nothing is passed over: a Job that failed or was
-    cut off, a result without a contract reading (its outputs could not be read), a null
-    or `unknown` health. Nobody could tell then, so it neither counts as unhealthy nor
-    shows the instance well."""
-    for record in ctx.history:
-        if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
-            continue
+    """What the readings say of the instance, newest first, with the Job that read each
+    (`health_reads`: a successful apply, refresh, or drift check that found no drift):
+    the health's state, RUNNING_UNHEALTHY or GONE (`told_of`). A reading that tells
+    nothing is passed over: a result without a contract reading (its outputs could not
+    be read), a null or `unknown` health. Nobody could tell then, so it neither counts
+    as unhealthy nor shows the instance well."""
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
         told = told_of(ctx, reading) if reading is not None else None
         if told is not None:
@@ -306,14 +316,11 @@ def health_pending(ctx: Context) -> datetime | None:
 
 
 def _pending_streak(ctx: Context) -> list[Finished]:
-    """The successful applies and refreshes with a pending health reading, newest first,
-    back to the first reading that was not pending (or the newest apply, which starts a
-    streak of its own)."""
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
+    """The Jobs that read the health (`health_reads`) with a pending health reading,
+    newest first, back to the first reading that was not pending (or the newest apply,
+    which starts a streak of its own)."""
     streak: list[Finished] = []
-    for record in records:
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
         if reading is None or not reading.health_pending:
             break

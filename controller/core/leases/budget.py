@@ -100,6 +100,23 @@ def slot_wait(
     return None
 
 
+def background_slots(free: Sequence[str], *, slots: int, share: float) -> list[str]:
+    """Of the free run slots (`captf-run-slot-<i>`, in the order a change tries them, the
+    lowest first), those a background Job may take, in its order: only the last
+    `background_cap` of the `slots` (indices `slots - cap` and up), the highest first. So
+    the share is held by the slot Leases themselves, each taken by compare-and-swap,
+    whatever the caches show: background Jobs launching at the same moment cannot hold
+    more than their cap. Changes, which try the lowest first, reach those slots last."""
+    first = slots - background_cap(slots, share)
+    allowed = [name for name in free if _index(name) >= first]
+    return sorted(allowed, key=_index, reverse=True)
+
+
+def _index(slot: str) -> int:
+    digits = slot.rsplit("-", 1)[-1]
+    return int(digits) if digits.isdigit() else -1
+
+
 def in_window(starts: Iterable[datetime], now: datetime) -> list[datetime]:
     """The starts that count against a budget at `now`, oldest first: those of the last
     WINDOW (a start recorded ahead of `now`, by a clock ahead of this one, counts too)."""

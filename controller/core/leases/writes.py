@@ -25,7 +25,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.timefmt import format_micro
-from controller.core.leases import family
+from controller.core.leases import budget_lease, family
 from controller.core.leases.family import Busy, holder_of
 from runtime.jsonobj import Json
 
@@ -38,6 +38,8 @@ class Role(Enum):
     CLUSTER_FAMILY = "cluster"  # a cluster's Job on its own operation Lease
     MEMBER_FAMILY = "member"  # a member's Job as an entry on its cluster's operation Lease
     MEMBER_OWN = "member-own"  # a member's own operation Lease (what kubectl shows)
+    # A background Job's start on its credentials' budget Lease (budget_lease.py).
+    BACKGROUND_BUDGET = "background-budget"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,9 @@ class LeaseWrite:
     # Run slots: `background` or `change`, the class --background-run-share counts
     # (controller/core/leases/budget.py); "" is a change.
     holder_class: str = ""
+    # The background budget: the credentials' key and their budget a minute.
+    budget_key: str = ""
+    per_minute: int = 0
 
 
 def change_of(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Busy | None:
@@ -76,6 +81,15 @@ def change_of(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Bus
             )
         case Role.RUN_SLOT | Role.MEMBER_OWN:
             return _take(write, live, now)
+        case Role.BACKGROUND_BUDGET:
+            return budget_lease.claim(
+                live,
+                namespace=write.namespace,
+                key=write.budget_key,
+                job=write.job,
+                now=now,
+                per_minute=write.per_minute,
+            )
 
 
 def _take(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Busy | None:

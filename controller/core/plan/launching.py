@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from controller.core.basics.names import Reason
 from controller.core.basics.runner_vars import RunnerVar
+from controller.core.decide import background
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Refusal
@@ -66,7 +67,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
     (controller/core/decide/holds.py): a Run is decided only once they are free."""
     snap, settings = ctx.snap, ctx.settings
     name, seq = snap.next_job(run.op)
-    claims = claims_of(ctx, name)
+    claims = claims_of(ctx, name, run.op)
     assert not isinstance(claims, Requeue), "holds.leases_held let this Run through"
     secret = None
     if inputs_secret_name(snap.obj, ctx.inputs) not in snap.secrets:
@@ -83,7 +84,9 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         mount=settings.module_image_mount,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
-    others = free_slots_of(snap, name, settings.slot_namespace, settings.max_concurrent_runs)[1:]
+    share = background.share_of(ctx, run.op)
+    slots = settings.max_concurrent_runs
+    others = free_slots_of(snap, name, settings.slot_namespace, slots, share)[1:]
     return labelled_launch(Launch(job, secret, claims, other_slots=tuple(others)), labels)
 
 

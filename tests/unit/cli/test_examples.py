@@ -96,7 +96,8 @@ def test_the_issue_26_snapshots_print_the_documented_decision(
         ),
         (
             "40-health-due-after-move",
-            {"action": "run", "op": "refresh", "reason": "HealthCheckDue", "retry": 1},
+            # The drift check, due too, reads the health since issue 39.
+            {"action": "run", "op": "drift", "reason": "HealthCheckDue", "retry": 1},
         ),
         (
             "41-membership-due-after-move",

@@ -238,3 +238,25 @@ def test_budget_is_never_exceeded_and_no_object_starves(
     turns = (len(intervals) / per_minute + 2) * WINDOW + budget.PRIORITY_SPAN
     assert max(longest) <= turns, (stretch, per_minute)
     assert all(started is not None for started in last)
+
+
+@pytest.mark.parametrize(
+    ("free", "slots", "share", "allowed"),
+    [
+        (range(10), 10, 0.5, [9, 8, 7, 6, 5]),
+        ([0, 1, 2, 7], 10, 0.5, [7]),
+        ([0, 1, 2], 10, 0.5, []),
+        ([0, 1], 2, 0.5, [1]),
+        ([0], 1, 0.5, [0]),
+        (range(4), 4, 1.0, [3, 2, 1, 0]),
+    ],
+)
+def test_background_takes_only_the_last_slots_of_its_share(
+    free: range | list[int], slots: int, share: float, allowed: list[int]
+) -> None:
+    """Background Jobs take only the last `background_cap` slots, so however many launch
+    at once, the slot Leases (each taken by compare-and-swap) hold them to their cap."""
+    names = [f"captf-run-slot-{i}" for i in free]
+    assert budget.background_slots(names, slots=slots, share=share) == [
+        f"captf-run-slot-{i}" for i in allowed
+    ]
