@@ -6,18 +6,19 @@ runs once per resource change of the plan with `resource` bound to it, a `Plan` 
 once with `plan`; both see `object` and `cluster`. It must be of type bool: true means
 the plan (or that change) matches the rule, and the rule's action applies. The same
 compilation serves the admission webhook, the runner and `captf policy test`, so what
-was admitted is what runs."""
+was admitted is what runs. The rules themselves (`Rule`, `Scope`, `Action`) are the
+core's (controller/core/spec/plan_policies.py), which hands them to the runner."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cache
 
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_strings
 
+from controller.core.spec.plan_policies import ACTIONS, Action, Rule, Scope
 from controller.policy import checked_ast
 from controller.policy.cost import ADMISSION_SIZE, EVALUATION_LIMIT, Cost, cost_of, costliest
 
@@ -25,33 +26,8 @@ from controller.policy.cost import ADMISSION_SIZE, EVALUATION_LIMIT, Cost, cost_
 EXPRESSION_LIMIT = 2048
 
 
-class Scope(StrEnum):
-    RESOURCE = "Resource"  # once per resource change: `resource`
-    PLAN = "Plan"  # once per plan: `plan`
-
-
-class Action(StrEnum):
-    DENY = "Deny"
-    REQUIRE_APPROVAL = "RequireApproval"
-    WARN = "Warn"
-
-
-# The strongest first: a plan matched by rules of several actions gets the first.
-ACTIONS = (Action.DENY, Action.REQUIRE_APPROVAL, Action.WARN)
 _SUBJECT = ("object", "cluster")
 _VARIABLES = {Scope.RESOURCE: ("resource", *_SUBJECT), Scope.PLAN: ("plan", *_SUBJECT)}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule as the policy states it."""
-
-    policy: str
-    name: str
-    scope: Scope
-    action: Action
-    expression: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -128,3 +104,6 @@ def compile_rule(rule: Rule) -> Compiled | Refused:
 
 def variables(scope: Scope) -> tuple[str, ...]:
     return _VARIABLES[scope]
+
+
+__all__ = ["ACTIONS", "Action", "Compiled", "Refused", "Rule", "Scope", "compile_rule"]
