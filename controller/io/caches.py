@@ -68,6 +68,7 @@ from controller.io.informers import (
     OWN_SECRETS,
     PENDING_PODS,
     PLANS,
+    POLICIES,
     RUNNER_ACCOUNTS,
     RUNNER_BINDINGS,
     SECRETS,
@@ -132,6 +133,8 @@ class Caches:
         # IdentityNotFound (docs/security.md, "Namespaced install").
         self.identities = informer(IDENTITIES) if cluster_scoped else Unwatched(IDENTITIES.resource)
         self.namespaces = informer(NAMESPACES) if cluster_scoped else Unwatched(NAMESPACES.resource)
+        # Nor any TerraformPolicy: a namespaced install judges no plan (docs/security.md).
+        self.policies = informer(POLICIES) if cluster_scoped else Unwatched(POLICIES.resource)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
         self.pending_pods = informer(PENDING_PODS)
@@ -158,6 +161,7 @@ class Caches:
             self.configmaps,
             self.identities,
             self.namespaces,
+            self.policies,
             self.runner_accounts,
             self.runner_bindings,
             self.pending_pods,
@@ -330,6 +334,8 @@ class Caches:
             plans=tuple(self.plans_of(meta.get("uid", ""))),
             events=events,
             pods=pods,
+            policies=tuple(self.policies.store),
+            namespace_labels=MappingProxyType(self.namespace_labels(ns)),
         )
 
     def _starting(

@@ -31,8 +31,6 @@ from controller.core.spec.identity import selector_matches
 from controller.core.spec.refs import cluster_name_of, spec_of
 from runtime.jsonobj import Json
 
-POLICY_KIND: Final = "TerraformPolicy"
-POLICY_PLURAL: Final = "terraformpolicies"
 # The most a Job's environment carries (Linux refuses one variable over 128 KiB); a
 # larger set is not sent, and the apply waits PolicyDenied until the policies shrink.
 ENCODED_LIMIT: Final = 64 * 1024
