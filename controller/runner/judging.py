@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from controller.core.jobs.policy_report import Report, Verdict, Violation, bounded
 from controller.core.spec.plan_policies import Action, PolicySetError, decode
-from controller.policy.judge import Judgement, judge
+from controller.policy.judge import judge
+from controller.policy.verdict import report_from
 from runtime.jsonobj import Json
 
 # The violation of a set that does not read: no policy or rule to name.
@@ -40,31 +41,3 @@ def report_of(policies: str | None, plan: Json, *, approved: bool) -> Report | N
         flush=True,
     )
     return report_from(found, approved=approved)
-
-
-def report_from(found: Judgement, *, approved: bool) -> Report:
-    violations = [
-        Violation(
-            policy=v.rule.policy,
-            rule=v.rule.name,
-            action=v.rule.action.value,
-            why=v.why.value,
-            message=v.rule.message,
-            addresses=v.addresses,
-            count=len(v.addresses),
-        )
-        for action in (Action.DENY, Action.REQUIRE_APPROVAL, Action.WARN)
-        for v in found.of(action)
-    ]
-    return bounded(_verdict(found.action, approved=approved), violations)
-
-
-def _verdict(action: Action | None, *, approved: bool) -> Verdict:
-    match action:
-        case Action.DENY:
-            return Verdict.DENIED
-        case Action.REQUIRE_APPROVAL:
-            return Verdict.APPROVED if approved else Verdict.APPROVAL_REQUIRED
-        case Action.WARN:
-            return Verdict.WARNED
-    return Verdict.COMPLIANT
