@@ -246,3 +246,27 @@ def test_the_secret_values_a_job_carried_leave_no_trace() -> None:
     ]
     assert token not in "".join(texts)
     assert "(redacted)" in orjson.dumps(shown).decode()
+
+
+def test_a_denied_manual_plan_is_not_planned_again() -> None:
+    obj = captf(spec={"variables": {"size": 4}, "approval": {"mode": "Manual"}})
+    others = [*base_objects(), policy()]
+    notes = {
+        ANN_POLICY_HASH: policy_hash(obj, others),
+        ANN_INPUTS_HASH: current_hash(variables={"size": 4}),
+    }
+    result = {"message": "denied", "policy": REPORT}
+    others.append(job("plan", 1, "policy-denied", result=result, annotations=notes))
+    found = decided(obj, others)
+    assert (found["reason"], found["op"]) == (Reason.POLICY_DENIED, "plan")
+
+
+def test_policies_too_large_for_a_job_hold_the_apply() -> None:
+    huge = RULE | {"expression": "resource.type == '" + "x" * 1_900 + "'"}
+    many = [policy(f"p{i}", huge | {"name": f"r{i}"}) for i in range(40)]
+    found = decided(changed_object(), [*base_objects(), *many])
+    assert found["reason"] == Reason.POLICY_DENIED
+    message = decide(snapshot.build(changed_object(), [*base_objects(), *many]), NOW).message
+    assert "more than a Job carries" in message
+    # A refresh or a drift check needs no policies: an object with nothing to apply idles.
+    assert decided(captf(), [*base_objects(), *many])["action"] == "idle"
