@@ -23,6 +23,7 @@ from controller.core.decide.reads import (
     secrets_wanted,
     state_parts_wanted,
 )
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
@@ -133,6 +134,7 @@ __all__ = [
     "MoveStep",
     "ObjectRef",
     "Outcome",
+    "OwnerMark",
     "Plan",
     "PlanWrites",
     "Record",

@@ -42,8 +42,13 @@ HEALTH_PENDING_CAP = 300.0
 # interval's jitter differs, so the two schedules do not coincide).
 HEALTH = "health"
 MEMBERSHIP = "membership"
-# The health states of an instance that is there but not serving, or gone.
-UNHEALTHY = frozenset({"degraded", "stopped", "terminated"})
+# What a reading may say of a machine's instance beside the module's health states: running
+# with `healthy = false`, and no provider ID any more where one was written (the module no
+# longer finds the instance it made). Neither is a state a module reports.
+RUNNING_UNHEALTHY = "running-unhealthy"
+GONE = "gone"
+# The readings of an instance that is there but not serving, or gone.
+UNHEALTHY = frozenset({"degraded", "stopped", "terminated", RUNNING_UNHEALTHY})
 
 
 @dataclass(frozen=True)
@@ -175,8 +180,9 @@ def health_watch(ctx: Context) -> datetime | None:
     default; 0 turns it off) after its newest successful apply or refresh, late by its
     jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
     or pool, a module outside the contract, an object never applied, and while the
-    newest reading's health is pending: HealthPending has its own schedule then (and
-    the refresh after an apply, a step before, reads an apply's pending outputs first).
+    newest reading's health is pending or null: HealthPending has its own schedule then
+    (and the refresh after an apply, a step before, reads an apply's pending outputs
+    first).
     A reading that tells nothing (`unknown`, no reading in the result) or leaves outputs
     pending is read again on this schedule: nothing else would. A failed refresh backs
     off by the seed's rules (`run`)."""
@@ -217,30 +223,35 @@ def membership(ctx: Context) -> datetime | None:
 
 
 def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
-    """The health states that say how the instance is, newest first, with the successful
-    apply or refresh that read each. A reading that tells nothing is passed over: a Job
-    that failed or was cut off, a result without a contract reading (its outputs could
-    not be read), a null or `unknown` health. Nobody could tell then, so it neither
-    counts as unhealthy nor shows the instance well."""
+    """What the readings say of the instance, newest first, with the successful apply or
+    refresh that read each: the health's state, RUNNING_UNHEALTHY or GONE
+    (`told_of`). A reading that tells nothing is passed over: a Job that failed or was
+    cut off, a result without a contract reading (its outputs could not be read), a null
+    or `unknown` health. Nobody could tell then, so it neither counts as unhealthy nor
+    shows the instance well."""
     for record in ctx.history:
         if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
             continue
         reading = contract_reading(ctx, record)
-        told = reading.told if reading is not None else None
+        told = told_of(ctx, reading) if reading is not None else None
         if told is not None:
             yield record, told
 
 
-def unhealthy_streak(ctx: Context) -> int:
-    """How many of the newest readings that tell the instance's health, in a row, read it
-    unhealthy (degraded, stopped, terminated): what asks Cluster API to remediate the
-    machine (controller/core/decide/remediation.py). Running or pending ends the row."""
-    count = 0
-    for _, health in health_told(ctx):
-        if health not in UNHEALTHY:
-            break
-        count += 1
-    return count
+def told_of(ctx: Context, reading: Reading) -> str | None:
+    """What one reading says of a machine's instance. `terminated` is what it says
+    whatever else is missing; a machine whose spec.providerID was written and whose
+    reading has no provider_id is GONE (the module no longer finds its instance), whatever
+    its health says; `running` with `healthy = false` is RUNNING_UNHEALTHY."""
+    told = reading.told
+    if told == "terminated":
+        return told
+    written = ctx.snap.kind == MACHINE and ctx.snap.spec.get("providerID")
+    if written and reading.waits_for("provider_id"):
+        return GONE
+    if reading.running_unhealthy:
+        return RUNNING_UNHEALTHY
+    return told
 
 
 def refresh_after_apply(ctx: Context) -> Finished | None:
@@ -271,7 +282,7 @@ def contract_reading(ctx: Context, record: Finished) -> Reading | None:
 
 def health_pending(ctx: Context) -> datetime | None:
     """When the next refresh is due while the newest contract reading (of a successful
-    apply or refresh) says health is pending: 30 s after the first pending reading of
+    apply or refresh) says health is pending or null: 30 s after the first pending reading of
     the streak, doubling with each further one, at most 5 min; None otherwise."""
     streak = _pending_streak(ctx)
     if not streak:
