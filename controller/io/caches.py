@@ -129,11 +129,10 @@ class Caches:
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
         # A controller given --namespaces may list nothing cluster-wide (its Roles are in
-        # those namespaces only): it sees no identity, and an object naming one reads
-        # IdentityNotFound (docs/security.md, "Namespaced install").
+        # those namespaces only): it sees no identity (an object naming one reads
+        # IdentityNotFound) and no policy (docs/security.md, "Namespaced install").
         self.identities = informer(IDENTITIES) if cluster_scoped else Unwatched(IDENTITIES.resource)
         self.namespaces = informer(NAMESPACES) if cluster_scoped else Unwatched(NAMESPACES.resource)
-        # Nor any TerraformPolicy: a namespaced install judges no plan (docs/security.md).
         self.policies = informer(POLICIES) if cluster_scoped else Unwatched(POLICIES.resource)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
