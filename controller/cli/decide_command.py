@@ -104,7 +104,11 @@ def _read_live(args: argparse.Namespace) -> LiveObjects:
     from controller.cli.live import Source, live_snapshot
     from runtime.errors import ConfigError
 
-    source = Source(kubeconfig=args.kubeconfig, namespace=args.namespace)
+    source = Source(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        request_timeout=args.request_timeout,
+    )
     try:
         return live_snapshot(args.live, now=args.now, source=source)
     except ConfigError as err:  # no kubeconfig, or one without a current context

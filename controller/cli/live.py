@@ -11,10 +11,12 @@ decide snapshot through it (`read_snapshot`)."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
 from controller.cli.kinds import ALIASES
+from controller.cli.live_transport import DEFAULT_REQUEST_TIMEOUT, LiveTransport, open_live
 from controller.cli.snapshot_file import SnapshotError
 from controller.core import RunnerFacts, runner_rbac
 from controller.core.basics.names import (
@@ -36,7 +38,6 @@ from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
 from runtime.timeorigin import shared_origin
-from runtime.transport import Transport, open_transport
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,8 +52,14 @@ class Source:
     # records in `controller_namespace`. At 1.0, the wall clock, and nothing is read.
     time_scale: float = 1.0
     controller_namespace: str = "default"
+    # --request-timeout: how long each request waits out transient answers.
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
-    async def now(self, t: Transport) -> datetime:
+    def open(self) -> AbstractAsyncContextManager[LiveTransport]:
+        """The cluster's transport: every command's requests go through it."""
+        return open_live(self.kubeconfig, self.request_timeout)
+
+    async def now(self, t: LiveTransport) -> datetime:
         wall = wall_clock()
         if self.time_scale == 1.0:
             return wall
@@ -61,7 +68,7 @@ class Source:
 
 
 async def listed(
-    t: Transport, resource: Resource, kind: str, namespace: str | None, **params: str
+    t: LiveTransport, resource: Resource, kind: str, namespace: str | None, **params: str
 ) -> list[Json]:
     """The items of a collection, each with its kind (list items carry none)."""
     path = api.resource_path(resource, namespace)
@@ -106,7 +113,7 @@ def _run(
         raise SnapshotError(f"cannot reach the API server: {err}") from None
 
 
-async def _runner_facts(t: Transport, ns: str) -> RunnerFacts | None:
+async def _runner_facts(t: LiveTransport, ns: str) -> RunnerFacts | None:
     """The namespace's runner RBAC as the controller's caches hold it: its ServiceAccounts
     labelled captf.io/runner=true and the RoleBinding captf-runner. None when the reader
     may not list them (403): the decision then reads no RBAC, as `-f` does."""
@@ -152,7 +159,7 @@ def live_ref(text: str) -> tuple[str, str]:
 async def _read(
     source: Source, ns: str, kind: str, name: str, now: datetime | None, *, runner: bool
 ) -> tuple[datetime, list[Json], RunnerFacts | None]:
-    async with open_transport(source.kubeconfig) as t:
+    async with source.open() as t:
         at = now or await source.now(t)
         obj = await t.request("GET", api.object_path(kind, ns, name))
         rbac = await _runner_facts(t, ns) if runner else None

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
 from controller.cli.entry import no_cluster
-from controller.cli.parser_kit import Command, add_kubeconfig, handler
+from controller.cli.parser_kit import Command, add_kubeconfig, add_live, handler
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -62,7 +62,8 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         default=AUTO,
         help="how a Job's pod gets a module image: volume (an image volume, Kubernetes 1.35 "
         "on), copy (init containers copy it into an emptyDir; any version), auto (volume "
-        "from the API server's v1.35 on, else copy; default)",
+        "when the API server keeps the image volume of a dry-run Job, else copy; by its "
+        "version when the dry run is refused; default)",
     )
     p.add_argument(
         "--max-module-image-size",
@@ -107,7 +108,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler("controller.cli.decide_command"))
 
 
@@ -270,7 +271,7 @@ def _state(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push.add_argument("file", metavar="FILE", help="the state's JSON; - reads stdin")
     for p, attr in ((ls, "run_list"), (pull, "run_pull"), (push, "run_push")):
         p.add_argument("-n", "--namespace", default="default")
-        add_kubeconfig(p)
+        add_live(p)
         p.set_defaults(func=handler("controller.cli.people.state", attr))
 
 
@@ -341,7 +342,7 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler(f"controller.{module}"))
 
 

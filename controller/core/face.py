@@ -79,6 +79,7 @@ from controller.core.spec.image import (
     reference_digest,
     repository_of,
 )
+from controller.core.spec.module_mount import AUTO as MOUNT_AUTO
 from controller.core.spec.module_mount import version_of
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.core.spec.ready import ready_of
@@ -110,6 +111,7 @@ __all__ = [
     "LABEL_CAPACITY",
     "LABEL_NODE_INFO",
     "LEASE_API",
+    "MOUNT_AUTO",
     "NO_IDENTITY",
     "REGISTRY_UNAUTHORIZED",
     "REGISTRY_UNAVAILABLE",

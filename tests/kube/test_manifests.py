@@ -200,8 +200,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
-        # Only a machine's health is watched, only a pool's members re-read (issue 30).
-        assert ("health" in spec["properties"]) == (kind == "TerraformMachine")
+        # Only a machine's health is watched, only a pool's members re-read (issue 30); a
+        # cluster's health holds only what its machines inherit (issue 37: the threshold).
+        assert ("health" in spec["properties"]) == (kind != "TerraformMachinePool")
+        if kind == "TerraformCluster":
+            assert set(spec["properties"]["health"]["properties"]) == {"unhealthyThreshold"}
         assert ("membership" in spec["properties"]) == (kind == "TerraformMachinePool")
         spec["properties"].pop("health", None)
         spec["properties"].pop("membership", None)

@@ -34,7 +34,6 @@ from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
-from runtime.transport import open_transport
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -133,7 +132,7 @@ def _saved_plan(source: Source, name: str) -> Json | str | None:
     """The plan Secret's plan; a line saying why not when it cannot be read; None when gone."""
 
     async def get() -> Json | None:
-        async with open_transport(source.kubeconfig) as t:
+        async with source.open() as t:
             return await api.get_or_none(t, api.secret_path(source.namespace, name))
 
     try:
