@@ -131,7 +131,7 @@ async def _runner_facts(t: LiveTransport, ns: str) -> RunnerFacts | None:
     return runner_rbac.facts_of(accounts, bindings)
 
 
-async def _policy_facts(t: Transport, ns: str) -> list[Json]:
+async def _policy_facts(t: LiveTransport, ns: str) -> list[Json]:
     """Every TerraformPolicy and the object's Namespace (its labels pick policies), as the
     controller watches them; what this reader may not read (403) is left out, and a
     decision then reads no policy, as one from a file without them does."""
