@@ -22,6 +22,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Final
 
 import orjson
@@ -85,10 +86,14 @@ class PolicySet:
     subject: Json  # {"object": {...}, "cluster": {...}}: the rules' other variables
 
     def encode(self) -> str:
+        return self._encoded
+
+    @cached_property
+    def _encoded(self) -> str:
         body = {"rules": [r.to_json() for r in self.rules], "subject": self.subject}
         return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
 
-    @property
+    @cached_property
     def hash(self) -> str:
         return "sha256:" + hashlib.sha256(self.encode().encode()).hexdigest()
 
