@@ -97,14 +97,26 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
     p.add_argument("-n", "--namespace", default="default", help="namespace for --live")
     p.add_argument("--now", help="RFC 3339 time to decide at with --live (default: the clock)")
+    # The run-slot flags default to None: unset, a file's `flags:` (else captf run's
+    # default) applies (controller/cli/decide_settings.py).
     p.add_argument(
-        "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
+        "--max-concurrent-runs",
+        type=int,
+        default=None,
+        help="run slots, as the controller's flag (default: the file's flags, else 10)",
     )
     p.add_argument(
         "--max-concurrent-runs-per-cluster",
         type=int,
-        default=0,
-        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap)",
+        default=None,
+        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap; "
+        "default: the file's flags, else 0)",
+    )
+    p.add_argument(
+        "--controller-namespace",
+        default=None,
+        help="the controller's namespace, where it keeps its run slots, as its flag (default: "
+        "the file's flags, else the one namespace the snapshot's run slots are in)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)

@@ -157,32 +157,39 @@ def jitter(uid: str, op: str, interval: float) -> float:
 def scheduled(ctx: Context, op: str) -> datetime | None:
     """When a drift check or refresh is next due; None when it has no interval or no apply
     has succeeded yet. Measured from the op's newest finished Job, else the newest
-    successful apply, then the interval and the object's jitter. With neither Job left
-    (the state shows an apply whose Job is gone: a move, pruning) it is due at the
-    object's creation plus its jitter, at once for an object older than that: the
-    interval cannot be shown not to have elapsed, and the Job it runs anchors the
-    schedule from then on (pruning keeps each op's newest success)."""
+    successful apply, then the interval and the object's jitter (`anchored`)."""
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
-    late = timedelta(seconds=jitter(ctx.snap.uid, op, interval))
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     base = last.at if last else applied.at if applied else None
-    if base is None:
-        created = created_at(ctx.snap.obj)
-        return max(ctx.now, created + late) if created else ctx.now
-    return base + timedelta(seconds=interval) + late
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, op, interval))
+
+
+def anchored(ctx: Context, base: datetime | None, interval: float, late: float) -> datetime:
+    """When a schedule measured from the Job that finished at `base` is due: `interval`
+    and the object's jitter `late` after it. With no Job to measure from (the state
+    shows an apply whose Jobs are gone: a move carries none, pruning may take them), at
+    the object's creation plus its jitter, at once for an object older than that: the
+    interval cannot be shown not to have elapsed, objects moved together do not come due
+    together, and the Job it runs anchors the schedule from then on (pruning keeps each
+    op's newest success). Every schedule is anchored so (docs/decisions.md, "The order")."""
+    if base is not None:
+        return base + timedelta(seconds=interval + late)
+    created = created_at(ctx.snap.obj)
+    return max(ctx.now, created + timedelta(seconds=late)) if created else ctx.now
 
 
 def health_watch(ctx: Context) -> datetime | None:
     """When a Ready machine's health is next re-read: spec.health.interval (5 min by
     default; 0 turns it off) after its newest successful apply or refresh, late by its
-    jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
-    or pool, a module outside the contract, an object never applied, and while the
-    newest reading's health is pending or null: HealthPending has its own schedule then
-    (and the refresh after an apply, a step before, reads an apply's pending outputs
-    first).
+    jitter (`jitter(uid, "health")`, under a tenth of the interval); with neither Job
+    (moved, pruned) as `anchored` says, so a moved machine is still watched and can
+    still be remediated. None for a cluster or pool, a module outside the contract, an
+    object never applied, and while the newest reading's health is pending or null:
+    HealthPending has its own schedule then (and the refresh after an apply, a step
+    before, reads an apply's pending outputs first).
     A reading that tells nothing (`unknown`, no reading in the result) or leaves outputs
     pending is read again on this schedule: nothing else would. A failed refresh backs
     off by the seed's rules (`run`)."""
@@ -192,13 +199,13 @@ def health_watch(ctx: Context) -> datetime | None:
     records = [
         r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
     ]
-    if not records:
+    if not records and not ctx.has_applied():
         return None
-    reading = contract_reading(ctx, records[0])
+    reading = contract_reading(ctx, records[0]) if records else None
     if reading is not None and reading.health_pending:
         return None
-    late = jitter(ctx.snap.uid, HEALTH, interval)
-    return records[0].at + timedelta(seconds=interval + late)
+    base = records[0].at if records else None
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, HEALTH, interval))
 
 
 def membership(ctx: Context) -> datetime | None:
@@ -206,20 +213,20 @@ def membership(ctx: Context) -> datetime | None:
     provider_id_list, replicas and instances, which the write-back copies): every
     spec.membership.interval (60 s by default; 0 turns it off) after its newest refresh
     of any outcome, else its newest successful apply, late by its jitter
-    (`jitter(uid, "membership")`). None for a cluster or machine, a module outside the
-    contract, and a pool never applied. A failed re-read backs off as any refresh does
-    (`run`); it is never an apply's failure, and an apply due comes first (its step
-    precedes this one)."""
+    (`jitter(uid, "membership")`); with neither Job (moved, pruned) as `anchored` says.
+    None for a cluster or machine, a module outside the contract, and a pool never
+    applied. A failed re-read backs off as any refresh does (`run`); it is never an
+    apply's failure, and an apply due comes first (its step precedes this one)."""
     interval = ctx.policy.membership_interval
     if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
         return None
-    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
-    if applied is None:
+    if not ctx.has_applied():
         return None
+    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     refreshed = ctx.history.newest(Op.REFRESH)
-    base = refreshed.at if refreshed is not None and refreshed.at > applied.at else applied.at
-    late = jitter(ctx.snap.uid, MEMBERSHIP, interval)
-    return base + timedelta(seconds=interval + late)
+    times = [record.at for record in (applied, refreshed) if record is not None]
+    base = max(times) if times else None
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, MEMBERSHIP, interval))
 
 
 def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
