@@ -82,6 +82,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         name=name,
         credentials=credentials,
         mount=settings.module_image_mount,
+        policies=ctx.policies,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     share = background.share_of(ctx, run.op)
