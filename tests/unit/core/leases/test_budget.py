@@ -22,6 +22,7 @@ from controller.core.leases.budget import (
     BudgetError,
     admitted,
     background_cap,
+    background_slots,
     budget_free_at,
     demand_per_minute,
     priority_delay,
@@ -114,67 +115,83 @@ def test_priority_delay_falls_as_the_wait_grows() -> None:
 
 # --- the share, played out ---------------------------------------------------------
 
-Event = tuple[str, int]  # ("change" | "background" arrives, or "finish" the i-th held Job)
+Event = tuple[str, int]  # (what happens, which held Job finishes)
+ARRIVALS = ["change", "background", "stale background", "finish"]
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     slots=st.integers(1, 12),
     share=st.sampled_from([0.1, 0.25, 0.5, 0.75, 1.0]),
-    events=st.lists(
-        st.tuples(st.sampled_from(["change", "background", "finish"]), st.integers(0, 50)),
-        max_size=200,
-    ),
+    events=st.lists(st.tuples(st.sampled_from(ARRIVALS), st.integers(0, 50)), max_size=200),
 )
 def test_background_never_exceeds_its_share(slots: int, share: float, events: list[Event]) -> None:
-    """Jobs arrive and finish in any order; each waiting Job tries again whenever a slot
-    comes free, changes first as the controller wakes them. Background never holds more
-    than its cap; a change that waits when one slot frees takes it; and background runs
-    whenever nothing else wants the slots."""
+    """Jobs arrive and finish in any order, each taking a run slot as the launch does: a
+    change the lowest free one, a background Job one of `background_slots` once
+    `slot_wait` lets it (a "stale" one skips that check, as a pass on a cache that has not
+    seen the others' claims would; the slot's own compare-and-swap still holds). Waiting
+    Jobs try again whenever a slot comes free, changes first, as the controller wakes
+    them. Background never holds more than its cap, stale caches or not; a change that
+    waits when one slot frees takes it; and background runs once nothing else wants the
+    slots."""
     cap = background_cap(slots, share)
-    held: list[str] = []
+    taken: dict[int, str] = {}  # slot index -> the class of the Job holding it
     waiting: list[str] = []
 
-    def may(kind: str) -> bool:
-        return (
-            slot_wait(
-                background=kind == "background",
-                held=len(held),
-                held_background=held.count("background"),
+    def free() -> list[str]:
+        return [f"captf-run-slot-{i}" for i in range(slots) if i not in taken]
+
+    def claim(kind: str, *, checked: bool = True) -> bool:
+        """Takes a slot for `kind` if the rules let it; whether it did."""
+        background = kind != "change"
+        if checked:
+            why = slot_wait(
+                background=background,
+                held=len(taken),
+                held_background=sum(1 for k in taken.values() if k != "change"),
                 slots=slots,
                 share=share,
             )
-            is None
-        )
+            if why is not None:
+                return False
+        names = background_slots(free(), slots=slots, share=share) if background else free()
+        if not names:
+            return False
+        taken[int(names[0].rsplit("-", 1)[1])] = kind
+        return True
 
     def retry() -> None:
         for kind in sorted(waiting, key=lambda k: k != "change"):
-            if may(kind):
+            if claim(kind):
                 waiting.remove(kind)
-                held.append(kind)
 
     for kind, index in events:
         if kind == "finish":
-            if held:
+            if taken:
                 changes_waiting = "change" in waiting
-                held.pop(index % len(held))
-                before = list(held)
+                taken.pop(sorted(taken)[index % len(taken)])
+                before = dict(taken)
                 retry()
                 if changes_waiting and len(before) == slots - 1:
                     # One slot came free while a change waited: the change has it.
-                    assert held[len(before)] == "change"
-        elif may(kind) and not (kind == "background" and "change" in waiting):
-            held.append(kind)
+                    [(_, came)] = [(i, k) for i, k in taken.items() if i not in before]
+                    assert came == "change"
+        elif kind == "stale background":
+            if not claim("background", checked=False):
+                waiting.append("background")
+        elif kind == "change" or "change" not in waiting:
+            if not claim(kind):
+                waiting.append(kind)
         else:
             waiting.append(kind)
-        assert len(held) <= slots
-        assert held.count("background") <= cap
+        assert len(taken) <= slots
+        assert sum(1 for k in taken.values() if k != "change") <= cap
     # Starvation: with the changes done, every background Job gets a slot in turn.
-    held = [k for k in held if k == "background"]
-    waiting = [k for k in waiting if k == "background"]
+    taken = {i: k for i, k in taken.items() if k != "change"}
+    waiting = [k for k in waiting if k != "change"]
     for _ in range(len(waiting) + 1):
-        if held:
-            held.pop(0)
+        if taken:
+            taken.pop(min(taken))
         retry()
     assert not waiting
 
