@@ -90,13 +90,13 @@ def slot_wait(
         return None
     cap = background_cap(slots, share)
     if held_background >= cap:
-        return (
-            f"background Jobs hold {held_background} of {slots} run slots, their share"
-            f" (--background-run-share={share:g})"
-        )
+        # No counts in the words: they change with every Job, and a waiting object's
+        # status would be rewritten with them.
+        flag = f"--background-run-share={share:g}"
+        return f"background Jobs hold their share of the {slots} run slots ({flag})"
     reserve = reserve_of(slots, share)
     if slots - held <= reserve:
-        return f"{slots - held} run slot(s) free, kept for a change"
+        return "the last free run slot is kept for a change"
     return None
 
 

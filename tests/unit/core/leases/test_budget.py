@@ -59,8 +59,8 @@ def test_cap_and_reserve(slots: int, share: float, cap: int, reserve: int) -> No
         (False, 9, 5, None),
         (False, 10, 0, "all 10 run slots are held"),
         (True, 4, 4, None),
-        (True, 5, 5, "background Jobs hold 5 of 10 run slots, their share"),
-        (True, 9, 2, "1 run slot(s) free, kept for a change"),
+        (True, 5, 5, "background Jobs hold their share of the 10 run slots"),
+        (True, 9, 2, "the last free run slot is kept for a change"),
         (True, 10, 2, "all 10 run slots are held"),
     ],
 )
