@@ -94,8 +94,8 @@ class ControllerConfig:
             return "--max-concurrent-runs-per-cluster must not be negative (0: no cap)"
         if not 0 < self.background_run_share <= 1:
             return "--background-run-share must be more than 0 and at most 1"
-        if self.background_jobs_per_minute < 1:
-            return "--background-jobs-per-minute must be at least 1"
+        if not 1 <= self.background_jobs_per_minute <= 1000:
+            return "--background-jobs-per-minute must be from 1 to 1000"
         return None
 
     def settings(

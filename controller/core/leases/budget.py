@@ -44,6 +44,9 @@ PRIORITY_SPAN: Final = 10.0
 # The defaults of the controller's flags.
 DEFAULT_SHARE: Final = 0.5
 DEFAULT_PER_MINUTE: Final = 60
+# The most a budget may be: a minute's starts are one annotation of the budget Lease
+# (about 70 bytes each), well under the 256 KiB the API server allows all of them.
+MAX_PER_MINUTE: Final = 1000
 
 
 class BudgetError(ValueError):
@@ -59,10 +62,13 @@ def check_share(share: float) -> float:
 
 
 def check_per_minute(per_minute: int, what: str) -> int:
-    """A budget: a whole number of background Jobs a minute, at least 1 (none would
-    starve them all)."""
-    if isinstance(per_minute, bool) or not isinstance(per_minute, int) or per_minute < 1:
-        raise BudgetError(f"{what} must be a whole number of at least 1, got {per_minute!r}")
+    """A budget: a whole number of background Jobs a minute, from 1 (none would starve
+    them all) to MAX_PER_MINUTE (the starts of a minute are recorded on one Lease)."""
+    number = isinstance(per_minute, int) and not isinstance(per_minute, bool)
+    if not number or not 1 <= per_minute <= MAX_PER_MINUTE:
+        raise BudgetError(
+            f"{what} must be a whole number from 1 to {MAX_PER_MINUTE}, got {per_minute!r}"
+        )
     return per_minute
 
 

@@ -77,7 +77,7 @@ def test_share_out_of_range(share: float) -> None:
         budget.check_share(share)
 
 
-@pytest.mark.parametrize("per_minute", [0, -1, 1.5, True, "40"])
+@pytest.mark.parametrize("per_minute", [0, -1, 1.5, True, "40", 1001])
 def test_budget_out_of_range(per_minute: object) -> None:
     with pytest.raises(BudgetError, match=r"spec\.backgroundJobsPerMinute"):
         budget.check_per_minute(per_minute, "spec.backgroundJobsPerMinute")  # type: ignore[arg-type]
