@@ -13,6 +13,7 @@ import pytest
 from controller.bench import fleet_audit
 from controller.bench.fleet import per_cluster, scale_up_of
 from controller.bench.fleet_watch import Fleet, kind_of
+from runtime.jsonobj import Json
 
 
 @pytest.mark.parametrize(
@@ -36,7 +37,7 @@ def test_the_fleet_spread_and_its_scale_up() -> None:
     assert scale_up_of(argparse.Namespace(machines=30, clusters=2, scale_up=7)) == 7
 
 
-def _job(name: str, op: str, kind: str = "TerraformMachine", infra: str = "m") -> dict:
+def _job(name: str, op: str, kind: str = "TerraformMachine", infra: str = "m") -> Json:
     labels = {"captf.io/op": op, "captf.io/kind": kind, "captf.io/name": infra}
     return {"metadata": {"name": name, "labels": labels}, "status": {}}
 
