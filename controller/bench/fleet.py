@@ -37,6 +37,7 @@ import anyio
 import orjson
 
 from controller.bench.capi_procs import Meter, memory_mib, pod_pid
+from controller.bench.capi_watch import percentile
 from controller.bench.fleet_audit import per_job, requests_between
 from controller.bench.fleet_metrics import labelled
 from controller.bench.fleet_objects import (
@@ -373,8 +374,17 @@ class Phases:
             k: v for k, v in jobs.items() if k in ("drift", "health", "membership", "refresh")
         }
         machine_hours = max(self.wanted, 1) * hours
+        minute = 60.0 / self.args.time_scale  # a controller minute, in wall seconds
+        gaps = [gap / minute for gap in fleet.read_gaps(start, end)]
         self.report["hold"] = {
             "controller_hours": round(hours, 3),
+            # What a budget a minute bounds, and whether every machine was read.
+            "background_starts_max_in_a_minute": fleet.most_background_in(start, end, minute),
+            "machine_read_gap_minutes": {
+                "p50": percentile(gaps, 50),
+                "max": percentile(gaps, 100),
+                "machines": len(gaps),
+            },
             "background_jobs_per_hour": {k: round(v / hours, 1) for k, v in background.items()},
             "background_jobs_per_hour_total": round(sum(background.values()) / hours, 1),
             "jobs_by_kind": jobs,

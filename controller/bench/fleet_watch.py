@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from controller.bench.capi_watch import percentile
@@ -140,6 +141,36 @@ class Fleet:
             "all_held_share": round(sum(1 for b, c in taken if b + c >= slots) / n, 3),
             "samples": n,
         }
+
+    def most_background_in(self, start: float, end: float, window: float) -> int:
+        """The most background Jobs that appeared within any `window` seconds of [start,
+        end): what a budget a minute bounds, `window` being a controller minute."""
+        seen = sorted(
+            at
+            for name, at in self.job_seen.items()
+            if start <= at < end and is_background(self.job_labels.get(name, {}))
+        )
+        most, first = 0, 0
+        for last, at in enumerate(seen):
+            while at - seen[first] >= window:
+                first += 1
+            most = max(most, last - first + 1)
+        return most
+
+    def read_gaps(self, start: float, end: float) -> list[float]:
+        """For each TerraformMachine read during [start, end) (a refresh, or a drift check,
+        which reads its health too), the longest time without a read: from the start to
+        its first, between two, from its last to the end."""
+        reads: dict[str, list[float]] = {}
+        for name, at in self.job_seen.items():
+            labels = self.job_labels.get(name, {})
+            if labels.get(LABEL_KIND) == MACHINE and is_background(labels) and start <= at < end:
+                reads.setdefault(labels.get(LABEL_NAME, ""), []).append(at)
+        gaps = []
+        for times in reads.values():
+            points = [start, *sorted(times), end]
+            gaps.append(max(b - a for a, b in pairwise(points)))
+        return gaps
 
     def waits(self, machines: set[str]) -> dict[str, Any]:
         """Seconds from each of `machines` appearing to its apply Job appearing."""

@@ -106,3 +106,18 @@ def test_the_audit_log_by_who_and_what(tmp_path: Path) -> None:
         "controller": {"total": 1.0, "get leases": 0.5, "patch terraformmachines/status": 0.5},
         "runner": {"total": 0.5, "get secrets": 0.5},
     }
+
+
+def test_the_budget_and_the_reads_as_the_bench_counts_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [0.0]
+    monkeypatch.setattr("controller.bench.fleet_watch.time.monotonic", lambda: now[0])
+    fleet = Fleet()
+    for i, at in enumerate([1.0, 1.5, 1.9, 4.0, 9.0]):
+        now[0] = at
+        fleet.job(None, _job(f"m{i % 2}-refresh-{i}", "refresh", infra=f"m{i % 2}"))
+    now[0] = 2.0
+    fleet.job(None, _job("x-apply-1", "apply", infra="x"))  # a change: not counted
+    assert fleet.most_background_in(0, 10, window=2.0) == 3  # 1.0, 1.5, 1.9
+    assert fleet.most_background_in(0, 10, window=0.3) == 1
+    # m0 read at 1.0, 1.9, 9.0: its longest gap 7.1; m1 at 1.5, 4.0: 6.0 to the end.
+    assert sorted(round(g, 2) for g in fleet.read_gaps(0, 10)) == [6.0, 7.1]
