@@ -8,7 +8,7 @@ part of the durable inputs (the inputs Secret's `image.digest`, covered by the h
 so the inputs the state was applied with pin it.
 
 When the reference is resolved (a Job of these ops and kinds asks for a lookup first;
-`holds.lookup_needed`):
+the guard `image`, `holds.lookup_needed`):
 - a digest reference (`repo@sha256:...`) is its own digest: looked up only for the
   checks, before an apply or plan; never for a drift check (nothing can move);
 - an immutable TerraformMachine: before every Job until its first apply succeeds;
@@ -38,7 +38,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.decide.contract_inputs import role_of
-from controller.core.decide.decision import Requeue, Run
+from controller.core.decide.decision import Requeue
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, created_at
@@ -165,12 +165,12 @@ def choose(snap: Snapshot, inputs: Inputs, fact: ImageFact | None, limit: int) -
     return replace(inputs, image=replace(image, digest=digest))
 
 
-def resolving(decision: Run, reference: str) -> Requeue:
+def resolving(op: str, trigger: str, reference: str) -> Requeue:
     """The pass's decision while its lookup is outstanding: io looks the reference up as a
     step of this pass's plan and requeues the object at once; the next pass decides with
     the answer (the wait is for a controller without a registry, `captf decide`)."""
-    message = f"{decision.op} ({decision.reason}) waits for {reference} to be resolved"
-    return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=decision.op, message=message)
+    message = f"{op} ({trigger}) waits for {reference} to be resolved"
+    return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=op, message=message)
 
 
 def tag_moved(snap: Snapshot, inputs: Inputs, state_inputs_hash: str | None) -> str | None:
