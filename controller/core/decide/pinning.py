@@ -24,8 +24,6 @@ without a Job, as the ImageResolved condition says."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import replace
 
 from controller.core.basics.names import (
@@ -42,6 +40,7 @@ from controller.core.decide.decision import Requeue
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, created_at
+from controller.core.spec import inputs_secret
 from controller.core.spec.image import (
     IMAGE_NOT_FOUND,
     IMAGE_ROLE_MISMATCH,
@@ -55,7 +54,8 @@ from controller.core.spec.image import (
     reference_digest,
     short,
 )
-from controller.core.spec.inputs import IMAGE_DIGEST_KEY, IMAGE_KEY, Inputs
+from controller.core.spec.inputs import Inputs
+from controller.core.spec.inputs_secret import InputsSecretError
 from controller.core.spec.refs import ModuleImage
 from runtime.jsonobj import Json
 
@@ -78,12 +78,15 @@ RESOLVING_WAIT = 5.0
 
 
 def secret_image(secret: Json) -> ModuleImage | None:
-    """The reference and digest an inputs Secret names (the pull policy is not kept)."""
-    data = secret.get("data") or {}
-    reference = _text(data.get(IMAGE_KEY))
-    if not reference:
+    """The reference and digest an inputs Secret names (the pull policy is not kept); None
+    for a module of files, or a malformed Secret (spec/inputs_secret.py)."""
+    try:
+        carried = inputs_secret.decode(secret.get("data"))
+    except InputsSecretError:
         return None
-    return ModuleImage(reference, digest=_text(data.get(IMAGE_DIGEST_KEY)))
+    if carried.image is None:
+        return None
+    return ModuleImage(carried.image, digest=carried.digest)
 
 
 def applied_image(snap: Snapshot) -> ModuleImage | None:
@@ -256,12 +259,3 @@ def _cond(true: bool, reason: str, message: str) -> Json:
         "reason": reason,
         "message": message,
     }
-
-
-def _text(raw: object) -> str:
-    if raw is None:
-        return ""
-    try:
-        return base64.b64decode(str(raw), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return ""

@@ -7,7 +7,6 @@ create: no Job is ever created twice."""
 
 from __future__ import annotations
 
-import base64
 import copy
 
 from controller.core.basics.names import (
@@ -34,6 +33,7 @@ from controller.core.basics.names import (
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
 from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
+from controller.core.spec import inputs_secret as inputs_secret_codec
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.module_mount import MODULE_IMAGE_DIR, VOLUME, module_mount
 from controller.core.spec.policy import Policy
@@ -86,7 +86,7 @@ def object_labels(obj: Json) -> dict[str, str]:
 def inputs_secret(obj: Json, inputs: Inputs) -> Json:
     """The immutable durable inputs Secret; its name carries the inputs hash."""
     meta = obj["metadata"]
-    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    data = inputs_secret_codec.secret_data(inputs.carried())
     return {
         "apiVersion": "v1",
         "kind": "Secret",
