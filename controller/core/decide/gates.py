@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from controller.core.basics.names import (
-    GATED_OPS,
     IDENTITY,
     Reason,
     backoff_reason,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.timefmt import format_time
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
@@ -32,7 +32,10 @@ def _seconds(until: datetime, now: datetime) -> float:
 
 
 def check_backoff(ctx: Context, op: str, trigger: str) -> Requeue | None:
-    """Requeue `<Trigger>Backoff` until the op's delay after its failures has passed."""
+    """Requeue `<Trigger>Backoff` until the op's delay after its failures has passed (an op
+    that backs off: a restore is tried once per serial instead)."""
+    if not traits(op).backs_off:
+        return None
     until = backoff.retry_at(ctx.history, op, ctx.policy.failed_limit)
     if until is None or until <= ctx.now:
         return None
@@ -51,7 +54,7 @@ def check_backoff(ctx: Context, op: str, trigger: str) -> Requeue | None:
 
 def _missed_window(ctx: Context, op: str, retry_at: datetime) -> tuple[datetime, datetime] | None:
     """The window open now that closes before the retry may start: that window is missed."""
-    if op not in GATED_OPS or not ctx.policy.windows:
+    if not traits(op).windowed or not ctx.policy.windows:
         return None
     window = open_window(ctx.policy.windows, ctx.now)
     return window if window is not None and window[1] <= retry_at else None
@@ -59,7 +62,7 @@ def _missed_window(ctx: Context, op: str, retry_at: datetime) -> tuple[datetime,
 
 def check_window(ctx: Context, op: str) -> Requeue | None:
     """Ops that change infrastructure start only inside a change window."""
-    if op not in GATED_OPS or not ctx.policy.windows:
+    if not traits(op).windowed or not ctx.policy.windows:
         return None
     opens = next_opening(ctx.policy.windows, ctx.now)
     if opens == ctx.now:

@@ -19,7 +19,7 @@ gives, its wait, and its check over the `Due` op. Pure."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 from controller.core.basics.names import Op, Reason
@@ -85,13 +85,13 @@ Check = Callable[[Due], Requeue | None]
 class Guard:
     """One row: the guard's name (as docs/decisions.md's table "The guards" lists it), the
     reasons its wait may give, how long it waits (seconds; None: until what it waits for
-    ends, computed), the check, and the ops it lets pass unchecked."""
+    ends, computed), and the check. A guard of some ops only reads which in the table of
+    operations (controller/core/basics/ops.py)."""
 
     name: str
     reasons: tuple[str, ...]
     wait: float | None
     check: Check
-    skips: frozenset[str] = field(default_factory=frozenset)
 
 
 def identity(due: Due) -> Requeue | None:
@@ -141,7 +141,6 @@ _LEASE_REASONS = (
     Reason.WAITING_FOR_CLUSTER_OPERATION,
     Reason.WAITING_FOR_MACHINE_OPERATIONS,
 )
-_NOT_RESTORE = frozenset({Op.RESTORE})
 
 # The order, as docs/decisions.md's table "The guards" lists it (a test holds the two
 # together): whom the Job runs as, when the op may run again, the Leases the snapshot
@@ -150,8 +149,8 @@ _NOT_RESTORE = frozenset({Op.RESTORE})
 # io makes it only for a Run that nothing else holds.
 GUARDS: tuple[Guard, ...] = (
     Guard("identity", (Reason.CREDENTIALS_NOT_READY,), None, identity),
-    Guard("backoff", ("<Trigger>Backoff",), None, backoff_guard, _NOT_RESTORE),
-    Guard("window", (Reason.OUTSIDE_CHANGE_WINDOW,), None, window, _NOT_RESTORE),
+    Guard("backoff", ("<Trigger>Backoff",), None, backoff_guard),
+    Guard("window", (Reason.OUTSIDE_CHANGE_WINDOW,), None, window),
     Guard("leases", _LEASE_REASONS, LEASE_WAIT, leases),
     Guard("suspended", (Reason.SUSPENDED,), SUSPEND_WAIT, suspended),
     Guard("refused", (Reason.JOB_REFUSED,), None, refused),
@@ -175,8 +174,6 @@ def run(
     """Run the op unless a guard holds it back: the first that does gives the wait."""
     due = Due(ctx, op, trigger, guarded, remediation, plan_job, restore_serial, message)
     for guard in GUARDS:
-        if op in guard.skips:
-            continue
         wait = guard.check(due)
         if wait is not None:
             return wait

@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from controller.core.basics.names import MUTABLE_KINDS, Op, Reason
+from controller.core.basics.ops import traits
 from controller.core.decide import pinning
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
@@ -80,4 +81,4 @@ def lookup_needed(ctx: Context, op: str) -> str | None:
         return None  # pinned: an immutable machine never resolves its tag again
     if op == Op.DRIFT and reference_digest(image.reference):
         return None
-    return image.reference if op in pinning.LOOKUP_OPS else None
+    return image.reference if traits(op).looks_up_image else None

@@ -32,7 +32,6 @@ from controller.core.basics.names import (
     ANN_MODULE_IMAGE_DIGEST,
     ANN_MODULE_IMAGE_MOUNT,
     MUTABLE_KINDS,
-    Op,
     Reason,
 )
 from controller.core.decide.contract_inputs import role_of
@@ -61,7 +60,6 @@ from runtime.jsonobj import Json
 
 CONDITION = "ImageResolved"
 # The ops of a mutable kind that resolve the reference again first.
-LOOKUP_OPS = frozenset({Op.APPLY, Op.PLAN, Op.DRIFT})
 # Seconds an object waits after a lookup failed or found an image the checks refuse: a
 # missing image or credentials may be pushed or granted at any time, and no watch says
 # so; a registry that failed is asked again sooner; an image refused by its size or role

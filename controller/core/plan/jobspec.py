@@ -30,6 +30,7 @@ from controller.core.basics.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
 from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
@@ -234,7 +235,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
-    if run.op in (Op.PLAN, Op.APPLY):
+    if traits(run.op).keeps_plan:
         # An apply keeps the plan it stops on (blocked, changed) under its own name.
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:
