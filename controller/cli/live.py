@@ -26,6 +26,7 @@ from controller.core.basics.names import (
     LABEL_SCOPE,
     LABEL_UID,
     PLAN_KIND,
+    POLICY_KIND,
     RUNNER_ACCOUNT,
     SCOPE_RUN_SLOT,
     TIME_ORIGIN,
@@ -130,6 +131,21 @@ async def _runner_facts(t: LiveTransport, ns: str) -> RunnerFacts | None:
     return runner_rbac.facts_of(accounts, bindings)
 
 
+async def _policy_facts(t: LiveTransport, ns: str) -> list[Json]:
+    """Every TerraformPolicy and the object's Namespace (its labels pick policies), as the
+    controller watches them; what this reader may not read (403) is left out, and a
+    decision then reads no policy, as one from a file without them does."""
+    found: list[Json] = []
+    try:
+        found += await listed(t, api.POLICIES, POLICY_KIND, None)
+        space = await t.request("GET", api.resource_path(api.NAMESPACES, None, ns))
+        found.append({"apiVersion": "v1", "kind": "Namespace"} | space)
+    except ApiError as err:
+        if err.status not in (403, 404):
+            raise
+    return found
+
+
 def live_ref(text: str) -> tuple[str, str]:
     """(kind, name) of --live's KIND/NAME: any spelling `captf get` takes, any name."""
     kind, _, name = text.partition("/")
@@ -178,6 +194,7 @@ async def _read(
         events = await listed(
             t, api.EVENTS, "Event", ns, fieldSelector="involvedObject.kind=Job,reason=FailedCreate"
         )
+        policies = await _policy_facts(t, ns)
         return (
             at,
             [
@@ -191,6 +208,7 @@ async def _read(
                 *others,
                 *pods,
                 *events,
+                *policies,
             ],
             rbac,
         )

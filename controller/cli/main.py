@@ -235,7 +235,7 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = sub.add_parser("get", help="a table of CAPTF objects: ready, op, wait, retry, last error")
     g.add_argument("kind", nargs="?", help="tfc, tfmp or tfm (any spelling; default: all kinds)")
     g.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    g.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    g.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
     g.add_argument(
         "--time-scale",
         type=float,
@@ -309,6 +309,20 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     i.set_defaults(func=handler("controller.cli.lint_image_command"))
 
 
+def _policy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("policy", help="TerraformPolicies: test them on a plan, offline")
+    psub = p.add_subparsers(dest="policy", required=True)
+    t = psub.add_parser("test", help="judge a plan (tofu show -json) by policies, as the runner")
+    t.add_argument("policy", metavar="POLICY.yaml", help="one or more TerraformPolicy documents")
+    t.add_argument("plan", metavar="PLAN.json", help="tofu show -json of a saved plan")
+    t.add_argument("--object", metavar="FILE", help="the CAPTF object: selectors pick by it")
+    t.add_argument("--namespace-labels", metavar="K=V,...", help="its Namespace's labels")
+    t.add_argument("--cluster-labels", metavar="K=V,...", help="its Cluster's labels")
+    t.add_argument("--approved", action="store_true", help="as the apply of an approved plan")
+    t.add_argument("--json", action="store_true", help="one JSON document, with the cost")
+    t.set_defaults(func=handler("controller.cli.policy_command"))
+
+
 def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("image", help="module images: the module, OpenTofu, a provider mirror")
     isub = p.add_subparsers(dest="image", required=True)
@@ -359,7 +373,7 @@ def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _people, _lint, _image, _run, add_bench, add_dev, _runner):
+    for add in (_decide, _people, _lint, _policy, _image, _run, add_bench, add_dev, _runner):
         add(sub)
     return root
 

@@ -21,14 +21,25 @@ from pathlib import Path
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND
+from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND, POLICY_KIND
 from controller.core.basics.timefmt import TimeFormatError, parse_time
 from runtime.jsonobj import Json
 
-# An identity, and the Namespace whose labels its selector reads, are cluster-scoped:
-# they carry no metadata.namespace.
+# An identity, a policy, and the Namespace whose labels their selectors read, are
+# cluster-scoped: they carry no metadata.namespace.
 KNOWN_KINDS = frozenset(
-    {*KINDS, *CAPI_KINDS, PLAN_KIND, "Job", "Secret", "ConfigMap", "Lease", IDENTITY, "Namespace"}
+    {
+        *KINDS,
+        *CAPI_KINDS,
+        PLAN_KIND,
+        "Job",
+        "Secret",
+        "ConfigMap",
+        "Lease",
+        IDENTITY,
+        "Namespace",
+        POLICY_KIND,
+    }
 )
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
@@ -83,6 +94,15 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
             "secretRef": {"namespace": str, "name": str},
             "allowedNamespaces": {"list": [str], "selector": dict},
             "requiredKeys": [str],
+        }
+    },
+    POLICY_KIND: {
+        "spec": {
+            "namespaceSelector": dict,
+            "objectSelector": dict,
+            "rules": [
+                {"name": str, "scope": str, "expression": str, "action": str, "message": str}
+            ],
         }
     },
     PLAN_KIND: {

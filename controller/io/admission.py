@@ -8,6 +8,10 @@ object stored while the webhook was down must still be deletable. When the objec
 a Secret the requester must be able to read (controller/core/admission/identity.py), a
 SubjectAccessReview asks the API server whether the requester may `get` it.
 
+A TerraformPolicy's rules are compiled, type-checked and costed (controller/policy/
+admission.py): an expression that does not compile, is not a condition or is too costly
+is refused with its position.
+
 POST /mutate-terraformplan records who approved a TerraformPlan (spec.approvedBy).
 
 The deletion of a TerraformClusterIdentity that an object still names is refused (the
@@ -33,6 +37,7 @@ from controller.core import (
     spec_refusals,
     update_refusals,
 )
+from controller.policy.admission import refusals as policy_refusals
 from runtime.admission import ALLOW, Answer, Review
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
@@ -41,6 +46,7 @@ log = logging.getLogger("captf.admission")
 GROUP = "infrastructure.cluster.x-k8s.io"
 VERSION = "v1alpha1"
 PLAN = "TerraformPlan"
+POLICY = "TerraformPolicy"
 IDENTITY = "TerraformClusterIdentity"
 # The objects whose Jobs use an identity, as for its finalizer. A template naming one is
 # not a user until an object is made from it (and the controller may not read templates).
@@ -94,6 +100,8 @@ class Webhooks:
             refused = update_refusals(kind, old, obj, dry_run=request.get("dryRun") is True)
         else:
             refused = spec_refusals(kind, obj)
+        if kind == POLICY:
+            refused = [*refused, *policy_refusals(obj)]
         if refused:
             return _refused(kind, obj, refusals_message(refused))
         found = inputs_spec(kind, obj)

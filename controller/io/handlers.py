@@ -19,6 +19,9 @@
                        objects of its namespace that run with its identity
   a CAPTF object       also the identity it names, when that reference comes or goes
   a TerraformPlan      its object (by its labels), unless only its status changed
+  a TerraformPolicy    when its spec changed (or it came or went), the objects that
+                       wait PolicyDenied: the policy version their wait is for may have
+                       moved; a Namespace's label change, those of its namespace
   a runner account     the objects that name it (an opt-in label set or taken away)
   a Pending pod        its object (a container waiting on an image pull failure)
   a FailedCreate Event the object of the Job it is about
@@ -55,9 +58,9 @@ from controller.core.basics.names import (
 from controller.io.caches import Caches
 from controller.io.identity_wakes import (
     identity_key,
+    identity_users,
     identity_wakes,
     named_identities,
-    namespace_wakes,
     secret_identities,
 )
 from controller.io.indexes import (
@@ -68,6 +71,7 @@ from controller.io.indexes import (
     BY_REF,
     BY_WAITING,
     WAITING_FOR_LEASE,
+    WAITING_FOR_POLICY,
 )
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
@@ -112,6 +116,7 @@ def wire_handlers(
         add(leases, partial(lease_wakes, caches))
     add(caches.identities, partial(identity_wakes, caches), own=_identity_key_of)
     add(caches.namespaces, partial(namespace_wakes, caches))
+    add(caches.policies, partial(policy_wakes, caches))
     add(caches.runner_accounts, partial(account_wakes, caches))
     add(caches.pending_pods, pod_wakes)
     add(caches.failed_creates, partial(event_wakes, caches))
@@ -314,6 +319,30 @@ def _waiting_since(obj: Obj) -> tuple[str, str]:
         "",
     )
     return since, str(obj["metadata"].get("name", ""))
+
+
+def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A Namespace whose labels changed (or that came or went): an identity's selector may
+    now allow or refuse it."""
+    labels = [((o or {}).get("metadata") or {}).get("labels") for o in (old, new)]
+    if old is not None and new is not None and labels[0] == labels[1]:
+        return []
+    ns = (new or old or {})["metadata"]["name"]
+    keys = []
+    for identity in caches.identities.store:
+        name = identity["metadata"]["name"]
+        keys += [identity_key(name), *_keys(identity_users(caches, name, ns))]
+    denied = caches.objects_by(BY_WAITING, WAITING_FOR_POLICY)
+    return keys + _keys(o for o in denied if o["metadata"]["namespace"] == ns)
+
+
+def policy_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A policy's rules or selectors changed, or it came or went: the objects denied by a
+    policy decide again (their wait lasts only while their policy set is the one that
+    denied). Found by the waiting index, never by a scan."""
+    if old is not None and new is not None and old.get("spec") == new.get("spec"):
+        return []
+    return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_POLICY))
 
 
 def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:

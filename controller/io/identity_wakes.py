@@ -1,6 +1,6 @@
-"""Who wakes whom around a TerraformClusterIdentity (handlers.py wires them): an
-identity wakes itself and the objects that run with it; a Namespace whose labels
-change, every identity and the objects there that run with one; an identity's Secret,
+"""Who wakes whom around a TerraformClusterIdentity (handlers.py wires them, and wakes
+for a Namespace whose labels change, every identity and the objects there that run with
+one): an identity wakes itself and the objects that run with it; an identity's Secret,
 the identity and its users (a mirror: its namespace's users); an object's reference to
 an identity, that identity when the reference comes or goes. Every fan-out goes through
 an index (indexes.py)."""
@@ -38,20 +38,6 @@ def identity_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str
     keys = [identity_key(name)]
     if old is None or new is None or old.get("spec") != new.get("spec"):
         keys += _keys(identity_users(caches, name))
-    return keys
-
-
-def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """A Namespace whose labels changed (or that came or went): an identity's selector may
-    now allow or refuse it."""
-    labels = [((o or {}).get("metadata") or {}).get("labels") for o in (old, new)]
-    if old is not None and new is not None and labels[0] == labels[1]:
-        return []
-    ns = (new or old or {})["metadata"]["name"]
-    keys = []
-    for identity in caches.identities.store:
-        name = identity["metadata"]["name"]
-        keys += [identity_key(name), *_keys(identity_users(caches, name, ns))]
     return keys
 
 

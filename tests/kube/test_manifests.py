@@ -823,6 +823,8 @@ CONTROLLER_PERMISSIONS = (
     # TerraformPlans: made, pruned, their status written; never their spec.
     | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
     | {(GROUP, "terraformplans/status", "patch")}
+    # TerraformPolicies: watched, never written.
+    | {(GROUP, "terraformpolicies", verb) for verb in ("list", "watch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message; the
     # Pending ones watched, and the FailedCreate Events, for a Job that cannot start.
@@ -1191,7 +1193,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         # captf-runner, -view, -edit, -plan-approver, -state-operator, -metrics-reader
         + ["ClusterRole"] * 6
-        + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
+        + ["CustomResourceDefinition"] * 9  # three kinds, templates, identity, plan, policy
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
         + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]

@@ -134,9 +134,10 @@ READINGS: dict[str, Json | None] = {
 
 
 def test_one_statement_of_which_step_reads_which_health() -> None:
-    """The step table's rows 25 and 26, the issue 30 section of decisions.md and
-    clusterapi.md say the same: HealthPending takes a pending or null health, the health
-    watch every other reading. Which one does is decided here, not assumed."""
+    """The step table's health_pending and health_watch rows, the issue 30 section of
+    decisions.md and clusterapi.md say the same: HealthPending takes a pending or null
+    health, the health watch every other reading. Which one does is decided here, not
+    assumed."""
     by_step = {name: _reason_after(reading) for name, reading in READINGS.items()}
     pending = {name for name, reason in by_step.items() if reason == "HealthPending"}
     assert pending == {"pending", "null"}

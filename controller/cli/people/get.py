@@ -48,7 +48,13 @@ def _get(args: argparse.Namespace) -> int:
         print(f"No CAPTF objects found in {where}.", file=sys.stderr)
     else:
         sys.stdout.write(
-            table.render(found, now, namespaces=namespace is None, kinds=args.kind is None)
+            table.render(
+                found,
+                now,
+                namespaces=namespace is None,
+                kinds=args.kind is None,
+                wide=args.output == "wide",
+            )
         )
     return 0
 

@@ -24,6 +24,7 @@ from controller.core.basics.serials import requested_serial
 from controller.core.decide import (
     approval_waits,
     deletion,
+    denials,
     owners,
     pause,
     triggers,
@@ -333,6 +334,7 @@ STEPS: tuple[Step, ...] = (
     owners.bootstrap_data,
     not_ready,
     state,
+    denials.policy_denied,
     approval,
     apply,
     refresh_after_apply,

@@ -121,11 +121,15 @@ def apply_due(ctx: Context) -> ApplyDue | None:
     return None
 
 
+_CHANGED_NOTHING = frozenset({Outcome.BLOCKED, Outcome.PLAN_CHANGED, Outcome.POLICY_DENIED})
+
+
 def _last_apply_failed(ctx: Context) -> bool:
     """The newest apply that is not a drift remediation failed, or was cut off mid-run
-    (it may have applied part of its change). Blocked and plan-changed changed nothing."""
+    (it may have applied part of its change). Blocked, plan-changed and policy-denied
+    changed nothing."""
     for record in ctx.history.of(Op.APPLY):
-        if record.remediation or record.outcome in (Outcome.BLOCKED, Outcome.PLAN_CHANGED):
+        if record.remediation or record.outcome in _CHANGED_NOTHING:
             continue
         return record.outcome in (Outcome.FAILURE, Outcome.INTERRUPTED)
     return False

@@ -80,6 +80,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         name=name,
         credentials=credentials,
         mount=settings.module_image_mount,
+        policies=ctx.policies,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     return labelled_launch(Launch(job, secret, run.claims, other_slots=run.other_slots), labels)

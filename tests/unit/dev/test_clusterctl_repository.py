@@ -44,7 +44,7 @@ def test_every_component_carries_the_provider_label() -> None:
         assert labels["cluster.x-k8s.io/provider"] == "infrastructure-terraform", obj["kind"]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["captf-system"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 8  # the three kinds, their templates, the identity, TerraformPlan
+    assert len(crds) == 9  # the three kinds, their templates, identity, plan, policy
     for crd in crds:
         assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1alpha1"
 
