@@ -15,7 +15,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
-from controller.core.basics.names import ANN_HOLDER_CLASS, Op, Reason
+from controller.core.basics.names import ANN_HOLDER_CLASS, Reason
+from controller.core.basics.ops import traits
 from controller.core.basics.timefmt import format_duration
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
@@ -28,7 +29,6 @@ from controller.core.leases.slots import is_run_slot
 from controller.core.leases.writes import LeaseWrite, Role
 from runtime.jsonobj import Json
 
-BACKGROUND_OPS: Final = frozenset({Op.DRIFT, Op.REFRESH})
 # The wait for a slot of the share: a run slot coming free wakes the background waiters
 # when no change waits (controller/io/handlers.py), so this is only the fallback. Longer
 # than a Lease wait: waiting objects are many and the wait's `at` is written each time it
@@ -40,7 +40,8 @@ CHANGE: Final = "change"
 
 
 def is_background(op: str) -> bool:
-    return op in BACKGROUND_OPS
+    """The table of operations says (controller/core/basics/ops.py): drift, refresh."""
+    return traits(op).background
 
 
 def class_of(op: str) -> str:
@@ -117,10 +118,10 @@ def share_of(ctx: Context, op: str) -> float | None:
     return ctx.settings.background_run_share if is_background(op) else None
 
 
-def share_full(op: str) -> Requeue:
-    """The wait when none of the background's slots is free (holds.claims_of)."""
-    message = f"{op} waits: background Jobs hold every run slot of their share; changes come first"
-    return Requeue(Reason.WAITING_FOR_BACKGROUND_BUDGET, SHARE_WAIT, op=op, message=message)
+def share_full(op: str) -> str:
+    """Why a background Job waits when the cache shows none of its share's slots free
+    (claims.LeaseReading.claims)."""
+    return f"{op} waits: background Jobs hold every run slot of their share; changes come first"
 
 
 def with_claims(
