@@ -9,6 +9,7 @@ from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ADMISSION_KINDS, inputs_spec
 from controller.core.admission.refusal import refusals_message
 from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
+from controller.core.conversion.convert import ConversionFailed, convert
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import IMAGE_WAITS
@@ -119,6 +120,7 @@ __all__ = [
     "TERMINAL_CONDITIONS",
     "Accounting",
     "Busy",
+    "ConversionFailed",
     "Event",
     "Facts",
     "How",
@@ -158,6 +160,7 @@ __all__ = [
     "configmaps_read",
     "configmaps_wanted",
     "containers",
+    "convert",
     "dependencies",
     "family",
     "finished_at",

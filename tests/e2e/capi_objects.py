@@ -22,7 +22,7 @@ from runtime.jsonobj import Json
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "examples" / "modules"
 CAPI = "cluster.x-k8s.io/v1beta2"
-INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 CREDENTIALS = "terraform-credentials"
@@ -132,7 +132,7 @@ class CapiObjects:
         """A Terraform object's spec running the module in ConfigMap `module`; `cluster`
         names the TerraformCluster for SpecStyle.MODULE machines and pools."""
         spec: Json = {
-            "credentialsRef": {"name": CREDENTIALS},
+            "identityRef": {"kind": "Secret", "name": CREDENTIALS},
             "jobs": {"image": RUNNER_IMAGE, "serviceAccountName": RUNNER_ACCOUNT},
         }
         if self.style is SpecStyle.SOURCE:

@@ -35,7 +35,7 @@ ON_THE_SERVER = pytest.mark.asyncio(loop_scope="module")
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / clusterctl.REPOSITORY
-INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 CAPI = "cluster.x-k8s.io/v1beta2"
 KUBEADM_CRDS = ("bootstrap/kubeadm/config/crd/bases", "controlplane/kubeadm/config/crd/bases")
 # What Cluster API's kustomization adds to the kubeadm CRDs: the contract they implement.

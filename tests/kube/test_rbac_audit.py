@@ -248,7 +248,7 @@ async def _identity_flow(kube: Kube) -> None:
     await kube.call("POST", secrets, {"metadata": {"name": "aws"}, "stringData": {"K": "v"}})
     name = f"audit-{kube.ns}"[:60]
     identity = {
-        "apiVersion": f"{GROUP}/v1alpha1",
+        "apiVersion": f"{GROUP}/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": name},
         "spec": {
@@ -256,10 +256,10 @@ async def _identity_flow(kube: Kube) -> None:
             "allowedNamespaces": {"list": [kube.ns]},
         },
     }
-    path = f"/apis/{GROUP}/v1alpha1/terraformclusteridentities"
+    path = f"/apis/{GROUP}/v1beta1/terraformclusteridentities"
     await kube.call("POST", path, identity)
     ref = {"kind": "TerraformClusterIdentity", "name": name}
-    await kube.setup_cluster("c2", identityRef=ref, credentialsRef=None)
+    await kube.setup_cluster("c2", identityRef=ref)
 
     async def mirror(present: bool) -> bool:
         found = await kube.call("GET", f"{secrets}?labelSelector=captf.io/identity-mirror")
@@ -284,7 +284,7 @@ async def _template_flow(kube: Kube) -> None:
     watched and its scale-from-zero status written."""
     for plural, kind in TEMPLATES.items():
         body = {
-            "apiVersion": f"{GROUP}/v1alpha1",
+            "apiVersion": f"{GROUP}/v1beta1",
             "kind": kind,
             "metadata": {"name": "sized"},
             "spec": {

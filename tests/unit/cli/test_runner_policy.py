@@ -68,7 +68,7 @@ def test_refused_runners_name_the_flag(
 SNAPSHOT = """\
 now: 2026-06-01T12:00:00Z
 objects:
-- apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+- apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
   kind: TerraformCluster
   metadata:
     name: c1
