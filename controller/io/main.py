@@ -21,6 +21,7 @@ import secrets
 import socket
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from prometheus_client import CollectorRegistry
@@ -43,6 +44,7 @@ from controller.io.identities import IdentityKeeper
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.metrics_set import ControllerMetrics
+from controller.io.migration import migrate_storage
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
 from controller.io.server_version import server_version
@@ -317,6 +319,9 @@ async def _control(parts: _Parts) -> None:
                 args.watched_filter(),
                 name="lease janitor",
             )
+            # On real time: its retries spare the API server, which no scale speeds up.
+            migration = partial(migrate_storage, parts.transport, LoopClock(), args.watched())
+            tg.start_soon(migration, name="storage migration")
             if parts.started is not None:
                 parts.started.set()
             await controller.run()

@@ -624,12 +624,17 @@ async def running_controller(
     namespace: str,
     clock: Clock | None = None,
     registry: CollectorRegistry | None = None,
+    *,
+    every_namespace: bool = False,
     **over: Any,
 ) -> AsyncIterator[None]:
     """The controller in this event loop, until the block ends (then cancelled); its
-    metrics go to `registry` when given."""
+    metrics go to `registry` when given. It watches `namespace` (its Leases' too), or with
+    `every_namespace` all of them."""
     started = anyio.Event()
     config = controller_args(server, namespace, **over)
+    if every_namespace:
+        config = replace(config, namespace=None)
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(serve, config, started, clock, registry=registry))
         with anyio.fail_after(30):

@@ -854,9 +854,20 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "delete")
     }
     | {("rbac.authorization.k8s.io", "clusterroles", "bind")}
+    # The storage version migration: the group's CRDs read and their storedVersions
+    # trimmed; the cluster templates listed and rewritten (no status to write through).
+    | {("apiextensions.k8s.io", "customresourcedefinitions", "get")}
+    | {("apiextensions.k8s.io", "customresourcedefinitions/status", "patch")}
+    | {(GROUP, "terraformclustertemplates", verb) for verb in ("list", "patch")}
 )
-# The one grant limited to named objects: binding the runner's ClusterRole, no other.
-NAMED_GRANTS = {("rbac.authorization.k8s.io", "clusterroles", "bind"): ["captf-runner"]}
+# The grants limited to named objects: binding the runner's ClusterRole, no other; the
+# migration's CRDs, no other.
+_OUR_CRDS = sorted(f"{p.stem.split('_')[1]}.{GROUP}" for p in (MANIFESTS / "crds").glob("*.yaml"))
+NAMED_GRANTS = {
+    ("rbac.authorization.k8s.io", "clusterroles", "bind"): ["captf-runner"],
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"): _OUR_CRDS,
+    ("apiextensions.k8s.io", "customresourcedefinitions/status", "patch"): _OUR_CRDS,
+}
 
 
 def _grants(role: Obj) -> set[tuple[str, str, str]]:
@@ -867,7 +878,8 @@ def _grants(role: Obj) -> set[tuple[str, str, str]]:
             for resource in rule["resources"]:
                 found = {(group, resource, verb) for verb in rule["verbs"]}
                 for grant in found:
-                    assert rule.get("resourceNames") == NAMED_GRANTS.get(grant), rule
+                    names = rule.get("resourceNames")
+                    assert (sorted(names) if names else None) == NAMED_GRANTS.get(grant), rule
                 grants |= found
     return grants
 
