@@ -319,9 +319,10 @@ async def _control(parts: _Parts) -> None:
                 args.watched_filter(),
                 name="lease janitor",
             )
-            # On real time: its retries spare the API server, which no scale speeds up.
-            migration = partial(migrate_storage, parts.transport, LoopClock(), args.watched())
-            tg.start_soon(migration, name="storage migration")
+            if args.watched() is None:
+                # On real time: its retries spare the API server, which no scale speeds up.
+                migration = partial(migrate_storage, parts.transport, LoopClock())
+                tg.start_soon(migration, name="storage migration")
             if parts.started is not None:
                 parts.started.set()
             await controller.run()

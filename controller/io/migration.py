@@ -2,16 +2,16 @@
 version (v1alpha1) rewritten in the storage version, then the CRDs' status.storedVersions
 trimmed to it (controller/core/conversion/storage.py says why and when).
 
-The leader runs it once it has synced, in the background, for every CRD of CAPTF's group
-(api.STORED): read the CRD; if it lists a version besides the storage one, rewrite every
-object of it the controller watches with an empty merge patch (through the status
-subresource where there is one, so spec, generation and the admission webhooks are
-untouched), then, if it watches every namespace, patch the CRD's status. An object that
-is gone meanwhile needs nothing; any other failure leaves the CRD for the next round,
-RETRY later, and the rewrites already made stay made. A controller that may not read the
-CRDs (the namespaced install) says so once and leaves them: the next `clusterctl upgrade`
-migrates them, or an operator (docs/upgrading.md). A controller restricted to some
-namespaces rewrites their objects but never trims: it cannot see the others."""
+The leader of a controller that watches every namespace runs it once it has synced, in
+the background, for every CRD of CAPTF's group (api.STORED): read the CRD; if it lists a
+version besides the storage one, rewrite every object of it with an empty merge patch
+(through the status subresource where there is one, so spec, generation and the
+admission webhooks are untouched), then patch the CRD's status. An object that is gone
+meanwhile needs nothing; a transient failure leaves the CRD for the next round, RETRY
+later, and the rewrites already made stay made; a refusal (RBAC) is said once. A
+controller restricted to some namespaces runs none of it: it could not see every object
+to trim after, and its install grants no CRD (the next `clusterctl upgrade` migrates the
+CRDs it finds listing two versions, or an operator does: docs/upgrading.md)."""
 
 from __future__ import annotations
 
@@ -36,14 +36,13 @@ class Forbidden(Exception):
     """The controller may not read or write what the migration needs."""
 
 
-async def migrate_storage(api: Api, clock: Clock, namespaces: tuple[str, ...] | None) -> None:
-    """Rounds until every CRD of CAPTF's group stores one version (or may not be read);
-    `namespaces`: the ones watched, None for all."""
+async def migrate_storage(api: Api, clock: Clock) -> None:
+    """Rounds until every CRD of CAPTF's group stores one version (or may not be read)."""
     pending = list(STORED)
     while pending:
         for resource in list(pending):
             try:
-                await _migrate(api, resource, namespaces)
+                await _migrate(api, resource)
             except Forbidden as refused:
                 log.warning("storage migration of %s not done: %s", resource.plural, refused)
             except (ApiError, TimeoutError, ConnectionError) as error:
@@ -55,28 +54,13 @@ async def migrate_storage(api: Api, clock: Clock, namespaces: tuple[str, ...] | 
             await clock.sleep(RETRY)
 
 
-async def _migrate(api: Api, resource: Resource, namespaces: tuple[str, ...] | None) -> None:
+async def _migrate(api: Api, resource: Resource) -> None:
     crd = await _call(api, "GET", resource_path(CRDS, None, f"{resource.plural}.{GROUP}"))
     stale = stale_versions(crd)
     if not stale:
         return
     sub = "status" if rewrites_through_status(crd) else ""
-    scopes: tuple[str | None, ...] = (None,) if namespaces is None else namespaces
-    if not resource.namespaced:
-        scopes = (None,)
-    rewritten = 0
-    for namespace in scopes:
-        rewritten += await _rewrite_all(api, resource, namespace, sub)
-    if namespaces is not None and resource.namespaced:
-        log.info(
-            "storage migration: %d %s rewritten in %s; %s still listed as stored (other"
-            " namespaces are not watched here)",
-            rewritten,
-            resource.plural,
-            ",".join(namespaces),
-            ",".join(stale),
-        )
-        return
+    rewritten = await _rewrite_all(api, resource, sub)
     path = resource_path(CRDS, None, f"{resource.plural}.{GROUP}", sub="status")
     await _call(api, "PATCH", path, body=trimmed(crd), content_type=MERGE)
     log.info(
@@ -87,12 +71,12 @@ async def _migrate(api: Api, resource: Resource, namespaces: tuple[str, ...] | N
     )
 
 
-async def _rewrite_all(api: Api, resource: Resource, namespace: str | None, sub: str) -> int:
-    """Every object of the collection patched with nothing; how many."""
+async def _rewrite_all(api: Api, resource: Resource, sub: str) -> int:
+    """Every object of the kind patched with nothing; how many."""
     count, token = 0, ""
     while True:
         params = {"limit": str(PAGE), **({"continue": token} if token else {})}
-        page = await _call(api, "GET", resource_path(resource, namespace), params=params)
+        page = await _call(api, "GET", resource_path(resource), params=params)
         for obj in page.get("items") or []:
             meta = obj["metadata"]
             path = resource_path(resource, meta.get("namespace"), meta["name"], sub=sub)

@@ -56,10 +56,11 @@ SUMMARY = {"fingerprint": "sha256:0a", "counts": {"replace": 1}, "resources": []
 # Checked by the RBAC escalation rules when the controller creates the runner's
 # RoleBinding: a permission, not a request (the RoleBinding's creation shows it held).
 NOT_REQUESTS |= {("rbac.authorization.k8s.io", "clusterroles", "bind")}
-# The storage version migration's, used only while a CRD lists an older stored version,
-# and the trim only by a controller of every namespace: tests/kube/test_storage_migration.py
-# runs that under these same rules and audits it (this controller meets current CRDs).
+# The storage version migration's, run only by a controller of every namespace (this one
+# watches its own): tests/kube/test_storage_migration.py runs it under these same rules
+# and audits it.
 MIGRATION_ONLY = {
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
     ("apiextensions.k8s.io", "customresourcedefinitions/status", "patch"),
     (GROUP, "terraformclustertemplates", "list"),
     (GROUP, "terraformclustertemplates", "patch"),

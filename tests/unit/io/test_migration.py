@@ -1,6 +1,7 @@
 """The storage version migration against a scripted API: which requests it makes for a
 CRD that still lists v1alpha1 as stored, and for one that does not, what it does on a
-page boundary, a vanished object, a refusal and a transient failure. On the real API
+page boundary, a vanished object, a refusal and a transient failure. (Only a controller
+of every namespace runs it: controller/io/main.py.) On the real API
 server with the manifests' RBAC: tests/kube/test_storage_migration.py."""
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _all_current(**over: Json) -> dict[str, Json]:
 
 async def test_nothing_is_written_when_every_crd_stores_one_version() -> None:
     api = Scripted(_all_current(), {})
-    await migration.migrate_storage(api, SteppedClock(), None)
+    await migration.migrate_storage(api, SteppedClock())
     assert _patches(api) == []
     assert len(api.requests) == len(STORED)
 
@@ -83,7 +84,7 @@ async def test_every_object_is_rewritten_then_the_crd_trimmed() -> None:
     crds = _all_current(terraformmachines=_crd("terraformmachines", ["v1alpha1", "v1beta1"]))
     pages = {f"{GROUP}/terraformmachines": [["a/m1", "a/m2"], ["b/m3"]]}
     api = Scripted(crds, pages)
-    await migration.migrate_storage(api, SteppedClock(), None)
+    await migration.migrate_storage(api, SteppedClock())
     assert _patches(api) == [
         (f"{GROUP}/namespaces/a/terraformmachines/m1/status", {}),
         (f"{GROUP}/namespaces/a/terraformmachines/m2/status", {}),
@@ -99,21 +100,8 @@ async def test_a_kind_without_status_is_rewritten_itself() -> None:
     plural = "terraformclustertemplates"
     crds = _all_current(**{plural: _crd(plural, ["v1alpha1", "v1beta1"], status=False)})
     api = Scripted(crds, {f"{GROUP}/{plural}": [["a/t1"]]})
-    await migration.migrate_storage(api, SteppedClock(), None)
+    await migration.migrate_storage(api, SteppedClock())
     assert _patches(api)[0] == (f"{GROUP}/namespaces/a/{plural}/t1", {})
-
-
-async def test_watching_some_namespaces_rewrites_theirs_and_never_trims() -> None:
-    crds = _all_current(terraformclusters=_crd("terraformclusters", ["v1alpha1", "v1beta1"]))
-    pages = {f"{GROUP}/namespaces/a/terraformclusters": [["a/c1"]]}
-    api = Scripted(crds, pages)
-    await migration.migrate_storage(api, SteppedClock(), ("a", "b"))
-    assert _patches(api) == [(f"{GROUP}/namespaces/a/terraformclusters/c1/status", {})]
-    listed = [p for m, p, _ in api.requests if m == "GET" and "terraformclusters" in p]
-    assert listed[1:] == [
-        f"{GROUP}/namespaces/a/terraformclusters",
-        f"{GROUP}/namespaces/b/terraformclusters",
-    ]
 
 
 async def test_a_vanished_object_is_no_failure() -> None:
@@ -122,7 +110,7 @@ async def test_a_vanished_object_is_no_failure() -> None:
     api.fail[("PATCH", f"{GROUP}/namespaces/a/terraformplans/p1/status")] = ApiError(
         404, "NotFound", "gone"
     )
-    await migration.migrate_storage(api, SteppedClock(), None)
+    await migration.migrate_storage(api, SteppedClock())
     assert _patches(api)[-1][1] == {"status": {"storedVersions": ["v1beta1"]}}
 
 
@@ -136,7 +124,7 @@ async def test_a_refusal_leaves_the_crd_and_a_transient_failure_retries_it() -> 
     )
     clock = SteppedClock()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(migration.migrate_storage, api, clock, None)
+        tg.start_soon(migration.migrate_storage, api, clock)
         await clock.advance(0)
         assert [p for p, _ in _patches(api)] == [
             f"{GROUP}/namespaces/a/terraformclusters/c1/status",
