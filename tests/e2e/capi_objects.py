@@ -70,11 +70,18 @@ class CapiObjects:
     """Creates and reads Cluster API and CAPTF objects in `namespace` of `server`."""
 
     def __init__(
-        self, server: ApiServer, namespace: str, *, style: SpecStyle = SpecStyle.SOURCE
+        self,
+        server: ApiServer,
+        namespace: str,
+        *,
+        style: SpecStyle = SpecStyle.SOURCE,
+        infra: str = INFRA,
     ) -> None:
+        """`infra`: the apiVersion the Terraform objects are written and read as."""
         self.server = server
         self.ns = namespace
         self.style = style
+        self.infra = infra
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -84,7 +91,7 @@ class CapiObjects:
         elif kind == "Node":
             base = "/api/v1/nodes"
         else:
-            api = INFRA if kind.startswith("Terraform") else CAPI
+            api = self.infra if kind.startswith("Terraform") else CAPI
             base = f"/apis/{api}/namespaces/{self.ns}/{_PLURALS[kind]}"
         return base if name is None else f"{base}/{name}"
 
@@ -160,7 +167,7 @@ class CapiObjects:
         """A TerraformCluster and the Cluster whose infrastructure it is (same name)."""
         await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformCluster",
                 "metadata": {"name": name},
                 "spec": self.infra_spec(module, **infra),
@@ -178,7 +185,7 @@ class CapiObjects:
     async def machine_template(self, name: str, *, cluster: str, module: str, **infra: Any) -> Json:
         return await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformMachineTemplate",
                 "metadata": {"name": name},
                 "spec": {"template": {"spec": self._machine(module, cluster, infra)}},
@@ -231,7 +238,7 @@ class CapiObjects:
         """A TerraformMachinePool and the MachinePool of `replicas` whose infrastructure it is."""
         await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformMachinePool",
                 "metadata": {"name": name},
                 "spec": self.infra_spec(module, cluster=cluster, **infra),
