@@ -26,3 +26,20 @@ def add_kubeconfig(p: argparse.ArgumentParser) -> None:
         default=None,
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster config)",
     )
+
+
+def add_live(p: argparse.ArgumentParser) -> None:
+    """--kubeconfig and --request-timeout: the flags of a command that reads the live
+    cluster (controller/cli/live_transport.py)."""
+    from controller.cli.live_transport import DEFAULT_REQUEST_TIMEOUT, request_timeout
+
+    add_kubeconfig(p)
+    p.add_argument(
+        "--request-timeout",
+        type=request_timeout,
+        default=DEFAULT_REQUEST_TIMEOUT,
+        metavar="DURATION",
+        help="how long one request may wait out the API server's momentary trouble "
+        "(429, 5xx, a refused connection), each wait said on stderr, e.g. 30s or 2m "
+        "(default: 60s)",
+    )

@@ -25,6 +25,7 @@ from controller.core.decide.reads import (
     secrets_wanted,
     state_parts_wanted,
 )
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
@@ -80,6 +81,7 @@ from controller.core.spec.image import (
     reference_digest,
     repository_of,
 )
+from controller.core.spec.module_mount import AUTO as MOUNT_AUTO
 from controller.core.spec.module_mount import version_of
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.core.spec.ready import ready_of
@@ -111,6 +113,7 @@ __all__ = [
     "LABEL_CAPACITY",
     "LABEL_NODE_INFO",
     "LEASE_API",
+    "MOUNT_AUTO",
     "NO_IDENTITY",
     "REGISTRY_UNAUTHORIZED",
     "REGISTRY_UNAVAILABLE",
@@ -136,6 +139,7 @@ __all__ = [
     "MoveStep",
     "ObjectRef",
     "Outcome",
+    "OwnerMark",
     "Plan",
     "PlanWrites",
     "Record",

@@ -8,6 +8,10 @@ object stored while the webhook was down must still be deletable. When the objec
 a Secret the requester must be able to read (controller/core/admission/identity.py), a
 SubjectAccessReview asks the API server whether the requester may `get` it.
 
+A TerraformPolicy's rules are compiled, type-checked and costed (controller/policy/
+admission.py): an expression that does not compile, is not a condition or is too costly
+is refused with its position.
+
 POST /mutate-terraformplan records who approved a TerraformPlan (spec.approvedBy).
 
 POST /convert is the CRDs' conversion webhook: an object of any CAPTF kind as v1alpha1 or
@@ -41,6 +45,7 @@ from controller.core import (
     update_refusals,
 )
 from controller.core.basics.names import GROUP, VERSION
+from controller.policy.admission import refusals as policy_refusals
 from runtime.admission import ALLOW, Answer, Review
 from runtime.conversion import Convert, Refused
 from runtime.errors import ApiError
@@ -48,6 +53,7 @@ from runtime.jsonobj import Json
 
 log = logging.getLogger("captf.admission")
 PLAN = "TerraformPlan"
+POLICY = "TerraformPolicy"
 IDENTITY = "TerraformClusterIdentity"
 # The objects whose Jobs use an identity, as for its finalizer. A template naming one is
 # not a user until an object is made from it (and the controller may not read templates).
@@ -112,6 +118,8 @@ class Webhooks:
             refused = update_refusals(kind, old, obj, dry_run=request.get("dryRun") is True)
         else:
             refused = spec_refusals(kind, obj)
+        if kind == POLICY:
+            refused = [*refused, *policy_refusals(obj)]
         if refused:
             return _refused(kind, obj, refusals_message(refused))
         found = inputs_spec(kind, obj)

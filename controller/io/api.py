@@ -24,6 +24,7 @@ from controller.core.basics.names import (
     KINDS,
     PLAN_PLURAL,
     PLURALS,
+    POLICY_PLURAL,
     TEMPLATE_PLURALS,
     VERSION,
 )
@@ -64,6 +65,8 @@ CAPI_OBJECTS: Final = {
 PLANS: Final = Resource(GROUP, VERSION, PLAN_PLURAL)
 # The cluster-scoped TerraformClusterIdentities: read, and their finalizer written.
 IDENTITIES: Final = Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False)
+# The cluster-scoped TerraformPolicies: read only.
+POLICIES: Final = Resource(GROUP, VERSION, POLICY_PLURAL, namespaced=False)
 JOBS: Final = Resource("batch", "v1", "jobs")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 SECRETS: Final = Resource("", "v1", "secrets")
@@ -84,6 +87,7 @@ STORED: Final = (
     CLUSTER_TEMPLATES,
     PLANS,
     IDENTITIES,
+    POLICIES,
 )
 CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 

@@ -68,6 +68,7 @@ from controller.io.informers import (
     OWN_SECRETS,
     PENDING_PODS,
     PLANS,
+    POLICIES,
     RUNNER_ACCOUNTS,
     RUNNER_BINDINGS,
     SECRETS,
@@ -128,10 +129,11 @@ class Caches:
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
         # A controller given --namespaces may list nothing cluster-wide (its Roles are in
-        # those namespaces only): it sees no identity, and an object naming one reads
-        # IdentityNotFound (docs/security.md, "Namespaced install").
+        # those namespaces only): it sees no identity (an object naming one reads
+        # IdentityNotFound) and no policy (docs/security.md, "Namespaced install").
         self.identities = informer(IDENTITIES) if cluster_scoped else Unwatched(IDENTITIES.resource)
         self.namespaces = informer(NAMESPACES) if cluster_scoped else Unwatched(NAMESPACES.resource)
+        self.policies = informer(POLICIES) if cluster_scoped else Unwatched(POLICIES.resource)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
         self.pending_pods = informer(PENDING_PODS)
@@ -158,6 +160,7 @@ class Caches:
             self.configmaps,
             self.identities,
             self.namespaces,
+            self.policies,
             self.runner_accounts,
             self.runner_bindings,
             self.pending_pods,
@@ -330,6 +333,8 @@ class Caches:
             plans=tuple(self.plans_of(meta.get("uid", ""))),
             events=events,
             pods=pods,
+            policies=tuple(self.policies.store),
+            namespace_labels=MappingProxyType(self.namespace_labels(ns)),
         )
 
     def _starting(

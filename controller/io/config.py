@@ -52,7 +52,8 @@ class ControllerConfig:
     max_module_image_size: int = DEFAULT_SIZE_LIMIT  # bytes of a module image's layers
     # --job-defaults, read and checked: the pod policy fields objects leave unset.
     job_defaults: dict[str, Any] = field(default_factory=dict)
-    module_image_mount: str = "auto"  # volume, copy, or auto: from the API server's version
+    # volume, copy, or auto: from a dry-run Job the API server answers, else its version.
+    module_image_mount: str = "auto"
     time_scale: float = 1.0
     # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
     kept_plans: int = 3
@@ -90,16 +91,20 @@ class ControllerConfig:
         return None
 
     def settings(
-        self, slot_namespace: str, server_version: tuple[int, int] | None = None
+        self,
+        slot_namespace: str,
+        server_version: tuple[int, int] | None = None,
+        image_volumes: bool | None = None,
     ) -> Settings:
         """What the plan reads of these flags (as `captf decide` builds it from its own);
-        `slot_namespace`: the controller's namespace, once resolved; `server_version`: the
-        API server's, for --module-image-mount=auto."""
+        `slot_namespace`: the controller's namespace, once resolved; `server_version` and
+        `image_volumes`: the API server's answers, for --module-image-mount=auto."""
         shared = settings_of(
             self,
             slot_namespace=slot_namespace,
             watch_label_selector=self.watch_label_selector,
             server_version=server_version,
+            image_volumes=image_volumes,
         )
         return replace(shared, kept_plans=self.kept_plans)
 

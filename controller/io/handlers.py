@@ -19,6 +19,9 @@
                        objects of its namespace that run with its identity
   a CAPTF object       also the identity it names, when that reference comes or goes
   a TerraformPlan      its object (by its labels), unless only its status changed
+  a TerraformPolicy    when its spec changed (or it came or went), the objects that
+                       wait PolicyDenied: the policy version their wait is for may have
+                       moved; a Namespace's label change, those of its namespace
   a runner account     the objects that name it (an opt-in label set or taken away)
   a Pending pod        its object (a container waiting on an image pull failure)
   a FailedCreate Event the object of the Job it is about
@@ -67,6 +70,7 @@ from controller.io.indexes import (
     BY_REF,
     BY_WAITING,
     WAITING_FOR_LEASE,
+    WAITING_FOR_POLICY,
 )
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
@@ -111,6 +115,7 @@ def wire_handlers(
         add(leases, partial(lease_wakes, caches))
     add(caches.identities, partial(identity_wakes, caches), own=_identity_key_of)
     add(caches.namespaces, partial(namespace_wakes, caches))
+    add(caches.policies, partial(policy_wakes, caches))
     add(caches.runner_accounts, partial(account_wakes, caches))
     add(caches.pending_pods, pod_wakes)
     add(caches.failed_creates, partial(event_wakes, caches))
@@ -343,7 +348,17 @@ def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[st
     for identity in caches.identities.store:
         name = identity["metadata"]["name"]
         keys += [identity_key(name), *_keys(identity_users(caches, name, ns))]
-    return keys
+    denied = caches.objects_by(BY_WAITING, WAITING_FOR_POLICY)
+    return keys + _keys(o for o in denied if o["metadata"]["namespace"] == ns)
+
+
+def policy_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A policy's rules or selectors changed, or it came or went: the objects denied by a
+    policy decide again (their wait lasts only while their policy set is the one that
+    denied). Found by the waiting index, never by a scan."""
+    if old is not None and new is not None and old.get("spec") == new.get("spec"):
+        return []
+    return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_POLICY))
 
 
 def _named_identities(old: Obj | None, new: Obj | None) -> list[str]:

@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     LABEL_UID,
     MANAGER,
     PLAN_KIND,
+    POLICY_KIND,
     RUNNER_RBAC_MANAGED,
     SCOPE_RUN_SLOT,
 )
@@ -198,6 +199,11 @@ SLOT_LEASES: Final = InformerSpec(
 IDENTITIES: Final = InformerSpec(
     resource=api.IDENTITIES,
     transform=partial(with_kind, api_version=API_VERSION, kind=IDENTITY),
+)
+# Every TerraformPolicy, whole: the rules a judged Job is given (few, and small).
+POLICIES: Final = InformerSpec(
+    resource=api.POLICIES,
+    transform=partial(with_kind, api_version=API_VERSION, kind=POLICY_KIND),
 )
 NAMESPACES: Final = InformerSpec(
     resource=api.NAMESPACES,

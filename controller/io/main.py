@@ -26,7 +26,6 @@ from functools import partial
 import anyio
 from prometheus_client import CollectorRegistry
 
-from controller.core import Settings
 from controller.core.basics.names import TIME_ORIGIN
 from controller.io import metrics_set
 from controller.io.caches import Caches
@@ -41,13 +40,13 @@ from controller.io.endpoints import (
 )
 from controller.io.handlers import wire_handlers
 from controller.io.identities import IdentityKeeper
+from controller.io.image_volumes import leading_settings
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.metrics_set import ControllerMetrics
 from controller.io.migration import migrate_storage
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
-from controller.io.server_version import server_version
 from controller.io.templates import TemplateKeeper
 from controller.io.writes import NotingWrites
 from runtime import logs
@@ -253,19 +252,6 @@ async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
                 await _control(parts)
 
 
-async def _settings(parts: _Parts) -> Settings:
-    version = await server_version(parts.transport)
-    settings = parts.args.settings(slot_namespace=parts.namespace, server_version=version)
-    shown = "unknown" if version is None else f"v{version[0]}.{version[1]}"
-    log.info(
-        "module images: the %s shape (API server %s, --module-image-mount=%s)",
-        settings.module_image_mount,
-        shown,
-        parts.args.module_image_mount,
-    )
-    return settings
-
-
 async def _control(parts: _Parts) -> None:
     args, clock, caches, runtime_metrics = (
         parts.args,
@@ -279,7 +265,7 @@ async def _control(parts: _Parts) -> None:
         caches=caches,
         clock=clock,
         metrics=parts.metrics.jobs,
-        settings=await _settings(parts),
+        settings=await leading_settings(args, parts.transport, parts.namespace),
         passes=parts.metrics.passes,
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)

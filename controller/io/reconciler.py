@@ -122,12 +122,13 @@ from controller.core import (
     plan_pass,
 )
 from controller.core import state_moves as plan_state_moves
-from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, FINALIZER
+from controller.core.basics.names import CAPI_POOL, FINALIZER
 from controller.io import (
     accountant,
     api,
     finalizers,
     interrupted,
+    owner_marks,
     plan_writes,
     results,
     runner_rbac,
@@ -317,16 +318,9 @@ class Reconciler:
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.owner_mark is not None:
-            # Only the two remediation annotations, as a merge patch: the Machine's other
-            # metadata is Cluster API's and the user's (a 404: the Machine is gone).
-            path = api.resource_path(
-                api.CAPI_OBJECTS[CAPI_MACHINE], snap.namespace, todo.owner_mark.machine
-            )
-            try:
-                await api.merge_patch(self.client, path, todo.owner_mark.patch)
-            except ApiError as err:
-                if err.status != 404:
-                    raise
+            marked = await owner_marks.carry_out(self.client, snap.namespace, todo.owner_mark)
+            if marked and self.passes is not None:
+                self.passes.marked(snap.obj, todo.owner_mark)
         if todo.pool_patch is not None:
             # Guarded by the MachinePool's resourceVersion as read: a change made since
             # (the autoscaler's) is a 409, and the key is retried with the newer object.

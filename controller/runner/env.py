@@ -54,6 +54,9 @@ class RunnerEnv:
     result_file: str = TERMINATION_MESSAGE_PATH
     # Where the pod mounts the module image of an image source; None: no image mounted.
     module_image_dir: str | None = None
+    # op=apply and op=plan: the policy set to judge the plan with, as the controller
+    # wrote it; None: no policy selects the object.
+    policies: str | None = None
 
     @property
     def written_labels(self) -> dict[str, str]:
@@ -116,6 +119,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         job_uid=_optional(env, var.JOB_UID),
         result_file=env.get(var.RESULT_FILE) or TERMINATION_MESSAGE_PATH,
         module_image_dir=_optional(env, var.MODULE_IMAGE_DIR),
+        policies=_optional(env, var.POLICIES) if op in (Op.APPLY, Op.PLAN) else None,
     )
 
 

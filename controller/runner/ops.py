@@ -7,6 +7,7 @@ the result is decided, because tofu may have changed real infrastructure."""
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -26,7 +27,7 @@ from controller.core.basics.names import (
 )
 from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, headline
-from controller.runner import outputs, plans
+from controller.runner import approved, outputs, plans, verdicts
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import (
     Kube,
@@ -132,13 +133,27 @@ def _summary(plan: Json) -> str:
 
 async def _plan_op(ctx: OpContext) -> RunnerResult:
     _, raw, plan = await _plan(ctx)
+    changes, report = plans.changes(plan), verdicts.judged(ctx.env, plan)
+    denied = verdicts.denied(report)
+    if denied is not None:
+        # Nothing to approve: the plan is not kept, and no TerraformPlan is made for it.
+        return RunnerResult(
+            outcome=Outcome.POLICY_DENIED,
+            message=f"{denied}; the plan is not kept",
+            changes=changes,
+            policy=report,
+        )
     name = await _keep_plan(ctx, raw, plan)
     if name is None:
         return failed(
             f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)", ErrorKind.PLAN
         )
     return RunnerResult(
-        outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name
+        outcome=Outcome.SUCCESS,
+        message=f"planned: {_summary(plan)}",
+        plan_secret=name,
+        changes=changes,
+        policy=report,
     )
 
 
@@ -182,51 +197,47 @@ async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes], su
         await ctx.kube.replace_secret(name, body)  # a retried Job pod: same name, newer plan
 
 
-def _plan_of_object(ctx: OpContext, secret: Json) -> bool:
-    """A plan Secret of this object: its plan-of label names it, and its kind label (plans
-    written before it existed carry none) names its kind."""
-    labels = (secret.get("metadata") or {}).get("labels") or {}
-    kind = labels.get(LABEL_KIND, ctx.env.object_kind)
-    return labels.get(LABEL_PLAN_OF) == ctx.env.object_name and kind == ctx.env.object_kind
-
-
-async def _approved_plan(ctx: OpContext, name: str) -> Json:
-    secret = await ctx.kube.get_secret(name)
-    raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
-    if raw is None:
-        text = f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"
-        raise Stop(failed(text, ErrorKind.INPUTS))
-    if not _plan_of_object(ctx, secret or {}):
-        text = f"approved plan Secret {name} is not labelled as a plan of this object"
-        raise Stop(failed(text, ErrorKind.INPUTS))
-    parsed: Json = orjson.loads(base64.b64decode(raw))
-    return parsed
-
-
 async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
+    """Plans, then checks before anything applies, in this order: the approved plan's
+    changes (plan-changed), the policies' Deny rules (policy-denied: even with
+    allowDestructive, even approved), the destructive guard and the policies'
+    RequireApproval rules (blocked, the plan kept for approval); then applies that plan."""
     _, raw, plan = await _plan(ctx)
-    text = await _unapproved(ctx, plan)
+    changes = plans.changes(plan)
+    text = await approved.unapproved(ctx, plan)
     if text is not None:
         return RunnerResult(
             outcome=Outcome.PLAN_CHANGED,
             message=text,
             state_serial=_serial(old),
             plan_secret=await _keep_plan(ctx, raw, plan),
+            changes=changes,
         )
-    destroyed = plans.destroyed(plan)
-    if ctx.env.guarded and destroyed:
-        text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
+    report = verdicts.judged(ctx.env, plan)
+    denied = verdicts.denied(report)
+    if denied is not None:
+        return RunnerResult(
+            outcome=Outcome.POLICY_DENIED,
+            message=f"{denied}; nothing was changed",
+            state_serial=_serial(old),
+            changes=changes,
+            policy=report,
+        )
+    held = verdicts.held(ctx.env, plan, report)
+    if held:
         # The plan it stopped on is kept: approving it approves exactly those changes.
         return RunnerResult(
             outcome=Outcome.BLOCKED,
-            message=text,
+            message="; ".join(held) + "; nothing was changed",
             state_serial=_serial(old),
             plan_secret=await _keep_plan(ctx, raw, plan),
+            changes=changes,
+            policy=report,
         )
     ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
     serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
     if ex.code != 0:
-        return tofu_failed(ctx, "apply", ex, serial)
+        return replace(tofu_failed(ctx, "apply", ex, serial), changes=changes, policy=report)
     written = await _write_outputs(ctx, serial) if ctx.env.outputs_secret else None
     return RunnerResult(
         outcome=Outcome.SUCCESS,
@@ -234,24 +245,9 @@ async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
         state_serial=serial,
         outputs=written,
         contract=_reading(ctx),
+        changes=changes,
+        policy=report,
     )
-
-
-async def _unapproved(ctx: OpContext, plan: Json) -> str | None:
-    """Why the fresh plan is not the approved one, or None: its changes differ from the
-    approved plan Secret's (named), or its fingerprint from the one the approver saw."""
-    approved_name = ctx.env.approved_plan_secret
-    if approved_name is not None:
-        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
-        if differing:
-            named = ", ".join(differing)
-            return f"the plan no longer matches approved plan {approved_name}: {named}"
-    expected = ctx.env.approved_fingerprint
-    found = plans.summarize(plan).fingerprint
-    if expected is not None and found != expected:
-        shown = f"fingerprint {found}, approved {expected}"
-        return f"the plan's changes are not the approved ones ({shown})"
-    return None
 
 
 async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
@@ -288,9 +284,10 @@ async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
 
 async def _drift(ctx: OpContext) -> RunnerResult:
     code, _, plan = await _plan(ctx, "-detailed-exitcode")
-    if code == 0:
-        return RunnerResult(outcome=Outcome.SUCCESS, message="no drift", drift=False)
-    return RunnerResult(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
+    found = code != 0
+    message = f"drift: {_summary(plan)}" if found else "no drift"
+    changes = plans.changes(plan)
+    return RunnerResult(outcome=Outcome.SUCCESS, message=message, drift=found, changes=changes)
 
 
 async def _write_op(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.dev import workload
+from controller.dev import controlplane, workload
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.jsonobj import Json
 
@@ -163,8 +163,12 @@ class CapiObjects:
 
     # -- Cluster API objects ---------------------------------------------------------------
 
-    async def cluster(self, name: str, *, module: str, **infra: Any) -> Json:
-        """A TerraformCluster and the Cluster whose infrastructure it is (same name)."""
+    async def cluster(
+        self, name: str, *, module: str, control_plane: bool = False, **infra: Any
+    ) -> Json:
+        """A TerraformCluster and the Cluster whose infrastructure it is (same name); with
+        `control_plane`, also `make run`'s LocalControlPlane of that name as the Cluster's
+        control plane (its CRD installed: controller.dev.controlplane.CRDS)."""
         await self.create(
             {
                 "apiVersion": self.infra,
@@ -173,13 +177,13 @@ class CapiObjects:
                 "spec": self.infra_spec(module, **infra),
             }
         )
+        spec: Json = {"infrastructureRef": ref("TerraformCluster", name)}
+        if control_plane:
+            path = controlplane.CONTROL_PLANES.path(self.ns)
+            await self.call("POST", path, controlplane.control_plane(name))
+            spec["controlPlaneRef"] = controlplane.reference(name)
         return await self.create(
-            {
-                "apiVersion": CAPI,
-                "kind": "Cluster",
-                "metadata": {"name": name},
-                "spec": {"infrastructureRef": ref("TerraformCluster", name)},
-            }
+            {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": name}, "spec": spec}
         )
 
     async def machine_template(self, name: str, *, cluster: str, module: str, **infra: Any) -> Json:

@@ -47,6 +47,7 @@ PLURALS = {
     "KubeadmControlPlane": "kubeadmcontrolplanes",
     "KubeadmControlPlaneTemplate": "kubeadmcontrolplanetemplates",
     "KubeadmConfigTemplate": "kubeadmconfigtemplates",
+    "MachineHealthCheck": "machinehealthchecks",
     "TerraformCluster": "terraformclusters",
     "TerraformClusterTemplate": "terraformclustertemplates",
     "TerraformMachineTemplate": "terraformmachinetemplates",
@@ -201,6 +202,8 @@ def test_generate_cluster_names_our_kinds(capi_build: Path, workdir: Path) -> No
         ("MachineDeployment", "test-md-0"),
         ("TerraformMachineTemplate", "test-md-0"),
         ("KubeadmConfigTemplate", "test-md-0"),
+        ("MachineHealthCheck", "test-md-0"),
+        ("MachineHealthCheck", "test-control-plane"),
     }
     assert {o["metadata"]["namespace"] for o in objects.values()} == {"ns"}
     cluster = objects["Cluster", "test"]
@@ -213,6 +216,9 @@ def test_generate_cluster_names_our_kinds(capi_build: Path, workdir: Path) -> No
         "TerraformMachineTemplate"
     )
     assert objects["KubeadmControlPlane", "test-control-plane"]["spec"]["replicas"] == 1
+    workers = objects["MachineHealthCheck", "test-md-0"]["spec"]
+    assert workers["selector"]["matchLabels"] == {"cluster.x-k8s.io/deployment-name": "test-md-0"}
+    assert workers["checks"]["nodeStartupTimeoutSeconds"] == 600
 
 
 def test_generate_cluster_clusterclass_flavor_adds_the_class(
@@ -381,6 +387,21 @@ async def test_the_clusterclass_flavor_makes_a_terraformcluster_from_the_templat
     assert infra["spec"]["identityRef"] == values["identity"]
     assert infra["spec"]["variables"] == {}
     assert infra["spec"]["jobs"]["image"] == want["jobs"]["image"]  # the rest defaulted
+    # The class's health check for the control plane: the topology controller makes its
+    # MachineHealthCheck, which CAPTF's remediation mark needs.
+    checks = await wait_for(
+        apiserver,
+        f"/apis/{CAPI}/namespaces/{namespace}/machinehealthchecks",
+        lambda found: any(_is_control_planes(c, "cc") for c in found["items"]),
+        "the topology controller made the control plane's MachineHealthCheck",
+    )
+    [check] = [c for c in checks["items"] if _is_control_planes(c, "cc")]
+    assert check["spec"]["checks"]["nodeStartupTimeoutSeconds"] == 600
+
+
+def _is_control_planes(check: Json, cluster: str) -> bool:
+    labels = check["spec"]["selector"].get("matchLabels") or {}
+    return check["spec"]["clusterName"] == cluster and "cluster.x-k8s.io/control-plane" in labels
 
 
 @ON_THE_SERVER

@@ -202,8 +202,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
-        # Only a machine's health is watched, only a pool's members re-read (issue 30).
-        assert ("health" in spec["properties"]) == (kind == "TerraformMachine")
+        # Only a machine's health is watched, only a pool's members re-read (issue 30); a
+        # cluster's health holds only what its machines inherit (issue 37: the threshold).
+        assert ("health" in spec["properties"]) == (kind != "TerraformMachinePool")
+        if kind == "TerraformCluster":
+            assert set(spec["properties"]["health"]["properties"]) == {"unhealthyThreshold"}
         assert ("membership" in spec["properties"]) == (kind == "TerraformMachinePool")
         spec["properties"].pop("health", None)
         spec["properties"].pop("membership", None)
@@ -817,6 +820,8 @@ CONTROLLER_PERMISSIONS = (
     # TerraformPlans: made, pruned, their status written; never their spec.
     | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
     | {(GROUP, "terraformplans/status", "patch")}
+    # TerraformPolicies: watched, never written.
+    | {(GROUP, "terraformpolicies", verb) for verb in ("list", "watch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message; the
     # Pending ones watched, and the FailedCreate Events, for a Job that cannot start.
@@ -859,6 +864,7 @@ CONTROLLER_PERMISSIONS = (
     | {("apiextensions.k8s.io", "customresourcedefinitions", "get")}
     | {("apiextensions.k8s.io", "customresourcedefinitions/status", "patch")}
     | {(GROUP, "terraformclustertemplates", verb) for verb in ("list", "patch")}
+    | {(GROUP, "terraformpolicies", "patch")}
 )
 # The grants limited to named objects: binding the runner's ClusterRole, no other; the
 # migration's CRDs, no other.
@@ -1197,7 +1203,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         # captf-runner, -view, -edit, -plan-approver, -state-operator, -metrics-reader
         + ["ClusterRole"] * 6
-        + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
+        + ["CustomResourceDefinition"] * 9  # three kinds, templates, identity, plan, policy
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
         + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]

@@ -26,7 +26,12 @@ RBAC = "/apis/rbac.authorization.k8s.io/v1"
 REVIEWS = {"authentication.k8s.io", "authorization.k8s.io"}
 # Cluster-scoped: no Role can grant them, and a controller given --namespaces watches
 # none of them (identities need the cluster-wide install).
-CLUSTER_SCOPED = {"terraformclusteridentities", "terraformclusteridentities/status", "namespaces"}
+CLUSTER_SCOPED = {
+    "terraformclusteridentities",
+    "terraformclusteridentities/status",
+    "terraformpolicies",
+    "namespaces",
+}
 # The storage version migration's: it reads the CRDs, which a namespaced install may not,
 # so such a controller leaves the migration to clusterctl or an operator.
 MIGRATION = {

@@ -64,6 +64,7 @@ MIGRATION_ONLY = {
     ("apiextensions.k8s.io", "customresourcedefinitions/status", "patch"),
     (GROUP, "terraformclustertemplates", "list"),
     (GROUP, "terraformclustertemplates", "patch"),
+    (GROUP, "terraformpolicies", "patch"),
 }
 
 
@@ -443,8 +444,8 @@ async def test_the_manifests_rbac_is_exactly_what_the_flows_use(
         await succeed_apply(kube, c3, serial=1, at=clock.now(), name="c3")
         await condition_is(kube, "Ready", "True", "Applied", name="c3")
         await remediation_flow(kube, clock, cluster="c3")
-        # An autoscaled pool: its MachinePool claimed and its replicas written (a patch of
-        # machinepools, guarded by resourceVersion).
+        # A pool whose cloud sizes its group: its replicas written to its MachinePool (a
+        # patch of machinepools, guarded by resourceVersion).
         await autoscaling_flow(kube, clock, cluster="c3")
 
     entries = _requests(apiserver.audit_log, f"system:serviceaccount:{namespace}:captf-controller")

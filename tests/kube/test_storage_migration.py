@@ -57,6 +57,7 @@ MIGRATION_GRANTS = {
     ("apiextensions.k8s.io", "customresourcedefinitions/status", "patch"),
     (GROUP, "terraformclustertemplates", "list"),
     (GROUP, "terraformclustertemplates", "patch"),
+    (GROUP, "terraformpolicies", "patch"),
 }
 
 

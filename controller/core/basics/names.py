@@ -271,6 +271,9 @@ class Reason(StrEnum):
     STATE_UNREADABLE = "StateUnreadable"
     STATE_LOST = "StateLost"
     WAITING_FOR_APPROVAL = "WaitingForApproval"
+    # A TerraformPolicy denied the plan of the newest apply (or Manual plan) for these
+    # inputs and this policy set: nothing runs until either changes.
+    POLICY_DENIED = "PolicyDenied"
     WAITING_FOR_RUN_LEASE = "WaitingForRunLease"
     WAITING_FOR_CLUSTER_OPERATION = "WaitingForClusterOperation"
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
@@ -461,3 +464,12 @@ class IdentityReason(StrEnum):
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
     SECRET_MISSING = "SecretMissing"
     SECRET_KEYS_MISSING = "SecretKeysMissing"
+
+
+# Policies on plans (docs/api.md, "TerraformPolicy"): cluster-scoped rules judged by the
+# runner after a plan and before its apply. An apply or plan Job records the hash of the
+# policy set it was given; the object's condition says what the newest judgement found.
+POLICY_KIND: Final = "TerraformPolicy"
+POLICY_PLURAL: Final = "terraformpolicies"
+ANN_POLICY_HASH: Final = "captf.io/policy-hash"
+COND_POLICY_COMPLIANT: Final = "PolicyCompliant"

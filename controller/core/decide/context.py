@@ -35,6 +35,7 @@ from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, created_at, inputs_hash_of, op_of
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT, ImageFact
 from controller.core.spec.inputs import Inputs, InputsMissing, render
+from controller.core.spec.plan_policies import PolicySet, policy_set
 from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
 from controller.core.spec.refs import cluster_of, spec_of
 from runtime.jsonobj import Json
@@ -66,6 +67,13 @@ class Context:
     def approved(self) -> frozenset[str]:
         """The waiting Jobs whose TerraformPlans are approved and current."""
         return approvals.approved_jobs(self.snap, self.inputs.hash)
+
+    @cached_property
+    def policies(self) -> PolicySet | None:
+        """The policy set the object's apply and plan Jobs are given (None: no policy
+        selects it): its hash is the policy version a PolicyDenied wait is for."""
+        snap = self.snap
+        return policy_set(snap.policies, snap.obj, snap.related, snap.namespace_labels)
 
     @property
     def state_inputs_hash(self) -> str | None:

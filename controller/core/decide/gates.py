@@ -102,20 +102,21 @@ def slots_held(count: int) -> Requeue:
     )
 
 
-def check_leases(ctx: Context) -> Requeue | None:
-    """A free run slot, and no operation of the cluster (for its pools and machines) or of
-    its members (for a cluster). An operation shows as its held operation Lease, as a
-    member's entry on the cluster's operation Lease, or as the other object's
-    status.activeJob, whichever the snapshot has. This reads a snapshot, which may lag; the
-    launcher's compare-and-swap on the cluster's Lease is what excludes for certain."""
+def check_leases(ctx: Context, op: str) -> Requeue | None:
+    """A free run slot within the cluster's cap, and no operation of the cluster (for its
+    pools and machines) or of its members (for a cluster). An operation shows as its held
+    operation Lease, as a member's entry on the cluster's operation Lease, or as the other
+    object's status.activeJob, whichever the snapshot has. This reads a snapshot, which
+    may lag; the launcher's compare-and-swap on the cluster's Lease is what excludes for
+    certain."""
     snap, own = ctx.snap, _own_job_names(ctx.snap)
     held = [lease for lease in snap.leases if _held_by_other(lease, own)]
     slots = [lease for lease in held if is_run_slot(lease)]
     if len(slots) >= ctx.settings.max_concurrent_runs:
         return slots_held(ctx.settings.max_concurrent_runs)
-    full = _cluster_full(ctx, own)
-    if full is not None:
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=full)
+    capped = cluster_capped(ctx, snap.next_job(op)[0])
+    if capped is not None:
+        return capped
     # Operation Leases live in the object's namespace; a same-named one elsewhere is another's.
     held = [lease for lease in held if _namespace_of(lease, snap.namespace) == snap.namespace]
     if snap.kind != CLUSTER:
@@ -153,17 +154,20 @@ def _family_jobs(snap: Snapshot) -> list[str]:
     ]
 
 
-def _cluster_full(ctx: Context, own: set[str]) -> str | None:
-    """The per-cluster cap's wait (controller/core/leases/slots.py)."""
+def cluster_capped(ctx: Context, job: str) -> Requeue | None:
+    """The per-cluster cap's wait for the launch of `job` (controller/core/leases/slots.py),
+    the one reading of it: the gate above and the hold on the cached Leases
+    (holds.claims_of) ask it of the same Job, so they cannot disagree."""
     snap, settings = ctx.snap, ctx.settings
-    return cluster_full(
+    full = cluster_full(
         snap.leases,
-        job="",  # the Jobs it would create next are among `own`
-        own_jobs=own,
+        job=job,
+        own_jobs=snap.job_names(),
         namespace=settings.slot_namespace,
         cluster=(snap.namespace, cluster_of(snap.obj, snap.related)),
         cap=settings.max_runs_per_cluster,
     )
+    return None if full is None else Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=full)
 
 
 def _own_job_names(snap: Snapshot) -> set[str]:

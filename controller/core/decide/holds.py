@@ -32,14 +32,14 @@ from controller.core.decide import pinning, runner_rbac
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
 from controller.core.decide.facts import Refusal
-from controller.core.decide.gates import LEASE_WAIT, slots_held
+from controller.core.decide.gates import LEASE_WAIT, cluster_capped, slots_held
 from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs import backoff
 from controller.core.jobs.job import name_of
 from controller.core.leases import family
 from controller.core.leases.family import Busy
-from controller.core.leases.slots import cluster_full, free_slots
+from controller.core.leases.slots import free_slots
 from controller.core.leases.writes import LeaseWrite, Role, change_of
 from controller.core.spec.image import reference_digest
 from controller.core.spec.policy import Policy
@@ -93,16 +93,9 @@ def claims_of(ctx: Context, job: str) -> tuple[LeaseWrite, ...] | Requeue:
     Lease, a member's own), or the wait the cached Leases impose (the live ones are read
     again when io takes them)."""
     snap, settings = ctx.snap, ctx.settings
-    full = cluster_full(
-        snap.leases,
-        job=job,
-        own_jobs=snap.job_names(),
-        namespace=settings.slot_namespace,
-        cluster=(snap.namespace, cluster_of(snap.obj, snap.related)),
-        cap=settings.max_runs_per_cluster,
-    )
-    if full:
-        return Requeue(Reason.WAITING_FOR_RUN_LEASE, LEASE_WAIT, message=full)
+    capped = cluster_capped(ctx, job)
+    if capped is not None:
+        return capped
     claims = _claims(snap, job, settings.slot_namespace, settings.max_concurrent_runs)
     if not claims or claims[0].role != Role.RUN_SLOT:
         return slots_held(settings.max_concurrent_runs)

@@ -43,7 +43,7 @@ class Settings:
     # --max-module-image-size: bytes of compressed layers a module image may have.
     image_size_limit: int = DEFAULT_SIZE_LIMIT
     # How a Job's pod gets a module image, `volume` or `copy`: --module-image-mount, with
-    # `auto` resolved from the API server's version when the controller starts.
+    # `auto` resolved from the API server's answers when the controller starts to lead.
     module_image_mount: str = VOLUME
 
 
@@ -66,9 +66,11 @@ def settings_of(
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE,
     watch_label_selector: str | None = None,
     server_version: tuple[int, int] | None = None,
+    image_volumes: bool | None = None,
 ) -> Settings:
     """The settings from the shared flags, and from the two only `captf run` has;
-    `server_version` decides `--module-image-mount=auto` (unknown: the copy shape)."""
+    `image_volumes` (whether the API server kept a dry-run Job's image volume), else
+    `server_version`, decides `--module-image-mount=auto` (both unknown: the copy shape)."""
     return Settings(
         max_concurrent_runs=flags.max_concurrent_runs,
         slot_namespace=slot_namespace,
@@ -77,7 +79,7 @@ def settings_of(
         cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
         image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
         module_image_mount=mount_of(
-            str(getattr(flags, "module_image_mount", AUTO)), server_version
+            str(getattr(flags, "module_image_mount", AUTO)), server_version, image_volumes
         ),
         max_runs_per_cluster=int(getattr(flags, "max_concurrent_runs_per_cluster", 0)),
     )

@@ -25,6 +25,7 @@ from controller.core.decide import (
     approval_waits,
     approvals,
     deletion,
+    denials,
     gates,
     holds,
     owners,
@@ -206,14 +207,22 @@ def not_ready(ctx: Context) -> Decision | None:
 
 
 def state(ctx: Context) -> Decision | None:
+    """No Job runs against a state that cannot be read, nor without the state an apply left.
+
+    Whether the object applied is read from what survives `clusterctl move` and a lost
+    status (deletion.applied_before: the inputs Secrets' applied mark, the backups, the
+    Jobs; status only beside them): with none but status, a moved object whose state is
+    gone would apply again and make its infrastructure a second time."""
     problem = deletion.unreadable(ctx)
     if problem:
         return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
-    serial = ctx.snap.status.get("stateSerial") or 0
-    if ctx.snap.state_secret is None and isinstance(serial, int) and serial > 0:
-        message = f"state Secret {ctx.snap.state_name} is gone but serial {serial} was applied"
-        return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
-    return None
+    if ctx.snap.state_secret is not None:
+        return None
+    shown = deletion.applied_before(ctx)
+    if shown is None:
+        return None
+    message = f"state Secret {ctx.snap.state_name} is gone, and {shown}"
+    return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
 
 
 def approval(ctx: Context) -> Decision | None:
@@ -328,7 +337,7 @@ def run(
         held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
         if held is not None:
             return held
-    held = gates.check_leases(ctx)
+    held = gates.check_leases(ctx, op)
     if held is not None:
         return held
     return Run(
@@ -372,6 +381,7 @@ STEPS: tuple[Step, ...] = (
     owners.bootstrap_data,
     not_ready,
     state,
+    denials.policy_denied,
     approval,
     apply,
     refresh_after_apply,

@@ -16,6 +16,7 @@ from controller.core.basics.names import (
 from controller.core.basics.serials import requested_serial, serial_of
 from controller.core.decide import triggers
 from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs import policy_report
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name_of, result
 from controller.core.jobs.job_env import job_env
@@ -73,6 +74,9 @@ class Accounting:
     clear_records: tuple[str, ...]  # inputs Secrets whose record to remove
     # Inputs Secrets to mark captf.io/applied: the Job left a state (docs/deletion.md).
     mark_applied: tuple[str, ...] = ()
+    # A Warning PolicyWarning beside the Job's own Event: its plan applied, and a
+    # policy's Warn rules matched it.
+    warning: Event | None = None
 
 
 def restored_serial(finished: list[Finished]) -> int | None:
@@ -107,8 +111,29 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
         clear = _records_cleared_by(snap, record)
     releases = releases_of(snap, record.name)
     return Accounting(
-        record.name, uid, event, sample, releases, clear, _applied_marks(snap, record)
+        record.name,
+        uid,
+        event,
+        sample,
+        releases,
+        clear,
+        _applied_marks(snap, record),
+        warning=_policy_warning(snap, record, uid),
     )
+
+
+POLICY_WARNING = "PolicyWarning"
+
+
+def _policy_warning(snap: Snapshot, record: Finished, uid: str) -> Event | None:
+    """The Warning of an applied plan that a policy's Warn rules matched, naming each
+    rule and its addresses, redacted with the values the Job carried."""
+    report = policy_report.from_json((result(record.job) or {}).get("policy"))
+    if report is None or report.verdict is not policy_report.Verdict.WARNED:
+        return None
+    said = "; ".join(v.line() for v in report.violations if v.action == "Warn")
+    text = snap.redactor(record.job).text(f"applied with policy warnings: {said}")
+    return Event(event_name(record.name, uid, POLICY_WARNING), "Warning", POLICY_WARNING, text)
 
 
 def steps_of(job: Json) -> tuple[StepSample, ...]:

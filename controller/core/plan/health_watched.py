@@ -20,10 +20,9 @@ from typing import Final
 
 from controller.core.basics.names import MACHINE, Op, Reason
 from controller.core.basics.timefmt import format_time
-from controller.core.decide import pause, triggers
+from controller.core.decide import pause, remediation, triggers
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.decide.decision import Decision, Requeue, Run
-from controller.core.decide.remediation import REMEDIATE_AFTER
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import Outcome, is_finished, op_of
@@ -79,12 +78,13 @@ def _last(ctx: Context, told: tuple[Finished, str] | None) -> str:
     if told is None:
         return "no reading has told the health yet"
     record, health = told
-    text = f"{record.op} Job {record.name} read {health} at {format_time(record.at)}"
-    streak = triggers.unhealthy_streak(ctx)
-    if streak >= REMEDIATE_AFTER:
-        text += f" ({streak} unhealthy readings in a row: the Machine is marked for remediation)"
-    elif streak:
-        text += f" ({streak} of {REMEDIATE_AFTER} unhealthy readings in a row before the"
+    text = f"{record.op} Job {record.name} read {remediation.describe(health)}"
+    text += f" at {format_time(record.at)}"
+    row = remediation.unhealthy_row(ctx)
+    if row.due is not None:
+        text += f" ({row.due}: the Machine is marked for remediation)"
+    elif row.count:
+        text += f" ({row.count} of {row.threshold} unhealthy readings in a row before the"
         text += " Machine is marked for remediation)"
     return text
 

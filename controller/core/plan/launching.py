@@ -81,6 +81,7 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         name=name,
         credentials=credentials,
         mount=settings.module_image_mount,
+        policies=ctx.policies,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
     others = free_slots_of(snap, name, settings.slot_namespace, settings.max_concurrent_runs)[1:]

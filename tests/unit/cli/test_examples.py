@@ -88,6 +88,53 @@ def test_the_issue_26_snapshots_print_the_documented_decision(
     assert orjson.loads(capsys.readouterr().out) == printed
 
 
+# Issue 37, items 2-4, as `captf decide -f` prints them (each failed on the main before
+# the fix: 39 and 42 printed run apply NoState, 40 and 41 run drift DriftCheckDue).
+@pytest.mark.parametrize(
+    ("name", "printed"),
+    [
+        (
+            "39-state-lost-after-move",
+            {"action": "requeue", "reason": "StateLost", "after": 60.0},
+        ),
+        (
+            "40-health-due-after-move",
+            {"action": "run", "op": "refresh", "reason": "HealthCheckDue", "retry": 1},
+        ),
+        (
+            "41-membership-due-after-move",
+            {"action": "run", "op": "refresh", "reason": "MembershipRefreshDue", "retry": 1},
+        ),
+        (
+            "42-run-cap-in-controller-namespace",
+            {"action": "requeue", "reason": "WaitingForRunLease", "after": 30.0},
+        ),
+    ],
+)
+def test_the_issue_37_snapshots_print_the_documented_decision(
+    name: str, printed: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = REPO / "examples" / "snapshots" / f"{name}.yaml"
+    assert main(["decide", "-f", str(path)]) == 0
+    assert orjson.loads(capsys.readouterr().out) == printed
+
+
+def test_a_moved_machines_deletion_is_held_as_before_the_move(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Snapshot 39 with a deletion: held, its message naming the applied mark."""
+    doc = yaml.safe_load(
+        (REPO / "examples" / "snapshots" / "39-state-lost-after-move.yaml").read_text()
+    )
+    doc["objects"][0]["metadata"]["deletionTimestamp"] = doc["now"]
+    path = tmp_path / "deleting.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["decide", "-v", "-f", str(path)]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert (out["reason"], out["after"]) == ("DeletionHeld", 60.0)
+    assert "is marked captf.io/applied; no destroy runs" in out["message"]
+
+
 def _as_v1alpha1(obj: dict[str, Any]) -> dict[str, Any]:
     """`obj` as a v1alpha1 client writes it: a Secret named by credentialsRef."""
     if obj.get("apiVersion") != API_VERSION:

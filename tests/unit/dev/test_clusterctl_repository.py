@@ -115,7 +115,7 @@ def test_every_component_carries_the_provider_label() -> None:
         assert labels["cluster.x-k8s.io/provider"] == "infrastructure-terraform", obj["kind"]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["captf-system"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 8  # the three kinds, their templates, the identity, TerraformPlan
+    assert len(crds) == 9  # the three kinds, their templates, identity, plan, policy
     for crd in crds:
         assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1alpha1_v1beta1"
 
@@ -313,3 +313,45 @@ def test_our_admission_accepts_every_generated_object(name: str) -> None:
     assert ours
     for doc in ours:
         assert spec_refusals(doc["kind"], doc) == [], (name, doc["kind"])
+
+
+TIMEOUTS = {
+    "nodeStartupTimeoutSeconds": "${TERRAFORM_NODE_STARTUP_TIMEOUT_SECONDS:=600}",
+    "unhealthyNodeConditions": [
+        {
+            "type": "Ready",
+            "status": status,
+            "timeoutSeconds": "${TERRAFORM_NODE_UNHEALTHY_TIMEOUT_SECONDS:=300}",
+        }
+        for status in ("Unknown", "False")
+    ],
+}
+
+
+@pytest.mark.parametrize("name", ["cluster-template.yaml", "cluster-template-identity.yaml"])
+def test_the_templates_ship_a_machinehealthcheck_for_workers_and_control_plane(name: str) -> None:
+    """CAPTF's remediation mark does nothing without a MachineHealthCheck selecting the
+    Machine: the workers and the control plane each get one, their timeouts variables."""
+    docs = _docs(name)
+    checks = {d["metadata"]["name"]: d for d in docs if d["kind"] == "MachineHealthCheck"}
+    [deployment] = [d for d in docs if d["kind"] == "MachineDeployment"]
+    workers = checks[deployment["metadata"]["name"]]["spec"]
+    assert workers["clusterName"] == "${CLUSTER_NAME}"
+    label = "cluster.x-k8s.io/deployment-name"
+    assert workers["selector"] == {"matchLabels": {label: deployment["metadata"]["name"]}}
+    control = checks["${CLUSTER_NAME}-control-plane"]["spec"]
+    assert control["selector"] == {"matchLabels": {"cluster.x-k8s.io/control-plane": ""}}
+    for spec in (workers, control):
+        assert spec["checks"] == TIMEOUTS
+    substituted = [d for d in _substituted(name) if d["kind"] == "MachineHealthCheck"]
+    assert [d["spec"]["checks"]["nodeStartupTimeoutSeconds"] for d in substituted] == [600, 600]
+
+
+def test_the_class_gives_the_control_plane_and_every_worker_class_a_health_check() -> None:
+    spec = _class()["spec"]
+    assert spec["controlPlane"]["healthCheck"] == {"checks": TIMEOUTS}
+    for worker in spec["workers"]["machineDeployments"]:
+        assert worker["healthCheck"] == {"checks": TIMEOUTS}, worker["class"]
+    header = (REPOSITORY / "clusterclass-terraform.yaml").read_text().split("apiVersion:")[0]
+    for variable in VARIABLE.findall(str(TIMEOUTS)):
+        assert f"#   {variable} " in header, variable

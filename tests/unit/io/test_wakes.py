@@ -437,3 +437,50 @@ def test_a_secret_captf_wrote_wakes_its_object_unless_its_job_still_runs(
     woken.clear()
     deliver(caches.secrets, "ADDED", secret("creds", labels={LABEL_NAME: "c"}))
     assert woken == [f"{CLUSTER}/{NS}/c"]  # not CAPTF's: wakes it whatever runs
+
+
+def _policy(rv: int, expression: str = "resource.type == 'x'") -> Json:
+    rule = {"name": "r", "action": "Deny", "expression": expression, "message": "m"}
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "TerraformPolicy",
+        "metadata": {"name": "p", "resourceVersion": str(rv)},
+        "spec": {"rules": [rule]},
+    }
+
+
+@pytest.fixture
+def denied(caches: Caches) -> list[Json]:
+    """An object waiting PolicyDenied, one waiting for a Lease, one idle."""
+    found = []
+    for name, reason in (("c1", "PolicyDenied"), ("c2", "WaitingForRunLease"), ("c3", "Idle")):
+        obj = captf(CLUSTER, name) | {"status": {"next": {"reason": reason}}}
+        caches.objects[CLUSTER].store.upsert(obj)
+        found.append(obj)
+    return found
+
+
+@pytest.mark.usefixtures("denied")
+def test_a_policy_change_wakes_only_the_objects_a_policy_denied(
+    caches: Caches, woken: list[str]
+) -> None:
+    deliver(caches.policies, "ADDED", _policy(1))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+    woken.clear()
+    deliver(caches.policies, "MODIFIED", _policy(2))  # metadata only: the set is the same
+    assert woken == []
+    deliver(caches.policies, "MODIFIED", _policy(3, "resource.type == 'y'"))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+    woken.clear()
+    deliver(caches.policies, "DELETED", _policy(3, "resource.type == 'y'"))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+
+
+@pytest.mark.usefixtures("denied")
+def test_a_namespace_label_change_wakes_its_denied_objects(
+    caches: Caches, woken: list[str]
+) -> None:
+    deliver(caches.namespaces, "ADDED", _namespace(1, {"team": "a"}))
+    woken.clear()
+    deliver(caches.namespaces, "MODIFIED", _namespace(2, {"team": "b"}))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]

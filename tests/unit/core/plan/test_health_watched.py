@@ -94,7 +94,10 @@ def _at(seconds_ago: float) -> str:
             [_apply(300, "stopped"), _refresh(1, 200, "stopped"), _refresh(2, 100, "degraded")],
             "True",
             "HealthWatched",
-            ["read degraded", "3 unhealthy readings in a row: the Machine is marked"],
+            [
+                "read degraded",
+                "3 readings in a row found the instance degraded: the Machine is marked",
+            ],
         ),
         # A failed refresh: Unknown, the last telling reading, the retry after its delay.
         (
