@@ -104,6 +104,7 @@ KINDS = [
     "TerraformMachineTemplate",
     "TerraformClusterIdentity",
     "TerraformPlan",
+    "TerraformPolicy",
 ]
 _STRATEGIES: dict[tuple[str, str], Any] = {}
 

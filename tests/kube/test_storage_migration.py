@@ -40,6 +40,8 @@ NEW = f"/apis/{GROUP}/v1beta1"
 SPEC = {"source": {"image": "r.example/m:1"}, "jobs": {"image": "captf:dev"}}
 _CREDS = {**SPEC, "credentialsRef": {"name": "creds"}}
 _IDENTITY = {"secretRef": {"namespace": NS, "name": "s"}, "allowedNamespaces": {"list": [NS]}}
+_RULE = {"name": "r", "action": "Deny", "expression": "true", "message": "m"}
+_POLICY = {"rules": [_RULE]}
 _TARGET = {"target": {"kind": "TerraformCluster", "name": "x", "uid": "u"}}
 # One object of every kind, as a v1alpha1 client wrote them: plural, kind, spec.
 OBJECTS: list[tuple[str, str, Json]] = [
@@ -51,6 +53,7 @@ OBJECTS: list[tuple[str, str, Json]] = [
     ("terraformmachinepooltemplates", "TerraformMachinePoolTemplate", {"template": {"spec": SPEC}}),
     ("terraformplans", "TerraformPlan", _TARGET),
     ("terraformclusteridentities", "TerraformClusterIdentity", _IDENTITY),
+    ("terraformpolicies", "TerraformPolicy", _POLICY),
 ]
 MIGRATION_GRANTS = {
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
@@ -62,9 +65,8 @@ MIGRATION_GRANTS = {
 
 
 def _collection(root: str, plural: str) -> str:
-    return (
-        f"{root}/{plural}" if plural.endswith("identities") else f"{root}/namespaces/{NS}/{plural}"
-    )
+    cluster_scoped = plural in ("terraformclusteridentities", "terraformpolicies")
+    return f"{root}/{plural}" if cluster_scoped else f"{root}/namespaces/{NS}/{plural}"
 
 
 def _stored(server: ApiServer) -> dict[str, list[str]]:
