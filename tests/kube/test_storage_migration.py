@@ -9,7 +9,11 @@ and trims every CRD's storedVersions to v1beta1. Then the webhook is cut off (th
 point at a port nothing serves): an object still kept as v1alpha1 could no longer be
 read as v1beta1, and every one is. The audit log shows no request refused and each of
 the migration's grants used (test_rbac_audit exempts them: its controller watches one
-namespace and meets only current CRDs)."""
+namespace and meets only current CRDs).
+
+Then the way back of docs/upgrading.md ("Rolling back"): v1alpha1 made the storage
+version again, the controller restarted rewrites every object as v1alpha1 and trims to
+it, and release 0.1's CRDs (v1alpha1 alone) install over them, every object as written."""
 
 from __future__ import annotations
 
@@ -96,19 +100,8 @@ async def test_objects_stored_as_v1alpha1_are_rewritten_and_stored_versions_trim
         for doc in docs:
             await kube.call("POST", _path(doc, NS), doc)
         kubeconfig = await _token_kubeconfig(kube, server, "captf-controller", tmp_path / "kc")
-        async with running_controller(
-            server,
-            NS,
-            every_namespace=True,  # the one controller that may trim
-            kubeconfig=str(kubeconfig),
-            webhook_addr=f"127.0.0.1:{webhook.port}",
-            webhook_cert_dir=str(webhook_cert_dir(webhook, tmp_path / "certs")),
-        ):
-
-            async def trimmed() -> bool:
-                return set(map(tuple, _stored(server).values())) == {("v1beta1",)}
-
-            await eventually(trimmed, within=60, what="every CRD's storedVersions trimmed")
+        certs = webhook_cert_dir(webhook, tmp_path / "certs")
+        await _migrated(server, kubeconfig, webhook, certs, "v1beta1")
 
         # Nothing serves the conversion now: only objects stored as v1beta1 can be read.
         dead = LoopbackWebhook(free_port(), webhook.cert, webhook.key)
@@ -128,3 +121,50 @@ async def test_objects_stored_as_v1alpha1_are_rewritten_and_stored_versions_trim
         assert refused == []
         assert _granted(docs) >= MIGRATION_GRANTS
         assert _used(entries) >= MIGRATION_GRANTS
+
+        # The way back (docs/upgrading.md, "Rolling back"): v1alpha1 made the storage
+        # version, the controller restarted, and release 0.1's CRDs then install.
+        back = current_crds(webhook)
+        for crd in back:
+            older, newer = crd["spec"]["versions"]
+            older["storage"], newer["storage"] = True, False
+        server.install_crds(write_crds(back, tmp_path / "back"))
+        await _migrated(server, kubeconfig, webhook, certs, "v1alpha1")
+        server.install_crds(write_crds(older_crds(), tmp_path / "old-again"))
+        for plural, kind, spec in OBJECTS:
+            found = server.request("GET", f"{_collection(OLD, plural)}/one")
+            assert _holds(found["spec"], spec), kind  # the API server's defaults beside
+            assert ANN_CONVERSION_DATA not in (found["metadata"].get("annotations") or {})
+
+
+def _holds(found: object, written: object) -> bool:
+    """Whether `found` holds everything `written` does (and maybe defaults beside)."""
+    if isinstance(written, dict):
+        return isinstance(found, dict) and all(_holds(found.get(k), v) for k, v in written.items())
+    if isinstance(written, list):
+        return (
+            isinstance(found, list)
+            and len(found) == len(written)
+            and all(_holds(f, w) for f, w in zip(found, written, strict=True))
+        )
+    return found == written
+
+
+async def _migrated(
+    server: ApiServer, kubeconfig: Path, webhook: LoopbackWebhook, certs: Path, version: str
+) -> None:
+    """The controller of every namespace, under the manifests' RBAC and serving the
+    conversion, until every CRD stores `version` alone."""
+    async with running_controller(
+        server,
+        NS,
+        every_namespace=True,  # the one controller that may trim
+        kubeconfig=str(kubeconfig),
+        webhook_addr=f"127.0.0.1:{webhook.port}",
+        webhook_cert_dir=str(certs),
+    ):
+
+        async def trimmed() -> bool:
+            return set(map(tuple, _stored(server).values())) == {(version,)}
+
+        await eventually(trimmed, within=60, what=f"every CRD's storedVersions {version}")
