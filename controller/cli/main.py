@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
-from controller.cli.entry import no_cluster
+from controller.cli.no_cluster import no_cluster
 from controller.cli.parser_kit import Command, add_kubeconfig, add_live, handler
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults

@@ -1,5 +1,8 @@
 """The core's face: what io (the reconciler, the caches, the janitor) needs of the
-rooms, and nothing more. `controller.core` gives these names, importing this module on
+rooms, and nothing more: every name here is used by io (two of them, `RunnerFacts` and
+`runner_rbac`, by the CLI's live read too); the other rooms (the CLI, the dev tools, the
+runner) import the core's rooms themselves. A name no room outside the core uses is not
+here. `controller.core` gives these names, importing this module on
 the first one asked for (controller/core/__init__.py), so a process that needs only a
 room (the runner: basics and jobs) does not load the planner."""
 
@@ -30,7 +33,7 @@ from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
-from controller.core.jobs.job_env import RUNNER_VARS_READ, containers, job_env
+from controller.core.jobs.job_env import RUNNER_VARS_READ, containers
 from controller.core.jobs.starting import pull_failure
 from controller.core.jobs.termination import (
     JOB_UID_LABEL,
@@ -79,7 +82,6 @@ from controller.core.spec.image import (
     Resolved,
     Unresolved,
     reference_digest,
-    repository_of,
 )
 from controller.core.spec.module_mount import AUTO as MOUNT_AUTO
 from controller.core.spec.module_mount import version_of
@@ -93,7 +95,6 @@ from controller.core.spec.refs import (
     cluster_name_of,
     configmaps_read,
     dependencies,
-    infrastructure_ref,
     module_image,
     owner_of,
     secrets_read,
@@ -174,12 +175,10 @@ __all__ = [
     "identity_in_use",
     "identity_pass",
     "identity_ref_of",
-    "infrastructure_ref",
     "inputs_spec",
     "is_finished",
     "is_member",
     "is_run_slot",
-    "job_env",
     "live_check_needed",
     "member_jobs",
     "message_of",
@@ -194,7 +193,6 @@ __all__ = [
     "ready_of",
     "reference_digest",
     "refusals_message",
-    "repository_of",
     "result",
     "result_of",
     "rewrites_through_status",

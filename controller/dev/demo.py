@@ -85,8 +85,8 @@ CLUSTERS = (CLUSTER, "flaky")
 CRDS = MANIFESTS / "crds"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
-# What the examples hold, by kind.
-_EXAMPLE_RESOURCES = {
+# What the examples hold, by kind (also what `captf bench capi` applies of them).
+EXAMPLE_RESOURCES = {
     **OBJECTS,
     **CAPI_OBJECTS,
     "TerraformMachineTemplate": Resource(GROUP, VERSION, "terraformmachinetemplates"),
@@ -301,4 +301,4 @@ def _documents(path: Path) -> list[Json]:
 
 
 def _collection(obj: Json) -> str:
-    return resource_path(_EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE)
+    return resource_path(EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE)

@@ -237,10 +237,6 @@ class Op(StrEnum):
     RESTORE = "restore"
 
 
-# Ops that change infrastructure, and so wait for a change window.
-GATED_OPS: Final = frozenset({Op.APPLY, Op.DESTROY})
-
-
 class Reason(StrEnum):
     """Decision reasons: triggers of a run, and waits."""
 

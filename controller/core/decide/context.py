@@ -25,10 +25,11 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.contract.roles import declares_contract
-from controller.core.decide import approvals, contract_inputs, pinning
+from controller.core.decide import approvals, contract_inputs, pinning, runner_rbac
 from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
@@ -67,6 +68,17 @@ class Context:
     def approved(self) -> frozenset[str]:
         """The waiting Jobs whose TerraformPlans are approved and current."""
         return approvals.approved_jobs(self.snap, self.inputs.hash)
+
+    @cached_property
+    def runner_verdict(self) -> Verdict | None:
+        """The runner RBAC of the object's account, once per pass: the guard `runner_rbac`
+        and the plan (its condition, what it creates before the Job) read this one; None
+        when nothing was read of the namespace's RBAC (`captf decide` from a file)."""
+        if self.facts.runner is None:
+            return None
+        return runner_rbac.verdict(
+            self.snap.namespace, self.policy.service_account, self.facts.runner
+        )
 
     @cached_property
     def policies(self) -> PolicySet | None:

@@ -23,22 +23,20 @@ from controller.core.basics.names import (
 from controller.core.basics.serials import requested_serial
 from controller.core.decide import (
     approval_waits,
-    approvals,
     deletion,
     denials,
-    gates,
-    holds,
     owners,
     pause,
     triggers,
 )
 from controller.core.decide.context import Context, context_of
-from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.decision import Decision, Idle, Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.gates import NOT_READY_WAIT
+from controller.core.decide.guards import run
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs import backoff, starting
+from controller.core.jobs import starting
 from controller.core.jobs.job import (
     annotations_of,
     is_finished,
@@ -52,7 +50,6 @@ CACHE_WAIT = 5.0
 RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
 STATE_WAIT = 60.0
 APPROVAL_WAIT = 600.0  # an approval (a TerraformPlan's change) wakes the reconcile sooner
-SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
 
 Step = Callable[[Context], Decision | None]
 
@@ -67,24 +64,15 @@ def decide(
 
 def decide_in(ctx: Context | Requeue) -> Decision:
     """The decision in a context read once for the pass (the planner's), or its wait: the
-    first step that applies, once spec.suspend and the holds (holds.py: a refused Job,
-    the runner's RBAC, the cached Leases, the image lookup) have had their say on a Run."""
+    first step that applies. A step that finds an op due asks `guards.run`, whose guards
+    (guards.py) turn it into their wait or a Run."""
     if isinstance(ctx, Requeue):
         return ctx
     for step in STEPS:
         decision = step(ctx)
         if decision is not None:
-            return holds.held(ctx, suspended(ctx, decision))
+            return decision
     return idle(ctx)
-
-
-def suspended(ctx: Context, decision: Decision) -> Decision:
-    """spec.suspend holds every new Job; what it holds stays visible as the op and its
-    trigger. Waits and idles pass: they start nothing."""
-    if not (ctx.policy.suspend and isinstance(decision, Run)):
-        return decision
-    message = f"spec.suspend is true; {decision.op} ({decision.reason}) would run next"
-    return Requeue(Reason.SUSPENDED, SUSPEND_WAIT, op=decision.op, message=message)
 
 
 def cache_behind(ctx: Context) -> Decision | None:
@@ -316,41 +304,6 @@ def idle(ctx: Context) -> Idle:
         return Idle(None, message="nothing scheduled")
     soonest = min(times)
     return Idle(max((soonest - ctx.now).total_seconds(), 0.0), message="next scheduled check")
-
-
-def run(
-    ctx: Context,
-    op: str,
-    trigger: str,
-    *,
-    guarded: bool = False,
-    remediation: bool = False,
-    plan_job: str | None = None,
-    restore_serial: str | None = None,
-    message: str = "",
-) -> Decision:
-    """Run the op unless its identity, its backoff, a change window or a lease holds it back."""
-    held = gates.identity_held(ctx, op)
-    if held is not None:
-        return held
-    if op != Op.RESTORE:
-        held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
-        if held is not None:
-            return held
-    held = gates.check_leases(ctx, op)
-    if held is not None:
-        return held
-    return Run(
-        op=op,
-        reason=trigger,
-        retry=backoff.retry_number(ctx.history, op),
-        guarded=guarded and op == Op.APPLY,
-        drift_remediation=remediation and op == Op.APPLY,
-        plan_job=plan_job,
-        plan_fingerprint=approvals.approved_fingerprint(ctx.snap, plan_job) if plan_job else None,
-        restore_serial=restore_serial,
-        message=message,
-    )
 
 
 # The order, as docs/decisions.md's table "The order" lists it (a test holds the two

@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     LABEL_OP,
     Op,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import parse_time
@@ -205,7 +206,7 @@ def _classify_complete(
         said = f" ({message})" if message and reported is not None else ""
         text = f"Job {name} completed with {why}{said}: the runner image broke the contract"
         return Classified(Outcome.FAILURE, "JobFailed", text)
-    if op_of(job) == Op.PLAN and not plan_secret_readable:
+    if traits(op_of(job)).result_is_plan and not plan_secret_readable:
         text = f"Job {name} succeeded but its plan Secret could not be read"
         return Classified(Outcome.FAILURE, "JobFailed", text)
     return Classified(Outcome.SUCCESS, None, message or f"Job {name} succeeded")

@@ -5,7 +5,7 @@ machines and pools) hold at most that many slots at once, so one MachineDeployme
 scaling by hundreds leaves the other clusters slots to apply with.
 
 The one rule of what a run slot is and which one a Job takes: the gate that waits for a
-free slot (decide/gates.py) and the launch that claims one (plan/launching.py) read it
+free slot and the launch's claim of one (decide/claims.py, read once per decision) read it
 from here, so they cannot disagree about whether a slot is free. A slot names its
 holder's namespace and cluster (writes.py writes them); a slot taken before the cluster
 was written counts for no cluster."""

@@ -13,6 +13,7 @@ from controller.core.basics.names import (
     ANN_RETRY,
     Op,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.serials import requested_serial, serial_of
 from controller.core.decide import triggers
 from controller.core.decide.snapshot import Snapshot
@@ -151,15 +152,11 @@ def steps_of(job: Json) -> tuple[StepSample, ...]:
     )
 
 
-# The ops whose Job leaves a state that says what exists (a destroy's says nothing does).
-_STATE_OPS = frozenset({Op.APPLY, Op.REFRESH, Op.RESTORE})
-
-
 def _applied_marks(snap: Snapshot, record: Finished) -> tuple[str, ...]:
     """The Job's inputs Secret, when the Job reports a state serial (it wrote or kept a
     state, success or not) and the Secret is not marked yet."""
     serial = (result(record.job) or {}).get("stateSerial")
-    if record.op not in _STATE_OPS or not isinstance(serial, int) or serial < 1:
+    if not traits(record.op).writes_state or not isinstance(serial, int) or serial < 1:
         return ()
     name = job_env(record.job).inputs_secret
     secret = snap.secrets.get(name) if name else None
@@ -253,15 +250,12 @@ def success_event(record: Finished) -> tuple[str, str] | None:
     if record.outcome != Outcome.SUCCESS:
         return None
     said = record.verdict.message
+    reason = traits(record.op).success_event
     match record.op:
-        case Op.APPLY:
-            return (DRIFT_REMEDIATED if record.remediation else APPLIED), said
-        case Op.DRIFT if (result(record.job) or {}).get("drift"):
-            return DRIFT_DETECTED, said
-        case Op.DESTROY:
-            return DESTROYED, said
-        case Op.RESTORE:
-            return RESTORED, said
+        case Op.APPLY if record.remediation:
+            reason = DRIFT_REMEDIATED
+        case Op.DRIFT if not (result(record.job) or {}).get("drift"):
+            reason = None  # no drift: nothing to announce
         case Op.PLAN:
-            return PLAN_READY, f"{said}; approve TerraformPlan {record.name} to apply it"
-    return None
+            said = f"{said}; approve TerraformPlan {record.name} to apply it"
+    return None if reason is None else (reason, said)

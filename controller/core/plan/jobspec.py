@@ -7,7 +7,6 @@ create: no Job is ever created twice."""
 
 from __future__ import annotations
 
-import base64
 import copy
 
 from controller.core.basics.names import (
@@ -32,9 +31,11 @@ from controller.core.basics.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
 from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
+from controller.core.spec import inputs_secret as inputs_secret_codec
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.module_mount import MODULE_IMAGE_DIR, VOLUME, module_mount
 from controller.core.spec.plan_policies import PolicySet
@@ -88,7 +89,7 @@ def object_labels(obj: Json) -> dict[str, str]:
 def inputs_secret(obj: Json, inputs: Inputs) -> Json:
     """The immutable durable inputs Secret; its name carries the inputs hash."""
     meta = obj["metadata"]
-    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    data = inputs_secret_codec.secret_data(inputs.carried())
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -256,7 +257,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
-    if run.op in (Op.PLAN, Op.APPLY):
+    if traits(run.op).keeps_plan:
         # An apply keeps the plan it stops on (blocked, changed) under its own name.
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:

@@ -2,7 +2,7 @@
 Jobs hold `--max-concurrent-runs-per-cluster` slots waits `WaitingForRunLease` whatever
 else the slots show, as every slot held does: before spec.suspend and before the
 family's waits, the gates' order. The gate and the hold ask the cap of the same Job
-(gates.cluster_capped), so a free slot no longer turned the gate off."""
+(claims.LeaseReading.capped, once per decision), so a free slot no longer turned the gate off."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 from controller.cli.decide_settings import settings_for
 from controller.cli.main import parser
 from controller.core.decide import snapshot
+from controller.core.decide.claims import LEASE_WAIT
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Facts, Refusal
-from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.settings import DEFAULT_SLOT_NAMESPACE, Settings
 from controller.core.plan.planner import plan_pass
 from controller.io.config import ControllerConfig
