@@ -166,7 +166,9 @@ class Reads:
         }
 
     async def stored_versions(self) -> set[tuple[str, ...]]:
-        crds = await self.get(f"{CRD_API}?labelSelector=cluster.x-k8s.io/provider")
+        crds = await self.get(
+            f"{CRD_API}?labelSelector={clusterctl.PROVIDER_LABEL}={clusterctl.PROVIDER}"
+        )
         return {tuple(c["status"]["storedVersions"]) for c in crds["items"]}
 
 
