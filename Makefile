@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart apiserver run decide-examples bench bench-watch bench-capi bench-fleet chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart release apiserver run decide-examples bench bench-watch bench-capi bench-fleet chaos clean
 
 all: test
 
@@ -60,11 +60,22 @@ capi:
 registry:
 	hack/registry/build.sh
 
-# charts/captf and the clusterctl repository (clusterctl/infrastructure-terraform/<version>/)
-# are generated from manifests/; run after changing a manifest.
+# Each CRD's v1beta1 (from its v1alpha1 and controller/core/conversion/changes.py), then
+# charts/captf and the clusterctl repository of this release
+# (clusterctl/infrastructure-terraform/<version>/) are generated from manifests/; run after
+# changing a manifest.
 chart: $(STAMP)
+	$(BIN)/captf dev crds
 	$(BIN)/captf dev chart
 	$(BIN)/captf dev clusterctl
+
+# A clusterctl release of this checkout: clusterctl/infrastructure-terraform/$(VERSION)/
+# (components with the image $(IMAGE):$(VERSION), metadata, templates, the image recipe,
+# checksums), the same bytes every time (docs/upgrading.md, "Releases").
+IMAGE ?= ghcr.io/captf-io/captf
+release: $(STAMP)
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "make release VERSION=vX.Y.Z" >&2; exit 2; }
+	$(BIN)/captf dev release --version $(VERSION) --image $(IMAGE)
 
 test: check kube tofu helm capi registry promtool
 	$(BIN)/pytest

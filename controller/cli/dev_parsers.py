@@ -119,6 +119,12 @@ def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_kubeconfig(u)
     u.add_argument("--node", default="local")
     u.set_defaults(func=handler("controller.dev.node.main", "run_uncordon"))
+    v = dsub.add_parser(
+        "crds", help="write each CRD's v1beta1 from its v1alpha1 and the declared changes"
+    )
+    v.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    v.add_argument("--root", default=".", help="the repository's root")
+    v.set_defaults(func=handler("controller.dev.crd_versions"))
     c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
     c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     c.add_argument("--root", default=".", help="the repository's root")
@@ -129,6 +135,18 @@ def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     k.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     k.add_argument("--root", default=".", help="the repository's root")
     k.set_defaults(func=handler("controller.dev.clusterctl"))
+    rel = dsub.add_parser(
+        "release", help="write a clusterctl release (clusterctl/infrastructure-terraform/VERSION/)"
+    )
+    rel.add_argument("--version", required=True, help="the release, vX.Y.Z")
+    rel.add_argument(
+        "--image",
+        default="ghcr.io/captf-io/captf",
+        help="the controller and runner image's repository",
+    )
+    rel.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    rel.add_argument("--root", default=".", help="the repository's root")
+    rel.set_defaults(func=handler("controller.dev.clusterctl", "run_release"))
     r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
     r.add_argument(

@@ -7,7 +7,9 @@ a Kubernetes object at all (no kind or name, a field of another JSON type than t
 server stores, a time that does not parse) is refused here rather than decided on.
 Anything the API server can store is decided as the controller decides it: an
 annotation is free text there, so a `captf.io/restore-serial` of "abc" is no restore
-request here either."""
+request here either. CAPTF objects written as v1alpha1 are read as the controller reads
+them, converted to v1beta1 as the API server has its conversion webhook convert them
+(controller/core/conversion)."""
 
 from __future__ import annotations
 
@@ -21,8 +23,17 @@ from pathlib import Path
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND, POLICY_KIND
+from controller.core.basics.names import (
+    API_VERSION,
+    CAPI_KINDS,
+    IDENTITY,
+    KINDS,
+    OLD_API_VERSION,
+    PLAN_KIND,
+    POLICY_KIND,
+)
 from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.core.conversion.convert import convert
 from runtime.jsonobj import Json
 
 # An identity, a policy, and the Namespace whose labels their selectors read, are
@@ -54,7 +65,7 @@ _SPEC: Shape = {
     "variablesFrom": [
         {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}
     ],
-    "credentialsRef": _REF,
+    "credentialsRef": _REF,  # v1alpha1's, checked before the object is converted
     "identityRef": {"kind": str, "name": str},
     "dependsOn": [{"kind": str, "name": str}],
     "jobs": {
@@ -196,7 +207,11 @@ def parse(doc: object) -> tuple[datetime, list[Json]]:
             f"the first object must be a CAPTF object ({', '.join(KINDS)}), not {first}"
         )
     _check_captf(objects[0])
-    return now, objects
+    return now, [_as_the_controller_reads(obj) for obj in objects]
+
+
+def _as_the_controller_reads(obj: Json) -> Json:
+    return convert(obj, API_VERSION) if obj.get("apiVersion") == OLD_API_VERSION else obj
 
 
 def flags_of(doc: object) -> dict[str, str | int | float]:

@@ -12,6 +12,8 @@ from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ADMISSION_KINDS, inputs_spec
 from controller.core.admission.refusal import refusals_message
 from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
+from controller.core.conversion.convert import ConversionFailed, convert
+from controller.core.conversion.storage import rewrites_through_status, stale_versions, trimmed
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import IMAGE_WAITS
@@ -124,6 +126,7 @@ __all__ = [
     "TERMINAL_CONDITIONS",
     "Accounting",
     "Busy",
+    "ConversionFailed",
     "Event",
     "Facts",
     "How",
@@ -165,6 +168,7 @@ __all__ = [
     "configmaps_read",
     "configmaps_wanted",
     "containers",
+    "convert",
     "dependencies",
     "family",
     "finished_at",
@@ -193,6 +197,7 @@ __all__ = [
     "refusals_message",
     "result",
     "result_of",
+    "rewrites_through_status",
     "runner_rbac",
     "secret_ref_of",
     "secret_to_review",
@@ -202,12 +207,14 @@ __all__ = [
     "spec_of",
     "spec_refusals",
     "stale_leases",
+    "stale_versions",
     "state_moves",
     "state_parts_wanted",
     "stretches",
     "template_lookup",
     "template_pass",
     "terraform_cluster_of",
+    "trimmed",
     "unwatched",
     "update_refusals",
     "version_of",

@@ -21,6 +21,7 @@ import secrets
 import socket
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from prometheus_client import CollectorRegistry
@@ -43,6 +44,7 @@ from controller.io.image_volumes import leading_settings
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.metrics_set import ControllerMetrics
+from controller.io.migration import migrate_storage
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
 from controller.io.stretcher import stretch_forever
@@ -313,6 +315,10 @@ async def _control(parts: _Parts) -> None:
                 parts.metrics.background,
                 name="background stretch",
             )
+            if args.watched() is None:
+                # On real time: its retries spare the API server, which no scale speeds up.
+                migration = partial(migrate_storage, parts.transport, LoopClock())
+                tg.start_soon(migration, name="storage migration")
             if parts.started is not None:
                 parts.started.set()
             await controller.run()

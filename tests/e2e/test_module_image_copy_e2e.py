@@ -130,12 +130,12 @@ async def test_the_copy_shape_applies_pins_follows_a_moved_tag_and_destroys_on_i
     assert shown == {"reference": cluster_tag, "digest": c1, "mount": "copy"}
 
     machine = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachine",
         "metadata": {"name": "pin-m"},
         "spec": {
             "source": {"image": machine_tag},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"} | jobs,
             "drift": drift,
             "guard": {"allowDestructive": True},

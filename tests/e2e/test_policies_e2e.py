@@ -23,7 +23,7 @@ from tests.kube.harness import MERGE, approve_plan, condition, event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
 
-POLICIES = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformpolicies"
+POLICIES = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/terraformpolicies"
 
 
 def group_module(generation: str) -> str:
@@ -42,7 +42,7 @@ resource "terraform_data" "member" {{
 
 def policy(system: System, name: str, action: str) -> Json:
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformPolicy",
         "metadata": {"name": name},
         "spec": {

@@ -39,7 +39,7 @@ from tests.paths import REPO
 
 pytestmark = pytest.mark.kube
 MANIFESTS = REPO / "manifests"
-GROUP_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"
+GROUP_VERSION = "infrastructure.cluster.x-k8s.io/v1beta1"
 PLANS_CRD = "terraformplans.infrastructure.cluster.x-k8s.io"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -96,7 +96,7 @@ def _cluster(name: str, **spec: Any) -> Json:
         "metadata": {"name": name},
         "spec": {
             "source": {"configMapRef": {"name": f"{name}-module"}},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         }
         | spec,
@@ -371,7 +371,6 @@ async def test_deleting_an_identity_in_use_is_refused_with_its_users(
     name = f"id-{namespace}"
     clusters = kube.captf_path("terraformclusters")
     user = _cluster("c1")
-    del user["spec"]["credentialsRef"]
     user["spec"]["identityRef"] = {"name": name}
     await kube.call("POST", clusters, user)
     identity: Json = {
@@ -459,7 +458,7 @@ async def _plans_crd(server: ApiServer) -> None:
             await asyncio.to_thread(
                 server.request,
                 "GET",
-                "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformplans",
+                "/apis/infrastructure.cluster.x-k8s.io/v1beta1/terraformplans",
             )
         except RequestFailed:
             return False

@@ -111,7 +111,7 @@ async def test_state_pull_waits_out_a_fresh_api_server(
     assert pulled.read_bytes() == state
     assert fresh.answered[:3] == [429, 429, 200]
     waits = [line for line in err.splitlines() if "waiting" in line]
-    first = f"captf: GET /apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{namespace}"
+    first = f"captf: GET /apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{namespace}"
     first += "/terraformclusters/c1: 429 TooManyRequests: storage is (re)initializing; waiting 1s"
     assert [line.startswith(first) for line in waits[:2]] == [True, True]
     # The session's API server answers so too, for a resource whose watch cache is still

@@ -35,7 +35,7 @@ ON_THE_SERVER = pytest.mark.asyncio(loop_scope="module")
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / clusterctl.REPOSITORY
-INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 CAPI = "cluster.x-k8s.io/v1beta2"
 KUBEADM_CRDS = ("bootstrap/kubeadm/config/crd/bases", "controlplane/kubeadm/config/crd/bases")
 # What Cluster API's kustomization adds to the kubeadm CRDs: the contract they implement.
@@ -149,8 +149,10 @@ def test_generate_provider_gives_our_install_labelled(capi_build: Path, workdir:
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     [manager] = deployment["spec"]["template"]["spec"]["containers"]
     assert manager["name"] == "manager"
-    assert manager["image"] == "docker.io/library/captf:dev"
-    assert "--allowed-images=captf:dev" in manager["args"]
+    # The release's own image, which objects may run as their runner by default.
+    image = clusterctl.release_image()
+    assert manager["image"] == image
+    assert f"--allowed-images={image}" in manager["args"]
     assert "--allowed-service-accounts=captf-runner" in manager["args"]
     # The container's own variables are kept: $(POD_NAMESPACE) is Kubernetes', not clusterctl's.
     assert "--controller-namespace=$(POD_NAMESPACE)" in manager["args"]

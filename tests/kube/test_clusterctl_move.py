@@ -85,7 +85,7 @@ from tests.kube.harness import running_controller
 pytestmark = [pytest.mark.kube, pytest.mark.capi]
 
 CAPI = "/apis/cluster.x-k8s.io/v1beta2"
-INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 INPUTS_HASH = "0123456789abcdef" * 4
 STATE_KEY = "terraform.tfstate"
@@ -444,7 +444,7 @@ def moved(
 def identity_of(namespace: str) -> Json:
     """A cluster-scoped identity for the moved namespace, named after it."""
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": namespace},
         "spec": {

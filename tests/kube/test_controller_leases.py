@@ -141,13 +141,13 @@ POOLS = "terraformmachinepools"
 
 async def _pool_in(kube: Kube, name: str, cluster: str) -> None:
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": name},
         "spec": {
             "source": {"configMapRef": {"name": "pools-module"}},
             "variables": {"size": 1},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }

@@ -14,8 +14,17 @@ from enum import StrEnum
 from typing import Any, Final
 
 GROUP: Final = "infrastructure.cluster.x-k8s.io"
-VERSION: Final = "v1alpha1"
+# The storage version: what the controller reads and writes, and what the API server keeps.
+VERSION: Final = "v1beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+# Still served, and converted to VERSION and back by the controller's conversion webhook
+# (controller/core/conversion); objects stored in it are rewritten by the controller.
+OLD_VERSION: Final = "v1alpha1"
+OLD_API_VERSION: Final = f"{GROUP}/{OLD_VERSION}"
+# On an object read as VERSION: what its OLD_VERSION form held that VERSION has no field
+# for, so that reading it as OLD_VERSION again gives it back (Cluster API's providers keep
+# theirs in cluster.x-k8s.io/conversion-data). Never written as OLD_VERSION.
+ANN_CONVERSION_DATA: Final = "captf.io/conversion-data"
 
 CLUSTER: Final = "TerraformCluster"
 POOL: Final = "TerraformMachinePool"

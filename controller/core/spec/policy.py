@@ -13,6 +13,7 @@ from typing import Final
 from controller.core.basics.names import MIN_INTERVAL
 from controller.core.basics.timefmt import TimeFormatError, parse_duration
 from controller.core.spec.jobpod import PodPolicy, PodPolicyError, resolve
+from controller.core.spec.skew import skew_refusal
 from controller.core.spec.windows import Window, WindowError, parse_windows
 from runtime.jsonobj import Json
 
@@ -168,6 +169,9 @@ def _runner(jobs: Json, runner: RunnerPolicy) -> str | None:
             f"spec.jobs.image {image!r} is not allowed by the controller's "
             f"--allowed-images={allowed}"
         )
+    too_far = skew_refusal(image)
+    if too_far is not None:
+        raise PolicyError(too_far)
     account = jobs.get("serviceAccountName")
     if account is None:
         return runner.default_account()

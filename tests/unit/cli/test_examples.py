@@ -4,12 +4,15 @@ comment) says, through the same `captf decide -f` an operator runs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 import yaml
 
 from controller.cli.main import main
+from controller.core.basics.names import API_VERSION, OLD_API_VERSION
+from controller.core.conversion.convert import convert
 from tests.paths import REPO
 
 SNAPSHOTS = sorted((REPO / "examples" / "snapshots").glob("*.yaml"))
@@ -149,3 +152,32 @@ def test_a_moved_machines_deletion_is_held_as_before_the_move(
     out = orjson.loads(capsys.readouterr().out)
     assert (out["reason"], out["after"]) == ("DeletionHeld", 60.0)
     assert "is marked captf.io/applied; no destroy runs" in out["message"]
+
+
+def _as_v1alpha1(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as a v1alpha1 client writes it: a Secret named by credentialsRef."""
+    if obj.get("apiVersion") != API_VERSION:
+        return obj
+    old = convert(obj, OLD_API_VERSION)
+    spec = old.get("spec") or {}
+    ref = spec.get("identityRef") or {}
+    if ref.get("kind") == "Secret":
+        del spec["identityRef"]
+        spec["credentialsRef"] = {"name": ref["name"]}
+    return old
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=[p.stem for p in SNAPSHOTS])
+def test_example_written_as_v1alpha1_decides_the_same(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot of objects as an older client wrote them (v1alpha1, credentialsRef) is
+    read as the controller reads them through the conversion webhook."""
+    doc = yaml.safe_load(path.read_text())
+    doc["objects"] = [_as_v1alpha1(o) for o in doc["objects"]]
+    older = tmp_path / path.name
+    older.write_text(yaml.safe_dump(doc))
+    assert main(["decide", "-f", str(older)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert orjson.loads(out) == doc["expect"]

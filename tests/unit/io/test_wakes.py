@@ -132,7 +132,7 @@ def test_the_objects_own_status_write_does_not_wake_it(caches: Caches, woken: li
 def test_a_secret_wakes_the_objects_that_read_it_and_its_owner_only(
     caches: Caches, woken: list[str]
 ) -> None:
-    reader = captf(CLUSTER, "reader", spec={"credentialsRef": {"name": "creds"}})
+    reader = captf(CLUSTER, "reader", spec={"identityRef": {"kind": "Secret", "name": "creds"}})
     owner = captf(POOL, "owner", labels={LABEL_CLUSTER_NAME: "reader"})
     bystander = captf(CLUSTER, "bystander")
     for obj in (reader, owner, bystander):
@@ -296,7 +296,7 @@ ON_AWS: Json = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws
 
 def _identity(rv: int = 1, allowed: Json | None = None, status: Json | None = None) -> Json:
     found: Json = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": "aws", "resourceVersion": str(rv)},
         "spec": {
@@ -317,7 +317,7 @@ def users(caches: Caches) -> list[Json]:
     owner = {"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c1", "uid": "u"}
     cluster = captf(CLUSTER, "c1", spec=ON_AWS, ownerReferences=[owner])
     member = captf(POOL, "p1", labels={LABEL_CLUSTER_NAME: "c1"})
-    bystander = captf(CLUSTER, "other", spec={"credentialsRef": {"name": "creds"}})
+    bystander = captf(CLUSTER, "other", spec={"identityRef": {"kind": "Secret", "name": "creds"}})
     for obj in (cluster, member, bystander):
         caches.objects[obj["kind"]].store.upsert(obj)
     return [cluster, member]
@@ -379,7 +379,11 @@ def test_an_object_wakes_the_identity_it_starts_or_stops_naming(
     deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 2, spec={**ON_AWS, "x": 1}))
     assert woken == [f"{CLUSTER}/{NS}/c1"]
     woken.clear()
-    deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 3, spec={"credentialsRef": {"name": "c"}}))
+    deliver(
+        informer,
+        "MODIFIED",
+        captf(CLUSTER, "c1", 3, spec={"identityRef": {"kind": "Secret", "name": "c"}}),
+    )
     assert woken == [f"{CLUSTER}/{NS}/c1", IDENTITY_KEY]
 
 
@@ -470,7 +474,7 @@ def test_a_secret_captf_wrote_wakes_its_object_unless_its_job_still_runs(
 def _policy(rv: int, expression: str = "resource.type == 'x'") -> Json:
     rule = {"name": "r", "action": "Deny", "expression": expression, "message": "m"}
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformPolicy",
         "metadata": {"name": "p", "resourceVersion": str(rv)},
         "spec": {"rules": [rule]},

@@ -18,7 +18,7 @@ class NoApi:
 
 def policy(*rules: Json) -> Json:
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformPolicy",
         "metadata": {"name": "guard"},
         "spec": {"rules": list(rules)},

@@ -37,7 +37,7 @@ RULE = {
 
 def policy(name: str = "no-replace", rule: Json | None = None, **spec: Any) -> Json:
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformPolicy",
         "metadata": {"name": name},
         "spec": {"rules": [rule or RULE], **spec},

@@ -68,11 +68,11 @@ def test_the_controller_rebuilds_the_runners_set_from_the_job() -> None:
         "source": {"configMapRef": {"name": "mod"}},
         "variables": {"plain": "visible"},
         "variablesFrom": [{"secretRef": {"name": "vars"}}],
-        "credentialsRef": {"name": "creds"},
+        "identityRef": {"kind": "Secret", "name": "creds"},
         "jobs": {"image": "runner:1"},
     }
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

@@ -38,7 +38,7 @@ def _fleet(machines: int, pools: int) -> list[Json]:
 def test_demand_follows_the_members_to_their_clusters_identity() -> None:
     # Each machine: health 5m + drift 30m; each pool: membership 1m + drift 30m;
     # the cluster: drift 30m. A loose machine with its own Secret is a key of its own.
-    loose = _obj(MACHINE, "loose", {"credentialsRef": {"name": "creds"}})
+    loose = _obj(MACHINE, "loose", {"identityRef": {"kind": "Secret", "name": "creds"}})
     gone = _obj(MACHINE, "gone", deletionTimestamp="2026-12-05T00:00:00Z")
     bad = _obj(MACHINE, "bad", {"drift": {"interval": "soon"}})
     demand = demand_by_key([*_fleet(30, 2), loose, gone, bad])

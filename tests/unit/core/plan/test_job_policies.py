@@ -17,7 +17,7 @@ from tests.builders import module_configmap
 
 SPEC: Json = {"source": {"configMapRef": {"name": "m"}}, "jobs": {"image": "captf:dev"}}
 OBJ: Json = {
-    "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
     "kind": "TerraformCluster",
     "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
     "spec": SPEC,

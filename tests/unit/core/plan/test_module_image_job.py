@@ -35,7 +35,7 @@ def _image_spec(reference: str = "registry.local/m:1", policy: str | None = None
 
 def _job(spec: Json) -> Json:
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

@@ -95,7 +95,7 @@ def _job(mount: str, jobs: Json | None = None) -> Json:
         "jobs": {"image": "captf:dev", **(jobs or {})},
     }
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,
