@@ -14,7 +14,9 @@ own, and what their changes wait behind is the fleet's."""
 
 from __future__ import annotations
 
+import argparse
 import base64
+import math
 from typing import Any, Final
 
 from controller.core.basics.names import (
@@ -42,6 +44,20 @@ POOL_SCHEDULES_ON: Final = {
     "spec": {"membership": {"interval": None}, "drift": {"interval": None}},
 }
 CLUSTER_SCHEDULES_ON: Final = {"spec": {"drift": {"interval": None}}}
+
+
+def per_cluster(args: argparse.Namespace, index: int) -> int:
+    """Machines of cluster `index`: N spread over C, the first ones one more."""
+    machines, clusters = int(args.machines), int(args.clusters)
+    return machines // clusters + (1 if index < machines % clusters else 0)
+
+
+def scale_up_of(args: argparse.Namespace) -> int:
+    """Machines each scale-up adds to each cluster: `--scale-up`, else a third of the
+    fleet spread over the clusters (at least one each)."""
+    if args.scale_up:
+        return int(args.scale_up)
+    return max(1, math.ceil(int(args.machines) / 3 / int(args.clusters)))
 
 
 def cluster_name(index: int) -> str:

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
 from controller.cli.no_cluster import no_cluster
-from controller.cli.parser_kit import Command, add_kubeconfig, add_live, handler
+from controller.cli.parser_kit import (
+    Command,
+    add_background_budget,
+    add_kubeconfig,
+    add_live,
+    handler,
+)
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -112,20 +118,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap; "
         "default: the file's flags, else 0)",
     )
-    p.add_argument(
-        "--background-run-share",
-        type=float,
-        default=None,
-        help="of the run slots, the share background Jobs may hold, as the controller's flag"
-        " (default: the file's flags, else 0.5)",
-    )
-    p.add_argument(
-        "--background-jobs-per-minute",
-        type=int,
-        default=None,
-        help="background Jobs a set of credentials may start a minute without a budget of its"
-        " own, as the controller's flag (default: the file's flags, else 60)",
-    )
+    add_background_budget(p, None)
     p.add_argument(
         "--controller-namespace",
         default=None,
@@ -167,22 +160,7 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run slots the Jobs of one Cluster API cluster may hold at once, so one cluster "
         "scaling up cannot take them all; 0: no cap (docs/controller.md#run-slots)",
     )
-    p.add_argument(
-        "--background-run-share",
-        type=float,
-        default=DEFAULTS.background_run_share,
-        help="of the run slots, the share background Jobs (drift checks, health and membership"
-        " re-reads, refreshes) may hold at once; changes may hold them all, and a change"
-        " waiting takes the next free slot (more than 0, at most 1; docs/controller.md#run-slots)",
-    )
-    p.add_argument(
-        "--background-jobs-per-minute",
-        type=int,
-        default=DEFAULTS.background_jobs_per_minute,
-        help="background Jobs the objects of one set of credentials may start a minute, unless"
-        " its TerraformClusterIdentity says spec.backgroundJobsPerMinute; schedules stretch to"
-        " fit (docs/controller.md#background-budget)",
-    )
+    add_background_budget(p, (DEFAULTS.background_run_share, DEFAULTS.background_jobs_per_minute))
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
         "--kept-plans",

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from controller.bench import fleet_audit
-from controller.bench.fleet import per_cluster, scale_up_of
+from controller.bench.fleet_objects import per_cluster, scale_up_of
 from controller.bench.fleet_watch import Fleet, kind_of
 from runtime.jsonobj import Json
 
