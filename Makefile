@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart release apiserver run decide-examples bench bench-watch bench-capi chaos clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool chart release apiserver run decide-examples bench bench-watch bench-capi bench-fleet chaos clean
 
 all: test
 
@@ -109,6 +109,16 @@ MACHINES ?= 100
 BENCH_TIME_SCALE ?= 1
 bench-capi: $(STAMP) kube tofu capi registry
 	$(BIN)/captf bench capi --machines $(MACHINES) --time-scale $(BENCH_TIME_SCALE)
+
+# A fleet held for HOURS of controller time at FLEET_TIME_SCALE: background Jobs against
+# a scale-up's changes, with the schedules off and on (one JSON line last;
+# docs/performance.md). FLEET_ARGS passes more flags (--help lists them).
+FLEET_MACHINES ?= 30
+FLEET_CLUSTERS ?= 3
+FLEET_HOURS ?= 1
+FLEET_TIME_SCALE ?= 30
+bench-fleet: $(STAMP) kube tofu capi registry
+	$(BIN)/captf bench fleet --machines $(FLEET_MACHINES) --clusters $(FLEET_CLUSTERS) --hours $(FLEET_HOURS) --time-scale $(FLEET_TIME_SCALE) $(FLEET_ARGS)
 
 # Our watch cache against kubernetes_asyncio's; needs `make apiserver` running.
 bench-watch: $(STAMP) kube

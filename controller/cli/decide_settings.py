@@ -23,15 +23,17 @@ from runtime.jsonobj import Json
 
 # `captf run`'s defaults of the flags a file may set (snapshot_file.FILE_FLAGS), which
 # `captf decide` leaves unset (None) so that a file's value is not taken for one given.
-DEFAULTS: Mapping[str, int | None] = {
+DEFAULTS: Mapping[str, float | None] = {
     "controller-namespace": None,
     "max-concurrent-runs": 10,
     "max-concurrent-runs-per-cluster": 0,
+    "background-run-share": 0.5,
+    "background-jobs-per-minute": 60,
 }
 
 
 def settings_for(
-    args: argparse.Namespace, file_flags: Mapping[str, str | int], objects: list[Json]
+    args: argparse.Namespace, file_flags: Mapping[str, str | int | float], objects: list[Json]
 ) -> Settings:
     """The Settings of one decision: the flags as above, and the slots' namespace."""
     chosen = argparse.Namespace(**vars(args))

@@ -49,6 +49,38 @@ def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "cache lifetimes then pass 30 times faster than Cluster API's)",
     )
     c.set_defaults(func=handler("controller.bench.capi"))
+    _add_fleet(bsub)
+
+
+def _add_fleet(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    f = bsub.add_parser(
+        "fleet",
+        help="N Machines in C clusters held for H hours of controller time with their"
+        " schedules on, a scale-up in quiet slots and one during the hold: one JSON line",
+    )
+    f.add_argument("--machines", type=int, default=30, help="Machines in all (N)")
+    f.add_argument("--clusters", type=int, default=3, help="Cluster API clusters (C)")
+    f.add_argument("--hours", type=float, default=1.0, help="controller hours held (H)")
+    f.add_argument("--time-scale", type=float, default=30.0, help="controller minutes per 60/K s")
+    f.add_argument(
+        "--job-seconds", type=float, default=2.0, help="each Job's read of a machine (wall s)"
+    )
+    f.add_argument(
+        "--scale-up",
+        type=int,
+        default=0,
+        help="Machines each scale-up adds to each cluster"
+        " (default: a third of N, spread over the clusters)",
+    )
+    f.add_argument("--max-concurrent-runs", type=int, default=10, help="the controller's run slots")
+    f.add_argument(
+        "--controller-arg",
+        action="append",
+        default=[],
+        help="a further flag of the controller (repeat), e.g."
+        " --controller-arg=--background-run-share=0.5",
+    )
+    f.set_defaults(func=handler("controller.bench.fleet"))
 
 
 def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

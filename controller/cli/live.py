@@ -28,6 +28,7 @@ from controller.core.basics.names import (
     PLAN_KIND,
     POLICY_KIND,
     RUNNER_ACCOUNT,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
     TIME_ORIGIN,
 )
@@ -169,9 +170,9 @@ async def _read(
         secrets = await listed(t, api.SECRETS, "Secret", ns)
         configmaps = await listed(t, api.CONFIGMAPS, "ConfigMap", ns)
         leases = await listed(t, api.LEASES, "Lease", ns)
-        slots = await listed(
-            t, api.LEASES, "Lease", None, labelSelector=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}"
-        )
+        # The run slots and the background budgets, wherever the controller keeps them.
+        scopes = f"{LABEL_SCOPE} in ({SCOPE_RUN_SLOT},{SCOPE_BUDGET})"
+        slots = await listed(t, api.LEASES, "Lease", None, labelSelector=scopes)
         related: list[Json] = []
         for other in KINDS:
             related += await listed(t, api.OBJECTS[other], other, ns)

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
 from controller.cli.no_cluster import no_cluster
-from controller.cli.parser_kit import Command, add_kubeconfig, add_live, handler
+from controller.cli.parser_kit import (
+    Command,
+    add_background_budget,
+    add_kubeconfig,
+    add_live,
+    handler,
+)
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -112,6 +118,7 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap; "
         "default: the file's flags, else 0)",
     )
+    add_background_budget(p, None)
     p.add_argument(
         "--controller-namespace",
         default=None,
@@ -153,6 +160,7 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run slots the Jobs of one Cluster API cluster may hold at once, so one cluster "
         "scaling up cannot take them all; 0: no cap (docs/controller.md#run-slots)",
     )
+    add_background_budget(p, (DEFAULTS.background_run_share, DEFAULTS.background_jobs_per_minute))
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
         "--kept-plans",

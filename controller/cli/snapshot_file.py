@@ -141,7 +141,10 @@ FILE_FLAGS: dict[str, int | None] = {
     "controller-namespace": None,
     "max-concurrent-runs": 1,
     "max-concurrent-runs-per-cluster": 0,
+    "background-jobs-per-minute": 1,
+    "background-run-share": None,  # a number more than 0, at most 1
 }
+SHARE_FLAG = "background-run-share"
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ class SnapshotFile:
     now: datetime
     objects: list[Json]
     # The file's `flags:`, by flag name: a string for controller-namespace, else an integer.
-    flags: Mapping[str, str | int] = field(default_factory=dict)
+    flags: Mapping[str, str | int | float] = field(default_factory=dict)
 
 
 def load(path: str) -> tuple[datetime, list[Json]]:
@@ -211,7 +214,7 @@ def _as_the_controller_reads(obj: Json) -> Json:
     return convert(obj, API_VERSION) if obj.get("apiVersion") == OLD_API_VERSION else obj
 
 
-def flags_of(doc: object) -> dict[str, str | int]:
+def flags_of(doc: object) -> dict[str, str | int | float]:
     """The file's `flags:`: a mapping of the FILE_FLAGS, each of the type and range
     `captf run` takes; anything else is refused, so a misspelt flag is not ignored."""
     given = doc.get("flags") if isinstance(doc, dict) else None
@@ -219,13 +222,17 @@ def flags_of(doc: object) -> dict[str, str | int]:
         return {}
     if not isinstance(given, dict):
         raise SnapshotError("flags: must be a mapping of flag names (without --) to values")
-    flags: dict[str, str | int] = {}
+    flags: dict[str, str | int | float] = {}
     for name, value in given.items():
         if name not in FILE_FLAGS:
             known = ", ".join(FILE_FLAGS)
             raise SnapshotError(f"flags: {name!r} is not a flag a file may set ({known})")
         least = FILE_FLAGS[name]
-        if least is None:
+        if name == SHARE_FLAG:
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not 0 < value <= 1:
+                raise SnapshotError(f"flags: {name} must be a number more than 0, at most 1")
+        elif least is None:
             if not isinstance(value, str) or not value:
                 raise SnapshotError(f"flags: {name} must be a namespace's name, not {value!r}")
         elif not isinstance(value, int) or isinstance(value, bool) or value < least:

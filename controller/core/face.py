@@ -43,7 +43,8 @@ from controller.core.jobs.termination import (
     result_of,
     with_result,
 )
-from controller.core.leases import family
+from controller.core.leases import budget_lease, family
+from controller.core.leases.budget_demand import stretches
 from controller.core.leases.family import Busy, holder_of, member_jobs
 from controller.core.leases.slots import is_run_slot
 from controller.core.leases.stale import (
@@ -158,6 +159,7 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
+    "budget_lease",
     "capi_read",
     "capi_wanted",
     "captf_wanted",
@@ -208,6 +210,7 @@ __all__ = [
     "stale_versions",
     "state_moves",
     "state_parts_wanted",
+    "stretches",
     "template_lookup",
     "template_pass",
     "terraform_cluster_of",

@@ -43,6 +43,7 @@ from controller.core.basics.names import (
     IDENTITY,
     PLAN_KIND,
     RUNNER_ACCOUNT,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
 )
 from controller.io.contents import Contents, Wanted
@@ -362,8 +363,12 @@ class Caches:
         return [with_kind(p, API_VERSION, PLAN_KIND) for p in found]
 
     def _leases(self, ns: str) -> list[Json]:
+        """The run slots, the background budgets, and the Leases of the object's namespace."""
         slots = [
-            s for inf in self.lease_caches() for s in inf.store.by_index(BY_SCOPE, SCOPE_RUN_SLOT)
+            s
+            for inf in self.lease_caches()
+            for scope in (SCOPE_RUN_SLOT, SCOPE_BUDGET)
+            for s in inf.store.by_index(BY_SCOPE, scope)
         ]
         seen = {id(lease) for lease in slots}
         store = self.leases.store

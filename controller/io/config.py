@@ -28,6 +28,10 @@ class ControllerConfig:
     max_concurrent_runs: int = 10
     # Slots one Cluster API cluster's Jobs may hold (docs/controller.md#run-slots); 0: no cap.
     max_concurrent_runs_per_cluster: int = 0
+    # Of the run slots, the share background Jobs may hold; the background Jobs a set of
+    # credentials without a budget of its own may start a minute (docs/controller.md).
+    background_run_share: float = 0.5
+    background_jobs_per_minute: int = 60
     # A reconcile spends most of its time waiting on the API server (a status write, a
     # patch: 70-260 ms under load), not on CPU (about 1 ms of decision): 16 keeps the queue
     # short at 100 changes/s while leaving the API server's in-flight limits far away.
@@ -88,6 +92,10 @@ class ControllerConfig:
             return "--kept-plans must not be negative"
         if self.max_concurrent_runs_per_cluster < 0:
             return "--max-concurrent-runs-per-cluster must not be negative (0: no cap)"
+        if not 0 < self.background_run_share <= 1:
+            return "--background-run-share must be more than 0 and at most 1"
+        if not 1 <= self.background_jobs_per_minute <= 1000:
+            return "--background-jobs-per-minute must be from 1 to 1000"
         return None
 
     def settings(

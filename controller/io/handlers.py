@@ -293,21 +293,26 @@ SLOT_WAKES = 2
 
 
 def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, and those
-    waiting for an operation; a freed operation Lease, those of its namespace waiting for
-    an operation (a cluster's, or its members'). An operation Lease is freed with each
+    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, changes
+    first: background Jobs waiting for their share or budget (issue 39) only when fewer
+    changes wait, so the next free slot is a change's; and those waiting for an
+    operation. A freed operation Lease wakes those of its namespace waiting for an
+    operation (a cluster's, or its members'). An operation Lease is freed with each
     Job's end: waking the run-slot waiters too cost a pass per waiting object per Job
     (issue 31), and they wait for the slot that Job frees, which wakes them."""
     if not lease_freed(old, new):
         return []
     lease = new or old or {}
     waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
-    others = [o for o in waiting if next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    by_slot = (Reason.WAITING_FOR_RUN_LEASE, Reason.WAITING_FOR_BACKGROUND_BUDGET)
+    others = [o for o in waiting if next_reason(o) not in by_slot]
     if not is_run_slot(lease):
         ns = lease.get("metadata", {}).get("namespace")
         return _keys(o for o in others if o["metadata"]["namespace"] == ns)
-    for_slot = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
-    longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
+    changes = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
+    background = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_BACKGROUND_BUDGET]
+    longest = sorted(changes, key=_waiting_since)[:SLOT_WAKES]
+    longest += sorted(background, key=_waiting_since)[: SLOT_WAKES - len(longest)]
     return _keys([*longest, *others])
 
 

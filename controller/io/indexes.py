@@ -108,7 +108,8 @@ def waiting_index(obj: Obj) -> Iterable[str]:
     reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
     if reason == Reason.POLICY_DENIED:
         return [WAITING_FOR_POLICY]
-    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
+    waits = reason in LEASE_WAITS or reason == Reason.WAITING_FOR_BACKGROUND_BUDGET
+    return [WAITING_FOR_LEASE] if waits else []
 
 
 def inputs_of_index(secret: Obj) -> Iterable[str]:

@@ -25,6 +25,7 @@ from controller.core.basics.names import (
     PLAN_KIND,
     POLICY_KIND,
     RUNNER_RBAC_MANAGED,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
 )
 from controller.io import api
@@ -186,10 +187,11 @@ LEASES: Final = InformerSpec(
     labels=LABEL_SCOPE,
     indexes=LEASE_INDEXES,
 )
-# The run slots alone, watched in the controller's namespace when it watches another.
+# The run slots and the background budgets alone, watched in the controller's namespace
+# when it watches another.
 SLOT_LEASES: Final = InformerSpec(
     resource=LEASES.resource,
-    labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
+    labels=f"{LABEL_SCOPE} in ({SCOPE_RUN_SLOT},{SCOPE_BUDGET})",
     indexes=LEASE_INDEXES,
 )
 

@@ -47,6 +47,7 @@ from controller.io.metrics_set import ControllerMetrics
 from controller.io.migration import migrate_storage
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
+from controller.io.stretcher import stretch_forever
 from controller.io.templates import TemplateKeeper
 from controller.io.writes import NotingWrites
 from runtime import logs
@@ -304,6 +305,15 @@ async def _control(parts: _Parts) -> None:
                 clock,
                 args.watched_filter(),
                 name="lease janitor",
+            )
+            tg.start_soon(
+                stretch_forever,
+                parts.transport,
+                caches,
+                clock,
+                reconciler.settings,
+                parts.metrics.background,
+                name="background stretch",
             )
             if args.watched() is None:
                 # On real time: its retries spare the API server, which no scale speeds up.

@@ -212,7 +212,22 @@ async def _drift(ctx: OpContext) -> RunnerResult:
     found = code != 0
     message = f"drift: {_summary(plan)}" if found else "no drift"
     changes = plans.changes(plan)
-    return RunnerResult(outcome=Outcome.SUCCESS, message=message, drift=found, changes=changes)
+    # A plan that found no drift read what a refresh would have: its reading (issue 39).
+    reading = None if found else _plan_reading(ctx, plan)
+    return RunnerResult(
+        outcome=Outcome.SUCCESS, message=message, drift=found, changes=changes, contract=reading
+    )
+
+
+def _plan_reading(ctx: OpContext, plan: Json) -> dict[str, object] | None:
+    """The contract reading of a plan that found no drift: its outputs as just read from
+    the cloud (a plan refreshes every resource and data source first), which is what a
+    refresh would have left. A plan with changes has none: what it plans is not what is
+    there (issue 39: a drift check answers the machine's health re-read)."""
+    outputs = ((plan.get("planned_values") or {}).get("outputs")) or {}
+    if not isinstance(outputs, dict):
+        return None
+    return contract_reading(orjson.dumps({"outputs": outputs}), ctx.env.object_kind)
 
 
 async def _write_op(

@@ -211,6 +211,18 @@ ANN_HOLDER_CLUSTER: Final = "captf.io/holder-cluster"
 # {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
 # of the two is set at any resourceVersion (controller/core/leases/family.py).
 ANN_MEMBER_JOBS: Final = "captf.io/member-jobs"
+# The background budget (issue 39, controller/core/leases/budget.py). On a run slot: the
+# class of the Job holding it, `background` or `change`, which --background-run-share
+# counts. An identity's budget Lease (scope background-budget, in the controller's
+# namespace, named by budget_lease_name): the credentials it stands for, the background
+# Jobs started in the last minute as a JSON object {job: time}, and the stretch of the
+# schedules of the objects reading the cloud through those credentials.
+ANN_HOLDER_CLASS: Final = "captf.io/holder-class"
+SCOPE_BUDGET: Final = "background-budget"
+BUDGET_PREFIX: Final = "captf-budget-"
+ANN_BUDGET_OF: Final = "captf.io/budget-of"
+ANN_BACKGROUND_STARTS: Final = "captf.io/background-starts"
+ANN_BACKGROUND_STRETCH: Final = "captf.io/background-stretch"
 
 # Compiled-in retry timing (seconds).
 BACKOFF_BASE: Final = 60.0
@@ -273,6 +285,9 @@ class Reason(StrEnum):
     WAITING_FOR_RUN_LEASE = "WaitingForRunLease"
     WAITING_FOR_CLUSTER_OPERATION = "WaitingForClusterOperation"
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
+    # A background Job (a drift check, a re-read) waits for its share of the run slots or
+    # its identity's budget a minute (issue 39); a change never does.
+    WAITING_FOR_BACKGROUND_BUDGET = "WaitingForBackgroundBudget"
     OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
     DESTROYED = "Destroyed"
     SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits

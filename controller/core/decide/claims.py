@@ -24,12 +24,12 @@ from controller.core.basics.names import (
     Reason,
     op_lease_name,
 )
-from controller.core.decide import owners
+from controller.core.decide import background, owners
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Requeue
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import labels_of, name_of
-from controller.core.leases import family, slots
+from controller.core.leases import budget, family, slots
 from controller.core.leases.family import Busy
 from controller.core.leases.family import holder_of as _holder
 from controller.core.leases.writes import LeaseWrite, Role, change_of
@@ -45,6 +45,7 @@ class LeaseReading:
 
     ctx: Context
     job: str
+    op: str = ""  # a background op takes only the slots of its share, and its budget
 
     @cached_property
     def capped(self) -> Requeue | None:
@@ -67,7 +68,9 @@ class LeaseReading:
 
     @cached_property
     def free_slots(self) -> tuple[str, ...]:
-        """The run slots the Job may take, in the order to try them."""
+        """The run slots the Job may take, in the order to try them: a background Job only
+        the last ones of its share (budget.background_slots), so the slot Leases hold the
+        share whatever the caches show."""
         snap, settings = self.ctx.snap, self.ctx.settings
         found = slots.free_slots(
             snap.leases,
@@ -76,7 +79,19 @@ class LeaseReading:
             namespace=settings.slot_namespace,
             count=settings.max_concurrent_runs,
         )
-        return tuple(found)
+        share = background.share_of(self.ctx, self.op)
+        if share is None or self._held_already(found):
+            return tuple(found)
+        count = settings.max_concurrent_runs
+        return tuple(budget.background_slots(found, slots=count, share=share))
+
+    def _held_already(self, found: list[str]) -> bool:
+        """The slot the Job holds already (a replayed launch), which is its whatever the
+        share."""
+        return len(found) == 1 and any(
+            name_of(lease) == found[0] and _holder(lease) == self.job
+            for lease in self.ctx.snap.leases
+        )
 
     @property
     def other_slots(self) -> tuple[str, ...]:
@@ -90,7 +105,13 @@ class LeaseReading:
         if self.capped is not None:
             return self.capped
         claims = _claims(self.ctx.snap, self.job, self.ctx.settings.slot_namespace, self.free_slots)
+        claims = background.with_claims(self.ctx, self.op, self.job, claims)
         if not claims or claims[0].role != Role.RUN_SLOT:
+            if background.is_background(self.op):
+                message = background.share_full(self.op)
+                return Requeue(
+                    Reason.WAITING_FOR_BACKGROUND_BUDGET, LEASE_WAIT, op=self.op, message=message
+                )
             return slots_held(self.ctx.settings.max_concurrent_runs)
         for claim in claims:
             change = change_of(claim, _cached(self.ctx.snap, claim), self.ctx.now)

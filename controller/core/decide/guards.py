@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 
 from controller.core.basics.names import Op, Reason
-from controller.core.decide import approvals, claims, gates, holds, pinning
+from controller.core.decide import approvals, background, claims, gates, holds, pinning
 from controller.core.decide.claims import LEASE_WAIT, LeaseReading
 from controller.core.decide.context import Context
 from controller.core.decide.decision import Decision, Requeue, Run
@@ -46,6 +47,8 @@ class Due:
     plan_job: str | None = None
     restore_serial: str | None = None
     message: str = ""
+    # When its schedule came due (a background op's): the first due is served first.
+    due: datetime | None = None
 
     @cached_property
     def job(self) -> str:
@@ -54,7 +57,7 @@ class Due:
 
     @cached_property
     def leases(self) -> LeaseReading:
-        return LeaseReading(self.ctx, self.job)
+        return LeaseReading(self.ctx, self.job, self.op)
 
     def run(self) -> Run:
         """The Run once no guard holds, with the claims the Lease guards computed."""
@@ -106,6 +109,10 @@ def window(due: Due) -> Requeue | None:
     return gates.check_window(due.ctx, due.op)
 
 
+def background_budget(due: Due) -> Requeue | None:
+    return background.held(due.ctx, due.op, due.job, due.due)
+
+
 def leases(due: Due) -> Requeue | None:
     return claims.busy(due.leases, due.op)
 
@@ -143,19 +150,22 @@ _LEASE_REASONS = (
 )
 
 # The order, as docs/decisions.md's table "The guards" lists it (a test holds the two
-# together): whom the Job runs as, when the op may run again, the Leases the snapshot
-# shows, spec.suspend; then what only a live pass knows (a refused Job, the runner's
-# RBAC), the Leases the launch would take, and the module image's lookup last, since
-# io makes it only for a Run that nothing else holds.
+# together): whom the Job runs as, when the op may run again, a background Job's share
+# of the slots and its budget (before the Leases, so it waits as background and a freed
+# slot wakes the changes first), the Leases the snapshot shows, spec.suspend; then what
+# only a live pass knows (a refused Job, the runner's RBAC), the Leases the launch would
+# take, and the module image's lookup last, since io makes it only for a Run that
+# nothing else holds.
 GUARDS: tuple[Guard, ...] = (
     Guard("identity", (Reason.CREDENTIALS_NOT_READY,), None, identity),
     Guard("backoff", ("<Trigger>Backoff",), None, backoff_guard),
     Guard("window", (Reason.OUTSIDE_CHANGE_WINDOW,), None, window),
+    Guard("background", (Reason.WAITING_FOR_BACKGROUND_BUDGET,), None, background_budget),
     Guard("leases", _LEASE_REASONS, LEASE_WAIT, leases),
     Guard("suspended", (Reason.SUSPENDED,), SUSPEND_WAIT, suspended),
     Guard("refused", (Reason.JOB_REFUSED,), None, refused),
     Guard("runner_rbac", (Reason.RUNNER_RBAC_NOT_READY,), holds.RUNNER_RBAC_WAIT, runner_rbac),
-    Guard("claims", _LEASE_REASONS, LEASE_WAIT, claimed),
+    Guard("claims", (*_LEASE_REASONS, Reason.WAITING_FOR_BACKGROUND_BUDGET), LEASE_WAIT, claimed),
     Guard("image", (Reason.IMAGE_RESOLVING,), pinning.RESOLVING_WAIT, image),
 )
 
@@ -170,11 +180,13 @@ def run(
     plan_job: str | None = None,
     restore_serial: str | None = None,
     message: str = "",
+    due: datetime | None = None,
 ) -> Decision:
-    """Run the op unless a guard holds it back: the first that does gives the wait."""
-    due = Due(ctx, op, trigger, guarded, remediation, plan_job, restore_serial, message)
+    """Run the op unless a guard holds it back: the first that does gives the wait. `due`:
+    when a background op's schedule came due, which orders the waiters for its budget."""
+    due_op = Due(ctx, op, trigger, guarded, remediation, plan_job, restore_serial, message, due)
     for guard in GUARDS:
-        wait = guard.check(due)
+        wait = guard.check(due_op)
         if wait is not None:
             return wait
-    return due.run()
+    return due_op.run()

@@ -22,12 +22,13 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
-from controller.core.decide import pinning
+from controller.core.decide import background, pinning
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished, finished_after
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
 from controller.core.jobs.readings import Reading, reading_of
+from controller.core.leases.budget import stretched
 from runtime.jsonobj import Json
 
 # The share of an interval a check may start late by: spread over it by uid, so that
@@ -144,6 +145,13 @@ def remediation_due(ctx: Context) -> bool:
     )
 
 
+def stretched_interval(ctx: Context, interval: float) -> float:
+    """A background schedule's interval under its credentials' budget: stretched by the
+    factor their budget Lease records (issue 39), so the fleet's schedules fit the budget
+    a minute; the jitter is drawn over the stretched interval, so they stay spread."""
+    return stretched(interval, background.stretch(ctx))
+
+
 def jitter(uid: str, op: str, interval: float) -> float:
     """Seconds in [0, interval/10) by which the object's checks of `op` start late: the
     same for the same uid, spread evenly over uids. No uid (a hand-made snapshot), none."""
@@ -161,6 +169,7 @@ def scheduled(ctx: Context, op: str) -> datetime | None:
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
+    interval = stretched_interval(ctx, interval)
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     base = last.at if last else applied.at if applied else None
@@ -196,9 +205,8 @@ def health_watch(ctx: Context) -> datetime | None:
     interval = ctx.policy.health_interval
     if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
         return None
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
+    interval = stretched_interval(ctx, interval)
+    records = health_reads(ctx)
     if not records and not ctx.has_applied():
         return None
     reading = contract_reading(ctx, records[0]) if records else None
@@ -206,6 +214,20 @@ def health_watch(ctx: Context) -> datetime | None:
         return None
     base = records[0].at if records else None
     return anchored(ctx, base, interval, jitter(ctx.snap.uid, HEALTH, interval))
+
+
+def health_reads(ctx: Context) -> list[Finished]:
+    """The successful Jobs that read a machine's instance, newest first: applies and
+    refreshes, and drift checks that found no drift, whose plan read every resource as a
+    refresh does and carries the contract reading of what it read (issue 39: a drift
+    check answers the health re-read, one Job fewer). A drift check that found drift, or
+    whose runner reported no reading, read nothing the schedule counts."""
+    return [
+        r
+        for r in ctx.history
+        if r.outcome == Outcome.SUCCESS
+        and (r.op in (Op.APPLY, Op.REFRESH) or (r.op == Op.DRIFT and reading_of(r.job)))
+    ]
 
 
 def membership(ctx: Context) -> datetime | None:
@@ -220,6 +242,7 @@ def membership(ctx: Context) -> datetime | None:
     interval = ctx.policy.membership_interval
     if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
         return None
+    interval = stretched_interval(ctx, interval)
     if not ctx.has_applied():
         return None
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
@@ -230,15 +253,13 @@ def membership(ctx: Context) -> datetime | None:
 
 
 def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
-    """What the readings say of the instance, newest first, with the successful apply or
-    refresh that read each: the health's state, RUNNING_UNHEALTHY or GONE
-    (`told_of`). A reading that tells nothing is passed over: a Job that failed or was
-    cut off, a result without a contract reading (its outputs could not be read), a null
-    or `unknown` health. Nobody could tell then, so it neither counts as unhealthy nor
-    shows the instance well."""
-    for record in ctx.history:
-        if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
-            continue
+    """What the readings say of the instance, newest first, with the Job that read each
+    (`health_reads`: a successful apply, refresh, or drift check that found no drift):
+    the health's state, RUNNING_UNHEALTHY or GONE (`told_of`). A reading that tells
+    nothing is passed over: a result without a contract reading (its outputs could not
+    be read), a null or `unknown` health. Nobody could tell then, so it neither counts
+    as unhealthy nor shows the instance well."""
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
         told = told_of(ctx, reading) if reading is not None else None
         if told is not None:
@@ -299,14 +320,11 @@ def health_pending(ctx: Context) -> datetime | None:
 
 
 def _pending_streak(ctx: Context) -> list[Finished]:
-    """The successful applies and refreshes with a pending health reading, newest first,
-    back to the first reading that was not pending (or the newest apply, which starts a
-    streak of its own)."""
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
+    """The Jobs that read the health (`health_reads`) with a pending health reading,
+    newest first, back to the first reading that was not pending (or the newest apply,
+    which starts a streak of its own)."""
     streak: list[Finished] = []
-    for record in records:
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
         if reading is None or not reading.health_pending:
             break

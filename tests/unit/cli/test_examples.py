@@ -99,7 +99,8 @@ def test_the_issue_26_snapshots_print_the_documented_decision(
         ),
         (
             "40-health-due-after-move",
-            {"action": "run", "op": "refresh", "reason": "HealthCheckDue", "retry": 1},
+            # The drift check, due too, reads the health since issue 39.
+            {"action": "run", "op": "drift", "reason": "HealthCheckDue", "retry": 1},
         ),
         (
             "41-membership-due-after-move",
@@ -117,6 +118,24 @@ def test_the_issue_37_snapshots_print_the_documented_decision(
     path = REPO / "examples" / "snapshots" / f"{name}.yaml"
     assert main(["decide", "-f", str(path)]) == 0
     assert orjson.loads(capsys.readouterr().out) == printed
+
+
+def test_background_waits_for_its_share_in_the_issue_39_snapshot(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Snapshot 43: the drift check waits for background's share though three slots are
+    free (on main it printed run refresh HealthCheckDue); with the share raised by the
+    flag, the file's slots leave it room and it runs."""
+    path = REPO / "examples" / "snapshots" / "43-background-waits-for-its-share.yaml"
+    assert main(["decide", "-f", str(path)]) == 0
+    assert orjson.loads(capsys.readouterr().out) == {
+        "action": "requeue",
+        "op": "drift",
+        "reason": "WaitingForBackgroundBudget",
+        "after": 300.0,
+    }
+    assert main(["decide", "-f", str(path), "--background-run-share", "0.8"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["action"] == "run"
 
 
 def test_a_moved_machines_deletion_is_held_as_before_the_move(

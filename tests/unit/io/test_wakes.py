@@ -257,6 +257,38 @@ def test_a_freed_run_slot_wakes_the_two_longest_waiting_and_an_operation_only_op
     assert woken == [f"{CLUSTER}/{NS}/op"]
 
 
+@pytest.mark.parametrize(
+    ("changes", "woken_names"),
+    [
+        # Changes wait: they are woken, not the background Jobs that waited longer.
+        (["c1", "c2"], ["c1", "c2"]),
+        # One change waits: it, and the background Job that waited longest.
+        (["c1"], ["b0", "c1"]),
+        # None: the two background Jobs that waited longest (issue 39).
+        ([], ["b0", "b1"]),
+    ],
+)
+def test_a_freed_run_slot_wakes_waiting_changes_before_background(
+    caches: Caches, woken: list[str], changes: list[str], woken_names: list[str]
+) -> None:
+    for i in range(3):
+        obj = _waiting_since(f"b{i}", "WaitingForBackgroundBudget", f"2026-06-01T12:00:0{i}Z")
+        caches.objects[CLUSTER].store.upsert(obj)
+    for i, name in enumerate(changes):
+        obj = _waiting_since(name, "WaitingForRunLease", f"2026-06-01T12:00:5{i}Z")
+        caches.objects[CLUSTER].store.upsert(obj)
+    held, freed = _freed("captf-run-slot-3", {LABEL_SCOPE: SCOPE_RUN_SLOT})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert sorted(woken) == [f"{CLUSTER}/{NS}/{name}" for name in woken_names]
+    woken.clear()
+    # An operation Lease wakes none of them: they wait for a slot or a budget.
+    held, freed = _freed("captf-op-terraformcluster-c", {})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert woken == []
+
+
 # --- Identities -----------------------------------------------------------------------------
 
 ON_AWS: Json = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws"}}

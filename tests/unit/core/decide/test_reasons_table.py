@@ -29,6 +29,7 @@ def test_the_table_covers_the_waits_between_a_due_op_and_its_job() -> None:
         "RunnerRBACNotReady",
         "ImageResolving",
         "InputsChangedBackoff",
+        "WaitingForBackgroundBudget",
     } <= reasons
     assert sum("claims" in line for line in RECORDED) >= 50
 
