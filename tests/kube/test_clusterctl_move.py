@@ -56,6 +56,7 @@ from controller.core.basics.names import (
 from controller.core.basics.names import CLUSTER as CLUSTER_KIND
 from controller.dev import clusterctl
 from controller.dev.clusterapi import ClusterApi, served_storage_only
+from controller.dev.install import LoopbackWebhook
 from runtime.clock import LoopClock
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.envtest.process import terminate_as_interrupt
@@ -64,12 +65,12 @@ from tests.capi_support import (
     CONTROL_PLANE_CRD,
     CONTROL_PLANES,
     MOVE_LABEL,
-    OUR_CRDS,
     ROOT,
     install_control_plane_crd,
     install_inventory,
     label_for_clusterctl,
 )
+from tests.conversion_support import current_crds, write_crds
 from tests.e2e import capi_objects as e2e_objects
 from tests.e2e.capi_objects import (
     CREDENTIALS,
@@ -112,9 +113,11 @@ def target(capi_build: Path) -> Iterator[ApiServer]:
         yield server
 
 
-def prepare(server: ApiServer, build: Path, workdir: Path) -> list[str]:
+def prepare(server: ApiServer, build: Path, workdir: Path, webhook: LoopbackWebhook) -> list[str]:
     """Cluster API's CRDs, ours, the clusterctl label on them, and the inventory; the
-    CRDs labelled."""
+    CRDs labelled. Ours convert through the session's loopback `webhook`: installed as
+    manifests/ has them they would name the in-cluster Service, which no test server has,
+    and every later test of the session converting an object would fail."""
     crds = workdir / "capi-crds"
     crds.mkdir(parents=True, exist_ok=True)
     for source in sorted((build / "crds").glob("*.yaml")):
@@ -122,7 +125,8 @@ def prepare(server: ApiServer, build: Path, workdir: Path) -> list[str]:
         (crds / source.name).write_text(
             "\n---\n".join(json.dumps(served_storage_only(d)) for d in docs)
         )
-    names = server.install_crds(crds) + server.install_crds(OUR_CRDS)
+    ours = write_crds(current_crds(webhook), workdir / "our-crds")
+    names = server.install_crds(crds) + server.install_crds(ours)
     label_for_clusterctl(server, names)
     inventory = workdir / "inventory"
     inventory.mkdir(exist_ok=True)
@@ -397,14 +401,15 @@ def moved(
     capi_build: Path,
     apiserver: ApiServer,
     target: ApiServer,
+    conversion_webhook: LoopbackWebhook,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Moved]:
     """One move of a namespace holding two provisioned Clusters: `labelled`, whose state
     and backup carry the move label, and `today`, whose Secrets are as CAPTF writes them
     now; plus the bystanders and two module ConfigMaps, one labelled."""
     workdir = tmp_path_factory.mktemp("move")
-    labelled_crds = prepare(apiserver, capi_build, workdir / "source")
-    prepare(target, capi_build, workdir / "target")
+    labelled_crds = prepare(apiserver, capi_build, workdir / "source", conversion_webhook)
+    prepare(target, capi_build, workdir / "target", conversion_webhook)
     namespace = f"move-{uuid.uuid4().hex[:8]}"
     apiserver.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
     infra = generated_terraform_cluster(capi_build, workdir, "labelled")
@@ -564,12 +569,14 @@ QUIET_MINUTES = 5
 
 
 @pytest.fixture
-def fresh_target(capi_build: Path, tmp_path: Path) -> Iterator[ApiServer]:
+def fresh_target(
+    capi_build: Path, conversion_webhook: LoopbackWebhook, tmp_path: Path
+) -> Iterator[ApiServer]:
     """A second management cluster of its own, prepared like `prepare`'s, with the
     ExampleControlPlane CRD labelled too. No kube-controller-manager: a Job created there
     would sit unrun, which is all the test needs to see it."""
     with terminate_as_interrupt(), ApiServer() as server:
-        prepare(server, capi_build, tmp_path / "target")
+        prepare(server, capi_build, tmp_path / "target", conversion_webhook)
         (tmp_path / "cp-crd").mkdir()
         label_for_clusterctl(server, install_control_plane_crd(server, tmp_path / "cp-crd"))
         yield server
@@ -665,14 +672,19 @@ def _provisioned(obj: Json | None) -> bool:
 
 
 async def _applied_and_moved(
-    capi_build: Path, cluster: ApiServer, system: System, target: ApiServer, tmp_path: Path
+    capi_build: Path,
+    cluster: ApiServer,
+    system: System,
+    target: ApiServer,
+    tmp_path: Path,
+    webhook: LoopbackWebhook,
 ) -> tuple[str, int]:
     """A TerraformCluster applied by CAPTF under Cluster API's manager on the source, moved
     to `target` with the real `clusterctl move`: the move's log, and how many applies the
     source ran (counted once move is done: it waited for any Job still running,
     block-move)."""
     namespace = system.kube.ns
-    labelled = prepare(cluster, capi_build, tmp_path / "source")
+    labelled = prepare(cluster, capi_build, tmp_path / "source", webhook)
     labelled.append(CONTROL_PLANE_CRD["metadata"]["name"])
     label_for_clusterctl(cluster, labelled[-1:])
     try:
@@ -704,6 +716,7 @@ async def test_nothing_reapplies_after_the_move(
     cluster: ApiServer,
     source: System,
     fresh_target: ApiServer,
+    conversion_webhook: LoopbackWebhook,
     tmp_path: Path,
 ) -> None:
     """A TerraformCluster applied by CAPTF under Cluster API's manager on the source moves
@@ -712,7 +725,9 @@ async def test_nothing_reapplies_after_the_move(
     system = source
     namespace = system.kube.ns
     objects = CapiObjects(cluster, namespace, style=SpecStyle.SOURCE)
-    log, applies = await _applied_and_moved(capi_build, cluster, system, fresh_target, tmp_path)
+    log, applies = await _applied_and_moved(
+        capi_build, cluster, system, fresh_target, tmp_path, conversion_webhook
+    )
 
     moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
     assert await moved.get("ConfigMap", "cluster-module") is not None, log
@@ -758,6 +773,7 @@ async def test_a_state_lost_in_the_move_is_never_applied_again(
     cluster: ApiServer,
     source: System,
     fresh_target: ApiServer,
+    conversion_webhook: LoopbackWebhook,
     tmp_path: Path,
 ) -> None:
     """Issue 37, item 2. The same move, but the state and its backups are lost on the
@@ -767,7 +783,9 @@ async def test_a_state_lost_in_the_move_is_never_applied_again(
     before, it read "applied" from status alone and applied again (InputsChanged), making
     its infrastructure a second time."""
     namespace = source.kube.ns
-    log, _ = await _applied_and_moved(capi_build, cluster, source, fresh_target, tmp_path)
+    log, _ = await _applied_and_moved(
+        capi_build, cluster, source, fresh_target, tmp_path, conversion_webhook
+    )
     moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
     state_name = state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER)
     secrets = await moved.call(
