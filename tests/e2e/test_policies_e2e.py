@@ -18,7 +18,7 @@ import pytest
 
 from runtime.envtest.client import RequestFailed
 from runtime.jsonobj import Json
-from tests.e2e.system import System, ended, result_of
+from tests.e2e.system import System, ended, result_of, terminal
 from tests.kube.harness import MERGE, approve_plan, condition, event_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kube]
@@ -139,7 +139,8 @@ async def test_a_denying_policy_stops_a_replacement_until_it_is_edited(system: S
         # No retry while nothing changes: more than one PolicyDenied wait (600 s of the
         # controller's, 10 s here) passes with no new apply Job.
         await asyncio.sleep(12)
-        assert len([j for j in system.jobs.latest() if _apply_of(j, "web")]) == 2
+        applies = [j for j in system.jobs.latest() if _apply_of(j, "web")]
+        assert len(applies) == 2, _applies_said(applies, await status_of(system, "web"))
         assert (await status_of(system, "web"))["next"]["reason"] == "PolicyDenied"
 
         # The policy edited to a Warn: the next apply goes through, with a Warning Event.
@@ -189,6 +190,18 @@ async def test_require_approval_holds_an_auto_object_until_its_plan_is_approved(
         await reason_of(system, "web", "PolicyApproved")
     finally:
         await delete_policy(system, name)
+
+
+def _applies_said(jobs: list[Json], status: Json) -> str:
+    """Each apply Job's name, creation, captf annotations and outcome, and the status: what
+    a failure needs to say which rule let an apply run."""
+    lines = [f"next: {status.get('next')}"]
+    for job in jobs:
+        meta = job["metadata"]
+        said = {k: v for k, v in (meta.get("annotations") or {}).items() if "captf" in k}
+        outcome = result_of(job).get("outcome") if terminal(job) else "running"
+        lines.append(f"{meta['name']} {meta.get('creationTimestamp')} {outcome} {said}")
+    return "\n".join(lines)
 
 
 def _apply_of(job: Json, name: str) -> bool:
