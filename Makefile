@@ -78,7 +78,7 @@ release: $(STAMP)
 	$(BIN)/captf dev release --version $(VERSION) --image $(IMAGE)
 
 test: check kube tofu helm capi registry promtool
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=40
 
 # Fast loop while editing: only the tests that need no API server.
 unit: $(STAMP)
