@@ -12,7 +12,7 @@ in RESULT_LIMIT bytes of JSON. What gives way when it would not, first to last:
 4. the rest of the message, then the last step.
 
 The outcome, the Job's uid, the state serial, the plan Secret, drift, the output names,
-the contract reading and the error kind never give way: a result too large even
+the contract reading and the error kind with its signal never give way: a result too large even
 without the rest is written as a failure saying so, with its state serial."""
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ class RunnerResult:
     # Why a failed op failed, and its one-line summary (run_report.one_line: no values).
     error_kind: ErrorKind | None = None
     summary: str = ""
+    # With a cloud error kind: the signal of cloud_signals' table that gave it.
+    signal: str | None = None
     # The run: the Job's uid (the controller checks it names the Job it read it from),
     # the runtime's version and the steps in order.
     job_uid: str | None = None
@@ -146,6 +148,8 @@ class RunnerResult:
         summary = one_line(self.summary, SUMMARY_LIMIT) if self.summary else ""
         if summary:
             error["summary"] = summary
+        if self.signal is not None and kind is self.error_kind:
+            error["signal"] = self.signal
         if self.missing_outputs is not None:
             error["outputs"] = list(self.missing_outputs)
         return error

@@ -18,9 +18,11 @@ from controller.core.basics.timefmt import format_time
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, error_kind_of, result
 from controller.core.jobs.run_report import (
+    CLOUD_KINDS,
     ERROR_KINDS,
     ErrorKind,
     one_line,
+    signal_of,
     valid_step,
     valid_version,
 )
@@ -63,12 +65,34 @@ def run_of(record: Finished, redactor: Redactor) -> Json:
     kind, summary = _error_of(record, res)
     if kind is not None:
         out["errorKind"] = kind
+        signal = _signal(kind, res)
+        if signal is not None:
+            out["signal"] = signal
     if summary and record.outcome is not Outcome.SUCCESS:
         out["summary"] = one_line(redactor.text(summary))
     steps = res.get("steps")
     if isinstance(steps, list) and steps and all(valid_step(s) for s in steps):
         out["steps"] = [dict(s) for s in steps[-STEPS_SHOWN:]]
     return out
+
+
+def error_kind(record: Finished) -> str | None:
+    """The error kind lastRun shows for this Job: None unless it failed."""
+    return _error_of(record, result(record.job) or {})[0]
+
+
+def cloud_note(record: Finished) -> str:
+    """`cloud-throttled (aws:RequestLimitExceeded)`, for a failure the cloud's own signal
+    explains; "" for any other Job."""
+    res = result(record.job) or {}
+    kind = _error_of(record, res)[0]
+    signal = _signal(kind, res)
+    return f"{kind} ({signal})" if signal is not None else ""
+
+
+def _signal(kind: str | None, res: Json) -> str | None:
+    """The result's signal, when the kind shown is the cloud kind it gave."""
+    return signal_of(res.get("error")) if kind in CLOUD_KINDS else None
 
 
 def _error_of(record: Finished, res: Json) -> tuple[str | None, str]:
