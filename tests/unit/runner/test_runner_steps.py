@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core.jobs.job import Outcome
 from controller.core.jobs.cloud_signals import SIGNALS, CloudKind
+from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import CLOUD_KINDS, ERROR_KINDS, SUMMARY_LIMIT, ErrorKind
 from controller.core.jobs.termination import result_of
 from controller.runner.main import run_op, version_of
