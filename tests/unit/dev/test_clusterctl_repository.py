@@ -224,6 +224,9 @@ def _substituted(name: str) -> list[dict[str, Any]]:
         "KUBERNETES_VERSION": "v1.35.0",
         "CONTROL_PLANE_MACHINE_COUNT": "1",
         "WORKER_MACHINE_COUNT": "2",
+        # What the aws flavour requires.
+        "TERRAFORM_AWS_REGION": "eu-west-1",
+        "TERRAFORM_AWS_AMI_ID": "ami-0123456789abcdef0",
     }
     text = _DEFAULTED.sub(lambda m: m.group(2), (REPOSITORY / name).read_text())
     text = _PLAIN.sub(lambda m: given[m.group(1)], text)
