@@ -18,14 +18,18 @@ module_version=$(awk '{ if ($1 == "require") $0 = substr($0, 9) } $1 == "github.
 release=$(awk '$2 == "provider-version" {print $3; exit}' "$here/go.mod")
 platform="$(go env GOOS)_$(go env GOARCH)"
 out="$cache/bin/aws-${release}-${module_version##*-}"
+provider_rel="mirror/registry.opentofu.org/hashicorp/aws/${release}/${platform}/terraform-provider-aws_v${release}"
+built() { [ -x "$out/$provider_rel" ] && [ -f "$out/tofurc" ]; }
+# Asked before the lock: $out appears whole (renamed from $out.tmp) or not at all, and a
+# check must not wait half an hour for a build under way to finish.
+if [ "${1:-}" = "--check" ]; then
+  if built; then echo "$out"; exit 0; fi
+  echo "not built: $out (run make aws: about 2,500 CPU seconds and 9 GB of memory)" >&2; exit 1
+fi
 # shellcheck source=../lock.sh
 . "$here/../lock.sh"
-provider_rel="mirror/registry.opentofu.org/hashicorp/aws/${release}/${platform}/terraform-provider-aws_v${release}"
-if [ -x "$out/$provider_rel" ] && [ -f "$out/tofurc" ]; then
+if built; then
   echo "$out"; exit 0
-fi
-if [ "${1:-}" = "--check" ]; then
-  echo "not built: $out (run make aws: about 2,500 CPU seconds and 9 GB of memory)" >&2; exit 1
 fi
 tofu_dir=$("$here/../tofu/build.sh" | tail -n 1)
 rm -rf "$out.tmp" && mkdir -p "$out.tmp/$(dirname "$provider_rel")"
