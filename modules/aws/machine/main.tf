@@ -3,7 +3,7 @@
 # the cluster's API server load balancer.
 
 locals {
-  exports   = var.captf_cluster_outputs == null ? {} : var.captf_cluster_outputs
+  exports   = var.captf_cluster_outputs
   subnets   = try(local.exports.subnet_ids, {})
   zone      = var.failure_domain != null ? var.failure_domain : sort(keys(local.subnets))[0]
   api_group = try(local.exports.control_plane_target_group_arn, null)

@@ -4,7 +4,7 @@
 # so a group resized outside Cluster API shows as it is.
 
 locals {
-  exports = var.captf_cluster_outputs == null ? {} : var.captf_cluster_outputs
+  exports = var.captf_cluster_outputs
   subnets = try(local.exports.subnet_ids, {})
   zones = (
     length(var.failure_domains) > 0 ? var.failure_domains
@@ -52,7 +52,6 @@ resource "aws_launch_template" "this" {
   user_data              = var.bootstrap_data
   vpc_security_group_ids = concat([local.exports.node_security_group_id], var.additional_security_group_ids)
   update_default_version = true
-  tags                   = local.tags
 
   dynamic "iam_instance_profile" {
     for_each = var.instance_profile == null ? [] : [var.instance_profile]
@@ -75,6 +74,8 @@ resource "aws_launch_template" "this" {
     http_put_response_hop_limit = 2
   }
 
+  # The template itself carries no tags: its members and their volumes do, and the
+  # group does (moto echoes a template's own tags into its data, a diff every plan).
   tag_specifications {
     resource_type = "instance"
     tags          = local.tags
