@@ -180,9 +180,11 @@ class FaultProxy:
             stop = fault is None and self._state.down_after == action
             if stop:
                 self._state.down_after = None
-        answer.send(handler)
         if stop:
-            threading.Thread(target=self.down, name="fault-proxy-down").start()
+            # Down before the answer leaves: the caller's next call, which waits for it,
+            # finds nothing listening (refused), never a connection accepted then dropped.
+            self.down()
+        answer.send(handler)
 
     def _take(self, service: str, action: str) -> Fault | None:
         with self._state.lock:
