@@ -147,15 +147,21 @@ async def deployment(objects: CapiObjects, images: dict[str, str], moto: Moto) -
         assert live[instance] == zone
 
 
-async def running_workers(objects: CapiObjects, count: int) -> list[Json]:
+async def running_workers(objects: CapiObjects, count: int, *, without: str = "") -> list[Json]:
+    """Exactly `count` workers, every one Running, `without` not among them."""
+
+    def workers(found: list[Json]) -> list[Json]:
+        return [m for m in found if WORKERS in m["metadata"]["name"]]
+
     def reached(found: list[Json]) -> bool:
-        workers = [m for m in found if WORKERS in m["metadata"]["name"]]
-        return len(workers) == count and all(phase_of(m) == "Running" for m in workers)
+        names = {m["metadata"]["name"] for m in workers(found)}
+        running = all(phase_of(m) == "Running" for m in workers(found))
+        return len(names) == count and running and without not in names
 
     found = await objects.until_listed(
         "Machine", reached, f"{count} Machines Running", cluster=CLUSTER, within=LONG
     )
-    return [m for m in found if WORKERS in m["metadata"]["name"]]
+    return workers(found)
 
 
 def running_instances(moto: Moto) -> dict[str, str]:
@@ -238,8 +244,7 @@ async def remediated(objects: CapiObjects, moto: Moto) -> None:
         within=LONG,
     )
     assert marked is None or REMEDIATE in notes_of(marked)
-    after = await running_workers(objects, 3)
-    assert name not in {m["metadata"]["name"] for m in after}
+    await running_workers(objects, 3, without=name)
     assert await objects.get("TerraformMachine", name) is None
     assert instance not in running_instances(moto)
 
