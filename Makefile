@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # Binaries built from Go modules are cached here, keyed by version.
 export CAPTF_CACHE_DIR ?= $(HOME)/.cache/captf
 
-.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool aws chart apiserver run decide-examples bench bench-watch bench-capi chaos test-aws clean
+.PHONY: all venv test unit lint typecheck lint-imports check kube tofu helm capi registry promtool aws chart release apiserver run decide-examples bench bench-watch bench-capi bench-fleet chaos test-aws clean
 
 all: test
 
@@ -71,11 +71,22 @@ aws:
 test-aws: check kube tofu capi registry aws
 	$(BIN)/pytest -m aws
 
-# charts/captf and the clusterctl repository (clusterctl/infrastructure-terraform/<version>/)
-# are generated from manifests/; run after changing a manifest.
+# Each CRD's v1beta1 (from its v1alpha1 and controller/core/conversion/changes.py), then
+# charts/captf and the clusterctl repository of this release
+# (clusterctl/infrastructure-terraform/<version>/) are generated from manifests/; run after
+# changing a manifest.
 chart: $(STAMP)
+	$(BIN)/captf dev crds
 	$(BIN)/captf dev chart
 	$(BIN)/captf dev clusterctl
+
+# A clusterctl release of this checkout: clusterctl/infrastructure-terraform/$(VERSION)/
+# (components with the image $(IMAGE):$(VERSION), metadata, templates, the image recipe,
+# checksums), the same bytes every time (docs/upgrading.md, "Releases").
+IMAGE ?= ghcr.io/captf-io/captf
+release: $(STAMP)
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$$ ]] || { echo "make release VERSION=vX.Y.Z" >&2; exit 2; }
+	$(BIN)/captf dev release --version $(VERSION) --image $(IMAGE)
 
 test: check kube tofu helm capi registry promtool
 	$(BIN)/pytest
@@ -109,6 +120,16 @@ MACHINES ?= 100
 BENCH_TIME_SCALE ?= 1
 bench-capi: $(STAMP) kube tofu capi registry
 	$(BIN)/captf bench capi --machines $(MACHINES) --time-scale $(BENCH_TIME_SCALE)
+
+# A fleet held for HOURS of controller time at FLEET_TIME_SCALE: background Jobs against
+# a scale-up's changes, with the schedules off and on (one JSON line last;
+# docs/performance.md). FLEET_ARGS passes more flags (--help lists them).
+FLEET_MACHINES ?= 30
+FLEET_CLUSTERS ?= 3
+FLEET_HOURS ?= 1
+FLEET_TIME_SCALE ?= 30
+bench-fleet: $(STAMP) kube tofu capi registry
+	$(BIN)/captf bench fleet --machines $(FLEET_MACHINES) --clusters $(FLEET_CLUSTERS) --hours $(FLEET_HOURS) --time-scale $(FLEET_TIME_SCALE) $(FLEET_ARGS)
 
 # Our watch cache against kubernetes_asyncio's; needs `make apiserver` running.
 bench-watch: $(STAMP) kube

@@ -1,4 +1,5 @@
-"""Admission webhooks over HTTPS: AdmissionReview v1 in, an answer out.
+"""Admission webhooks over HTTPS: AdmissionReview v1 in, an answer out (and CRD
+conversion webhooks beside them: runtime/conversion.py).
 
 Each path has a review: a coroutine that takes the review's `request` and answers
 whether to allow it, why not, and (for a mutating webhook) a JSON patch. The server
@@ -28,10 +29,13 @@ from types import TracebackType
 from typing import Self
 
 import anyio
+import orjson
 from aiohttp import web
 from anyio.abc import TaskGroup
 
+from runtime import conversion
 from runtime.certs import CERT_FILE, KEY_FILE, tls_context
+from runtime.conversion import Convert
 from runtime.health import parse_address, serve
 from runtime.jsonobj import Json
 
@@ -66,12 +70,19 @@ def response_of(uid: str, answer: Answer) -> Json:
 
 class AdmissionServer:
     """`async with AdmissionServer({"/validate": review}, address=...)`: serves until the
-    block ends. `cert_dir` holds tls.crt and tls.key; None makes a self-signed pair."""
+    block ends. `conversions` are CRD conversion webhooks by path (runtime/conversion.py).
+    `cert_dir` holds tls.crt and tls.key; None makes a self-signed pair."""
 
     def __init__(
-        self, reviews: Mapping[str, Review], *, address: str, cert_dir: Path | None = None
+        self,
+        reviews: Mapping[str, Review],
+        *,
+        address: str,
+        cert_dir: Path | None = None,
+        conversions: Mapping[str, Convert] | None = None,
     ) -> None:
         self._reviews = dict(reviews)
+        self._conversions = dict(conversions or {})
         self._host, self._port = parse_address(address)
         self._cert_dir = cert_dir
         self._runner: web.AppRunner | None = None
@@ -86,6 +97,8 @@ class AdmissionServer:
         app = web.Application()
         for path in self._reviews:
             app.router.add_post(path, self._handle)
+        for path in self._conversions:
+            app.router.add_post(path, self._convert)
         with tempfile.TemporaryDirectory(prefix="captf-webhook-") as work:
             context = tls_context(self._cert_dir, Path(work))
         self._runner, self._port = await serve(
@@ -120,6 +133,16 @@ class AdmissionServer:
             return web.Response(status=400, text="expected an AdmissionReview with a request\n")
         answer = await self._reviews[request.path](review)
         return web.json_response(response_of(uid, answer))
+
+    async def _convert(self, request: web.Request) -> web.Response:
+        # orjson: a list read in a version it is not stored in is one review of up to a
+        # page of objects, each converted here.
+        try:
+            body = orjson.loads(await request.read())
+            answered = conversion.answer(body, self._conversions[request.path])
+        except (orjson.JSONDecodeError, conversion.Malformed) as error:
+            return web.Response(status=400, text=f"{error}\n")
+        return web.Response(body=orjson.dumps(answered), content_type="application/json")
 
 
 def _stamp(cert_dir: Path) -> tuple[float, float]:

@@ -79,7 +79,7 @@ def captf(
     base_spec: Json = {
         "source": {"configMapRef": {"name": f"{name}-module"}},
         "variables": dict(VARIABLES),
-        "credentialsRef": {"name": "creds"},
+        "identityRef": {"kind": "Secret", "name": "creds"},
         "jobs": {"image": "captf:dev"},
         # Drift checks are on by default (30 min, issue 30); these objects are about
         # other rules, so they turn them off. Tests of the default remove this key.

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from controller.core.basics.names import ANN_INPUTS_HASH, LABEL_KIND, LABEL_NAME, state_secret_name
-from controller.core.decide import snapshot
+from controller.core.decide import reads, snapshot
 from controller.core.decide.snapshot import Snapshot
 from controller.core.spec.refs import ObjectRef
 from runtime.jsonobj import Json
@@ -99,6 +99,23 @@ def machine_pool(
     return {"apiVersion": CAPI, "kind": "MachinePool", "metadata": meta, "spec": spec}
 
 
+def annotation_writers(
+    annotation: str, writers: list[tuple[str, str]], other: str = "example.com/other"
+) -> list[Json]:
+    """managedFields in which each (manager, operation) of `writers` owns `annotation`, and
+    one more entry owns only `other`."""
+    entries = [(manager, operation, annotation) for manager, operation in writers]
+    entries.append(("manager", "Update", other))
+    return [
+        {
+            "manager": manager,
+            "operation": operation,
+            "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{key}": {}}}},
+        }
+        for manager, operation, key in entries
+    ]
+
+
 def bootstrap_secret(name: str = "m1-bootstrap", value: bytes | None = b"#cloud-config\n") -> Json:
     data = {} if value is None else {"value": base64.b64encode(value).decode()}
     return {"apiVersion": "v1", "kind": "Secret", "metadata": _meta(name), "data": data}
@@ -142,5 +159,5 @@ def snap_of(obj: Json, others: list[Json], capi: list[Json]) -> Snapshot:
     the Secrets they name (the bootstrap data, the cluster's state) are kept."""
     snap = snapshot.build(obj, [*others, *capi])
     related = dict(snap.related)
-    related |= {ObjectRef(o["kind"], o["metadata"]["name"]): o for o in capi}
+    related |= {ObjectRef(o["kind"], o["metadata"]["name"]): reads.capi_read(o) for o in capi}
     return replace(snap, related=MappingProxyType(related))

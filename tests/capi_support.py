@@ -127,6 +127,11 @@ def label_for_clusterctl(server: ApiServer, crds: Iterable[str], *, value: str |
         )
 
 
+def core_provider() -> Json:
+    """The core provider alone, as `clusterctl init` records it in the inventory."""
+    return _provider("cluster-api", CORE_NAMESPACE, "CoreProvider", capi_version())
+
+
 def providers() -> list[Json]:
     """The inventory `clusterctl init --infrastructure terraform` would record: the core
     provider and ours, each in its provider's namespace. Move checks that every provider of
@@ -156,14 +161,16 @@ def _provider(name: str, namespace: str, kind: str, version: str) -> Json:
     }
 
 
-def install_inventory(server: ApiServer, directory: Path) -> None:
-    """The inventory CRD (cmd/clusterctl/config/manifest/clusterctl-api.yaml) and
-    `providers()`, with their namespaces."""
+def install_inventory(
+    server: ApiServer, directory: Path, recorded: Iterable[Json] | None = None
+) -> None:
+    """The inventory CRD (cmd/clusterctl/config/manifest/clusterctl-api.yaml) and the
+    providers `recorded` (default `providers()`), with their namespaces."""
     manifest = capi_module_dir() / "cmd" / "clusterctl" / "config" / "manifest"
     docs = [d for d in yaml.safe_load_all((manifest / "clusterctl-api.yaml").read_text()) if d]
     (directory / "clusterctl-api.yaml").write_text("\n---\n".join(json.dumps(d) for d in docs))
     server.install_crds(directory)
-    for provider in providers():
+    for provider in providers() if recorded is None else recorded:
         namespace = provider["metadata"]["namespace"]
         _create(server, "/api/v1/namespaces", {"metadata": {"name": namespace}})
         _create(server, f"{INVENTORY_API}/namespaces/{namespace}/providers", provider)

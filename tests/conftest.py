@@ -16,11 +16,13 @@ import pytest_asyncio
 from hypothesis import settings
 
 from controller.dev.clusterapi import ClusterApi, install_crds_only
+from controller.dev.install import LoopbackWebhook
 from controller.runner.binaries import TofuMissing, tofu_dir
 from runtime.envtest import ApiServer
 from runtime.envtest.process import terminate_as_interrupt
 from runtime.envtest.registry import Registry, RegistryMissing, registry_dir
 from tests.capi_support import capi_build_or_skip, install_control_plane_crd
+from tests.conversion_support import current_crds, threaded_conversion, write_crds
 from tests.registry_support import REGISTRY_USER, htpasswd
 
 CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
@@ -32,22 +34,35 @@ settings.load_profile("captf")
 
 
 @pytest.fixture(scope="session")
-def apiserver() -> Iterator[ApiServer]:
-    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml and Cluster
-    API's CRDs Established (the controller watches Clusters, Machines and MachinePools)."""
+def conversion_webhook(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackWebhook]:
+    """The controller's CRD conversion webhook on loopback for the whole session, which the
+    session's API servers call for whatever is read or written as v1alpha1."""
+    with threaded_conversion(tmp_path_factory.mktemp("conversion-webhook")) as webhook:
+        yield webhook
+
+
+def _our_crds(server: ApiServer, webhook: LoopbackWebhook) -> None:
+    server.install_crds(write_crds(current_crds(webhook), server.workdir / "captf-crds"))
+
+
+@pytest.fixture(scope="session")
+def apiserver(conversion_webhook: LoopbackWebhook) -> Iterator[ApiServer]:
+    """etcd and kube-apiserver for the whole session, with manifests/crds/*.yaml (converting
+    through `conversion_webhook`) and Cluster API's CRDs Established (the controller
+    watches Clusters, Machines and MachinePools)."""
     with terminate_as_interrupt(), ApiServer() as server:
-        server.install_crds(CRD_DIR)
+        _our_crds(server, conversion_webhook)
         install_crds_only(server, server.workdir / "capi")
         yield server
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[ApiServer]:
+def cluster(conversion_webhook: LoopbackWebhook) -> Iterator[ApiServer]:
     """A control plane with kube-controller-manager (the real Job, Deployment, GC and
     disruption controllers), CRDs Established: for tests with a process node. Separate
     from `apiserver`, where tests play the Job controller themselves."""
     with terminate_as_interrupt(), ApiServer(controller_manager=True) as server:
-        server.install_crds(CRD_DIR)
+        _our_crds(server, conversion_webhook)
         install_crds_only(server, server.workdir / "capi")
         yield server
 

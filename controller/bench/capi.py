@@ -48,9 +48,9 @@ from controller.core.basics.names import (
     MACHINE,
     TIME_ORIGIN,
 )
-from controller.dev import module_images, workload
+from controller.dev import controlplane, module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
-from controller.dev.demo import CREDENTIALS, EXAMPLES, MANIFESTS
+from controller.dev.demo import CREDENTIALS, EXAMPLE_RESOURCES, EXAMPLES, MANIFESTS
 from controller.dev.install import (
     DEPLOYMENT,
     WEBHOOK_CONFIGURATIONS,
@@ -65,7 +65,7 @@ from controller.dev.kustomize import render
 from controller.dev.node import ProcessNode, default_images
 from controller.dev.replicas import CONTROLLER_PODS, scrape_sum
 from controller.image.build import BuildError
-from controller.io.api import CAPI_OBJECTS, JOBS, OBJECTS, PODS, SECRETS, resource_path
+from controller.io.api import CAPI_OBJECTS, JOBS, OBJECTS, PODS, resource_path
 from controller.runner.binaries import TofuMissing, runner_environ, tofu_dir
 from runtime.cache import Informer, Resource
 from runtime.clock import LoopClock
@@ -78,15 +78,6 @@ from runtime.transport import Transport, open_transport
 CLUSTER, DEPLOYMENT_NAME, POOL_NAME, NAMESPACE = "demo", "demo-md-0", "demo-mp-0", "default"
 MERGE = "application/merge-patch+json"
 DEPLOYMENTS = Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments")
-_RESOURCES = {
-    **OBJECTS,
-    **CAPI_OBJECTS,
-    "TerraformMachineTemplate": Resource(
-        OBJECTS[MACHINE].group, OBJECTS[MACHINE].version, "terraformmachinetemplates"
-    ),
-    "MachineDeployment": DEPLOYMENTS,
-    "Secret": SECRETS,
-}
 SETTLE_SECONDS = 10.0
 LOGS = Path(".local/bench-capi")
 Done = Callable[[], Awaitable[bool]]
@@ -108,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         Registry(server.workdir, bin_dir=registry_bin) as registry,
     ):
         server.install_crds(MANIFESTS / "crds")
+        server.install_crds(controlplane.CRDS)
         roles = module_images.role_dirs(workload.MODULES)
         flaky = (workload.MODULES / "cluster", EXAMPLES / "flaky")
         try:
@@ -149,6 +141,8 @@ async def _bench(
                 for informer in _watches(transport, seen):
                     tg.start_soon(informer.run)
                 tg.start_soon(workload.NodeJoiner(transport, say=lambda *_: None).run)
+                # The demo Cluster's control plane, reported as `make run` reports it.
+                tg.start_soon(controlplane.ControlPlaneReporter(transport, say=lambda *_: None).run)
                 tg.start_soon(_register_webhooks, transport, held)
                 say(f"pod logs under {logs}")
                 pids = {"capi": (manager.pid,), **_server_pids(server)}
@@ -171,7 +165,7 @@ def _install(args: argparse.Namespace, server: ApiServer, images: dict[str, str]
     held = [o for o in fitted if o["kind"] in WEBHOOK_CONFIGURATIONS]
     apply(server, [o for o in fitted if o["kind"] not in WEBHOOK_CONFIGURATIONS])
     for obj in _objects(server.kubeconfig.read_bytes(), images):
-        server.request("POST", resource_path(_RESOURCES[obj["kind"]], NAMESPACE), obj)
+        server.request("POST", resource_path(EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE), obj)
     say("controller and the demo cluster applied (MachineDeployment at 0)")
     return held
 

@@ -54,7 +54,7 @@ def _spec(deadline: int = 3600) -> dict[str, Any]:
     return {
         "source": {"configMapRef": {"name": "module"}},
         "variables": {"size": 1, "region": "eu-west-1"},
-        "credentialsRef": {"name": "creds"},
+        "identityRef": {"kind": "Secret", "name": "creds"},
         "jobs": {
             "image": DEFAULT_IMAGES[0],
             "successfulJobsHistoryLimit": JOBS_PER_OBJECT,

@@ -86,6 +86,23 @@ def load(text: str, loader: Loader = FastLoader) -> object:
         parser.dispose()
 
 
+def load_all(text: str, loader: Loader = FastLoader) -> list[object]:
+    """Every document in `text` (`---` apart), each as `load` reads one."""
+    parser = loader(text)
+    found: list[object] = []
+    try:
+        while parser.check_node():
+            node = parser.get_node()
+            if node is None:
+                continue
+            if "*" in text and _MAYBE_ALIAS.search(text):
+                _bound_aliases(node)
+            found.append(_construct(node, parser))
+    finally:
+        parser.dispose()
+    return found
+
+
 # Where an alias token could start: `*name` at the start of a line or after a space, a
 # flow indicator or a colon. A file without one has no alias (quoted text may match; that
 # only costs the walk that looks for real aliases).

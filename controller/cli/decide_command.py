@@ -16,58 +16,59 @@ from typing import Any
 
 import orjson
 
-from controller.cli.snapshot_file import SnapshotError, load
+from controller.cli.decide_settings import settings_for
+from controller.cli.snapshot_file import FILE_FLAGS, SnapshotError, SnapshotFile, read
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Decision, to_json
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.runner_rbac import RunnerFacts
-from controller.core.decide.settings import Settings, settings_of
+from controller.core.decide.settings import Settings
 from controller.core.plan.decided import decision_of
 from controller.core.plan.planner import live_check_needed
 
 EXIT_BAD_INPUT = 2
 
-Objects = tuple[datetime, list[dict[str, Any]]]
 # --live's reads beyond the objects: the namespace's runner RBAC (None: not read).
 LiveObjects = tuple[datetime, list[dict[str, Any]], RunnerFacts | None]
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_concurrent_runs < 1:  # as `captf run` refuses it
-        return _bad_input(
-            f"--max-concurrent-runs must be at least 1, got {args.max_concurrent_runs}"
-        )
+    for flag in ("max-concurrent-runs", "max-concurrent-runs-per-cluster"):
+        given, least = getattr(args, flag.replace("-", "_")), FILE_FLAGS[flag] or 0
+        if given is not None and given < least:  # as `captf run` refuses it
+            return _bad_input(f"--{flag} must be at least {least}, got {given}")
     if args.file and args.now is not None:
         return _bad_input("--now goes with --live; a snapshot file carries its own `now`")
-    settings = settings_of(args)  # as `captf run` builds its own from the same flags
     if args.live:
-        return _decide_one(args, settings, args.live, partial(_read_live, args), prefix="")
+        return _decide_one(args, args.live, partial(_read_live, args), prefix="")
     files: list[str] = args.file
     if files.count("-") > 1:
         return _bad_input("standard input (-) can be read only once")
     several = len(files) > 1
     statuses = [
-        _decide_one(args, settings, path, partial(load, path), prefix=f"{path}: " * several)
-        for path in files
+        _decide_one(args, path, partial(read, path), prefix=f"{path}: " * several) for path in files
     ]
     return max(statuses)
 
 
 def _decide_one(
     args: argparse.Namespace,
-    settings: Settings,
     source: str,
-    read: Callable[[], Objects | LiveObjects],
+    read_source: Callable[[], SnapshotFile | LiveObjects],
     *,
     prefix: str,
 ) -> int:
-    """Decides on what `read()` returns and prints the line; the exit status."""
+    """Decides on what `read_source()` returns and prints the line; the exit status."""
     try:
-        read_back = read()
-        now, objects = read_back[0], read_back[1]
-        live = len(read_back) == 3  # --live: with the runner RBAC it read
-        runner = read_back[2] if len(read_back) == 3 else None
-        decision = decided(now, objects, settings, live=live, runner=runner)
+        read_back = read_source()
+        if isinstance(read_back, SnapshotFile):  # -f: no Facts
+            found, live, runner = read_back, False, None
+        else:  # --live: with the runner RBAC it read
+            now, objects, runner = read_back
+            found, live = SnapshotFile(now, objects), True
+        # As `captf run` builds its own from the same flags (decide_settings.py).
+        settings = settings_for(args, found.flags, found.objects)
+        decision = decided(found.now, found.objects, settings, live=live, runner=runner)
     except SnapshotError as err:  # a file's error names the file
         return _bad_input(str(err))
     except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as err:
@@ -104,7 +105,11 @@ def _read_live(args: argparse.Namespace) -> LiveObjects:
     from controller.cli.live import Source, live_snapshot
     from runtime.errors import ConfigError
 
-    source = Source(kubeconfig=args.kubeconfig, namespace=args.namespace)
+    source = Source(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        request_timeout=args.request_timeout,
+    )
     try:
         return live_snapshot(args.live, now=args.now, source=source)
     except ConfigError as err:  # no kubeconfig, or one without a current context

@@ -49,6 +49,38 @@ def add_bench(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "cache lifetimes then pass 30 times faster than Cluster API's)",
     )
     c.set_defaults(func=handler("controller.bench.capi"))
+    _add_fleet(bsub)
+
+
+def _add_fleet(bsub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    f = bsub.add_parser(
+        "fleet",
+        help="N Machines in C clusters held for H hours of controller time with their"
+        " schedules on, a scale-up in quiet slots and one during the hold: one JSON line",
+    )
+    f.add_argument("--machines", type=int, default=30, help="Machines in all (N)")
+    f.add_argument("--clusters", type=int, default=3, help="Cluster API clusters (C)")
+    f.add_argument("--hours", type=float, default=1.0, help="controller hours held (H)")
+    f.add_argument("--time-scale", type=float, default=30.0, help="controller minutes per 60/K s")
+    f.add_argument(
+        "--job-seconds", type=float, default=2.0, help="each Job's read of a machine (wall s)"
+    )
+    f.add_argument(
+        "--scale-up",
+        type=int,
+        default=0,
+        help="Machines each scale-up adds to each cluster"
+        " (default: a third of N, spread over the clusters)",
+    )
+    f.add_argument("--max-concurrent-runs", type=int, default=10, help="the controller's run slots")
+    f.add_argument(
+        "--controller-arg",
+        action="append",
+        default=[],
+        help="a further flag of the controller (repeat), e.g."
+        " --controller-arg=--background-run-share=0.5",
+    )
+    f.set_defaults(func=handler("controller.bench.fleet"))
 
 
 def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -87,6 +119,12 @@ def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_kubeconfig(u)
     u.add_argument("--node", default="local")
     u.set_defaults(func=handler("controller.dev.node.main", "run_uncordon"))
+    v = dsub.add_parser(
+        "crds", help="write each CRD's v1beta1 from its v1alpha1 and the declared changes"
+    )
+    v.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    v.add_argument("--root", default=".", help="the repository's root")
+    v.set_defaults(func=handler("controller.dev.crd_versions"))
     c = dsub.add_parser("chart", help="generate charts/captf from manifests/")
     c.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     c.add_argument("--root", default=".", help="the repository's root")
@@ -97,6 +135,18 @@ def add_dev(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     k.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
     k.add_argument("--root", default=".", help="the repository's root")
     k.set_defaults(func=handler("controller.dev.clusterctl"))
+    rel = dsub.add_parser(
+        "release", help="write a clusterctl release (clusterctl/infrastructure-terraform/VERSION/)"
+    )
+    rel.add_argument("--version", required=True, help="the release, vX.Y.Z")
+    rel.add_argument(
+        "--image",
+        default="ghcr.io/captf-io/captf",
+        help="the controller and runner image's repository",
+    )
+    rel.add_argument("--check", action="store_true", help="only compare; exit 1 if it differs")
+    rel.add_argument("--root", default=".", help="the repository's root")
+    rel.set_defaults(func=handler("controller.dev.clusterctl", "run_release"))
     r = dsub.add_parser("run", help="the `make run` demo: control plane, node, controller")
     r.add_argument("--time-scale", type=float, default=30.0)
     r.add_argument(

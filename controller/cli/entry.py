@@ -1,7 +1,8 @@
 """The `captf` program: `captf runner` (the runner image's entrypoint, run once per
 Job) goes straight to the runner; every other command to the full command line
 (controller/cli/main.py). Building that parser imports the controller's settings and
-the core's face, which a runner pod would pay for on every start and never use."""
+the core's face, which a runner pod would pay for on every start and never use. The
+arrow goes one way: main.py never imports this module (an import-linter contract)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from controller.cli.no_cluster import no_cluster
 from runtime.errors import ConfigError
 
 
@@ -24,12 +26,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from controller.cli.main import main as full
 
     return full(args)
-
-
-def no_cluster(err: ConfigError) -> int:
-    """What a command that talks to a cluster says when there is none to talk to."""
-    print(f"captf: no cluster to talk to: {' '.join(str(err).split())}", file=sys.stderr)
-    return 2
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@ decide snapshot through it (`read_snapshot`)."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 
 from controller.cli.kinds import ALIASES
+from controller.cli.live_transport import DEFAULT_REQUEST_TIMEOUT, LiveTransport, open_live
 from controller.cli.snapshot_file import SnapshotError
 from controller.core import RunnerFacts, runner_rbac
 from controller.core.basics.names import (
@@ -24,7 +26,9 @@ from controller.core.basics.names import (
     LABEL_SCOPE,
     LABEL_UID,
     PLAN_KIND,
+    POLICY_KIND,
     RUNNER_ACCOUNT,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
     TIME_ORIGIN,
 )
@@ -35,7 +39,6 @@ from runtime.clock import scaled_time, wall_clock
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
 from runtime.timeorigin import shared_origin
-from runtime.transport import Transport, open_transport
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,8 +53,14 @@ class Source:
     # records in `controller_namespace`. At 1.0, the wall clock, and nothing is read.
     time_scale: float = 1.0
     controller_namespace: str = "default"
+    # --request-timeout: how long each request waits out transient answers.
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
 
-    async def now(self, t: Transport) -> datetime:
+    def open(self) -> AbstractAsyncContextManager[LiveTransport]:
+        """The cluster's transport: every command's requests go through it."""
+        return open_live(self.kubeconfig, self.request_timeout)
+
+    async def now(self, t: LiveTransport) -> datetime:
         wall = wall_clock()
         if self.time_scale == 1.0:
             return wall
@@ -60,7 +69,7 @@ class Source:
 
 
 async def listed(
-    t: Transport, resource: Resource, kind: str, namespace: str | None, **params: str
+    t: LiveTransport, resource: Resource, kind: str, namespace: str | None, **params: str
 ) -> list[Json]:
     """The items of a collection, each with its kind (list items carry none)."""
     path = api.resource_path(resource, namespace)
@@ -105,7 +114,7 @@ def _run(
         raise SnapshotError(f"cannot reach the API server: {err}") from None
 
 
-async def _runner_facts(t: Transport, ns: str) -> RunnerFacts | None:
+async def _runner_facts(t: LiveTransport, ns: str) -> RunnerFacts | None:
     """The namespace's runner RBAC as the controller's caches hold it: its ServiceAccounts
     labelled captf.io/runner=true and the RoleBinding captf-runner. None when the reader
     may not list them (403): the decision then reads no RBAC, as `-f` does."""
@@ -123,6 +132,21 @@ async def _runner_facts(t: Transport, ns: str) -> RunnerFacts | None:
     return runner_rbac.facts_of(accounts, bindings)
 
 
+async def _policy_facts(t: LiveTransport, ns: str) -> list[Json]:
+    """Every TerraformPolicy and the object's Namespace (its labels pick policies), as the
+    controller watches them; what this reader may not read (403) is left out, and a
+    decision then reads no policy, as one from a file without them does."""
+    found: list[Json] = []
+    try:
+        found += await listed(t, api.POLICIES, POLICY_KIND, None)
+        space = await t.request("GET", api.resource_path(api.NAMESPACES, None, ns))
+        found.append({"apiVersion": "v1", "kind": "Namespace"} | space)
+    except ApiError as err:
+        if err.status not in (403, 404):
+            raise
+    return found
+
+
 def live_ref(text: str) -> tuple[str, str]:
     """(kind, name) of --live's KIND/NAME: any spelling `captf get` takes, any name."""
     kind, _, name = text.partition("/")
@@ -136,7 +160,7 @@ def live_ref(text: str) -> tuple[str, str]:
 async def _read(
     source: Source, ns: str, kind: str, name: str, now: datetime | None, *, runner: bool
 ) -> tuple[datetime, list[Json], RunnerFacts | None]:
-    async with open_transport(source.kubeconfig) as t:
+    async with source.open() as t:
         at = now or await source.now(t)
         obj = await t.request("GET", api.object_path(kind, ns, name))
         rbac = await _runner_facts(t, ns) if runner else None
@@ -146,9 +170,9 @@ async def _read(
         secrets = await listed(t, api.SECRETS, "Secret", ns)
         configmaps = await listed(t, api.CONFIGMAPS, "ConfigMap", ns)
         leases = await listed(t, api.LEASES, "Lease", ns)
-        slots = await listed(
-            t, api.LEASES, "Lease", None, labelSelector=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}"
-        )
+        # The run slots and the background budgets, wherever the controller keeps them.
+        scopes = f"{LABEL_SCOPE} in ({SCOPE_RUN_SLOT},{SCOPE_BUDGET})"
+        slots = await listed(t, api.LEASES, "Lease", None, labelSelector=scopes)
         related: list[Json] = []
         for other in KINDS:
             related += await listed(t, api.OBJECTS[other], other, ns)
@@ -171,6 +195,7 @@ async def _read(
         events = await listed(
             t, api.EVENTS, "Event", ns, fieldSelector="involvedObject.kind=Job,reason=FailedCreate"
         )
+        policies = await _policy_facts(t, ns)
         return (
             at,
             [
@@ -184,6 +209,7 @@ async def _read(
                 *others,
                 *pods,
                 *events,
+                *policies,
             ],
             rbac,
         )

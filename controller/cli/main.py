@@ -12,8 +12,14 @@ import sys
 from collections.abc import Sequence
 
 from controller.cli.dev_parsers import add_bench, add_dev
-from controller.cli.entry import no_cluster
-from controller.cli.parser_kit import Command, add_kubeconfig, handler
+from controller.cli.no_cluster import no_cluster
+from controller.cli.parser_kit import (
+    Command,
+    add_background_budget,
+    add_kubeconfig,
+    add_live,
+    handler,
+)
 from controller.core.contract.roles import Role
 from controller.core.decide.settings import JobDefaultsError, job_defaults
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
@@ -62,7 +68,8 @@ def _add_runner_policy(p: argparse.ArgumentParser) -> None:
         default=AUTO,
         help="how a Job's pod gets a module image: volume (an image volume, Kubernetes 1.35 "
         "on), copy (init containers copy it into an emptyDir; any version), auto (volume "
-        "from the API server's v1.35 on, else copy; default)",
+        "when the API server keeps the image volume of a dry-run Job, else copy; by its "
+        "version when the dry run is refused; default)",
     )
     p.add_argument(
         "--max-module-image-size",
@@ -96,18 +103,31 @@ def _decide(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src.add_argument("--live", metavar="KIND/NAME", help="read the snapshot from the cluster")
     p.add_argument("-n", "--namespace", default="default", help="namespace for --live")
     p.add_argument("--now", help="RFC 3339 time to decide at with --live (default: the clock)")
+    # The run-slot flags default to None: unset, a file's `flags:` (else captf run's
+    # default) applies (controller/cli/decide_settings.py).
     p.add_argument(
-        "--max-concurrent-runs", type=int, default=10, help="run slots, as the controller's flag"
+        "--max-concurrent-runs",
+        type=int,
+        default=None,
+        help="run slots, as the controller's flag (default: the file's flags, else 10)",
     )
     p.add_argument(
         "--max-concurrent-runs-per-cluster",
         type=int,
-        default=0,
-        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap)",
+        default=None,
+        help="run slots one cluster's Jobs may hold, as the controller's flag (0: no cap; "
+        "default: the file's flags, else 0)",
+    )
+    add_background_budget(p, None)
+    p.add_argument(
+        "--controller-namespace",
+        default=None,
+        help="the controller's namespace, where it keeps its run slots, as its flag (default: "
+        "the file's flags, else the one namespace the snapshot's run slots are in)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="add the message and Job details")
     _add_runner_policy(p)
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler("controller.cli.decide_command"))
 
 
@@ -140,6 +160,7 @@ def _run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="run slots the Jobs of one Cluster API cluster may hold at once, so one cluster "
         "scaling up cannot take them all; 0: no cap (docs/controller.md#run-slots)",
     )
+    add_background_budget(p, (DEFAULTS.background_run_share, DEFAULTS.background_jobs_per_minute))
     p.add_argument("--workers", type=int, default=DEFAULTS.workers, help="concurrent reconciles")
     p.add_argument(
         "--kept-plans",
@@ -222,7 +243,7 @@ def _people(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g = sub.add_parser("get", help="a table of CAPTF objects: ready, op, wait, retry, last error")
     g.add_argument("kind", nargs="?", help="tfc, tfmp or tfm (any spelling; default: all kinds)")
     g.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
-    g.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    g.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
     g.add_argument(
         "--time-scale",
         type=float,
@@ -270,7 +291,7 @@ def _state(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     push.add_argument("file", metavar="FILE", help="the state's JSON; - reads stdin")
     for p, attr in ((ls, "run_list"), (pull, "run_pull"), (push, "run_push")):
         p.add_argument("-n", "--namespace", default="default")
-        add_kubeconfig(p)
+        add_live(p)
         p.set_defaults(func=handler("controller.cli.people.state", attr))
 
 
@@ -294,6 +315,20 @@ def _lint(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the platform to check (default: linux/amd64 of an index; a single image as it is)",
     )
     i.set_defaults(func=handler("controller.cli.lint_image_command"))
+
+
+def _policy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("policy", help="TerraformPolicies: test them on a plan, offline")
+    psub = p.add_subparsers(dest="policy", required=True)
+    t = psub.add_parser("test", help="judge a plan (tofu show -json) by policies, as the runner")
+    t.add_argument("policy", metavar="POLICY.yaml", help="one or more TerraformPolicy documents")
+    t.add_argument("plan", metavar="PLAN.json", help="tofu show -json of a saved plan")
+    t.add_argument("--object", metavar="FILE", help="the CAPTF object: selectors pick by it")
+    t.add_argument("--namespace-labels", metavar="K=V,...", help="its Namespace's labels")
+    t.add_argument("--cluster-labels", metavar="K=V,...", help="its Cluster's labels")
+    t.add_argument("--approved", action="store_true", help="as the apply of an approved plan")
+    t.add_argument("--json", action="store_true", help="one JSON document, with the cost")
+    t.set_defaults(func=handler("controller.cli.policy_command"))
 
 
 def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -327,7 +362,7 @@ def _image(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_target(p: argparse.ArgumentParser, module: str) -> None:
     p.add_argument("-n", "--namespace", default="default")
-    add_kubeconfig(p)
+    add_live(p)
     p.set_defaults(func=handler(f"controller.{module}"))
 
 
@@ -346,7 +381,7 @@ def _runner(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="captf", description="CAPTF controller")
     sub = root.add_subparsers(dest="command", required=True)
-    for add in (_decide, _people, _lint, _image, _run, add_bench, add_dev, _runner):
+    for add in (_decide, _people, _lint, _policy, _image, _run, add_bench, add_dev, _runner):
         add(sub)
     return root
 

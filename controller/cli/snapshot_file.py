@@ -1,30 +1,56 @@
 """Reading a `captf decide` snapshot file, with one clear error for anything wrong in it.
 
 A snapshot is YAML with `now` (RFC 3339) and `objects` (Kubernetes objects as the
-API returns them, the CAPTF object first). What is not a Kubernetes object at all (no
-kind or name, a field of another JSON type than the API server stores, a time that does
-not parse) is refused here rather than decided on. Anything the API server can store is
-decided as the controller decides it: an annotation is free text there, so a
-`captf.io/restore-serial` of "abc" is no restore request here either."""
+API returns them, the CAPTF object first), and may say under which of the controller's
+run-slot flags it is decided (`flags`; controller/cli/decide_settings.py). What is not
+a Kubernetes object at all (no kind or name, a field of another JSON type than the API
+server stores, a time that does not parse) is refused here rather than decided on.
+Anything the API server can store is decided as the controller decides it: an
+annotation is free text there, so a `captf.io/restore-serial` of "abc" is no restore
+request here either. CAPTF objects written as v1alpha1 are read as the controller reads
+them, converted to v1beta1 as the API server has its conversion webhook convert them
+(controller/core/conversion)."""
 
 from __future__ import annotations
 
 import base64
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import yaml
 
 from controller.cli import api_yaml
-from controller.core.basics.names import CAPI_KINDS, IDENTITY, KINDS, PLAN_KIND
+from controller.core.basics.names import (
+    API_VERSION,
+    CAPI_KINDS,
+    IDENTITY,
+    KINDS,
+    OLD_API_VERSION,
+    PLAN_KIND,
+    POLICY_KIND,
+)
 from controller.core.basics.timefmt import TimeFormatError, parse_time
+from controller.core.conversion.convert import convert
 from runtime.jsonobj import Json
 
-# An identity, and the Namespace whose labels its selector reads, are cluster-scoped:
-# they carry no metadata.namespace.
+# An identity, a policy, and the Namespace whose labels their selectors read, are
+# cluster-scoped: they carry no metadata.namespace.
 KNOWN_KINDS = frozenset(
-    {*KINDS, *CAPI_KINDS, PLAN_KIND, "Job", "Secret", "ConfigMap", "Lease", IDENTITY, "Namespace"}
+    {
+        *KINDS,
+        *CAPI_KINDS,
+        PLAN_KIND,
+        "Job",
+        "Secret",
+        "ConfigMap",
+        "Lease",
+        IDENTITY,
+        "Namespace",
+        POLICY_KIND,
+    }
 )
 _LIMITS = ("failedJobsHistoryLimit", "successfulJobsHistoryLimit", "activeDeadlineSeconds")
 
@@ -39,7 +65,7 @@ _SPEC: Shape = {
     "variablesFrom": [
         {"secretRef": {"name": str, "key": str}, "configMapRef": {"name": str, "key": str}}
     ],
-    "credentialsRef": _REF,
+    "credentialsRef": _REF,  # v1alpha1's, checked before the object is converted
     "identityRef": {"kind": str, "name": str},
     "dependsOn": [{"kind": str, "name": str}],
     "jobs": {
@@ -81,6 +107,15 @@ _BY_KIND: dict[str, dict[str, Shape]] = {
             "requiredKeys": [str],
         }
     },
+    POLICY_KIND: {
+        "spec": {
+            "namespaceSelector": dict,
+            "objectSelector": dict,
+            "rules": [
+                {"name": str, "scope": str, "expression": str, "action": str, "message": str}
+            ],
+        }
+    },
     PLAN_KIND: {
         "spec": {"approved": bool, "approvedBy": str},
         "status": {"inputsHash": str, "fingerprint": str, "phase": str},
@@ -100,8 +135,34 @@ class SnapshotError(ValueError):
     """The snapshot file cannot be decided on; the message says why in one line."""
 
 
+# The controller flags a file may say it was taken under (`flags:`), as `captf run` spells
+# them, with the least value each takes: what a decision reads of the run slots.
+FILE_FLAGS: dict[str, int | None] = {
+    "controller-namespace": None,
+    "max-concurrent-runs": 1,
+    "max-concurrent-runs-per-cluster": 0,
+    "background-jobs-per-minute": 1,
+    "background-run-share": None,  # a number more than 0, at most 1
+}
+SHARE_FLAG = "background-run-share"
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    now: datetime
+    objects: list[Json]
+    # The file's `flags:`, by flag name: a string for controller-namespace, else an integer.
+    flags: Mapping[str, str | int | float] = field(default_factory=dict)
+
+
 def load(path: str) -> tuple[datetime, list[Json]]:
     """The snapshot in the file at `path`; "-" reads standard input, as kubectl's -f does."""
+    found = read(path)
+    return found.now, found.objects
+
+
+def read(path: str) -> SnapshotFile:
+    """The snapshot in the file at `path` with the controller flags it names."""
     try:
         text = sys.stdin.buffer.read().decode() if path == "-" else Path(path).read_text("utf-8")
     except OSError as err:
@@ -122,7 +183,8 @@ def load(path: str) -> tuple[datetime, list[Json]]:
     except RecursionError:  # the pure-Python parser's limit
         raise SnapshotError(f"{path} is nested too deeply to read") from None
     try:
-        return parse(doc)
+        now, objects = parse(doc)
+        return SnapshotFile(now, objects, flags_of(doc))
     except SnapshotError as err:  # name the file: several may be decided at once
         raise SnapshotError(f"{path}: {err}") from None
 
@@ -145,7 +207,38 @@ def parse(doc: object) -> tuple[datetime, list[Json]]:
             f"the first object must be a CAPTF object ({', '.join(KINDS)}), not {first}"
         )
     _check_captf(objects[0])
-    return now, objects
+    return now, [_as_the_controller_reads(obj) for obj in objects]
+
+
+def _as_the_controller_reads(obj: Json) -> Json:
+    return convert(obj, API_VERSION) if obj.get("apiVersion") == OLD_API_VERSION else obj
+
+
+def flags_of(doc: object) -> dict[str, str | int | float]:
+    """The file's `flags:`: a mapping of the FILE_FLAGS, each of the type and range
+    `captf run` takes; anything else is refused, so a misspelt flag is not ignored."""
+    given = doc.get("flags") if isinstance(doc, dict) else None
+    if given is None:
+        return {}
+    if not isinstance(given, dict):
+        raise SnapshotError("flags: must be a mapping of flag names (without --) to values")
+    flags: dict[str, str | int | float] = {}
+    for name, value in given.items():
+        if name not in FILE_FLAGS:
+            known = ", ".join(FILE_FLAGS)
+            raise SnapshotError(f"flags: {name!r} is not a flag a file may set ({known})")
+        least = FILE_FLAGS[name]
+        if name == SHARE_FLAG:
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not 0 < value <= 1:
+                raise SnapshotError(f"flags: {name} must be a number more than 0, at most 1")
+        elif least is None:
+            if not isinstance(value, str) or not value:
+                raise SnapshotError(f"flags: {name} must be a namespace's name, not {value!r}")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise SnapshotError(f"flags: {name} must be an integer of at least {least}")
+        flags[name] = value
+    return flags
 
 
 def _check_object(obj: object, index: int) -> None:

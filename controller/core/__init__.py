@@ -6,6 +6,7 @@ importing only the ones below (an import-linter contract holds them to it):
 
 - basics: CAPTF's API names, Kubernetes time formats, serials, redaction, the
   runner contract's variables (io imports these directly: they are vocabulary);
+- conversion: the API versions, and an object of one converted to the other;
 - spec: an object's spec as read (policy, windows, inputs, references, Ready);
 - jobs: one Job, the history of an object's Jobs, backoff, retention, naming, the
   result read from a termination message;

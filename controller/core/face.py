@@ -1,5 +1,8 @@
 """The core's face: what io (the reconciler, the caches, the janitor) needs of the
-rooms, and nothing more. `controller.core` gives these names, importing this module on
+rooms, and nothing more: every name here is used by io (two of them, `RunnerFacts` and
+`runner_rbac`, by the CLI's live read too); the other rooms (the CLI, the dev tools, the
+runner) import the core's rooms themselves. A name no room outside the core uses is not
+here. `controller.core` gives these names, importing this module on
 the first one asked for (controller/core/__init__.py), so a process that needs only a
 room (the runner: basics and jobs) does not load the planner."""
 
@@ -9,6 +12,8 @@ from controller.core.admission.identity import SecretAccess, secret_to_review
 from controller.core.admission.kinds import ADMISSION_KINDS, inputs_spec
 from controller.core.admission.refusal import refusals_message
 from controller.core.contract.capacity import LABEL_CAPACITY, LABEL_NODE_INFO
+from controller.core.conversion.convert import ConversionFailed, convert
+from controller.core.conversion.storage import rewrites_through_status, stale_versions, trimmed
 from controller.core.decide import runner_rbac
 from controller.core.decide.facts import Facts, Refusal
 from controller.core.decide.pinning import IMAGE_WAITS
@@ -23,11 +28,12 @@ from controller.core.decide.reads import (
     secrets_wanted,
     state_parts_wanted,
 )
+from controller.core.decide.remediation import OwnerMark
 from controller.core.decide.runner_rbac import RunnerFacts
 from controller.core.decide.settings import Settings, settings_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import TERMINAL_CONDITIONS, Outcome, finished_at, is_finished, result
-from controller.core.jobs.job_env import RUNNER_VARS_READ, containers, job_env
+from controller.core.jobs.job_env import RUNNER_VARS_READ, containers
 from controller.core.jobs.starting import pull_failure
 from controller.core.jobs.termination import (
     JOB_UID_LABEL,
@@ -37,7 +43,8 @@ from controller.core.jobs.termination import (
     result_of,
     with_result,
 )
-from controller.core.leases import family
+from controller.core.leases import budget_lease, family
+from controller.core.leases.budget_demand import stretches
 from controller.core.leases.family import Busy, holder_of, member_jobs
 from controller.core.leases.slots import is_run_slot
 from controller.core.leases.stale import (
@@ -76,8 +83,8 @@ from controller.core.spec.image import (
     Resolved,
     Unresolved,
     reference_digest,
-    repository_of,
 )
+from controller.core.spec.module_mount import AUTO as MOUNT_AUTO
 from controller.core.spec.module_mount import version_of
 from controller.core.spec.policy import DEFAULT_IMAGES, DEFAULT_SERVICE_ACCOUNTS
 from controller.core.spec.ready import ready_of
@@ -89,7 +96,6 @@ from controller.core.spec.refs import (
     cluster_name_of,
     configmaps_read,
     dependencies,
-    infrastructure_ref,
     module_image,
     owner_of,
     secrets_read,
@@ -109,6 +115,7 @@ __all__ = [
     "LABEL_CAPACITY",
     "LABEL_NODE_INFO",
     "LEASE_API",
+    "MOUNT_AUTO",
     "NO_IDENTITY",
     "REGISTRY_UNAUTHORIZED",
     "REGISTRY_UNAVAILABLE",
@@ -119,6 +126,7 @@ __all__ = [
     "TERMINAL_CONDITIONS",
     "Accounting",
     "Busy",
+    "ConversionFailed",
     "Event",
     "Facts",
     "How",
@@ -133,6 +141,7 @@ __all__ = [
     "MoveStep",
     "ObjectRef",
     "Outcome",
+    "OwnerMark",
     "Plan",
     "PlanWrites",
     "Record",
@@ -150,6 +159,7 @@ __all__ = [
     "Unresolved",
     "approval",
     "bootstrap_secret_of",
+    "budget_lease",
     "capi_read",
     "capi_wanted",
     "captf_wanted",
@@ -158,6 +168,7 @@ __all__ = [
     "configmaps_read",
     "configmaps_wanted",
     "containers",
+    "convert",
     "dependencies",
     "family",
     "finished_at",
@@ -166,12 +177,10 @@ __all__ = [
     "identity_in_use",
     "identity_pass",
     "identity_ref_of",
-    "infrastructure_ref",
     "inputs_spec",
     "is_finished",
     "is_member",
     "is_run_slot",
-    "job_env",
     "live_check_needed",
     "member_jobs",
     "message_of",
@@ -186,9 +195,9 @@ __all__ = [
     "ready_of",
     "reference_digest",
     "refusals_message",
-    "repository_of",
     "result",
     "result_of",
+    "rewrites_through_status",
     "runner_rbac",
     "secret_ref_of",
     "secret_to_review",
@@ -198,11 +207,14 @@ __all__ = [
     "spec_of",
     "spec_refusals",
     "stale_leases",
+    "stale_versions",
     "state_moves",
     "state_parts_wanted",
+    "stretches",
     "template_lookup",
     "template_pass",
     "terraform_cluster_of",
+    "trimmed",
     "unwatched",
     "update_refusals",
     "version_of",

@@ -22,12 +22,13 @@ from typing import Any
 
 import yaml
 
+from controller.core.basics.release import RELEASE
 from controller.dev.generated import run_generator
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = Path("charts/captf")
 NAMESPACE = "captf-system"
-VERSION = "0.1.0"
+VERSION = RELEASE
 
 # Literal template braces in a manifest (the PrometheusRule's `{{ $value }}`) are
 # escaped so that Helm prints them as they are.

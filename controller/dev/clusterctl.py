@@ -1,36 +1,43 @@
-"""The clusterctl provider repository `clusterctl/infrastructure-terraform/<version>/`,
-generated from `manifests/` so it cannot drift from what `kubectl apply -k` installs.
+"""The clusterctl provider repository `clusterctl/infrastructure-terraform/<version>/`: a
+release, generated from this checkout so that it cannot drift from what
+`kubectl apply -k manifests/` installs, and byte for byte the same each time.
 
 clusterctl reads a local repository laid out as `<base>/<provider label>/<version>/`
-(`file://` URLs in its config); this module writes the two files of it that come from
-the manifests:
+(`file://` URLs in its config). A release directory holds:
 
 - `infrastructure-components.yaml`: the rendered install (one Namespace, the CRDs, RBAC,
-  the Deployment and its PodDisruptionBudget), every object labelled
-  `cluster.x-k8s.io/provider: infrastructure-terraform`, and the controller's flags an
-  operator chooses turned into clusterctl variables, each defaulting to the manifest's
-  own value (`--allowed-images=${TERRAFORM_RUNNER_IMAGES:=captf:dev}`). The controller's
-  image is the manifest's, written in full (`docker.io/library/captf:dev`) and without a
-  variable: clusterctl parses every container image as a canonical reference, before
-  substituting variables when asked to `--describe` or `--raw`, and changes it through
-  its own `images:` setting (`infrastructure-terraform: {repository: ..., tag: ...}`);
-- `metadata.yaml`: the release series of this version, mapped to Cluster API's
-  contract v1beta2.
+  the Deployment and its PodDisruptionBudget, the webhooks), every object labelled
+  `cluster.x-k8s.io/provider: infrastructure-terraform`, the controller's image the
+  release's own (`<image repository>:<version>`, in full: clusterctl parses every
+  container image as a canonical reference before substituting variables, and changes it
+  through its own `images:` setting), and the controller's flags an operator chooses
+  turned into clusterctl variables, each defaulting to the manifest's value, the runner
+  images allowed defaulting to the release's image (`--allowed-images=${...:=<image>}`);
+- `metadata.yaml`: the release series of every release up to this one (the directories
+  beside it), each mapped to Cluster API's contract v1beta2: `clusterctl upgrade` reads
+  the newest release's;
+- the cluster templates and the ClusterClass, from `clusterctl/templates/` (written by
+  hand: examples of use, not a copy of the install), their runner image defaulting to the
+  release's;
+- `Dockerfile`: the recipe of the controller and runner image (one image, both roles),
+  its base images pinned by digest;
+- `checksums.txt`: the SHA-256 of each file above, as `sha256sum` prints them.
 
-The cluster templates beside them (`cluster-template*.yaml`, `clusterclass-*.yaml`) are
-written by hand: they are examples of use, not a copy of the install. Each variable
-substitution must match its flag exactly once, so a manifest change it cannot follow
-fails here. `--check` only compares, for CI and tests."""
+Each variable substitution must match its flag exactly once, so a manifest change it
+cannot follow fails here. `make chart` keeps this checkout's release (RELEASE) current;
+`make release VERSION=vX.Y.Z` writes another. Directories of earlier releases are kept
+as they were released. `--check` only compares, for CI and tests."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import hashlib
+import re
 from pathlib import Path
 
 import yaml
 
-from controller.dev import chart
+from controller.core.basics.release import RELEASE
 from controller.dev.generated import run_generator
 from controller.dev.kustomize import render
 from runtime.jsonobj import Json
@@ -38,11 +45,15 @@ from runtime.jsonobj import Json
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "terraform"
 PROVIDER = f"infrastructure-{NAME}"
-VERSION = f"v{chart.VERSION}"
-REPOSITORY = Path("clusterctl") / PROVIDER / VERSION
+VERSION = f"v{RELEASE}"
+BASE = Path("clusterctl") / PROVIDER
+REPOSITORY = BASE / VERSION
+TEMPLATES = Path("clusterctl") / "templates"
+# Where released images are pushed; `make release IMAGE=...` names another.
+IMAGE = "ghcr.io/captf-io/captf"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
-# The contract this release series implements (Cluster API's label on our CRDs says v1alpha1
-# is the version served for it).
+# The contract every release series so far implements (Cluster API's label on our CRDs
+# names the versions that serve it).
 CONTRACT = "v1beta2"
 CONTAINER = "manager"
 # Variables are prefixed with the provider's name, as clusterctl's convention asks, so
@@ -55,6 +66,8 @@ FLAG_VARIABLES = {
 }
 COMPONENTS = "infrastructure-components.yaml"
 METADATA = "metadata.yaml"
+RECIPE = "Dockerfile"
+CHECKSUMS = "checksums.txt"
 HAND_WRITTEN = (
     "cluster-template.yaml",
     "cluster-template-clusterclass.yaml",
@@ -62,18 +75,10 @@ HAND_WRITTEN = (
     "cluster-template-aws.yaml",
     "clusterclass-terraform.yaml",
 )
+# The runner image the hand-written templates name, replaced by the release's.
+DEV_RUNNER = "${TERRAFORM_RUNNER_IMAGE:=captf:dev}"
 HEADER = "# Generated by `make chart` (controller.dev.clusterctl) from manifests/; do not edit.\n"
-
-METADATA_YAML = f"""\
-{HEADER}# clusterctl maps each release series of the provider to the Cluster API contract it
-# implements.
-apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3
-kind: Metadata
-releaseSeries:
-  - major: {VERSION.lstrip("v").split(".")[0]}
-    minor: {VERSION.split(".")[1]}
-    contract: {CONTRACT}
-"""
+_VERSION = re.compile(r"v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
 class ClusterctlError(ValueError):
@@ -94,6 +99,14 @@ def canonical(image: str) -> str:
     return f"docker.io/{path}"
 
 
+def series(version: str) -> tuple[int, int]:
+    """(major, minor) of `vX.Y.Z`; ClusterctlError for anything else."""
+    found = _VERSION.fullmatch(version)
+    if found is None:
+        raise ClusterctlError(f"release version {version!r} is not vX.Y.Z")
+    return int(found[1]), int(found[2])
+
+
 def _manager(deployment: Json) -> Json:
     containers = deployment["spec"]["template"]["spec"]["containers"]
     found = [c for c in containers if c["name"] == CONTAINER]
@@ -104,8 +117,8 @@ def _manager(deployment: Json) -> Json:
     return manager
 
 
-def _with_variables(container: Json) -> None:
-    container["image"] = canonical(container["image"])
+def _with_variables(container: Json, image: str) -> None:
+    container["image"] = canonical(image)
     args = container["args"]
     for flag, name in FLAG_VARIABLES.items():
         hits = [i for i, arg in enumerate(args) if arg.startswith(f"{flag}=")]
@@ -113,12 +126,17 @@ def _with_variables(container: Json) -> None:
             raise ClusterctlError(
                 f"Deployment: expected exactly one argument {flag}=..., found {len(hits)}"
             )
-        value = args[hits[0]].split("=", 1)[1]
+        value = image if flag == "--allowed-images" else args[hits[0]].split("=", 1)[1]
         args[hits[0]] = f"{flag}={variable(name, value)}"
 
 
-def components(manifests: Path) -> list[Json]:
-    """The install's objects as clusterctl installs them (see the module docstring)."""
+def release_image(version: str = VERSION, repository: str = IMAGE) -> str:
+    return f"{repository}:{version}"
+
+
+def components(manifests: Path, image: str | None = None) -> list[Json]:
+    """The install's objects as clusterctl installs them, the controller's image `image`
+    (default: this checkout's release)."""
     objects = render(manifests)
     namespaces = [o for o in objects if o["kind"] == "Namespace"]
     if len(namespaces) != 1:
@@ -126,7 +144,7 @@ def components(manifests: Path) -> list[Json]:
     deployments = [o for o in objects if o["kind"] == "Deployment"]
     if len(deployments) != 1:
         raise ClusterctlError(f"expected one Deployment in the install, found {len(deployments)}")
-    _with_variables(_manager(deployments[0]))
+    _with_variables(_manager(deployments[0]), image or release_image())
     for obj in objects:
         obj["metadata"].setdefault("labels", {})[PROVIDER_LABEL] = PROVIDER
     return objects
@@ -136,45 +154,68 @@ def _dump(obj: Json) -> str:
     return yaml.safe_dump(obj, sort_keys=False, allow_unicode=True, width=100)
 
 
-def components_yaml(manifests: Path) -> str:
-    return HEADER + "---\n" + "---\n".join(_dump(o) for o in components(manifests))
+def metadata_yaml(root: Path, version: str) -> str:
+    """Every release series up to `version`'s: the release directories beside it, and it."""
+    mine = series(version)
+    known = {mine}
+    for path in (root / BASE).glob("v*"):
+        if path.is_dir() and _VERSION.fullmatch(path.name) and series(path.name) <= mine:
+            known.add(series(path.name))
+    lines = "".join(
+        f"  - major: {major}\n    minor: {minor}\n    contract: {CONTRACT}\n"
+        for major, minor in sorted(known)
+    )
+    return (
+        f"{HEADER}# clusterctl maps each release series of the provider to the Cluster API"
+        " contract it\n# implements.\n"
+        "apiVersion: clusterctl.cluster.x-k8s.io/v1alpha3\nkind: Metadata\n"
+        f"releaseSeries:\n{lines}"
+    )
 
 
-GENERATED: dict[str, Callable[[Path], str]] = {
-    COMPONENTS: components_yaml,
-    METADATA: lambda _: METADATA_YAML,
-}
+def files(root: Path = ROOT, version: str = VERSION, repository: str = IMAGE) -> dict[str, str]:
+    """The release's files by name: the same bytes for the same checkout, every time."""
+    image = release_image(version, repository)
+    out = {
+        COMPONENTS: HEADER
+        + "---\n"
+        + "---\n".join(_dump(o) for o in components(root / "manifests", image)),
+        METADATA: metadata_yaml(root, version),
+    }
+    for name in HAND_WRITTEN:
+        text = (root / TEMPLATES / name).read_text()
+        out[name] = text.replace(DEV_RUNNER, variable("TERRAFORM_RUNNER_IMAGE", image))
+    out[RECIPE] = (root / RECIPE).read_text()
+    out[CHECKSUMS] = "".join(
+        f"{hashlib.sha256(text.encode()).hexdigest()}  {name}\n"
+        for name, text in sorted(out.items())
+    )
+    return out
 
 
-def files(root: Path = ROOT) -> dict[Path, str]:
-    """The generated files, by path under the repository's version directory."""
-    manifests = root / "manifests"
-    return {Path(name): generate(manifests) for name, generate in GENERATED.items()}
-
-
-def differences(root: Path = ROOT) -> list[str]:
-    """Generated files that differ from the manifests', then files that should not be
-    there (neither generated nor among the hand-written templates)."""
-    repository = root / REPOSITORY
-    want = files(root)
+def differences(root: Path = ROOT, version: str = VERSION, repository: str = IMAGE) -> list[str]:
+    """Files that differ from what this checkout makes of the release, then files that
+    should not be there."""
+    directory = root / BASE / version
+    want = files(root, version, repository)
     changed = [
-        str(p)
-        for p, text in want.items()
-        if not (repository / p).is_file() or (repository / p).read_text() != text
+        name
+        for name, text in want.items()
+        if not (directory / name).is_file() or (directory / name).read_text() != text
     ]
-    known = set(want) | {Path(name) for name in HAND_WRITTEN}
-    have = {p.relative_to(repository) for p in repository.rglob("*") if p.is_file()}
-    return changed + sorted(str(p) for p in have - known)
+    have = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+    return changed + sorted(have - set(want))
 
 
-def write(root: Path = ROOT) -> None:
-    repository = root / REPOSITORY
-    repository.mkdir(parents=True, exist_ok=True)
-    for path, text in files(root).items():
-        (repository / path).write_text(text)
+def write(root: Path = ROOT, version: str = VERSION, repository: str = IMAGE) -> None:
+    directory = root / BASE / version
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files(root, version, repository).items():
+        (directory / name).write_text(text)
 
 
 def run(args: argparse.Namespace) -> int:
+    """`captf dev clusterctl`: this checkout's release."""
     return run_generator(
         args,
         target=REPOSITORY,
@@ -182,4 +223,17 @@ def run(args: argparse.Namespace) -> int:
         write=write,
         error=ClusterctlError,
         verb="captf dev clusterctl",
+    )
+
+
+def run_release(args: argparse.Namespace) -> int:
+    """`captf dev release --version vX.Y.Z [--image REPOSITORY]` (`make release`)."""
+    version, repository = args.version, args.image
+    return run_generator(
+        args,
+        target=BASE / version,
+        differences=lambda root: differences(root, version, repository),
+        write=lambda root: write(root, version, repository),
+        error=ClusterctlError,
+        verb=f"captf dev release --version {version}",
     )

@@ -13,10 +13,11 @@ registry (controller.dev.module_images), examples/clusterapi pointed at them by 
 (spec.source.image; the process node pulls them as image volumes), a Cluster on a
 TerraformCluster,
 a MachineDeployment of three, a MachinePool of two, and the `flaky` cluster whose module
-fails twice), and `demo-kubeconfig` naming this API server as the
+fails twice), and `<cluster>-kubeconfig` naming this API server as each cluster's
 workload cluster, where a stand-in registers a Node for each machine's providerID
-(controller.dev.workload). Time is compressed (--time-scale): the 1-minute first retry
-takes 60/K seconds.
+(controller.dev.workload). Each Cluster's control plane is that API server, reported on a
+LocalControlPlane (controller.dev.controlplane). Time is compressed (--time-scale): the
+1-minute first retry takes 60/K seconds.
 
 examples/objects is not applied: its module predates the module contract (it declares
 none of the contract's inputs), so under Cluster API every plan of it fails."""
@@ -38,7 +39,7 @@ import anyio
 import yaml
 
 from controller.core.basics.names import CAPI_GROUP, CAPI_VERSION, GROUP, TIME_ORIGIN, VERSION
-from controller.dev import module_images, workload
+from controller.dev import controlplane, module_images, workload
 from controller.dev.clusterapi import ClusterApi, ClusterApiMissing, capi_dir
 from controller.dev.install import (
     DEPLOYMENT,
@@ -79,17 +80,20 @@ MANIFESTS = REPO / "manifests"
 EXAMPLES = REPO / "examples" / "clusterapi"
 CREDENTIALS = REPO / "examples" / "objects" / "00-credentials.yaml"
 CLUSTER = "demo"
+# Every Cluster of the examples: each gets `<name>-kubeconfig`, naming this API server.
+CLUSTERS = (CLUSTER, "flaky")
 CRDS = MANIFESTS / "crds"
 KUBECONFIG = Path(".local/kubeconfig")
 NAMESPACE = "default"
-# What the examples hold, by kind.
-_EXAMPLE_RESOURCES = {
+# What the examples hold, by kind (also what `captf bench capi` applies of them).
+EXAMPLE_RESOURCES = {
     **OBJECTS,
     **CAPI_OBJECTS,
     "TerraformMachineTemplate": Resource(GROUP, VERSION, "terraformmachinetemplates"),
     "MachineDeployment": Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments"),
     "Secret": SECRETS,
     "ConfigMap": CONFIGMAPS,
+    controlplane.KIND: controlplane.CONTROL_PLANES,
 }
 
 
@@ -117,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         Registry(server.workdir, bin_dir=registry_bin) as registry,
     ):
         server.install_crds(CRDS)
+        server.install_crds(controlplane.CRDS)
         took = f"{server.startup_seconds:.1f}s"
         kcm = f"{server.controller_manager_seconds:.1f}s"
         print(f"API server ready at {server.url} ({took}); kubeconfig {KUBECONFIG}")
@@ -202,12 +207,15 @@ def _install(args: argparse.Namespace, server: ApiServer, modules: Modules) -> l
     minute = 60 / args.time_scale
     print(
         f"applied examples/clusterapi on the module images of {modules.shown()} and"
-        f" {CLUSTER}-kubeconfig (this API server is the workload cluster);"
+        f" {' and '.join(f'{c}-kubeconfig' for c in CLUSTERS)} (this API server is the"
+        " workload cluster);"
         f" time scale {args.time_scale:g} (1m lasts {minute:.1f}s)"
     )
     print(
-        "a Node with its providerID is registered for each machine the modules create"
-        " (a stand-in for its kubelet joining), so Machines reach Running. Try:"
+        "a Node with its providerID and the version its machine asks for is registered for"
+        " each machine the modules create (a stand-in for its kubelet joining), so Machines"
+        " reach Running; each Cluster's control plane is this API server"
+        f" ({controlplane.KIND}, its status reported here). Try:"
     )
     return held
 
@@ -233,9 +241,11 @@ async def _watch(
             # Supervised: an error of one is logged with its name and that one starts
             # again; none ends the run (only Ctrl-C does).
             joiner = workload.NodeJoiner(transport, say=timeline.say)
+            reporter = controlplane.ControlPlaneReporter(transport, say=timeline.say)
             real = LoopClock()
             tg.start_soon(supervised, "timeline", timeline.run, real)
             tg.start_soon(supervised, "stand-in kubelets", joiner.run, real)
+            tg.start_soon(supervised, "control plane", reporter.run, real)
             register = partial(_register_webhooks, transport, webhooks, timeline.say)
             tg.start_soon(supervised, "webhook registration", register, real)
             async for _ in signals:
@@ -275,12 +285,12 @@ async def _reconcile_errors(transport: Transport) -> float:
 
 def _objects(kubeconfig: bytes, images: dict[str, str]) -> list[Json]:
     """Everything `make run` applies after the controller, in order: the credentials (the
-    runner's RBAC is the controller's to provide), the workload kubeconfig, then
-    examples/clusterapi with the module images pushed (`images`) in place of the example
-    references. The flaky cluster's module is the cluster module given with its failing
-    resource added."""
+    runner's RBAC is the controller's to provide), each cluster's workload kubeconfig,
+    then examples/clusterapi with the module images pushed (`images`) in place of the
+    example references. The flaky cluster's module is the cluster module given with its
+    failing resource added."""
     docs = [*_documents(CREDENTIALS)]
-    docs.append(workload.kubeconfig_secret(CLUSTER, kubeconfig))
+    docs += [workload.kubeconfig_secret(name, kubeconfig) for name in CLUSTERS]
     for path in sorted(EXAMPLES.glob("*.yaml")):
         docs += [module_images.point_at(doc, images) for doc in _documents(path)]
     return docs
@@ -291,4 +301,4 @@ def _documents(path: Path) -> list[Json]:
 
 
 def _collection(obj: Json) -> str:
-    return resource_path(_EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE)
+    return resource_path(EXAMPLE_RESOURCES[obj["kind"]], NAMESPACE)

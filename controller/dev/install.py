@@ -14,11 +14,13 @@ runs every pod on this machine's network without isolation:
 The admission webhooks (manifests/webhook/) need cert-manager and a Service, which the
 local cluster has neither of. With a `LoopbackWebhook`, the install stands in for both:
 it creates the Secret cert-manager would (a pair self-signed for 127.0.0.1, made here),
-points the webhook configurations at `https://127.0.0.1:PORT/...` with that certificate as
-their caBundle, and both replicas listen on that one loopback port (SO_REUSEPORT, see
-runtime/admission.py), as a Service would spread reviews over them. Without one, the
-webhooks are left out: tests that share an API server must not have their objects
-reviewed by a controller that is not running.
+points the webhook configurations and the CRDs' conversion webhook at
+`https://127.0.0.1:PORT/...` with that certificate as their caBundle, and both replicas
+listen on that one loopback port (SO_REUSEPORT, see runtime/admission.py), as a Service
+would spread reviews over them. Without one, the admission webhooks are left out: tests
+that share an API server must not have their objects reviewed by a controller that is
+not running; the CRDs keep their conversion through the Service, which nothing serves
+there, so a v1alpha1 request fails rather than being converted wrongly.
 
 Everything else (the ServiceAccount, its RBAC, probes, rollout, the PodDisruption-
 Budget) is the install as written."""
@@ -93,6 +95,20 @@ class LoopbackWebhook:
             "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
             "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
         }
+
+    def crd(self, obj: Json) -> Json:
+        """A CRD of the manifests whose conversion webhook calls 127.0.0.1, trusting the
+        certificate (cert-manager's CA injector would fill the caBundle in)."""
+        fitted = copy.deepcopy(obj)
+        (fitted["metadata"].get("annotations") or {}).pop(INJECT_CA, None)
+        hook = (fitted["spec"].get("conversion") or {}).get("webhook")
+        if hook is not None:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {
+                "url": self.url(path),
+                "caBundle": base64.b64encode(self.cert).decode(),
+            }
+        return fitted
 
     def configuration(self, obj: Json) -> Json:
         """A webhook configuration of the manifests, calling 127.0.0.1 and trusting the
@@ -184,6 +200,9 @@ def on_process_node(
         if kind in WEBHOOK_CONFIGURATIONS:
             if webhook is not None:
                 fitted.append(webhook.configuration(obj))
+            continue
+        if kind == "CustomResourceDefinition" and webhook is not None:
+            fitted.append(webhook.crd(obj))
             continue
         if kind == "Deployment" and obj["metadata"]["name"] == DEPLOYMENT:
             pod = obj["spec"]["template"]["spec"]

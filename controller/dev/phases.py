@@ -1,11 +1,12 @@
 """The timeline's lines for Cluster API's own objects: a Cluster's, a Machine's and a
 MachinePool's phase as Cluster API moves it (Pending, Provisioning, Provisioned,
-Running, Deleting, ...), and a MachinePool's replicas. Pure functions of (old, new), so
+Running, Deleting, ...), a MachinePool's replicas, and a Cluster's Available condition
+once it is True (and each change after). Pure functions of (old, new), so
 the lines are tested without a cluster; the Timeline watches and prints them."""
 
 from __future__ import annotations
 
-from controller.core.basics.names import CAPI_POOL
+from controller.core.basics.names import CAPI_CLUSTER, CAPI_POOL
 from runtime.jsonobj import Json
 
 
@@ -56,8 +57,31 @@ def replicas_change(old: Json | None, new: Json | None) -> str | None:
     return f"replicas {have}/{wanted} (ready {ready})"
 
 
+def _available(cluster: Json | None) -> Json:
+    for condition in _status(cluster).get("conditions") or []:
+        if condition.get("type") == "Available":
+            found: Json = condition
+            return found
+    return {}
+
+
+def available_change(old: Json | None, new: Json | None) -> str | None:
+    """A Cluster's `Available True` when it becomes True, and `Available False (reason)`
+    (or Unknown) when it stops being True; nothing else."""
+    if new is None or new.get("kind") != CAPI_CLUSTER:
+        return None
+    before, after = _available(old).get("status"), _available(new)
+    now = after.get("status")
+    if now == "True" and before != "True":
+        return "Available True"
+    if before == "True" and now != "True":
+        return f"Available {now or 'gone'} ({after.get('reason', '')})"
+    return None
+
+
 def lines_of(old: Json | None, new: Json | None) -> list[str]:
     """What the timeline prints for one change of a Cluster API object."""
     if new is None:
         return ["deleted"] if old is not None else []
-    return [line for line in (phase_change(old, new), replicas_change(old, new)) if line]
+    changes = (phase_change(old, new), replicas_change(old, new), available_change(old, new))
+    return [line for line in changes if line]

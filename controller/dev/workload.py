@@ -9,7 +9,11 @@ Node is an object with `spec.providerID`, nothing runs on it (the process node r
 every pod); only its status (Ready) and its Lease are kept alive as the process node's
 are (controller.dev.node.registration), or kube-controller-manager would mark it
 NotReady and Cluster API would count its machine unavailable (a MachinePool's phase
-reaches Running only with every Node Ready).
+reaches Running only with every Node Ready). Its kubeletVersion is the version the
+Machine or MachinePool asks for, as a kubelet of that version would report: Cluster API
+calls a Machine up to date only when the two are equal. Cluster API looks at these
+Nodes only once the Cluster's control plane is initialized: controller.dev.controlplane
+reports the one `make run` has, the local API server.
 
 The end-to-end tests run the role modules as ConfigMaps, `captf-module-<role>`, read
 here from a directory per role (examples/modules/<role>); a directory the ConfigMap
@@ -140,6 +144,15 @@ def node(provider_id: str, name: str | None = None) -> Json:
     }
 
 
+def asked_version(obj: Json) -> str:
+    """The Kubernetes version a Machine (spec.version) or a MachinePool (its template's)
+    asks its machines to run; "" when it names none."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == CAPI_POOL:
+        spec = ((spec.get("template") or {}).get("spec")) or {}
+    return str(spec.get("version") or "")
+
+
 def provider_ids(obj: Json) -> list[str]:
     """A Machine's spec.providerID, or a MachinePool's spec.providerIDList."""
     spec = obj.get("spec") or {}
@@ -150,7 +163,10 @@ def provider_ids(obj: Json) -> list[str]:
 
 class NodeJoiner:
     """Registers a Node for each providerID that appears on a Machine or MachinePool, once
-    (an existing Node keeps its spec), keeps it Ready, and says so through `say`. Nodes are
+    (an existing Node keeps its spec), keeps it Ready, and says so through `say`. Its
+    kubeletVersion is the version that Machine or MachinePool asks for when the providerID
+    first appears, as a kubelet of that version would report (Cluster API calls a Machine
+    up to date only when the two are equal), else the API server's own. Nodes are
     never deleted here: a Machine that goes takes nothing with it, as a real Node lingers
     until someone removes it. Cluster API does, for a Machine it deletes: that stand-in's
     heartbeat then ends, unless a Machine or MachinePool not being deleted still carries
@@ -168,6 +184,7 @@ class NodeJoiner:
         self._seen: set[str] = set()
         self._clock = LoopClock()
         self._informers: list[Informer] = []
+        self._server_version = ""
 
     async def run(self) -> None:
         """Until cancelled. Run again after a failure, it starts afresh: new informers,
@@ -182,15 +199,15 @@ class NodeJoiner:
             )
             for kind in (CAPI_MACHINE, CAPI_POOL)
         ]
-        send, receive = anyio.create_memory_object_stream[tuple[str, str]](1000)
+        send, receive = anyio.create_memory_object_stream[tuple[str, str, str]](1000)
         for informer in self._informers:
             informer.add_handler(self._handler(send))
         async with anyio.create_task_group() as tg:
             for informer in self._informers:
                 tg.start_soon(informer.run)
             async with receive:
-                async for who, provider_id in receive:
-                    registration = await self._join(who, provider_id)
+                async for who, provider_id, version in receive:
+                    registration = await self._join(who, provider_id, version)
                     if registration is not None:
                         tg.start_soon(self._beat, provider_id, registration)
 
@@ -209,7 +226,7 @@ class NodeJoiner:
             if not obj["metadata"].get("deletionTimestamp")
         )
 
-    def _handler(self, send: MemoryObjectSendStream[tuple[str, str]]) -> Any:
+    def _handler(self, send: MemoryObjectSendStream[tuple[str, str, str]]) -> Any:
         def handler(_old: Json | None, new: Json | None) -> None:
             if new is None:
                 return
@@ -217,23 +234,25 @@ class NodeJoiner:
             for provider_id in provider_ids(new):
                 if provider_id not in self._seen:
                     self._seen.add(provider_id)
-                    send.send_nowait((who, provider_id))
+                    send.send_nowait((who, provider_id, asked_version(new)))
 
         return handler
 
-    async def _join(self, who: str, provider_id: str) -> Registration | None:
-        """The Node created (or found) and its status Ready; None when the API refused."""
+    async def _join(self, who: str, provider_id: str, version: str) -> Registration | None:
+        """The Node created (or found) and its status Ready, reporting kubelet `version`
+        (the API server's when ""); None when the API refused."""
         body = node(provider_id)
         name = body["metadata"]["name"]
-        registration = Registration(
-            self._transport,
-            name,
-            NODE_ADDRESS,
-            self._clock,
-            wanted=lambda: self._carried(provider_id),
-            body=body,
-        )
         try:
+            registration = Registration(
+                self._transport,
+                name,
+                NODE_ADDRESS,
+                self._clock,
+                wanted=lambda: self._carried(provider_id),
+                body=body,
+                version=version or await self._api_server_version(),
+            )
             # Creates the Node, or finds it there (409), and writes its Ready status and Lease.
             await registration.register()
         except ApiError as err:
@@ -241,3 +260,10 @@ class NodeJoiner:
             return None
         self._say(who, f"Node {name} joined with providerID {provider_id} (stand-in kubelet)")
         return registration
+
+    async def _api_server_version(self) -> str:
+        """The workload cluster's API server version (its /version gitVersion), read once."""
+        if not self._server_version:
+            answer = await self._transport.request("GET", "/version")
+            self._server_version = str(answer["gitVersion"])
+        return self._server_version

@@ -88,6 +88,8 @@ async def account(
     """Accounts one finished Job of `obj`, the steps in the order above."""
     if accounting.event is not None:
         await emit(client, obj, accounting.event, now)
+    if accounting.warning is not None:
+        await emit(client, obj, accounting.warning, now)
     metrics.observe(accounting.sample)
     for write in accounting.releases:
         await leases.carry_out(client, write, now)

@@ -8,7 +8,16 @@ object stored while the webhook was down must still be deletable. When the objec
 a Secret the requester must be able to read (controller/core/admission/identity.py), a
 SubjectAccessReview asks the API server whether the requester may `get` it.
 
+A TerraformPolicy's rules are compiled, type-checked and costed (controller/policy/
+admission.py): an expression that does not compile, is not a condition or is too costly
+is refused with its position.
+
 POST /mutate-terraformplan records who approved a TerraformPlan (spec.approvedBy).
+
+POST /convert is the CRDs' conversion webhook: an object of any CAPTF kind as v1alpha1 or
+v1beta1 (controller/core/conversion), for whoever reads or writes it in the version it is
+not stored in. The admission rules name v1beta1 only; the API server converts a v1alpha1
+request before reviewing it (matchPolicy Equivalent), so the checks read one version.
 
 The deletion of a TerraformClusterIdentity that an object still names is refused (the
 objects are listed from the API server: a deletion is rare, and a cache could be a
@@ -24,8 +33,10 @@ from typing import Any, Protocol
 
 from controller.core import (
     ADMISSION_KINDS,
+    ConversionFailed,
     SecretAccess,
     approval,
+    convert,
     identity_in_use,
     inputs_spec,
     refusals_message,
@@ -33,14 +44,16 @@ from controller.core import (
     spec_refusals,
     update_refusals,
 )
+from controller.core.basics.names import GROUP, VERSION
+from controller.policy.admission import refusals as policy_refusals
 from runtime.admission import ALLOW, Answer, Review
+from runtime.conversion import Convert, Refused
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
 
 log = logging.getLogger("captf.admission")
-GROUP = "infrastructure.cluster.x-k8s.io"
-VERSION = "v1alpha1"
 PLAN = "TerraformPlan"
+POLICY = "TerraformPolicy"
 IDENTITY = "TerraformClusterIdentity"
 # The objects whose Jobs use an identity, as for its finalizer. A template naming one is
 # not a user until an object is made from it (and the controller may not read templates).
@@ -49,11 +62,19 @@ IDENTITY_USERS = ("terraformclusters", "terraformmachines", "terraformmachinepoo
 SHOWN_USERS = 5
 VALIDATE_PATH = "/validate"
 MUTATE_PLAN_PATH = "/mutate-terraformplan"
+CONVERT_PATH = "/convert"
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
 class Api(Protocol):
     async def request(self, method: str, path: str, *, body: object = None) -> dict[str, Any]: ...
+
+
+def converted(obj: Json, api_version: str) -> Json:
+    try:
+        return convert(obj, api_version)
+    except ConversionFailed as failed:
+        raise Refused(str(failed)) from None
 
 
 def _kind(request: Json) -> str | None:
@@ -80,6 +101,9 @@ class Webhooks:
     def reviews(self) -> dict[str, Review]:
         return {VALIDATE_PATH: self.validate, MUTATE_PLAN_PATH: self.mutate_plan}
 
+    def conversions(self) -> dict[str, Convert]:
+        return {CONVERT_PATH: converted}
+
     async def validate(self, request: Json) -> Answer:
         kind = _kind(request)
         operation = request.get("operation")
@@ -94,6 +118,8 @@ class Webhooks:
             refused = update_refusals(kind, old, obj, dry_run=request.get("dryRun") is True)
         else:
             refused = spec_refusals(kind, obj)
+        if kind == POLICY:
+            refused = [*refused, *policy_refusals(obj)]
         if refused:
             return _refused(kind, obj, refusals_message(refused))
         found = inputs_spec(kind, obj)

@@ -24,6 +24,7 @@ from controller.core.basics.names import (
     KINDS,
     PLAN_PLURAL,
     PLURALS,
+    POLICY_PLURAL,
     TEMPLATE_PLURALS,
     VERSION,
 )
@@ -64,6 +65,8 @@ CAPI_OBJECTS: Final = {
 PLANS: Final = Resource(GROUP, VERSION, PLAN_PLURAL)
 # The cluster-scoped TerraformClusterIdentities: read, and their finalizer written.
 IDENTITIES: Final = Resource(GROUP, VERSION, IDENTITY_PLURAL, namespaced=False)
+# The cluster-scoped TerraformPolicies: read only.
+POLICIES: Final = Resource(GROUP, VERSION, POLICY_PLURAL, namespaced=False)
 JOBS: Final = Resource("batch", "v1", "jobs")
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 SECRETS: Final = Resource("", "v1", "secrets")
@@ -75,6 +78,18 @@ ROLE_BINDINGS: Final = Resource("rbac.authorization.k8s.io", "v1", "rolebindings
 NAMESPACES: Final = Resource("", "v1", "namespaces", namespaced=False)
 NODES: Final = Resource("", "v1", "nodes", namespaced=False)
 DEPLOYMENTS: Final = Resource("apps", "v1", "deployments")
+# Every kind of CAPTF's group, by its CRD's name: rewritten in the storage version by the
+# storage version migration (migration.py); a test holds it to manifests/crds/.
+CLUSTER_TEMPLATES: Final = Resource(GROUP, VERSION, "terraformclustertemplates")
+STORED: Final = (
+    *OBJECTS.values(),
+    *TEMPLATES.values(),
+    CLUSTER_TEMPLATES,
+    PLANS,
+    IDENTITIES,
+    POLICIES,
+)
+CRDS: Final = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 
 def resource_path(

@@ -43,6 +43,7 @@ from controller.core.basics.names import (
     IDENTITY,
     PLAN_KIND,
     RUNNER_ACCOUNT,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
 )
 from controller.io.contents import Contents, Wanted
@@ -68,6 +69,7 @@ from controller.io.informers import (
     OWN_SECRETS,
     PENDING_PODS,
     PLANS,
+    POLICIES,
     RUNNER_ACCOUNTS,
     RUNNER_BINDINGS,
     SECRETS,
@@ -128,10 +130,11 @@ class Caches:
         self.configmaps = informer(CONFIGMAPS)
         self.leases = informer(LEASES)
         # A controller given --namespaces may list nothing cluster-wide (its Roles are in
-        # those namespaces only): it sees no identity, and an object naming one reads
-        # IdentityNotFound (docs/security.md, "Namespaced install").
+        # those namespaces only): it sees no identity (an object naming one reads
+        # IdentityNotFound) and no policy (docs/security.md, "Namespaced install").
         self.identities = informer(IDENTITIES) if cluster_scoped else Unwatched(IDENTITIES.resource)
         self.namespaces = informer(NAMESPACES) if cluster_scoped else Unwatched(NAMESPACES.resource)
+        self.policies = informer(POLICIES) if cluster_scoped else Unwatched(POLICIES.resource)
         self.runner_accounts = informer(RUNNER_ACCOUNTS)
         self.runner_bindings = informer(RUNNER_BINDINGS)
         self.pending_pods = informer(PENDING_PODS)
@@ -158,6 +161,7 @@ class Caches:
             self.configmaps,
             self.identities,
             self.namespaces,
+            self.policies,
             self.runner_accounts,
             self.runner_bindings,
             self.pending_pods,
@@ -330,6 +334,8 @@ class Caches:
             plans=tuple(self.plans_of(meta.get("uid", ""))),
             events=events,
             pods=pods,
+            policies=tuple(self.policies.store),
+            namespace_labels=MappingProxyType(self.namespace_labels(ns)),
         )
 
     def _starting(
@@ -357,8 +363,12 @@ class Caches:
         return [with_kind(p, API_VERSION, PLAN_KIND) for p in found]
 
     def _leases(self, ns: str) -> list[Json]:
+        """The run slots, the background budgets, and the Leases of the object's namespace."""
         slots = [
-            s for inf in self.lease_caches() for s in inf.store.by_index(BY_SCOPE, SCOPE_RUN_SLOT)
+            s
+            for inf in self.lease_caches()
+            for scope in (SCOPE_RUN_SLOT, SCOPE_BUDGET)
+            for s in inf.store.by_index(BY_SCOPE, scope)
         ]
         seen = {id(lease) for lease in slots}
         store = self.leases.store

@@ -28,6 +28,10 @@ class ControllerConfig:
     max_concurrent_runs: int = 10
     # Slots one Cluster API cluster's Jobs may hold (docs/controller.md#run-slots); 0: no cap.
     max_concurrent_runs_per_cluster: int = 0
+    # Of the run slots, the share background Jobs may hold; the background Jobs a set of
+    # credentials without a budget of its own may start a minute (docs/controller.md).
+    background_run_share: float = 0.5
+    background_jobs_per_minute: int = 60
     # A reconcile spends most of its time waiting on the API server (a status write, a
     # patch: 70-260 ms under load), not on CPU (about 1 ms of decision): 16 keeps the queue
     # short at 100 changes/s while leaving the API server's in-flight limits far away.
@@ -52,7 +56,8 @@ class ControllerConfig:
     max_module_image_size: int = DEFAULT_SIZE_LIMIT  # bytes of a module image's layers
     # --job-defaults, read and checked: the pod policy fields objects leave unset.
     job_defaults: dict[str, Any] = field(default_factory=dict)
-    module_image_mount: str = "auto"  # volume, copy, or auto: from the API server's version
+    # volume, copy, or auto: from a dry-run Job the API server answers, else its version.
+    module_image_mount: str = "auto"
     time_scale: float = 1.0
     # Finished TerraformPlans (Applied, Superseded, Changed) kept per object.
     kept_plans: int = 3
@@ -87,19 +92,27 @@ class ControllerConfig:
             return "--kept-plans must not be negative"
         if self.max_concurrent_runs_per_cluster < 0:
             return "--max-concurrent-runs-per-cluster must not be negative (0: no cap)"
+        if not 0 < self.background_run_share <= 1:
+            return "--background-run-share must be more than 0 and at most 1"
+        if not 1 <= self.background_jobs_per_minute <= 1000:
+            return "--background-jobs-per-minute must be from 1 to 1000"
         return None
 
     def settings(
-        self, slot_namespace: str, server_version: tuple[int, int] | None = None
+        self,
+        slot_namespace: str,
+        server_version: tuple[int, int] | None = None,
+        image_volumes: bool | None = None,
     ) -> Settings:
         """What the plan reads of these flags (as `captf decide` builds it from its own);
-        `slot_namespace`: the controller's namespace, once resolved; `server_version`: the
-        API server's, for --module-image-mount=auto."""
+        `slot_namespace`: the controller's namespace, once resolved; `server_version` and
+        `image_volumes`: the API server's answers, for --module-image-mount=auto."""
         shared = settings_of(
             self,
             slot_namespace=slot_namespace,
             watch_label_selector=self.watch_label_selector,
             server_version=server_version,
+            image_volumes=image_volumes,
         )
         return replace(shared, kept_plans=self.kept_plans)
 

@@ -42,13 +42,17 @@ class WebhookCannotListen(CannotListen):
 
 @contextlib.asynccontextmanager
 async def webhooks(args: ControllerConfig, transport: Transport) -> AsyncIterator[None]:
-    """The admission webhooks, on every replica (controller/io/admission.py)."""
+    """The admission and conversion webhooks, on every replica (controller/io/admission.py)."""
     if not args.webhook_addr:
         yield
         return
     cert_dir = Path(args.webhook_cert_dir) if args.webhook_cert_dir else None
+    hooks = Webhooks(transport)
     server = AdmissionServer(
-        Webhooks(transport).reviews(), address=args.webhook_addr, cert_dir=cert_dir
+        hooks.reviews(),
+        address=args.webhook_addr,
+        cert_dir=cert_dir,
+        conversions=hooks.conversions(),
     )
     try:
         await server.__aenter__()

@@ -19,6 +19,9 @@
                        objects of its namespace that run with its identity
   a CAPTF object       also the identity it names, when that reference comes or goes
   a TerraformPlan      its object (by its labels), unless only its status changed
+  a TerraformPolicy    when its spec changed (or it came or went), the objects that
+                       wait PolicyDenied: the policy version their wait is for may have
+                       moved; a Namespace's label change, those of its namespace
   a runner account     the objects that name it (an opt-in label set or taken away)
   a Pending pod        its object (a container waiting on an image pull failure)
   a FailedCreate Event the object of the Job it is about
@@ -36,18 +39,13 @@ from controller.core import (
     CONFIGMAP,
     SECRET,
     cluster_name_of,
-    identity_ref_of,
     is_finished,
     is_run_slot,
-    own_identity_ref,
     pull_failure,
-    secret_ref_of,
-    spec_of,
 )
 from controller.core.basics.names import (
     CAPI_CLUSTER,
     CLUSTER,
-    IDENTITY,
     KINDS,
     LABEL_IDENTITY_MIRROR,
     LABEL_KIND,
@@ -58,15 +56,22 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.io.caches import Caches
+from controller.io.identity_wakes import (
+    identity_key,
+    identity_users,
+    identity_wakes,
+    named_identities,
+    secret_identities,
+)
 from controller.io.indexes import (
     BY_ACCOUNT,
     BY_CLUSTER,
     BY_DEPENDENCY,
-    BY_IDENTITY,
     BY_OWNER,
     BY_REF,
     BY_WAITING,
     WAITING_FOR_LEASE,
+    WAITING_FOR_POLICY,
 )
 from controller.io.keys import key_for, key_of
 from controller.io.predicates import (
@@ -111,6 +116,7 @@ def wire_handlers(
         add(leases, partial(lease_wakes, caches))
     add(caches.identities, partial(identity_wakes, caches), own=_identity_key_of)
     add(caches.namespaces, partial(namespace_wakes, caches))
+    add(caches.policies, partial(policy_wakes, caches))
     add(caches.runner_accounts, partial(account_wakes, caches))
     add(caches.pending_pods, pod_wakes)
     add(caches.failed_creates, partial(event_wakes, caches))
@@ -159,7 +165,7 @@ def object_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) ->
     meta = obj["metadata"]
     ns, name = meta["namespace"], meta["name"]
     keys = [] if only_own_object_writes(old, new) else [key_of(kind, ns, name)]
-    keys += _named_identities(old, new)
+    keys += named_identities(old, new)
     if seen_by_others(old, new):
         keys += _keys(caches.objects_by(BY_DEPENDENCY, f"{ns}/{kind}/{name}"))
         if kind == CLUSTER:
@@ -260,7 +266,7 @@ def data_wakes(caches: Caches, kind: str, old: Obj | None, new: Obj | None) -> l
     # ...the objects of the namespace that run with a mirror's identity, and every user
     # of an identity whose Secret this is, with the identity...
     if kind == SECRET:
-        keys += _secret_identities(caches, ns, name, labels.get(LABEL_IDENTITY_MIRROR))
+        keys += secret_identities(caches, ns, name, labels.get(LABEL_IDENTITY_MIRROR))
     # ...and the object a Secret CAPTF wrote belongs to (inputs, state, plans).
     owner = labels.get(LABEL_NAME) or labels.get(LABEL_PLAN_OF)
     if owner:
@@ -287,21 +293,26 @@ SLOT_WAKES = 2
 
 
 def lease_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, and those
-    waiting for an operation; a freed operation Lease, those of its namespace waiting for
-    an operation (a cluster's, or its members'). An operation Lease is freed with each
+    """A freed run slot wakes the SLOT_WAKES that have waited longest for one, changes
+    first: background Jobs waiting for their share or budget (issue 39) only when fewer
+    changes wait, so the next free slot is a change's; and those waiting for an
+    operation. A freed operation Lease wakes those of its namespace waiting for an
+    operation (a cluster's, or its members'). An operation Lease is freed with each
     Job's end: waking the run-slot waiters too cost a pass per waiting object per Job
     (issue 31), and they wait for the slot that Job frees, which wakes them."""
     if not lease_freed(old, new):
         return []
     lease = new or old or {}
     waiting = caches.objects_by(BY_WAITING, WAITING_FOR_LEASE)
-    others = [o for o in waiting if next_reason(o) != Reason.WAITING_FOR_RUN_LEASE]
+    by_slot = (Reason.WAITING_FOR_RUN_LEASE, Reason.WAITING_FOR_BACKGROUND_BUDGET)
+    others = [o for o in waiting if next_reason(o) not in by_slot]
     if not is_run_slot(lease):
         ns = lease.get("metadata", {}).get("namespace")
         return _keys(o for o in others if o["metadata"]["namespace"] == ns)
-    for_slot = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
-    longest = sorted(for_slot, key=_waiting_since)[:SLOT_WAKES]
+    changes = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_RUN_LEASE]
+    background = [o for o in waiting if next_reason(o) == Reason.WAITING_FOR_BACKGROUND_BUDGET]
+    longest = sorted(changes, key=_waiting_since)[:SLOT_WAKES]
+    longest += sorted(background, key=_waiting_since)[: SLOT_WAKES - len(longest)]
     return _keys([*longest, *others])
 
 
@@ -315,23 +326,6 @@ def _waiting_since(obj: Obj) -> tuple[str, str]:
     return since, str(obj["metadata"].get("name", ""))
 
 
-def identity_key(name: str) -> str:
-    """An identity's key: cluster-scoped, so its namespace is empty."""
-    return key_of(IDENTITY, "", name)
-
-
-def identity_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
-    """The identity, and its users when what they read of it changed (its spec, its
-    coming or going): not on the controller's own status and finalizer writes."""
-    obj = new or old
-    assert obj is not None
-    name = obj["metadata"]["name"]
-    keys = [identity_key(name)]
-    if old is None or new is None or old.get("spec") != new.get("spec"):
-        keys += _keys(identity_users(caches, name))
-    return keys
-
-
 def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
     """A Namespace whose labels changed (or that came or went): an identity's selector may
     now allow or refuse it."""
@@ -343,28 +337,17 @@ def namespace_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[st
     for identity in caches.identities.store:
         name = identity["metadata"]["name"]
         keys += [identity_key(name), *_keys(identity_users(caches, name, ns))]
-    return keys
+    denied = caches.objects_by(BY_WAITING, WAITING_FOR_POLICY)
+    return keys + _keys(o for o in denied if o["metadata"]["namespace"] == ns)
 
 
-def _named_identities(old: Obj | None, new: Obj | None) -> list[str]:
-    """The identities an object's own reference names, when it comes, changes or goes."""
-    refs = [own_identity_ref(spec_of(o)) if o is not None else None for o in (old, new)]
-    if old is not None and new is not None and refs[0] == refs[1]:
+def policy_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]:
+    """A policy's rules or selectors changed, or it came or went: the objects denied by a
+    policy decide again (their wait lasts only while their policy set is the one that
+    denied). Found by the waiting index, never by a scan."""
+    if old is not None and new is not None and old.get("spec") == new.get("spec"):
         return []
-    return [identity_key(ref.name) for ref in refs if ref is not None and ref.kind == IDENTITY]
-
-
-def _secret_identities(caches: Caches, ns: str, name: str, mirror_of: str | None) -> list[str]:
-    keys = (
-        [identity_key(mirror_of), *_keys(identity_users(caches, mirror_of, ns))]
-        if mirror_of
-        else []
-    )
-    for identity in caches.identities.store:
-        if secret_ref_of(identity) == (ns, name):
-            found = identity["metadata"]["name"]
-            keys += [identity_key(found), *_keys(identity_users(caches, found))]
-    return keys
+    return _keys(caches.objects_by(BY_WAITING, WAITING_FOR_POLICY))
 
 
 def pod_wakes(old: Obj | None, new: Obj | None) -> list[str]:
@@ -396,19 +379,3 @@ def account_wakes(caches: Caches, old: Obj | None, new: Obj | None) -> list[str]
 
 def _keys(objects: Iterable[Json]) -> list[str]:
     return [key_for(obj) for obj in objects]
-
-
-def identity_users(caches: Caches, name: str, namespace: str | None = None) -> list[Json]:
-    """The objects that run with identity `name` (in `namespace`, or anywhere): those
-    naming it, and the machines and pools of such a TerraformCluster that name none."""
-    direct = caches.objects_by(BY_IDENTITY, name)
-    if namespace is not None:
-        direct = [o for o in direct if o["metadata"]["namespace"] == namespace]
-    found = list(direct)
-    for cluster in (o for o in direct if o["kind"] == CLUSTER):
-        ns = cluster["metadata"]["namespace"]
-        for member in caches.objects_by(BY_CLUSTER, f"{ns}/{cluster_name_of(cluster)}"):
-            ref = identity_ref_of(member, {})
-            if member["kind"] != CLUSTER and ref is None:
-                found.append(member)
-    return found

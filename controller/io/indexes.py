@@ -30,6 +30,7 @@ from controller.core.basics.names import (
     LABEL_SCOPE,
     LABEL_UID,
     LEASE_WAITS,
+    Reason,
     legacy_state_secret_name,
     state_secret_name,
 )
@@ -50,6 +51,7 @@ BY_WAITING: Final = "waiting"  # WAITING_FOR_LEASE: its status says it waits for
 BY_INPUTS_OF: Final = "inputs_of"  # "ns/Kind/name": a durable inputs Secret, by its object
 BY_BACKUP_OF: Final = "backup_of"  # "ns/Kind/name": a state backup, by its object
 WAITING_FOR_LEASE: Final = "lease"
+WAITING_FOR_POLICY: Final = "policy"  # PolicyDenied: a policy's change may end it
 # An identity is cluster-scoped, so these two are the exception to "namespace/...":
 # "name": a CAPTF object, by the TerraformClusterIdentity its own spec names (its users,
 # in every namespace); a mirror Secret, by its identity.
@@ -104,7 +106,10 @@ def identity_index(obj: Obj) -> Iterable[str]:
 
 def waiting_index(obj: Obj) -> Iterable[str]:
     reason = str(((obj.get("status") or {}).get("next") or {}).get("reason") or "")
-    return [WAITING_FOR_LEASE] if reason in LEASE_WAITS else []
+    if reason == Reason.POLICY_DENIED:
+        return [WAITING_FOR_POLICY]
+    waits = reason in LEASE_WAITS or reason == Reason.WAITING_FOR_BACKGROUND_BUDGET
+    return [WAITING_FOR_LEASE] if waits else []
 
 
 def inputs_of_index(secret: Obj) -> Iterable[str]:

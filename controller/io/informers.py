@@ -23,7 +23,9 @@ from controller.core.basics.names import (
     LABEL_UID,
     MANAGER,
     PLAN_KIND,
+    POLICY_KIND,
     RUNNER_RBAC_MANAGED,
+    SCOPE_BUDGET,
     SCOPE_RUN_SLOT,
 )
 from controller.io import api
@@ -185,10 +187,11 @@ LEASES: Final = InformerSpec(
     labels=LABEL_SCOPE,
     indexes=LEASE_INDEXES,
 )
-# The run slots alone, watched in the controller's namespace when it watches another.
+# The run slots and the background budgets alone, watched in the controller's namespace
+# when it watches another.
 SLOT_LEASES: Final = InformerSpec(
     resource=LEASES.resource,
-    labels=f"{LABEL_SCOPE}={SCOPE_RUN_SLOT}",
+    labels=f"{LABEL_SCOPE} in ({SCOPE_RUN_SLOT},{SCOPE_BUDGET})",
     indexes=LEASE_INDEXES,
 )
 
@@ -198,6 +201,11 @@ SLOT_LEASES: Final = InformerSpec(
 IDENTITIES: Final = InformerSpec(
     resource=api.IDENTITIES,
     transform=partial(with_kind, api_version=API_VERSION, kind=IDENTITY),
+)
+# Every TerraformPolicy, whole: the rules a judged Job is given (few, and small).
+POLICIES: Final = InformerSpec(
+    resource=api.POLICIES,
+    transform=partial(with_kind, api_version=API_VERSION, kind=POLICY_KIND),
 )
 NAMESPACES: Final = InformerSpec(
     resource=api.NAMESPACES,

@@ -21,11 +21,11 @@ import secrets
 import socket
 import sys
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from prometheus_client import CollectorRegistry
 
-from controller.core import Settings
 from controller.core.basics.names import TIME_ORIGIN
 from controller.io import metrics_set
 from controller.io.caches import Caches
@@ -40,12 +40,14 @@ from controller.io.endpoints import (
 )
 from controller.io.handlers import wire_handlers
 from controller.io.identities import IdentityKeeper
+from controller.io.image_volumes import leading_settings
 from controller.io.janitor import sweep_forever
 from controller.io.keys import parse_key
 from controller.io.metrics_set import ControllerMetrics
+from controller.io.migration import migrate_storage
 from controller.io.object_metrics import CacheStores
 from controller.io.reconciler import Reconciler
-from controller.io.server_version import server_version
+from controller.io.stretcher import stretch_forever
 from controller.io.templates import TemplateKeeper
 from controller.io.writes import NotingWrites
 from runtime import logs
@@ -251,19 +253,6 @@ async def _campaign_then_control(parts: _Parts, candidacy: Candidacy) -> None:
                 await _control(parts)
 
 
-async def _settings(parts: _Parts) -> Settings:
-    version = await server_version(parts.transport)
-    settings = parts.args.settings(slot_namespace=parts.namespace, server_version=version)
-    shown = "unknown" if version is None else f"v{version[0]}.{version[1]}"
-    log.info(
-        "module images: the %s shape (API server %s, --module-image-mount=%s)",
-        settings.module_image_mount,
-        shown,
-        parts.args.module_image_mount,
-    )
-    return settings
-
-
 async def _control(parts: _Parts) -> None:
     args, clock, caches, runtime_metrics = (
         parts.args,
@@ -277,7 +266,7 @@ async def _control(parts: _Parts) -> None:
         caches=caches,
         clock=clock,
         metrics=parts.metrics.jobs,
-        settings=await _settings(parts),
+        settings=await leading_settings(args, parts.transport, parts.namespace),
         passes=parts.metrics.passes,
     )
     recorder = EventRecorder(parts.transport, component="captf-controller", clock=clock)
@@ -317,6 +306,19 @@ async def _control(parts: _Parts) -> None:
                 args.watched_filter(),
                 name="lease janitor",
             )
+            tg.start_soon(
+                stretch_forever,
+                parts.transport,
+                caches,
+                clock,
+                reconciler.settings,
+                parts.metrics.background,
+                name="background stretch",
+            )
+            if args.watched() is None:
+                # On real time: its retries spare the API server, which no scale speeds up.
+                migration = partial(migrate_storage, parts.transport, LoopClock())
+                tg.start_soon(migration, name="storage migration")
             if parts.started is not None:
                 parts.started.set()
             await controller.run()

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from controller.io import capped, object_metrics
 from controller.io.accountant import JobMetrics
 from controller.io.object_metrics import PassMetrics
+from controller.io.stretcher import BackgroundMetrics
 from controller.io.triggers import Triggers
 from runtime.metrics import RuntimeMetrics
 
@@ -25,6 +26,7 @@ class ControllerMetrics:
     jobs: JobMetrics
     passes: PassMetrics
     triggers: Triggers
+    background: BackgroundMetrics
 
 
 def register(
@@ -43,7 +45,11 @@ def register(
         registry=registry,
     ).set_function(longest_pause)
     return ControllerMetrics(
-        RuntimeMetrics(registry), JobMetrics(registry), PassMetrics(registry), Triggers(registry)
+        RuntimeMetrics(registry),
+        JobMetrics(registry),
+        PassMetrics(registry),
+        Triggers(registry),
+        BackgroundMetrics(registry),
     )
 
 

@@ -19,7 +19,7 @@ The counters at the end are not computed at scrape time: they count reconcile pa
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.core import Outcome, finished_at, result
+from controller.core import Outcome, OwnerMark, finished_at, result
 from controller.core.basics.names import (
     COND_IDENTITY_ALLOWED,
     DATA_BYTES,
@@ -212,9 +212,23 @@ class ObjectCollector(Collector):
 
 
 class PassMetrics:
-    """Counters of reconcile passes, told by the reconciler: `waited` once per pass."""
+    """Counters of reconcile passes, told by the reconciler: `waited` once per pass,
+    `marked` once per remediation mark carried out."""
+
+    # Marks remembered so a pass replayed before the cache shows the mark (it patches the
+    # same two keys again) is not counted twice; a restarted process counts afresh.
+    REMEMBERED = 10_000
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        self._marks: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self.remediation_requests = Counter(
+            "captf_remediation_requests_total",
+            "Remediation marks (cluster.x-k8s.io/remediate-machine) set on a TerraformMachine's "
+            "Machine or withdrawn from it, by reason (RemediationRequested, "
+            "RemediationWithdrawn)",
+            ["namespace", "kind", "reason"],
+            registry=registry,
+        )
         self.lease_waits = Counter(
             "captf_lease_waits_total",
             "Reconcile passes whose Job waited for a Lease another Job holds (a run slot, "
@@ -241,6 +255,18 @@ class PassMetrics:
         for cond in conditions:
             if cond.get("type") == COND_IDENTITY_ALLOWED and cond.get("status") == "False":
                 self.identity_denied.labels(namespace, kind, str(cond.get("reason", ""))).inc()
+
+    def marked(self, obj: Json, mark: OwnerMark) -> None:
+        """A remediation mark was patched onto (or off) the owner Machine; counted once per
+        reading that decided it, as its Event is recorded once."""
+        once = (str(obj["metadata"].get("uid", "")), mark.reason, mark.reading)
+        if once in self._marks:
+            return
+        self._marks[once] = None
+        while len(self._marks) > self.REMEMBERED:
+            self._marks.popitem(last=False)
+        namespace, kind = str(obj["metadata"].get("namespace", "")), str(obj.get("kind", ""))
+        self.remediation_requests.labels(namespace, kind, mark.reason).inc()
 
     def lease_busy(self, obj: Json) -> None:
         """A claim found a Lease taken that the decision read as free (the cache behind)."""

@@ -20,11 +20,9 @@ everything else, in four steps:
 
 Each pass goes through the core once and through io once. A plan whose Job needs its
 module image's reference resolved first (controller/core/decide/pinning.py) waits
-`ImageResolving` and starts nothing. Of a reconcile's first plan only that lookup is
-carried out: the next pass runs at once, planning with the answer, and makes the
-writes (the same world plans them again; the first status would be overwritten at
-once). Requeued, it waited a turn of the queue behind every other key (issue 31). A
-lookup that next pass asks for is its step 10b, and the key is requeued at once.
+`ImageResolving` and starts nothing: of such a plan only the lookup is carried out,
+none of its writes, and the key is requeued at once; the next pass plans with the
+answer (the same world plans the same writes again, so none is lost) and makes them.
 
 No rule lives here: what a refused create or a Lease found held leads to is the
 plan's (a refusal is remembered, and the next pass plans its wait and its Warning;
@@ -88,22 +86,13 @@ state left, plans the rest; every step is idempotent):
  10. metadata           The retry-capped label, after its RetryCapped Event; the
                          block-move annotation, set once the Job exists and removed
                          once it is accounted (a crash before it: the next pass sets it).
- 10b. image lookup     The registry lookup the plan asks for (controller/io/registry.py),
-                         when the reconcile's first plan asked already (above): after the
-                         status that says the object waits for it; its answer is
-                         remembered for the object's next pass only, which comes at
-                         once (controller/io/memory.py).
-                         A crash before it: the next pass plans the lookup again.
  11. finalizer removed  Last: the object goes once nothing is left to do. Its key's
                          next pass finds it gone, and with it the namespace's last
                          object the runner RBAC goes too (controller/io/runner_rbac.py).
 
 A 409 (a Lease or the object changed meanwhile, a create raced) stops the block and
 retries the reconcile through the rate limiter: a conflict is a retry, not an error.
-A 404 naming the object itself (deleted while the pass ran) ends the pass: done.
-
-Over 400 lines because of this docstring: the write order and the reason for each
-step are stated here, beside the code that keeps them, and the code is under 300."""
+A 404 naming the object itself (deleted while the pass ran) ends the pass: done."""
 
 from __future__ import annotations
 
@@ -122,12 +111,13 @@ from controller.core import (
     plan_pass,
 )
 from controller.core import state_moves as plan_state_moves
-from controller.core.basics.names import CAPI_MACHINE, CAPI_POOL, FINALIZER
+from controller.core.basics.names import CAPI_POOL, FINALIZER
 from controller.io import (
     accountant,
     api,
     finalizers,
     interrupted,
+    owner_marks,
     plan_writes,
     results,
     runner_rbac,
@@ -258,8 +248,6 @@ class Reconciler:
                 return DONE
             raise
         self._count(snap, todo)
-        if todo.image_lookup is not None:
-            return requeue_after(0.0)  # the answer is there: the next pass plans with it
         return DONE if todo.requeue is None else requeue_after(todo.requeue)
 
     def _count(self, snap: Snapshot, todo: Plan) -> None:
@@ -317,16 +305,9 @@ class Reconciler:
         if todo.status is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.status))
         if todo.owner_mark is not None:
-            # Only the two remediation annotations, as a merge patch: the Machine's other
-            # metadata is Cluster API's and the user's (a 404: the Machine is gone).
-            path = api.resource_path(
-                api.CAPI_OBJECTS[CAPI_MACHINE], snap.namespace, todo.owner_mark.machine
-            )
-            try:
-                await api.merge_patch(self.client, path, todo.owner_mark.patch)
-            except ApiError as err:
-                if err.status != 404:
-                    raise
+            marked = await owner_marks.carry_out(self.client, snap.namespace, todo.owner_mark)
+            if marked and self.passes is not None:
+                self.passes.marked(snap.obj, todo.owner_mark)
         if todo.pool_patch is not None:
             # Guarded by the MachinePool's resourceVersion as read: a change made since
             # (the autoscaler's) is a 409, and the key is retried with the newer object.
@@ -339,8 +320,6 @@ class Reconciler:
             # so a stale read cannot undo anyone's change; no precondition needed.
             patch = {"metadata": todo.metadata}
             obj = _typed(obj, await api.merge_patch(self.client, _path(obj), patch))
-        if todo.image_lookup is not None:
-            await self._look_up(key, snap, todo.image_lookup)
         if todo.remove_finalizer:
             await _remove_finalizer(self.client, obj)
 

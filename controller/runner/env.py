@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.core.basics.names import MANAGED_BY, Op
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.jobs.termination import TERMINATION_MESSAGE_PATH
 from controller.core.spec.sharding import parse_labels
@@ -54,6 +55,9 @@ class RunnerEnv:
     result_file: str = TERMINATION_MESSAGE_PATH
     # Where the pod mounts the module image of an image source; None: no image mounted.
     module_image_dir: str | None = None
+    # op=apply and op=plan: the policy set to judge the plan with, as the controller
+    # wrote it; None: no policy selects the object.
+    policies: str | None = None
 
     @property
     def written_labels(self) -> dict[str, str]:
@@ -86,9 +90,11 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         if not raw.isdigit():
             raise EnvError(f"{var.RESTORE_SERIAL}={raw!r} is not a non-negative integer")
         restore_serial = int(raw)
-    plan_secret = _required(env, var.PLAN_SECRET) if op is Op.PLAN else None
-    if op is Op.APPLY:
-        plan_secret = _optional(env, var.PLAN_SECRET)
+    row = traits(op)
+    # A plan's result is its plan Secret; an apply keeps one only when it stops on a plan.
+    plan_secret = None
+    if row.keeps_plan:
+        plan_secret = (_required if row.result_is_plan else _optional)(env, var.PLAN_SECRET)
     return RunnerEnv(
         op=op,
         namespace=_required(env, var.NAMESPACE),
@@ -96,8 +102,8 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         object_name=_required(env, var.OBJECT_NAME),
         object_kind=_required(env, var.OBJECT_KIND),
         # A restore runs no module, so it needs no inputs.
-        inputs_secret="" if op is Op.RESTORE else _required(env, var.INPUTS_SECRET),
-        inputs_hash="" if op is Op.RESTORE else _required(env, var.INPUTS_HASH),
+        inputs_secret=_required(env, var.INPUTS_SECRET) if row.runs_module else "",
+        inputs_hash=_required(env, var.INPUTS_HASH) if row.runs_module else "",
         state_secret=_required(env, var.STATE_SECRET),
         guarded=env.get(var.GUARDED, "").lower() == "true",
         plan_secret=plan_secret,
@@ -116,6 +122,7 @@ def from_environ(env: Mapping[str, str]) -> RunnerEnv:
         job_uid=_optional(env, var.JOB_UID),
         result_file=env.get(var.RESULT_FILE) or TERMINATION_MESSAGE_PATH,
         module_image_dir=_optional(env, var.MODULE_IMAGE_DIR),
+        policies=_optional(env, var.POLICIES) if op in (Op.APPLY, Op.PLAN) else None,
     )
 
 

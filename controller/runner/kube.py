@@ -87,13 +87,21 @@ class Requests(Protocol):
 class TransportKube:
     """`Kube` over a `Transport`, bound to one namespace."""
 
-    def __init__(self, transport: Requests, namespace: str) -> None:
+    def __init__(
+        self, transport: Requests, namespace: str, *, delays: tuple[float, ...] = RETRY_DELAYS
+    ) -> None:
+        """`delays`: the waits after transient failures; () for a transport that waits
+        them out itself (the command line's)."""
         self._t = transport
         self._secrets = f"/api/v1/namespaces/{quote(namespace)}/secrets"
+        self._delays = delays
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(call, delays=self._delays)
 
     async def _get(self, path: str) -> Json | None:
         try:
-            return await retrying(lambda: self._t.request("GET", path))
+            return await self._retrying(lambda: self._t.request("GET", path))
         except ApiError as exc:
             if exc.status == 404:
                 return None
@@ -103,21 +111,23 @@ class TransportKube:
         return await self._get(f"{self._secrets}/{quote(name)}")
 
     async def create_secret(self, body: Json) -> Json:
-        return await retrying(lambda: self._t.request("POST", self._secrets, body=body))
+        return await self._retrying(lambda: self._t.request("POST", self._secrets, body=body))
 
     async def replace_secret(self, name: str, body: Json) -> Json:
         path = f"{self._secrets}/{quote(name)}"
-        return await retrying(lambda: self._t.request("PUT", path, body=body))
+        return await self._retrying(lambda: self._t.request("PUT", path, body=body))
 
     async def delete_secret(self, name: str) -> None:
         try:
-            await retrying(lambda: self._t.request("DELETE", f"{self._secrets}/{quote(name)}"))
+            await self._retrying(
+                lambda: self._t.request("DELETE", f"{self._secrets}/{quote(name)}")
+            )
         except ApiError as exc:
             if exc.status != 404:
                 raise
 
     async def list_secrets(self, label_selector: str) -> list[Json]:
         params = {"labelSelector": label_selector}
-        listed = await retrying(lambda: self._t.request("GET", self._secrets, params=params))
+        listed = await self._retrying(lambda: self._t.request("GET", self._secrets, params=params))
         items = listed.get("items") or []
         return [item for item in items if isinstance(item, dict)]

@@ -22,6 +22,7 @@ from pathlib import Path
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, runtime_version
+from controller.core.jobs.termination import redacted_changes, redacted_report
 from controller.runner import cpu, redaction
 from controller.runner.env import EnvError, RunnerEnv, from_environ
 from controller.runner.kube import Kube, TransportKube
@@ -124,7 +125,11 @@ def report(path: str, result: RunnerResult, redactor: Redactor) -> None:
     redacted whole, before they are cut to size or their values stripped, so no cut can
     leave part of a value behind."""
     redacted = replace(
-        result, message=redactor.text(result.message), summary=redactor.text(result.summary)
+        result,
+        message=redactor.text(result.message),
+        summary=redactor.text(result.summary),
+        changes=redacted_changes(result.changes, redactor) if result.changes else None,
+        policy=redacted_report(result.policy, redactor) if result.policy else None,
     )
     value = redacted.to_json()
     print(f"captf-runner: result {value}", flush=True)

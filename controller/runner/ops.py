@@ -1,45 +1,59 @@
-"""One Job's operation: the runner contract carried out with tofu.
+"""One Job's operation: the runner contract carried out with tofu. RUNNER_OPS is the one
+table of the runner's steps per op: whether it first renders the inputs and the state
+and runs `tofu init` (`_prepare`), and the steps that end in its result
+(controller/runner/op_steps.py). A new op is a row here and a row in the core's table
+of operations (controller/core/basics/ops.py); tests/unit/core/basics/test_ops_table.py
+fails while either is missing.
 
-Every op ends in a `RunnerResult`; nothing here raises for an expected failure. State
-written by tofu (after success, failure or interruption alike) is saved before
-the result is decided, because tofu may have changed real infrastructure."""
+Every op ends in a `RunnerResult`; nothing here raises for an expected failure."""
 
 from __future__ import annotations
 
-import base64
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-
-import orjson
+from typing import Final
 
 from controller.core.basics.names import (
     ANN_INPUTS_HASH,
-    ANN_PLAN_SUMMARY,
-    LABEL_KIND,
-    LABEL_NAME,
-    LABEL_PLAN_OF,
-    PLAN_JSON_KEY,
-    PLAN_KEY,
-    SECRET_SIZE_LIMIT,
     STATE_KEY,
     Op,
     labelled_for,
 )
-from controller.core.jobs.job import Outcome
-from controller.core.jobs.run_report import ErrorKind, headline
-from controller.runner import outputs, plans
+from controller.core.jobs.run_report import ErrorKind
+from controller.runner import op_steps
 from controller.runner.env import RunnerEnv
 from controller.runner.kube import (
     Kube,
 )
 from controller.runner.op_context import OpContext, Stop, Tofu, failed, tofu_failed
 from controller.runner.result import RunnerResult
-from controller.runner.state import StateError, StateStore, StoredState, contract_reading
+from controller.runner.state import StateError, StateStore, StoredState
 from controller.runner.workdir import ImageRenderError, RenderError, render
-from runtime.errors import ApiError
-from runtime.jsonobj import Json
 
-PLAN_FILE = "tfplan"
 _FLAGS = ("-input=false", "-no-color")
+
+
+@dataclass(frozen=True)
+class RunnerOp:
+    """The runner's steps of one op: whether it first renders the inputs and the state
+    into the work directory and runs `tofu init` (`_prepare`), then its own steps, which
+    end in its result."""
+
+    prepares: bool
+    steps: Callable[[OpContext, StoredState | None], Awaitable[RunnerResult]]
+
+
+# One row per op (the core's table of operations is controller/core/basics/ops.py;
+# tests/unit/core/basics/test_ops_table.py holds the two to the same ops).
+RUNNER_OPS: Final[Mapping[Op, RunnerOp]] = {
+    Op.PLAN: RunnerOp(True, op_steps.plan_steps),
+    Op.APPLY: RunnerOp(True, op_steps.apply_steps),
+    Op.DRIFT: RunnerOp(True, op_steps.drift_steps),
+    Op.REFRESH: RunnerOp(True, op_steps.refresh_steps),
+    Op.DESTROY: RunnerOp(True, op_steps.destroy_steps),
+    Op.RESTORE: RunnerOp(False, op_steps.restore_steps),  # copies a backup: no module, no init
+}
 
 
 async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> RunnerResult:
@@ -52,24 +66,12 @@ async def execute(env: RunnerEnv, kube: Kube, tofu: Tofu, work_dir: Path) -> Run
         writer=env.job_name,
     )
     ctx = OpContext(env, kube, tofu, work_dir, store)
+    row = RUNNER_OPS[env.op]
     try:
-        if env.op is Op.RESTORE:
-            return await _restore(ctx)
-        old = await _prepare(ctx)
-        match env.op:
-            case Op.PLAN:
-                return await _plan_op(ctx)
-            case Op.APPLY:
-                return await _apply(ctx, old)
-            case Op.DRIFT:
-                return await _drift(ctx)
-            case Op.REFRESH:
-                return await _write_op(ctx, old, "apply -refresh-only", ("-auto-approve",))
-            case Op.DESTROY:
-                return await _write_op(ctx, old, "destroy", ("-auto-approve",))
+        old = await _prepare(ctx) if row.prepares else None
+        return await row.steps(ctx, old)
     except Stop as stop:
         return stop.result
-    raise AssertionError(f"unhandled op {env.op}")
 
 
 async def _prepare(ctx: OpContext) -> StoredState | None:
@@ -108,262 +110,3 @@ async def _prepare(ctx: OpContext) -> StoredState | None:
     if ex.code != 0:
         raise Stop(tofu_failed(ctx, "init", ex))
     return old
-
-
-async def _plan(ctx: OpContext, *extra: str) -> tuple[int, bytes, Json]:
-    """`tofu plan -out`, then the saved plan as JSON; returns (exit code, JSON bytes, JSON)."""
-    ex = await ctx.tofu.run("plan", *_FLAGS, f"-out={PLAN_FILE}", *extra)
-    if ex.code not in (0, 2) or (ex.code == 2 and "-detailed-exitcode" not in extra):
-        raise Stop(tofu_failed(ctx, "plan", ex))
-    shown = await ctx.tofu.run("show", "-json", "-no-color", PLAN_FILE, capture=True)
-    if shown.code != 0:
-        raise Stop(tofu_failed(ctx, "show", shown))
-    try:
-        parsed = orjson.loads(shown.stdout)
-    except orjson.JSONDecodeError as exc:
-        raise Stop(failed(f"tofu show -json printed no JSON: {exc}", ErrorKind.PLAN)) from None
-    return ex.code, shown.stdout, parsed
-
-
-def _summary(plan: Json) -> str:
-    changes = plans.changed(plan)
-    return "no changes" if not changes else f"{len(changes)} to change: " + ", ".join(changes)
-
-
-async def _plan_op(ctx: OpContext) -> RunnerResult:
-    _, raw, plan = await _plan(ctx)
-    name = await _keep_plan(ctx, raw, plan)
-    if name is None:
-        return failed(
-            f"the plan is larger than a Secret can hold ({SECRET_SIZE_LIMIT} bytes)", ErrorKind.PLAN
-        )
-    return RunnerResult(
-        outcome=Outcome.SUCCESS, message=f"planned: {_summary(plan)}", plan_secret=name
-    )
-
-
-async def _keep_plan(ctx: OpContext, raw: bytes, plan: Json) -> str | None:
-    """The plan Secret, written when the Job was given one (a plan; an apply, for the plan
-    it stops on): the saved plan, its JSON, and its summary for the TerraformPlan. Its
-    name, or None when none was asked for or the plan is larger than a Secret."""
-    name = ctx.env.plan_secret
-    if name is None:
-        return None
-    data = {PLAN_KEY: (ctx.work_dir / PLAN_FILE).read_bytes(), PLAN_JSON_KEY: raw}
-    if sum(len(v) for v in data.values()) > SECRET_SIZE_LIMIT:
-        return None
-    await _put_plan_secret(ctx, name, data, plans.summarize(plan).encode())
-    return name
-
-
-async def _put_plan_secret(ctx: OpContext, name: str, data: dict[str, bytes], summary: str) -> None:
-    # Owned by this Job: the plan lives exactly as long as the Job that made it, which is
-    # what a TerraformPlan is named after. The summary holds addresses and actions only.
-    metadata: Json = {
-        "name": name,
-        "labels": {
-            LABEL_PLAN_OF: ctx.env.object_name,
-            LABEL_KIND: ctx.env.object_kind,
-            LABEL_NAME: ctx.env.object_name,
-        }
-        | ctx.env.written_labels,
-        "annotations": {ANN_PLAN_SUMMARY: summary},
-    }
-    if ctx.env.job_uid:
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": ctx.env.job_name}
-        metadata["ownerReferences"] = [owner | {"uid": ctx.env.job_uid}]
-    body: Json = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": metadata}
-    body["data"] = {k: base64.b64encode(v).decode() for k, v in data.items()}
-    try:
-        await ctx.kube.create_secret(body)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-        await ctx.kube.replace_secret(name, body)  # a retried Job pod: same name, newer plan
-
-
-def _plan_of_object(ctx: OpContext, secret: Json) -> bool:
-    """A plan Secret of this object: its plan-of label names it, and its kind label (plans
-    written before it existed carry none) names its kind."""
-    labels = (secret.get("metadata") or {}).get("labels") or {}
-    kind = labels.get(LABEL_KIND, ctx.env.object_kind)
-    return labels.get(LABEL_PLAN_OF) == ctx.env.object_name and kind == ctx.env.object_kind
-
-
-async def _approved_plan(ctx: OpContext, name: str) -> Json:
-    secret = await ctx.kube.get_secret(name)
-    raw = ((secret or {}).get("data") or {}).get(PLAN_JSON_KEY)
-    if raw is None:
-        text = f"approved plan Secret {name} not found or has no {PLAN_JSON_KEY}"
-        raise Stop(failed(text, ErrorKind.INPUTS))
-    if not _plan_of_object(ctx, secret or {}):
-        text = f"approved plan Secret {name} is not labelled as a plan of this object"
-        raise Stop(failed(text, ErrorKind.INPUTS))
-    parsed: Json = orjson.loads(base64.b64decode(raw))
-    return parsed
-
-
-async def _apply(ctx: OpContext, old: StoredState | None) -> RunnerResult:
-    _, raw, plan = await _plan(ctx)
-    text = await _unapproved(ctx, plan)
-    if text is not None:
-        return RunnerResult(
-            outcome=Outcome.PLAN_CHANGED,
-            message=text,
-            state_serial=_serial(old),
-            plan_secret=await _keep_plan(ctx, raw, plan),
-        )
-    destroyed = plans.destroyed(plan)
-    if ctx.env.guarded and destroyed:
-        text = "the plan deletes or replaces " + ", ".join(destroyed) + "; nothing was changed"
-        # The plan it stopped on is kept: approving it approves exactly those changes.
-        return RunnerResult(
-            outcome=Outcome.BLOCKED,
-            message=text,
-            state_serial=_serial(old),
-            plan_secret=await _keep_plan(ctx, raw, plan),
-        )
-    ex = await ctx.tofu.run("apply", *_FLAGS, "-auto-approve", PLAN_FILE)
-    serial = await _save_state(ctx, old, ctx.env.inputs_hash if ex.code == 0 else _hash(old))
-    if ex.code != 0:
-        return tofu_failed(ctx, "apply", ex, serial)
-    written = await _write_outputs(ctx, serial) if ctx.env.outputs_secret else None
-    return RunnerResult(
-        outcome=Outcome.SUCCESS,
-        message=f"applied: {_summary(plan)}",
-        state_serial=serial,
-        outputs=written,
-        contract=_reading(ctx),
-    )
-
-
-async def _unapproved(ctx: OpContext, plan: Json) -> str | None:
-    """Why the fresh plan is not the approved one, or None: its changes differ from the
-    approved plan Secret's (named), or its fingerprint from the one the approver saw."""
-    approved_name = ctx.env.approved_plan_secret
-    if approved_name is not None:
-        differing = plans.differences(await _approved_plan(ctx, approved_name), plan)
-        if differing:
-            named = ", ".join(differing)
-            return f"the plan no longer matches approved plan {approved_name}: {named}"
-    expected = ctx.env.approved_fingerprint
-    found = plans.summarize(plan).fingerprint
-    if expected is not None and found != expected:
-        shown = f"fingerprint {found}, approved {expected}"
-        return f"the plan's changes are not the approved ones ({shown})"
-    return None
-
-
-async def _write_outputs(ctx: OpContext, serial: int | None) -> tuple[str, ...]:
-    """The outputs Secret, created or replaced; the names written. A failure here fails
-    the Job, so the apply (a no-op by now) runs again and the Secret is written then."""
-    name = ctx.env.outputs_secret
-    assert name is not None
-    shown = await ctx.tofu.run("output", "-json", "-no-color", capture=True)
-    if shown.code != 0:
-        text = f"applied, but tofu output failed: {shown.stderr}"
-        summary = headline(shown.stderr) or "applied, but tofu output failed"
-        raise Stop(failed(text, ErrorKind.OUTPUTS, serial, summary=summary))
-    try:
-        data = outputs.chosen(orjson.loads(shown.stdout or b"{}"), ctx.env.outputs_names)
-    except (outputs.OutputsError, orjson.JSONDecodeError) as exc:
-        text = f"applied, but outputs Secret {name} not written: {exc}"
-        raise Stop(failed(text, ErrorKind.OUTPUTS, serial)) from None
-    body = outputs.secret_body(
-        name,
-        data,
-        object_name=ctx.env.object_name,
-        object_kind=ctx.env.object_kind,
-        object_uid=ctx.env.object_uid,
-        labels=ctx.env.written_labels,
-    )
-    try:
-        await ctx.kube.create_secret(body)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-        await ctx.kube.replace_secret(name, body)
-    return tuple(data)
-
-
-async def _drift(ctx: OpContext) -> RunnerResult:
-    code, _, plan = await _plan(ctx, "-detailed-exitcode")
-    if code == 0:
-        return RunnerResult(outcome=Outcome.SUCCESS, message="no drift", drift=False)
-    return RunnerResult(outcome=Outcome.SUCCESS, message=f"drift: {_summary(plan)}", drift=True)
-
-
-async def _write_op(
-    ctx: OpContext, old: StoredState | None, what: str, flags: tuple[str, ...]
-) -> RunnerResult:
-    """refresh and destroy: one tofu command that writes state."""
-    ex = await ctx.tofu.run(*what.split(), *_FLAGS, *flags)
-    # A refreshed state still reflects the inputs last applied; a destroyed one none.
-    keep = None if ctx.env.op is Op.DESTROY and ex.code == 0 else _hash(old)
-    serial = await _save_state(ctx, old, keep)
-    if ex.code != 0:
-        return tofu_failed(ctx, what, ex, serial)
-    if ctx.env.op is Op.DESTROY:
-        # Destroyed: the state and its backups describe nothing any more.
-        await ctx.store.remove()
-    reading = None if ctx.env.op is Op.DESTROY else _reading(ctx)
-    return RunnerResult(
-        outcome=Outcome.SUCCESS,
-        message=f"tofu {what} succeeded",
-        state_serial=serial,
-        contract=reading,
-    )
-
-
-def _reading(ctx: OpContext) -> dict[str, object] | None:
-    """The contract reading of the state tofu left (None outside the contract): the
-    controller refreshes a machine or pool whose apply left outputs pending."""
-    path = ctx.work_dir / STATE_KEY
-    return contract_reading(path.read_bytes(), ctx.env.object_kind) if path.exists() else None
-
-
-async def _restore(ctx: OpContext) -> RunnerResult:
-    serial = ctx.env.restore_serial
-    assert serial is not None  # required by env for op=restore
-    try:
-        new_serial = await ctx.store.restore(serial)
-    except StateError as exc:
-        return failed(str(exc), ErrorKind.STATE)
-    text = f"restored backup {ctx.store.backup_name(serial)} as state serial {new_serial}"
-    return RunnerResult(outcome=Outcome.SUCCESS, message=text, state_serial=new_serial)
-
-
-def _serial(old: StoredState | None) -> int | None:
-    return None if old is None else old.serial
-
-
-def _hash(old: StoredState | None) -> str | None:
-    return None if old is None else old.inputs_hash
-
-
-async def _save_state(
-    ctx: OpContext, old: StoredState | None, inputs_hash: str | None
-) -> int | None:
-    """Saves the state tofu left in the work directory; returns the stored serial.
-
-    If the Secret cannot be written, the state goes to a rescue Secret and the
-    op fails saying where it is: losing it would orphan real infrastructure."""
-    path = ctx.work_dir / STATE_KEY
-    if not path.exists():
-        return _serial(old)
-    data = path.read_bytes()
-    try:
-        return await ctx.store.save(old, data, inputs_hash)
-    except (StateError, ApiError) as exc:
-        rescue = await _rescue(ctx, data)
-        text = f"tofu ran but its state could not be saved ({exc}); {rescue}"
-        raise Stop(failed(text, ErrorKind.STATE)) from None
-
-
-async def _rescue(ctx: OpContext, data: bytes) -> str:
-    name = f"{ctx.env.state_secret}-rescue-{ctx.env.job_name}"
-    try:
-        await ctx.store.rescue(name, data)
-    except (ApiError, StateError) as exc:
-        return f"the rescue Secret {name} could not be written either ({exc})"
-    return f"the new state is in Secret {name}"

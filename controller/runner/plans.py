@@ -10,6 +10,7 @@ import hashlib
 
 import orjson
 
+from controller.core.basics.changes import Changes, changes_of
 from controller.core.basics.plan_summary import PlanSummary, action_of, summary_of
 from runtime.jsonobj import Json
 
@@ -88,3 +89,12 @@ def summarize(plan: Json) -> PlanSummary:
     ]
     canonical = orjson.dumps(fingerprint(plan), option=orjson.OPT_SORT_KEYS)
     return summary_of(changes, f"sha256:{hashlib.sha256(canonical).hexdigest()}")
+
+
+def changes(plan: Json) -> Changes:
+    """What the plan creates, updates, replaces and deletes: counts, first addresses."""
+    return changes_of(
+        (str(c.get("address", "?")), action)
+        for c in _resource_changes(plan)
+        if (action := action_of(_actions(c))) is not None
+    )

@@ -36,5 +36,5 @@ async def load(env: RunnerEnv, kube: Kube) -> Redactor:
             inputs = await kube.get_secret(env.inputs_secret)
         except ApiError:
             inputs = None  # reported by the op, which reads it again
-    texts = sensitive.secret_data(inputs)
-    return redactor(sensitive.values(texts, env.secret_variables, credentials))
+    found = sensitive.inputs_values(inputs, env.secret_variables)
+    return redactor(found | sensitive.values(None, (), credentials))

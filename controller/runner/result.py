@@ -7,13 +7,16 @@ and seconds, and on failure the error kind with a one-line summary. All of it mu
 in RESULT_LIMIT bytes of JSON. What gives way when it would not, first to last:
 
 1. the message, its last lines kept, down to MESSAGE_FLOOR bytes;
-2. the steps, oldest first, down to the last one (the step that ended the op);
-3. the summary, then the runtime version;
-4. the rest of the message, then the last step.
+2. the addresses of the plan's changes, halved at each step, the first of each action
+   kept longest (the counts stay);
+3. the steps, oldest first, down to the last one (the step that ended the op);
+4. the summary, then the runtime version;
+5. the rest of the message, then the last step.
 
 The outcome, the Job's uid, the state serial, the plan Secret, drift, the output names,
-the contract reading and the error kind with its signal never give way: a result too large even
-without the rest is written as a failure saying so, with its state serial."""
+the contract reading, the error kind with its signal, the changes' counts and the policy
+report (at most 1 KiB by construction) never give way: a result too large even without
+the rest is written as a failure saying so, with its state serial."""
 
 from __future__ import annotations
 
@@ -22,7 +25,9 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from controller.core.basics.changes import Changes
 from controller.core.jobs.job import Outcome
+from controller.core.jobs.policy_report import Report
 from controller.core.jobs.run_report import SUMMARY_LIMIT, ErrorKind, one_line
 from controller.core.jobs.termination import MESSAGE_LIMIT as RESULT_LIMIT
 
@@ -71,6 +76,9 @@ class RunnerResult:
     job_uid: str | None = None
     runtime_version: str | None = None
     steps: tuple[Step, ...] = ()
+    # What the plan changes (plan, apply, drift), and what the policies found of it.
+    changes: Changes | None = None
+    policy: Report | None = None
 
     def to_json(self) -> str:
         """The result as written: only the keys that apply to this op, within
@@ -92,9 +100,16 @@ class RunnerResult:
         """This result, then ever smaller versions of it, each with the least its message
         may keep (the message is cut to fit in each)."""
         yield self, MESSAGE_FLOOR
-        for kept in range(len(self.steps) - 1, 0, -1):
-            yield replace(self, steps=self.steps[-kept:]), MESSAGE_FLOOR
-        last = replace(self, steps=self.steps[-1:], summary="")
+        base = self
+        if self.changes is not None:
+            shown = self.changes.listed()
+            while shown > 0:
+                shown //= 2
+                yield replace(self, changes=self.changes.keeping(shown)), MESSAGE_FLOOR
+            base = replace(self, changes=self.changes.keeping(0))
+        for kept in range(len(base.steps) - 1, 0, -1):
+            yield replace(base, steps=base.steps[-kept:]), MESSAGE_FLOOR
+        last = replace(base, steps=base.steps[-1:], summary="")
         yield last, MESSAGE_FLOOR
         last = replace(last, runtime_version=None)
         yield last, MESSAGE_FLOOR
@@ -128,6 +143,10 @@ class RunnerResult:
             body["outputs"] = list(self.outputs)
         if self.contract is not None:
             body["contract"] = self.contract
+        if self.changes is not None:
+            body["changes"] = self.changes.to_json()
+        if self.policy is not None:
+            body["policy"] = self.policy.to_json()
         error = self._error()
         if error is not None:
             body["error"] = error

@@ -33,8 +33,9 @@ def contract_outputs(data: bytes, kind: str) -> bytes | None:
 
 def contract_reading(data: bytes, kind: str) -> dict[str, object] | None:
     """What the result says of the contract outputs (controller/core/jobs/readings.py):
-    the outputs still null and the health's state. None for a kind outside the contract,
-    or outputs that do not decode (the controller reports those from outputs.json)."""
+    the outputs still null, the health's state and its `healthy`. None for a kind outside
+    the contract, or outputs that do not decode (the controller reports those from
+    outputs.json)."""
     raw = contract_outputs(data, kind)
     if raw is None:
         return None
@@ -43,7 +44,9 @@ def contract_reading(data: bytes, kind: str) -> dict[str, object] | None:
         return None
     waiting = decoded.waiting if isinstance(decoded, Pending) else ()
     health = decoded.outputs.health
-    return {"pending": list(waiting), "health": None if health is None else health.state}
+    if health is None:
+        return {"pending": list(waiting), "health": None}
+    return {"pending": list(waiting), "health": health.state, "healthy": health.healthy}
 
 
 def serial_of(data: bytes) -> int:

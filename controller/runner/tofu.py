@@ -1,5 +1,5 @@
-"""Running `tofu`: its output streamed to the pod log, its stderr's tail kept for
-the result message, and SIGTERM forwarded to it exactly once.
+"""Running `tofu`: its output streamed to the pod log (redacted, then long values cut),
+its stderr's tail kept for the result message, and SIGTERM forwarded to it exactly once.
 
 tofu runs in a session of its own, so a signal sent to the runner's process
 group (a terminal's Ctrl-C, a local executor) reaches it only through
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from controller.core.basics.cut import StreamCutter
 from controller.core.basics.redact import Redactor, StreamRedactor
 
 # Bytes of stderr kept per command: more than the result message holds, so the
@@ -112,9 +113,11 @@ class TofuRunner:
         capture: list[bytes] | None,
         tail: deque[bytes] | None = None,
     ) -> None:
-        # Captured output is data (a plan's JSON), never written anywhere as text.
+        # Captured output is data (a plan's JSON), never written anywhere as text. What
+        # is printed is redacted, then cut: the cut leaves out bytes of text in which
+        # every secret value is already replaced whole, so it cannot keep part of one.
         size = 0
-        redacting = StreamRedactor(self._redactor)
+        redacting, cutting = StreamRedactor(self._redactor), StreamCutter()
         while True:
             chunk = await stream.read(65536)
             if capture is not None:
@@ -122,7 +125,10 @@ class TofuRunner:
                     break
                 capture.append(chunk)
                 continue
-            released = redacting.feed(chunk) if chunk else redacting.flush()
+            if chunk:
+                released = cutting.feed(redacting.feed(chunk))
+            else:
+                released = cutting.feed(redacting.flush()) + cutting.flush()
             self._write(released)
             if tail is not None and released:
                 tail.append(released)

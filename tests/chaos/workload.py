@@ -33,8 +33,8 @@ from runtime.transport import Transport
 from tests.kube.harness import owner_reference
 
 MERGE = "application/merge-patch+json"
-API = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
-CAPTF_API_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"
+API = "/apis/infrastructure.cluster.x-k8s.io/v1beta1"
+CAPTF_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta1"
 CAPI_API_VERSION = "cluster.x-k8s.io/v1beta2"
 CAPI_API = f"/apis/{CAPI_API_VERSION}"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -198,7 +198,7 @@ class Workload:
             "source": {"configMapRef": {"name": f"{m.family}-module"}},
             "variables": {"size": 1},
             "variablesFrom": [{"secretRef": {"name": f"{m.name}-vars", "key": "fail"}}],
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev", "failedJobsHistoryLimit": 2},
         }
         meta: Json = {"name": m.name, "ownerReferences": [owner_reference(owner)]}

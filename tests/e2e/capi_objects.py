@@ -15,14 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.dev import workload
+from controller.dev import controlplane, workload
 from runtime.envtest import ApiServer, RequestFailed
 from runtime.jsonobj import Json
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = ROOT / "examples" / "modules"
 CAPI = "cluster.x-k8s.io/v1beta2"
-INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 INFRA_GROUP = "infrastructure.cluster.x-k8s.io"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 CREDENTIALS = "terraform-credentials"
@@ -70,11 +70,18 @@ class CapiObjects:
     """Creates and reads Cluster API and CAPTF objects in `namespace` of `server`."""
 
     def __init__(
-        self, server: ApiServer, namespace: str, *, style: SpecStyle = SpecStyle.SOURCE
+        self,
+        server: ApiServer,
+        namespace: str,
+        *,
+        style: SpecStyle = SpecStyle.SOURCE,
+        infra: str = INFRA,
     ) -> None:
+        """`infra`: the apiVersion the Terraform objects are written and read as."""
         self.server = server
         self.ns = namespace
         self.style = style
+        self.infra = infra
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -84,7 +91,7 @@ class CapiObjects:
         elif kind == "Node":
             base = "/api/v1/nodes"
         else:
-            api = INFRA if kind.startswith("Terraform") else CAPI
+            api = self.infra if kind.startswith("Terraform") else CAPI
             base = f"/apis/{api}/namespaces/{self.ns}/{_PLURALS[kind]}"
         return base if name is None else f"{base}/{name}"
 
@@ -132,7 +139,7 @@ class CapiObjects:
         """A Terraform object's spec running the module in ConfigMap `module`; `cluster`
         names the TerraformCluster for SpecStyle.MODULE machines and pools."""
         spec: Json = {
-            "credentialsRef": {"name": CREDENTIALS},
+            "identityRef": {"kind": "Secret", "name": CREDENTIALS},
             "jobs": {"image": RUNNER_IMAGE, "serviceAccountName": RUNNER_ACCOUNT},
         }
         if self.style is SpecStyle.SOURCE:
@@ -156,29 +163,33 @@ class CapiObjects:
 
     # -- Cluster API objects ---------------------------------------------------------------
 
-    async def cluster(self, name: str, *, module: str, **infra: Any) -> Json:
-        """A TerraformCluster and the Cluster whose infrastructure it is (same name)."""
+    async def cluster(
+        self, name: str, *, module: str, control_plane: bool = False, **infra: Any
+    ) -> Json:
+        """A TerraformCluster and the Cluster whose infrastructure it is (same name); with
+        `control_plane`, also `make run`'s LocalControlPlane of that name as the Cluster's
+        control plane (its CRD installed: controller.dev.controlplane.CRDS)."""
         await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformCluster",
                 "metadata": {"name": name},
                 "spec": self.infra_spec(module, **infra),
             }
         )
+        spec: Json = {"infrastructureRef": ref("TerraformCluster", name)}
+        if control_plane:
+            path = controlplane.CONTROL_PLANES.path(self.ns)
+            await self.call("POST", path, controlplane.control_plane(name))
+            spec["controlPlaneRef"] = controlplane.reference(name)
         return await self.create(
-            {
-                "apiVersion": CAPI,
-                "kind": "Cluster",
-                "metadata": {"name": name},
-                "spec": {"infrastructureRef": ref("TerraformCluster", name)},
-            }
+            {"apiVersion": CAPI, "kind": "Cluster", "metadata": {"name": name}, "spec": spec}
         )
 
     async def machine_template(self, name: str, *, cluster: str, module: str, **infra: Any) -> Json:
         return await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformMachineTemplate",
                 "metadata": {"name": name},
                 "spec": {"template": {"spec": self._machine(module, cluster, infra)}},
@@ -231,7 +242,7 @@ class CapiObjects:
         """A TerraformMachinePool and the MachinePool of `replicas` whose infrastructure it is."""
         await self.create(
             {
-                "apiVersion": INFRA,
+                "apiVersion": self.infra,
                 "kind": "TerraformMachinePool",
                 "metadata": {"name": name},
                 "spec": self.infra_spec(module, cluster=cluster, **infra),

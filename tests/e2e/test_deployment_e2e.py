@@ -264,12 +264,12 @@ async def test_both_replicas_answer_the_webhook_on_one_loopback_port(
         await stack.two_ready()
         clusters = stack.kube.captf_path("terraformclusters")
         bad = {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
             "kind": "TerraformCluster",
             "metadata": {"name": "bad"},
             "spec": {
                 "source": {"image": "Not/A Reference"},
-                "credentialsRef": {"name": "creds"},
+                "identityRef": {"kind": "Secret", "name": "creds"},
                 "jobs": {"image": "captf:dev"},
             },
         }

@@ -1,6 +1,8 @@
 """The copy shape of a module image Job, end to end, on an API server whose image volumes
 are turned off (`--feature-gates=ImageVolume=false`, as on the clusters before v1.35 that
-most platform teams run): the runner image's static copier goes into an emptyDir, the
+most platform teams run). The controller runs with the default `--module-image-mount=auto`:
+its dry-run Job shows that the API server drops image volumes, so it takes the copy shape
+although the version is v1.35. The runner image's static copier goes into an emptyDir, the
 module image (by digest) runs it to copy /captf into another, and the runner applies
 from there. Apply, the pin, a moved tag, a machine's drift and destroy on its pin: the
 same as with image volumes (tests/e2e/test_module_image_e2e.py)."""
@@ -65,7 +67,7 @@ async def copy_system(
         tofu_build,
         registry_build / "crane",
         copier=found,
-        module_image_mount="copy",
+        module_image_mount="auto",
     )
     started, stop = await in_background(system)
     try:
@@ -128,12 +130,12 @@ async def test_the_copy_shape_applies_pins_follows_a_moved_tag_and_destroys_on_i
     assert shown == {"reference": cluster_tag, "digest": c1, "mount": "copy"}
 
     machine = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachine",
         "metadata": {"name": "pin-m"},
         "spec": {
             "source": {"image": machine_tag},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"} | jobs,
             "drift": drift,
             "guard": {"allowDestructive": True},

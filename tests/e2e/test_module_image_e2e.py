@@ -154,12 +154,12 @@ async def test_a_moved_tag_re_applies_the_cluster_while_the_machine_keeps_its_pi
     assert base64.b64decode(inputs["data"]["image.digest"]).decode() == c1
 
     machine = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachine",
         "metadata": {"name": "pin-m"},
         "spec": {
             "source": {"image": machine_tag},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"} | jobs,
             "drift": drift,
             "health": {"interval": "0"},  # the health watch's refreshes are not this test's

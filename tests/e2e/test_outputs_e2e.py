@@ -58,14 +58,14 @@ async def _pool(system: System) -> None:
         {"metadata": {"name": "workers-module"}, "data": {"main.tf": POOL_MODULE}},
     )
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": "workers"},
         "spec": {
             "source": {"configMapRef": {"name": "workers-module"}},
             "variables": {"dir": str(system.infra)},
             "variablesFrom": [{"secretRef": {"name": "web-outputs", "key": "endpoint"}}],
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
             "drift": {"interval": "0"},  # on by default (30 s at the e2e time scale)
             "guard": {"allowDestructive": True},

@@ -1,9 +1,10 @@
 """A MachinePool whose cloud group grows on its own, under Cluster API's real controllers
-(issue 30, "Done when"): the pool's module manages its size (the MachinePool carries the
-cluster-autoscaler's min/max annotations, so the module gets `autoscaling.enabled`) and
-reads it from the group's API on every refresh; the group goes from 2 to 4 outside
-Cluster API. The membership re-read (a refresh Job every `spec.membership.interval`)
-finds the 4, the pool writes them back, and Cluster API, which copies the pool's
+(issue 30, "Done when"; issue 37): the cloud sizes the group (the MachinePool carries the
+user's `cluster.x-k8s.io/replicas-managed-by` and the autoscaler's min/max annotations,
+so the module gets `autoscaling.enabled`) and the module reads the size from the group's
+API on every refresh; the group goes from 2 to 4 outside Cluster API. The membership
+re-read (a refresh Job every `spec.membership.interval`) finds the 4, the pool writes them
+back, and Cluster API, which copies the pool's
 providerIDList, matches 4 Nodes (the stand-in kubelets of controller/dev/workload.py
 register one per providerID), while the write-back makes `MachinePool.spec.replicas` 4.
 
@@ -36,64 +37,71 @@ pytestmark = [pytest.mark.kube, pytest.mark.capi, pytest.mark.e2e]
 
 POOL = "c1-grows"
 MODULES = Path(__file__).resolve().parent / "modules"
-MODULE = "self-scaling-pool"
 POOLS = Resource(GROUP, VERSION, "terraformmachinepools")
 BOUNDS = {
     "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
     "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
 }
 MANAGED = "cluster.x-k8s.io/replicas-managed-by"
+# The user's: the cloud sizes the group. Any value but "false" says so.
+CLOUD = {MANAGED: "cloud"}
 # Two controller minutes: two real seconds at the e2e time scale, a refresh Job's length
 # or so on a loaded machine, so re-reads follow each other without crowding the node.
 INTERVAL = "2m"
 
 
-async def _autoscaled_pool(objects: CapiObjects, group: Path) -> None:
-    """The TerraformMachinePool running the self-scaling module on `group`, re-read every
-    INTERVAL, and its MachinePool of 2, autoscaled between 1 and 5."""
-    await objects.create(module_configmap("self_scaling_pool", MODULE, modules=MODULES))
+async def pool_with(
+    objects: CapiObjects, name: str, annotations: dict[str, str], group: Path | None = None
+) -> None:
+    """The TerraformMachinePool `name` running the self-scaling module, re-read every
+    INTERVAL, and its MachinePool of 2 carrying `annotations`. With `group`, the module
+    reads the group's size there; without, the group holds the replicas it is given."""
+    await objects.create(module_configmap("self_scaling_pool", f"{name}-module", modules=MODULES))
+    variables = {"group_file": str(group)} if group is not None else {}
     spec = objects.infra_spec(
-        MODULE, variables={"group_file": str(group)}, membership={"interval": INTERVAL}
+        f"{name}-module", variables=variables, membership={"interval": INTERVAL}
     )
-    pool = {"apiVersion": INFRA, "kind": "TerraformMachinePool", "metadata": {"name": POOL}}
+    pool = {"apiVersion": INFRA, "kind": "TerraformMachinePool", "metadata": {"name": name}}
     await objects.create(pool | {"spec": spec})
-    bootstrap = await objects.bootstrap_secret(f"{POOL}-bootstrap")
+    bootstrap = await objects.bootstrap_secret(f"{name}-bootstrap")
     machine = {
         "clusterName": CLUSTER,
         "version": "v1.35.0",
         "bootstrap": {"dataSecretName": bootstrap},
-        "infrastructureRef": ref("TerraformMachinePool", POOL),
+        "infrastructureRef": ref("TerraformMachinePool", name),
     }
     await objects.create(
         {
             "apiVersion": CAPI,
             "kind": "MachinePool",
-            "metadata": {"name": POOL, "annotations": BOUNDS},
+            "metadata": {"name": name, "annotations": annotations},
             "spec": {"clusterName": CLUSTER, "replicas": 2, "template": {"spec": machine}},
         }
     )
 
 
 @asynccontextmanager
-async def _watched_pools(system: System) -> AsyncIterator[Seen]:
-    """Every version of the namespace's TerraformMachinePools the watch delivers."""
+async def watched(system: System, resource: Resource = POOLS) -> AsyncIterator[Seen]:
+    """Every version of the namespace's objects of `resource` (TerraformMachinePools
+    unless told) the watch delivers."""
     seen = Seen()
     selection = Selection(namespace=system.kube.ns)
-    informer = Informer(system.transport, POOLS, clock=LoopClock(), selection=selection)
+    informer = Informer(system.transport, resource, clock=LoopClock(), selection=selection)
     informer.add_handler(seen.record)
     async with informer:
         await informer.wait_synced()
         yield seen
 
 
-def _sized(pool: Json | None, replicas: int) -> bool:
-    """The MachinePool as Cluster API and the write-back leave it at `replicas`: ours to
-    size, spec.replicas written, the providerIDs copied and a Ready Node matched each."""
+def sized(pool: Json | None, replicas: int, managed_by: str | None = "cloud") -> bool:
+    """The MachinePool as Cluster API and CAPTF leave it at `replicas`: spec.replicas,
+    the providerIDs copied and a Ready Node matched each, and its replicas-managed-by
+    `managed_by` (the user's; CAPTF never sets it)."""
     pool = pool or {}
     spec, status = pool.get("spec") or {}, pool.get("status") or {}
     notes = pool.get("metadata", {}).get("annotations") or {}
     return (
-        notes.get(MANAGED) == "captf"
+        notes.get(MANAGED) == managed_by
         and spec.get("replicas") == replicas
         and len(spec.get("providerIDList") or []) == replicas
         and status.get("replicas") == replicas
@@ -125,17 +133,17 @@ async def test_a_pool_whose_group_grows_on_its_own_shows_four_members_and_nodes(
     group = system.infra / "group-size"
     group.write_text("2\n")
     joiner = NodeJoiner(system.transport, say=lambda who, text: None, namespace=system.kube.ns)
-    async with _watched_pools(system) as seen, anyio.create_task_group() as tg:
+    async with watched(system) as seen, anyio.create_task_group() as tg:
         tg.start_soon(joiner.run)
-        await _autoscaled_pool(objects, group)
+        await pool_with(objects, POOL, BOUNDS | CLOUD, group)
         await objects.until(
-            "MachinePool", POOL, lambda p: _sized(p, 2), "MachinePool of 2", within=3 * WAIT
+            "MachinePool", POOL, lambda p: sized(p, 2), "MachinePool of 2", within=3 * WAIT
         )
         # The group grows on its own: no Cluster API object changes.
         before = max(_refresh_seqs(system), default=0)
         group.write_text("4\n")
         grown = await objects.until(
-            "MachinePool", POOL, lambda p: _sized(p, 4), "MachinePool of 4", within=3 * WAIT
+            "MachinePool", POOL, lambda p: sized(p, 4), "MachinePool of 4", within=3 * WAIT
         )
         infra = await objects.get("TerraformMachinePool", POOL)
         tg.cancel_scope.cancel()
@@ -166,8 +174,8 @@ async def test_a_pool_whose_group_grows_on_its_own_shows_four_members_and_nodes(
 
 
 async def _told(system: System) -> None:
-    """The pool's Events: the members 0 -> 2 and 2 -> 4, the replicas written back (the
-    claim at 2, then 4), never a member's id."""
+    """The pool's Events: the members 0 -> 2 and 2 -> 4, the replicas written back (4),
+    never a member's id."""
     changed = [e for e in await events_of(system.kube, "MembershipChanged") if _of_pool(e)]
     messages = sorted(e["message"] for e in changed)
     assert messages == [

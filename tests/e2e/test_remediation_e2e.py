@@ -9,10 +9,11 @@ Machines, with node checks that a stand-in Node, Ready and beating, never fails.
 1. With `cluster.x-k8s.io/skip-remediation` on the Machine, three readings of `stopped`
    mark it `cluster.x-k8s.io/remediate-machine` (RemediationRequested) and the Machine
    stays; a reading of `running` withdraws the mark (RemediationWithdrawn).
-2. Without it, three readings of `stopped` mark it again: the MachineHealthCheck finds the
-   Machine unhealthy by the mark, the MachineSet deletes it and makes a new one, the new
-   TerraformMachine comes up Ready and watched, and the old one's destroy Job removes
-   its instance and its state before Cluster API lets the old Machine go.
+2. Without it, one reading of `terminated` marks it again, at once (no threshold to wait
+   for): the MachineHealthCheck finds the Machine unhealthy by the mark, the MachineSet
+   deletes it and makes a new one, the new TerraformMachine comes up Ready and watched,
+   and the old one's destroy Job removes its instance and its state before Cluster API
+   lets the old Machine go.
 
 Every wait is on a condition, with deadlines far above what the flow needs."""
 
@@ -225,10 +226,10 @@ async def withdrawn_while_skipped(
 async def replaced(
     system: System, objects: CapiObjects, health_dir: Path, old: str, machines: Seen
 ) -> None:
-    """Marked again, without the skip: Cluster API replaces the Machine and CAPTF destroys
-    the old one's instance with its destroy Job."""
+    """Marked again, at the first reading of `terminated`, without the skip: Cluster API
+    replaces the Machine and CAPTF destroys the old one's instance with its destroy Job."""
     await objects.patch("Machine", old, {"metadata": {"annotations": {SKIP: None}}})
-    (health_dir / f"{old}.health").write_text("stopped")
+    (health_dir / f"{old}.health").write_text("terminated")
 
     def replacement_running(found: list[Json]) -> bool:
         return [m["metadata"]["name"] != old and phase_of(m) == "Running" for m in found] == [True]
@@ -249,8 +250,13 @@ async def replaced(
     ), verdicts
     assert any(m["metadata"].get("deletionTimestamp") for m in seen)
     # One per reading that decided a mark: two marks (a pass on a cache that has not yet
-    # seen the mark could ask once more, harmlessly).
-    assert len(await events_for(system, "RemediationRequested", old)) >= 2
+    # seen the mark could ask once more, harmlessly). The second came at the one reading
+    # of `terminated`, not after three.
+    requested = await events_for(system, "RemediationRequested", old)
+    assert len(requested) >= 2
+    at_once = [e for e in requested if "found the instance terminated" in e["message"]]
+    assert at_once, [e["message"] for e in requested]
+    assert all(e["message"].startswith("a reading found") for e in at_once)
     # The old TerraformMachine went through our destroy Job: its instance and state gone.
     [destroy] = jobs_of(system, old, "destroy")
     assert ended(destroy) == "Complete", system.log(destroy)

@@ -65,7 +65,8 @@ resource "terraform_data" "slow" {
 class Object:
     """One CAPTF object's runner Jobs, run one at a time as the controller would."""
 
-    def __init__(self, build: Path, tmp_path: Path) -> None:
+    def __init__(self, build: Path, tmp_path: Path, module: str = MODULE) -> None:
+        self.module = module
         self.kube = FakeKube()
         self.infra = tmp_path / "infra"
         self.infra.mkdir()
@@ -83,7 +84,7 @@ class Object:
     def set_inputs(self, **variables: Any) -> Inputs:
         """New durable inputs, as the controller renders them into an immutable Secret."""
         self.variables |= variables
-        inputs = Inputs(module={"main.tf": MODULE}, variables=dict(self.variables))
+        inputs = Inputs(module={"main.tf": self.module}, variables=dict(self.variables))
         name = f"c-inputs-{inputs.hash8}"
         if name not in self.kube.secrets:
             annotations = {"captf.io/inputs-hash": inputs.hash}

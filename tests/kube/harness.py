@@ -68,7 +68,7 @@ class Kube:
         return await asyncio.to_thread(self.server.request, method, path, body, ctype)
 
     def captf_path(self, plural: str, name: str = "") -> str:
-        base = f"/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{self.ns}/{plural}"
+        base = f"/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{self.ns}/{plural}"
         return f"{base}/{name}" if name else base
 
     async def cluster(self, name: str = "c1") -> Json:
@@ -133,13 +133,13 @@ class Kube:
             )
         owner = await self.capi_cluster(name)
         body = {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
             "kind": "TerraformCluster",
             "metadata": {"name": name, "ownerReferences": [owner_reference(owner)]},
             "spec": {
                 "source": {"configMapRef": {"name": f"{name}-module"}},
                 "variables": {"size": 1},
-                "credentialsRef": {"name": "creds"},
+                "identityRef": {"kind": "Secret", "name": "creds"},
                 "jobs": {"image": "captf:dev"} | (jobs or {}),
                 # Drift checks are on by default (30 min, issue 30); a test of another
                 # rule that steps the clock past them turns them off (`drift=` overrides).
@@ -184,7 +184,7 @@ class Kube:
             "metadata": {"name": name},
             "spec": {
                 "source": {"configMapRef": {"name": f"{name}-module"}},
-                "credentialsRef": {"name": "creds"},
+                "identityRef": {"kind": "Secret", "name": "creds"},
                 "jobs": {"image": "captf:dev"},
             },
         }
@@ -624,12 +624,17 @@ async def running_controller(
     namespace: str,
     clock: Clock | None = None,
     registry: CollectorRegistry | None = None,
+    *,
+    every_namespace: bool = False,
     **over: Any,
 ) -> AsyncIterator[None]:
     """The controller in this event loop, until the block ends (then cancelled); its
-    metrics go to `registry` when given."""
+    metrics go to `registry` when given. It watches `namespace` (its Leases' too), or with
+    `every_namespace` all of them."""
     started = anyio.Event()
     config = controller_args(server, namespace, **over)
+    if every_namespace:
+        config = replace(config, namespace=None)
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(serve, config, started, clock, registry=registry))
         with anyio.fail_after(30):
@@ -649,13 +654,13 @@ async def create_pool(kube: Kube) -> None:
         {"metadata": {"name": "p1-module"}, "data": MODULE},
     )
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": "p1"},
         "spec": {
             "source": {"configMapRef": {"name": "p1-module"}},
             "variables": {"size": 2},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }

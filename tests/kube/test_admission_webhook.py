@@ -39,7 +39,7 @@ from tests.paths import REPO
 
 pytestmark = pytest.mark.kube
 MANIFESTS = REPO / "manifests"
-GROUP_VERSION = "infrastructure.cluster.x-k8s.io/v1alpha1"
+GROUP_VERSION = "infrastructure.cluster.x-k8s.io/v1beta1"
 PLANS_CRD = "terraformplans.infrastructure.cluster.x-k8s.io"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -96,7 +96,7 @@ def _cluster(name: str, **spec: Any) -> Json:
         "metadata": {"name": name},
         "spec": {
             "source": {"configMapRef": {"name": f"{name}-module"}},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         }
         | spec,
@@ -157,6 +157,42 @@ async def test_the_webhook_refuses_what_the_schema_lets_through(
         )
         assert "spec.variables.count" in again
         assert await kube.jobs() == []
+
+
+def _policy(name: str, expression: str) -> Json:
+    rule = {"name": "r", "action": "Deny", "expression": expression, "message": "m"}
+    return {
+        "apiVersion": GROUP_VERSION,
+        "kind": "TerraformPolicy",
+        "metadata": {"name": name},
+        "spec": {"rules": [rule]},
+    }
+
+
+async def test_a_policy_that_does_not_compile_or_costs_too_much_is_refused_with_its_position(
+    apiserver: ApiServer, namespace: str, tmp_path: Path
+) -> None:
+    kube = Kube(apiserver, namespace)
+    policies = f"/apis/{GROUP_VERSION}/terraformpolicies"
+    name = f"p-{namespace}"[:63]
+    async with (
+        serving(apiserver, namespace, tmp_path) as webhook,
+        registered(apiserver, _configurations(webhook, namespace)),
+    ):
+        await _in_effect(kube)
+        malformed = await _refusal(kube, "POST", policies, _policy(name, "resource.type =="))
+        assert f"TerraformPolicy {name}: spec.rules[0].expression: 1:17: Syntax error" in malformed
+        costly = "resource.x.all(a, resource.x.all(b, resource.x.all(c, a != c)))"
+        refused = await _refusal(kube, "POST", policies, _policy(name, costly))
+        assert "spec.rules[0].expression: 1:51: too costly" in refused
+        # A good one is stored; an edit that breaks it is reviewed and refused.
+        await kube.call("POST", policies, _policy(name, "resource.type == 'aws_db_instance'"))
+        try:
+            broken = {"spec": {"rules": [_policy(name, "resource.type")["spec"]["rules"][0]]}}
+            edit = await _refusal(kube, "PATCH", f"{policies}/{name}", broken, MERGE)
+            assert "is of type dyn, not bool" in edit
+        finally:
+            await kube.call("DELETE", f"{policies}/{name}")
 
 
 async def test_a_template_spec_change_is_refused(
@@ -335,7 +371,6 @@ async def test_deleting_an_identity_in_use_is_refused_with_its_users(
     name = f"id-{namespace}"
     clusters = kube.captf_path("terraformclusters")
     user = _cluster("c1")
-    del user["spec"]["credentialsRef"]
     user["spec"]["identityRef"] = {"name": name}
     await kube.call("POST", clusters, user)
     identity: Json = {
@@ -423,7 +458,7 @@ async def _plans_crd(server: ApiServer) -> None:
             await asyncio.to_thread(
                 server.request,
                 "GET",
-                "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformplans",
+                "/apis/infrastructure.cluster.x-k8s.io/v1beta1/terraformplans",
             )
         except RequestFailed:
             return False

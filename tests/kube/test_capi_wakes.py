@@ -33,7 +33,7 @@ async def transport(apiserver: ApiServer) -> AsyncIterator[Transport]:
 
 async def _machine(kube: Kube) -> None:
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": MACHINE,
         "metadata": {"name": "m1"},
         "spec": {"source": {"configMapRef": {"name": "c1-module"}}, "jobs": {"image": "x"}},

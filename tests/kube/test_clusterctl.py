@@ -35,7 +35,7 @@ ON_THE_SERVER = pytest.mark.asyncio(loop_scope="module")
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / clusterctl.REPOSITORY
-INFRA = "infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "infrastructure.cluster.x-k8s.io/v1beta1"
 CAPI = "cluster.x-k8s.io/v1beta2"
 KUBEADM_CRDS = ("bootstrap/kubeadm/config/crd/bases", "controlplane/kubeadm/config/crd/bases")
 # What Cluster API's kustomization adds to the kubeadm CRDs: the contract they implement.
@@ -47,6 +47,7 @@ PLURALS = {
     "KubeadmControlPlane": "kubeadmcontrolplanes",
     "KubeadmControlPlaneTemplate": "kubeadmcontrolplanetemplates",
     "KubeadmConfigTemplate": "kubeadmconfigtemplates",
+    "MachineHealthCheck": "machinehealthchecks",
     "TerraformCluster": "terraformclusters",
     "TerraformClusterTemplate": "terraformclustertemplates",
     "TerraformMachineTemplate": "terraformmachinetemplates",
@@ -148,8 +149,10 @@ def test_generate_provider_gives_our_install_labelled(capi_build: Path, workdir:
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     [manager] = deployment["spec"]["template"]["spec"]["containers"]
     assert manager["name"] == "manager"
-    assert manager["image"] == "docker.io/library/captf:dev"
-    assert "--allowed-images=captf:dev" in manager["args"]
+    # The release's own image, which objects may run as their runner by default.
+    image = clusterctl.release_image()
+    assert manager["image"] == image
+    assert f"--allowed-images={image}" in manager["args"]
     assert "--allowed-service-accounts=captf-runner" in manager["args"]
     # The container's own variables are kept: $(POD_NAMESPACE) is Kubernetes', not clusterctl's.
     assert "--controller-namespace=$(POD_NAMESPACE)" in manager["args"]
@@ -199,6 +202,8 @@ def test_generate_cluster_names_our_kinds(capi_build: Path, workdir: Path) -> No
         ("MachineDeployment", "test-md-0"),
         ("TerraformMachineTemplate", "test-md-0"),
         ("KubeadmConfigTemplate", "test-md-0"),
+        ("MachineHealthCheck", "test-md-0"),
+        ("MachineHealthCheck", "test-control-plane"),
     }
     assert {o["metadata"]["namespace"] for o in objects.values()} == {"ns"}
     cluster = objects["Cluster", "test"]
@@ -211,6 +216,9 @@ def test_generate_cluster_names_our_kinds(capi_build: Path, workdir: Path) -> No
         "TerraformMachineTemplate"
     )
     assert objects["KubeadmControlPlane", "test-control-plane"]["spec"]["replicas"] == 1
+    workers = objects["MachineHealthCheck", "test-md-0"]["spec"]
+    assert workers["selector"]["matchLabels"] == {"cluster.x-k8s.io/deployment-name": "test-md-0"}
+    assert workers["checks"]["nodeStartupTimeoutSeconds"] == 600
 
 
 def test_generate_cluster_clusterclass_flavor_adds_the_class(
@@ -414,6 +422,21 @@ async def test_the_clusterclass_flavor_makes_a_terraformcluster_from_the_templat
     assert infra["spec"]["identityRef"] == values["identity"]
     assert infra["spec"]["variables"] == {}
     assert infra["spec"]["jobs"]["image"] == want["jobs"]["image"]  # the rest defaulted
+    # The class's health check for the control plane: the topology controller makes its
+    # MachineHealthCheck, which CAPTF's remediation mark needs.
+    checks = await wait_for(
+        apiserver,
+        f"/apis/{CAPI}/namespaces/{namespace}/machinehealthchecks",
+        lambda found: any(_is_control_planes(c, "cc") for c in found["items"]),
+        "the topology controller made the control plane's MachineHealthCheck",
+    )
+    [check] = [c for c in checks["items"] if _is_control_planes(c, "cc")]
+    assert check["spec"]["checks"]["nodeStartupTimeoutSeconds"] == 600
+
+
+def _is_control_planes(check: Json, cluster: str) -> bool:
+    labels = check["spec"]["selector"].get("matchLabels") or {}
+    return check["spec"]["clusterName"] == cluster and "cluster.x-k8s.io/control-plane" in labels
 
 
 @ON_THE_SERVER

@@ -32,7 +32,7 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,7 @@ import pytest_asyncio
 import yaml
 
 from controller.core.basics.names import (
+    ANN_APPLIED,
     ANN_INPUTS_HASH,
     ANN_SERIAL,
     LABEL_BACKUP_OF,
@@ -84,7 +85,7 @@ from tests.kube.harness import running_controller
 pytestmark = [pytest.mark.kube, pytest.mark.capi]
 
 CAPI = "/apis/cluster.x-k8s.io/v1beta2"
-INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
+INFRA = "/apis/infrastructure.cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME = "cluster.x-k8s.io/cluster-name"
 INPUTS_HASH = "0123456789abcdef" * 4
 STATE_KEY = "terraform.tfstate"
@@ -443,7 +444,7 @@ def moved(
 def identity_of(namespace: str) -> Json:
     """A cluster-scoped identity for the moved namespace, named after it."""
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": namespace},
         "spec": {
@@ -663,19 +664,13 @@ def _provisioned(obj: Json | None) -> bool:
     return (status.get("initialization") or {}).get("provisioned") is True
 
 
-@pytest.mark.e2e
-async def test_nothing_reapplies_after_the_move(
-    capi_build: Path,
-    capi_cluster: ClusterApi,
-    cluster: ApiServer,
-    source: System,
-    fresh_target: ApiServer,
-    tmp_path: Path,
-) -> None:
-    """A TerraformCluster applied by CAPTF under Cluster API's manager on the source moves
-    with the real `clusterctl move`; CAPTF alone on the target rebuilds its status from
-    the moved state Secret and starts no Job."""
-    system = source
+async def _applied_and_moved(
+    capi_build: Path, cluster: ApiServer, system: System, target: ApiServer, tmp_path: Path
+) -> tuple[str, int]:
+    """A TerraformCluster applied by CAPTF under Cluster API's manager on the source, moved
+    to `target` with the real `clusterctl move`: the move's log, and how many applies the
+    source ran (counted once move is done: it waited for any Job still running,
+    block-move)."""
     namespace = system.kube.ns
     labelled = prepare(cluster, capi_build, tmp_path / "source")
     labelled.append(CONTROL_PLANE_CRD["metadata"]["name"])
@@ -691,17 +686,33 @@ async def test_nothing_reapplies_after_the_move(
         )
         assert applied is not None
         args = ["move", "--kubeconfig", str(cluster.kubeconfig), "-v", "5"]
-        args += ["--to-kubeconfig", str(fresh_target.kubeconfig), "--namespace", namespace]
-        fresh_target.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
+        args += ["--to-kubeconfig", str(target.kubeconfig), "--namespace", namespace]
+        target.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
         started = time.monotonic()
         done = await asyncio.to_thread(run_clusterctl, capi_build, tmp_path, args)
         TIMINGS["move of a provisioned TerraformCluster"] = time.monotonic() - started
-        log = done.stdout + done.stderr
-        # Counted once move is done: it waited for any Job still running (block-move).
-        applies = len(jobs_of(system, SOURCE_CLUSTER, "apply"))
+        return done.stdout + done.stderr, len(jobs_of(system, SOURCE_CLUSTER, "apply"))
     finally:
         # The source is the session's server: leave its CRDs as the other tests expect.
         label_for_clusterctl(cluster, labelled, value=None)
+
+
+@pytest.mark.e2e
+async def test_nothing_reapplies_after_the_move(
+    capi_build: Path,
+    capi_cluster: ClusterApi,
+    cluster: ApiServer,
+    source: System,
+    fresh_target: ApiServer,
+    tmp_path: Path,
+) -> None:
+    """A TerraformCluster applied by CAPTF under Cluster API's manager on the source moves
+    with the real `clusterctl move`; CAPTF alone on the target rebuilds its status from
+    the moved state Secret and starts no Job."""
+    system = source
+    namespace = system.kube.ns
+    objects = CapiObjects(cluster, namespace, style=SpecStyle.SOURCE)
+    log, applies = await _applied_and_moved(capi_build, cluster, system, fresh_target, tmp_path)
 
     moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
     assert await moved.get("ConfigMap", "cluster-module") is not None, log
@@ -730,3 +741,56 @@ async def test_nothing_reapplies_after_the_move(
         await objects.get("Secret", state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER))
         is None
     )
+
+
+def _waits(reason: str) -> Callable[[Json | None], bool]:
+    def waiting(obj: Json | None) -> bool:
+        shown: object = ((obj or {}).get("status") or {}).get("next", {}).get("reason")
+        return shown == reason
+
+    return waiting
+
+
+@pytest.mark.e2e
+async def test_a_state_lost_in_the_move_is_never_applied_again(
+    capi_build: Path,
+    capi_cluster: ClusterApi,
+    cluster: ApiServer,
+    source: System,
+    fresh_target: ApiServer,
+    tmp_path: Path,
+) -> None:
+    """Issue 37, item 2. The same move, but the state and its backups are lost on the
+    target before CAPTF starts there: the TerraformCluster has a new uid, no status, no
+    Jobs, and of its durable evidence only the inputs Secret that moved with it, marked
+    captf.io/applied when its apply was accounted. It waits StateLost and creates no Job;
+    before, it read "applied" from status alone and applied again (InputsChanged), making
+    its infrastructure a second time."""
+    namespace = source.kube.ns
+    log, _ = await _applied_and_moved(capi_build, cluster, source, fresh_target, tmp_path)
+    moved = CapiObjects(fresh_target, namespace, style=SpecStyle.SOURCE)
+    state_name = state_secret_name(namespace, CLUSTER_KIND, SOURCE_CLUSTER)
+    secrets = await moved.call(
+        "GET", moved.path("Secret"), params={"labelSelector": f"{LABEL_NAME}={SOURCE_CLUSTER}"}
+    )
+    names = [s["metadata"]["name"] for s in secrets["items"]]
+    assert state_name in names, f"the state did not move:\n{log}"
+    inputs = [s for s in secrets["items"] if "-inputs-" in s["metadata"]["name"]]
+    assert inputs, f"the inputs did not move:\n{log}"
+    assert all(s["metadata"]["annotations"].get(ANN_APPLIED) == "true" for s in inputs)
+    for secret in secrets["items"]:
+        labels = secret["metadata"].get("labels") or {}
+        if secret["metadata"]["name"] == state_name or LABEL_BACKUP_OF in labels:
+            await moved.call("DELETE", moved.path("Secret", secret["metadata"]["name"]))
+    async with running_controller(fresh_target, namespace, LoopClock(SCALE), time_scale=SCALE):
+        waiting = await moved.until(
+            "TerraformCluster", SOURCE_CLUSTER, _waits("StateLost"), "StateLost", within=WAIT
+        )
+        await asyncio.sleep(QUIET_MINUTES * 60 / SCALE)
+        created = _jobs_of(fresh_target, namespace, SOURCE_CLUSTER)
+        last = await moved.get("TerraformCluster", SOURCE_CLUSTER)
+    assert waiting is not None
+    assert created == [], f"Jobs: {[j['metadata']['name'] for j in created]}\nstatus: {last}"
+    assert last is not None
+    assert last["status"]["next"]["reason"] == "StateLost"
+    assert "stateSerial" not in last["status"]

@@ -31,7 +31,7 @@ from tests.kube.harness import (
 pytestmark = pytest.mark.kube
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "objects"
 APPLY_PATCH = "application/apply-patch+yaml"
-_OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}"
+_OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}"
 PATHS = {
     "Secret": "/api/v1/namespaces/{ns}/secrets",
     "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",

@@ -6,8 +6,12 @@ cluster runs a Job."""
 
 from __future__ import annotations
 
+import asyncio
+
+import orjson
 import pytest
 
+from controller.cli.main import main
 from runtime.clock import SteppedClock
 from runtime.envtest import ApiServer
 from runtime.jsonobj import Json
@@ -137,13 +141,13 @@ POOLS = "terraformmachinepools"
 
 async def _pool_in(kube: Kube, name: str, cluster: str) -> None:
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": name},
         "spec": {
             "source": {"configMapRef": {"name": "pools-module"}},
             "variables": {"size": 1},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }
@@ -184,3 +188,43 @@ async def test_a_cluster_at_its_cap_waits_while_another_cluster_takes_a_free_slo
         # c1's Job is accounted: its slot is free for c1's next.
         await succeed_apply(kube, first, serial=1, at=clock.now(), name="p1")
         await nth_job(kube, 1, "captf.io/name=p2")
+
+
+async def test_decide_live_counts_the_cap_where_the_controller_keeps_its_slots(
+    apiserver: ApiServer, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 37, item 4: the controller keeps its run slots in its own namespace, not the
+    objects'. `captf decide --live`, told the same run-slot flags and not the namespace,
+    finds the slots there and prints the wait the controller shows: WaitingForRunLease for
+    the pool of a cluster at its cap (before, it counted slots in `default` and printed
+    a run)."""
+    kube, clock = Kube(apiserver, namespace), SteppedClock()
+    home = f"{namespace}-ctl"
+    await kube.call("POST", "/api/v1/namespaces", {"metadata": {"name": home}})
+    module = {"metadata": {"name": "pools-module"}, "data": MODULE}
+    await kube.call("POST", f"/api/v1/namespaces/{namespace}/configmaps", module)
+    async with running_controller(
+        apiserver,
+        namespace,
+        clock=clock,
+        controller_namespace=home,
+        max_concurrent_runs=3,
+        max_concurrent_runs_per_cluster=1,
+    ):
+        await kube.setup_cluster("c1")
+        applied = await nth_job(kube, 1, "captf.io/name=c1")
+        await succeed_apply(kube, applied, serial=1, at=clock.now(), name="c1")
+        await condition_is(kube, "Ready", "True", name="c1")
+        await _pool_in(kube, "p1", "c1")
+        first = await nth_job(kube, 1, "captf.io/name=p1")
+        slot = await _lease(Kube(apiserver, home), "captf-run-slot-0")
+        assert _holder(slot) == first["metadata"]["name"]
+        await _pool_in(kube, "p2", "c1")
+        await next_is(kube, "WaitingForRunLease", name="p2", plural=POOLS)
+        capsys.readouterr()
+        argv = ["decide", "--live", "tfmp/p2", "-n", namespace]
+        argv += ["--kubeconfig", str(apiserver.kubeconfig), "--max-concurrent-runs", "3"]
+        argv += ["--max-concurrent-runs-per-cluster", "1"]
+        assert await asyncio.to_thread(main, argv) == 0
+        decided = orjson.loads(capsys.readouterr().out)
+        assert (decided["action"], decided["reason"]) == ("requeue", "WaitingForRunLease")

@@ -78,13 +78,13 @@ async def reconciler_on(
 
 async def _create_pool(kube: Kube, name: str) -> None:
     body = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": POOL,
         "metadata": {"name": name},
         "spec": {
             "source": {"configMapRef": {"name": "c1-module"}},  # the cluster's, shared
             "variables": {"size": 2},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
             "refresh": HOURLY,
         },

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 EXAMPLES = ROOT / "examples" / "objects"
 GROUP = "infrastructure.cluster.x-k8s.io"
-CAPTF = f"/apis/{GROUP}/v1alpha1"
+CAPTF = f"/apis/{GROUP}/v1beta1"
 KINDS = {
     "TerraformCluster": "terraformclusters",
     "TerraformMachinePool": "terraformmachinepools",
@@ -123,11 +123,11 @@ def minimal(kind: str, name: str = "obj") -> Obj:
     """The smallest valid object of `kind`: required fields only."""
     spec: Obj = {
         "source": {"configMapRef": {"name": "module"}},
-        "credentialsRef": {"name": "credentials"},
+        "identityRef": {"kind": "Secret", "name": "credentials"},
         "jobs": {"image": "runner:1"},
     }
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": kind,
         "metadata": {"name": name},
         "spec": spec,
@@ -157,13 +157,14 @@ def test_crd_is_established_with_its_names(apiserver: ApiServer, kind: str, shor
     # Cluster API reads the contract version a CRD serves from this label; clusterctl
     # finds the provider's objects by the other.
     assert crd["metadata"]["labels"] == {
-        "cluster.x-k8s.io/v1beta2": "v1alpha1",
+        "cluster.x-k8s.io/v1beta2": "v1alpha1_v1beta1",
         "cluster.x-k8s.io/provider": "infrastructure-terraform",
     }
     assert crd["spec"]["scope"] == "Namespaced"
-    [version] = crd["spec"]["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
-    assert version["subresources"] == {"status": {}}
+    older, version = crd["spec"]["versions"]
+    assert (older["name"], older["served"], older["storage"]) == ("v1alpha1", True, False)
+    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
+    assert version["subresources"] == older["subresources"] == {"status": {}}
 
 
 # The status fields of one kind's contract write-back; `initialization` is shared.
@@ -186,6 +187,7 @@ def test_three_kinds_share_one_spec_schema() -> None:
     specs = {}
     for kind, plural in KINDS.items():
         [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
+        # The v1alpha1 schemas, as written; v1beta1's are made from them (crd_versions.py).
         version = crd["spec"]["versions"][0]
         schema = copy.deepcopy(version["schema"]["openAPIV3Schema"])
         spec = schema["properties"]["spec"]
@@ -200,8 +202,11 @@ def test_three_kinds_share_one_spec_schema() -> None:
         # What each kind writes back to Cluster API is its own (the module contract).
         for field in ("controlPlaneEndpoint", "providerID", "providerIDList"):
             spec["properties"].pop(field, None)
-        # Only a machine's health is watched, only a pool's members re-read (issue 30).
-        assert ("health" in spec["properties"]) == (kind == "TerraformMachine")
+        # Only a machine's health is watched, only a pool's members re-read (issue 30); a
+        # cluster's health holds only what its machines inherit (issue 37: the threshold).
+        assert ("health" in spec["properties"]) == (kind != "TerraformMachinePool")
+        if kind == "TerraformCluster":
+            assert set(spec["properties"]["health"]["properties"]) == {"unhealthyThreshold"}
         assert ("membership" in spec["properties"]) == (kind == "TerraformMachinePool")
         spec["properties"].pop("health", None)
         spec["properties"].pop("membership", None)
@@ -251,11 +256,12 @@ def test_templates_carry_their_kinds_spec_schema() -> None:
         [crd] = load(MANIFESTS / "crds" / f"{GROUP}_{plural}.yaml")
         [template] = load(MANIFESTS / "crds" / f"{GROUP}_{kind.lower()}templates.yaml")
         assert template["spec"]["names"]["kind"] == f"{kind}Template"
-        [version], [template_version] = crd["spec"]["versions"], template["spec"]["versions"]
-        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        outer = template_version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-        copied = outer["properties"]["template"]["properties"]["spec"]
-        assert copied == without_transition_rules(spec), kind
+        pairs = zip(crd["spec"]["versions"], template["spec"]["versions"], strict=True)
+        for version, template_version in pairs:
+            spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            outer = template_version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            copied = outer["properties"]["template"]["properties"]["spec"]
+            assert copied == without_transition_rules(spec), (kind, version["name"])
         assert without_transition_rules(template) == template, f"{kind}Template reads oldSelf"
         assert template["metadata"]["labels"] == crd["metadata"]["labels"]
 
@@ -276,7 +282,7 @@ def test_examples_are_accepted_and_consistent(apiserver: ApiServer, namespace: s
         spec = stored["spec"]
         # Every object the examples refer to is among the examples.
         assert ("ConfigMap", spec["source"]["configMapRef"]["name"]) in names
-        assert ("Secret", spec["credentialsRef"]["name"]) in names
+        assert ("Secret", spec["identityRef"]["name"]) in names
         for source in spec.get("variablesFrom", []):
             # Or a Secret another example writes: a cluster's outputs.
             written = {
@@ -471,12 +477,8 @@ INVALID = {
         "spec.source.configMapRef.name: Required value",
     ),
     "no credentials": (
-        _set("credentialsRef", ...),
-        "spec.identityRef (or the deprecated spec.credentialsRef) is required",
-    ),
-    "both an identity and credentials": (
-        _set("identityRef", {"kind": "TerraformClusterIdentity", "name": "aws"}),
-        "set spec.identityRef or the deprecated spec.credentialsRef, not both",
+        _set("identityRef", ...),
+        "spec.identityRef is required",
     ),
     "an identity of another kind": (
         _set("identityRef", {"kind": "ConfigMap", "name": "aws"}),
@@ -531,7 +533,7 @@ def test_members_may_name_no_credentials_and_inherit_their_cluster_s(
     apiserver: ApiServer, namespace: str, kind: str
 ) -> None:
     obj = minimal(kind)
-    del obj["spec"]["credentialsRef"]
+    del obj["spec"]["identityRef"]
     assert "identityRef" not in create(apiserver, obj, namespace, dry_run=True)["spec"]
 
 
@@ -540,13 +542,13 @@ def test_an_identity_ref_names_an_identity_unless_it_says_secret(
     apiserver: ApiServer, namespace: str
 ) -> None:
     obj = minimal("TerraformCluster")
-    del obj["spec"]["credentialsRef"]
+    del obj["spec"]["identityRef"]
     obj["spec"]["identityRef"] = {"name": "aws"}
     stored = create(apiserver, obj, namespace, dry_run=True)
     assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
 
 
-IDENTITIES = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformclusteridentities"
+IDENTITIES = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/terraformclusteridentities"
 
 
 def _identity(allowed: Obj | None, name: str = "id") -> Obj:
@@ -554,7 +556,7 @@ def _identity(allowed: Obj | None, name: str = "id") -> Obj:
     if allowed is not None:
         spec["allowedNamespaces"] = allowed
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": name},
         "spec": spec,
@@ -595,7 +597,7 @@ def test_identities_refuse_what_is_ambiguous_or_too_long(
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_kind_takes_an_identity_ref(apiserver: ApiServer, namespace: str, kind: str) -> None:
     obj = minimal(kind)
-    del obj["spec"]["credentialsRef"]
+    del obj["spec"]["identityRef"]
     obj["spec"]["identityRef"] = {"kind": "TerraformClusterIdentity", "name": "aws"}
     stored = create(apiserver, obj, namespace, dry_run=True)
     assert stored["spec"]["identityRef"] == {"kind": "TerraformClusterIdentity", "name": "aws"}
@@ -662,7 +664,6 @@ def test_machine_inputs_cannot_be_added_later(
 OTHER_CHANGES: Obj = {
     "jobs": {"image": "runner:2", "failedJobsHistoryLimit": 5},
     "drift": {"interval": "10m", "remediate": True},
-    "credentialsRef": {"name": "rotated"},
     "approval": {"mode": "Manual"},
     "changeWindows": [{"days": ["Sat", "Sun"], "start": "02:00", "duration": "3h"}],
 }
@@ -677,7 +678,6 @@ def test_machine_other_fields_can_change(apiserver: ApiServer, namespace: str) -
     assert spec["jobs"]["image"] == "runner:2"
     assert spec["jobs"]["failedJobsHistoryLimit"] == 5
     assert spec["drift"] == {"interval": "10m", "remediate": True}
-    assert spec["credentialsRef"] == {"name": "rotated"}
     assert spec["approval"] == {"mode": "Manual"}
     assert spec["changeWindows"][0]["days"] == ["Sat", "Sun"]
     assert spec["variables"] == created["spec"]["variables"]
@@ -820,6 +820,8 @@ CONTROLLER_PERMISSIONS = (
     # TerraformPlans: made, pruned, their status written; never their spec.
     | {(GROUP, "terraformplans", verb) for verb in ("list", "watch", "create", "delete")}
     | {(GROUP, "terraformplans/status", "patch")}
+    # TerraformPolicies: watched, never written.
+    | {(GROUP, "terraformpolicies", verb) for verb in ("list", "watch")}
     | {("batch", "jobs", verb) for verb in ("get", "list", "watch", "create", "delete", "patch")}
     # A finished Job's pods, for the runner's result in the termination message; the
     # Pending ones watched, and the FailedCreate Events, for a Job that cannot start.
@@ -857,9 +859,21 @@ CONTROLLER_PERMISSIONS = (
         for verb in ("get", "list", "watch", "create", "delete")
     }
     | {("rbac.authorization.k8s.io", "clusterroles", "bind")}
+    # The storage version migration: the group's CRDs read and their storedVersions
+    # trimmed; the cluster templates listed and rewritten (no status to write through).
+    | {("apiextensions.k8s.io", "customresourcedefinitions", "get")}
+    | {("apiextensions.k8s.io", "customresourcedefinitions/status", "patch")}
+    | {(GROUP, "terraformclustertemplates", verb) for verb in ("list", "patch")}
+    | {(GROUP, "terraformpolicies", "patch")}
 )
-# The one grant limited to named objects: binding the runner's ClusterRole, no other.
-NAMED_GRANTS = {("rbac.authorization.k8s.io", "clusterroles", "bind"): ["captf-runner"]}
+# The grants limited to named objects: binding the runner's ClusterRole, no other; the
+# migration's CRDs, no other.
+_OUR_CRDS = sorted(f"{p.stem.split('_')[1]}.{GROUP}" for p in (MANIFESTS / "crds").glob("*.yaml"))
+NAMED_GRANTS = {
+    ("rbac.authorization.k8s.io", "clusterroles", "bind"): ["captf-runner"],
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"): _OUR_CRDS,
+    ("apiextensions.k8s.io", "customresourcedefinitions/status", "patch"): _OUR_CRDS,
+}
 
 
 def _grants(role: Obj) -> set[tuple[str, str, str]]:
@@ -870,7 +884,8 @@ def _grants(role: Obj) -> set[tuple[str, str, str]]:
             for resource in rule["resources"]:
                 found = {(group, resource, verb) for verb in rule["verbs"]}
                 for grant in found:
-                    assert rule.get("resourceNames") == NAMED_GRANTS.get(grant), rule
+                    names = rule.get("resourceNames")
+                    assert (sorted(names) if names else None) == NAMED_GRANTS.get(grant), rule
                 grants |= found
     return grants
 
@@ -1188,7 +1203,7 @@ def test_kustomization_renders_the_install_with_the_image_set() -> None:
         ["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         # captf-runner, -view, -edit, -plan-approver, -state-operator, -metrics-reader
         + ["ClusterRole"] * 6
-        + ["CustomResourceDefinition"] * 8  # three kinds, templates, identity, TerraformPlan
+        + ["CustomResourceDefinition"] * 9  # three kinds, templates, identity, plan, policy
         + ["Deployment", "PodDisruptionBudget"]
         + ["Service", "Issuer", "Certificate"]  # the webhooks' address and certificate
         + ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]

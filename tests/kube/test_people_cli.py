@@ -78,6 +78,8 @@ async def test_get_shows_the_wait_the_attempts_and_the_cause(
             "source": "configmap/c1-module",
             "image": None,
             "health": None,  # a machine's HealthWatched; a cluster has none
+            "changes": None,  # the newest run's plan: this one failed before one
+            "policy": None,  # no policy judged it
             "lastRun": {
                 "job": first["metadata"]["name"],
                 "op": "apply",

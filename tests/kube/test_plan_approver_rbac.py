@@ -103,7 +103,7 @@ async def _refused(kubeconfig: Path, method: str, path: str, body: Json, ctype: 
 def _plan(cluster: Json) -> Json:
     meta = cluster["metadata"]
     return {
-        "apiVersion": f"{GROUP}/v1alpha1",
+        "apiVersion": f"{GROUP}/v1beta1",
         "kind": "TerraformPlan",
         "metadata": {
             "name": "c1-apply-00000001",
@@ -114,7 +114,7 @@ def _plan(cluster: Json) -> Json:
             },
             "ownerReferences": [
                 {
-                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "apiVersion": f"{GROUP}/v1beta1",
                     "kind": "TerraformCluster",
                     "name": "c1",
                     "uid": meta["uid"],
@@ -200,7 +200,7 @@ async def _cluster_body(kube: Kube) -> Json:
     )
     owner = await kube.capi_cluster("c1")
     return {
-        "apiVersion": f"{GROUP}/v1alpha1",
+        "apiVersion": f"{GROUP}/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {
             "name": "c1",
@@ -217,7 +217,7 @@ async def _cluster_body(kube: Kube) -> Json:
         "spec": {
             "source": {"configMapRef": {"name": "c1-module"}},
             "variables": {"size": 1},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }

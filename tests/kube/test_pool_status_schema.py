@@ -11,18 +11,18 @@ from runtime.envtest import ApiServer, RequestFailed
 from runtime.jsonobj import Json
 
 pytestmark = pytest.mark.kube
-POOLS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/namespaces/{ns}/terraformmachinepools"
+POOLS = "/apis/infrastructure.cluster.x-k8s.io/v1beta1/namespaces/{ns}/terraformmachinepools"
 MERGE = "application/merge-patch+json"
 
 
 def _pool() -> Json:
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformMachinePool",
         "metadata": {"name": "p1"},
         "spec": {
             "source": {"configMapRef": {"name": "m"}},
-            "credentialsRef": {"name": "creds"},
+            "identityRef": {"kind": "Secret", "name": "creds"},
             "jobs": {"image": "captf:dev"},
         },
     }

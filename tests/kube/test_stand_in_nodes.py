@@ -19,7 +19,7 @@ from runtime.envtest import ApiServer
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
 from runtime.transport import Transport, open_transport
-from tests.builders import capi_machine
+from tests.builders import capi_machine, capi_pool
 from tests.kube.harness import eventually
 
 pytestmark = pytest.mark.kube
@@ -29,9 +29,13 @@ WAIT = 45.0
 HOLD = "test.captf.io/hold"
 
 
-async def _machine(transport: Transport, ns: str, name: str, *, hold: bool = False) -> str:
+async def _machine(
+    transport: Transport, ns: str, name: str, *, hold: bool = False, version: str = ""
+) -> str:
     body = capi_machine(name)
     body["metadata"] = {"name": name, "labels": body["metadata"]["labels"]}
+    if version:
+        body["spec"]["version"] = version
     if hold:  # its deletion waits: the Machine stays, being deleted, as under Cluster API
         body["metadata"]["finalizers"] = [HOLD]
     provider_id = f"captf://{ns}/{name}"
@@ -125,3 +129,40 @@ async def test_a_deleted_node_ends_its_stand_in_and_every_other_beats_on(
         await eventually(new_joined, within=WAIT, what="a new Machine's Node")
         tg.cancel_scope.cancel()
     assert any("going" in text for text in said)
+
+
+def _kubelet(node: Json | None) -> str:
+    return str((((node or {}).get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion"))
+
+
+async def test_a_stand_in_reports_the_version_its_machine_or_pool_asks_for(
+    apiserver: ApiServer, namespace: str
+) -> None:
+    """As a kubelet of that version would (issue 43): Cluster API calls a Machine up to
+    date only when its Node's kubeletVersion equals its spec.version. A machine that asks
+    for none gets the API server's own version."""
+    async with (
+        open_transport(str(apiserver.kubeconfig)) as transport,
+        anyio.create_task_group() as tg,
+    ):
+        joiner = NodeJoiner(transport, say=lambda who, text: None, namespace=namespace)
+        tg.start_soon(joiner.run)
+        asked = await _machine(transport, namespace, "asked", version="v1.35.0")
+        unsaid = await _machine(transport, namespace, "unsaid")
+        pool = capi_pool("pool")
+        pool["metadata"] = {"name": "pool", "labels": pool["metadata"]["labels"]}
+        pool["spec"]["template"]["spec"]["version"] = "v1.34.2"
+        pool["spec"]["providerIDList"] = [f"captf://{namespace}/pool/0"]
+        path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{namespace}/machinepools"
+        await transport.request("POST", path, body=pool)
+        server = (await transport.request("GET", "/version"))["gitVersion"]
+        wanted = {asked: "v1.35.0", unsaid: server, f"captf://{namespace}/pool/0": "v1.34.2"}
+        for provider_id, version in wanted.items():
+
+            async def reports(p: str = provider_id) -> Json | None:
+                node = await _get(transport, _node(p))
+                return node if _ready(node) else None
+
+            node = await eventually(reports, within=WAIT, what=f"the Node of {provider_id}")
+            assert _kubelet(node) == version, provider_id
+        tg.cancel_scope.cancel()

@@ -22,7 +22,7 @@ from tests.kube.harness import Kube, condition, events_of, eventually, running_c
 from tests.registry_support import crane, layer, push
 
 pytestmark = pytest.mark.kube
-OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1alpha1"
+OBJECTS = "/apis/infrastructure.cluster.x-k8s.io/v1beta1"
 MERGE = "application/merge-patch+json"
 PLURALS = {
     "TerraformMachineTemplate": "terraformmachinetemplates",
@@ -44,7 +44,7 @@ def labelled_image(registry: Registry, tmp_path: Path, labels: dict[str, str]) -
 def template(kind: str, name: str, image: str, **spec: Any) -> Json:
     inner = {"source": {"image": image}, "jobs": {"image": "runner:1"}}
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": kind,
         "metadata": {"name": name},
         "spec": {"template": {"spec": inner}, **spec},

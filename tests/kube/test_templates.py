@@ -21,7 +21,7 @@ from runtime.envtest import ApiServer
 pytestmark = pytest.mark.kube
 
 GROUP = "infrastructure.cluster.x-k8s.io"
-OBJECTS = f"/apis/{GROUP}/v1alpha1"
+OBJECTS = f"/apis/{GROUP}/v1beta1"
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
@@ -41,11 +41,11 @@ def template(kind: str, name: str) -> Obj:
     """The smallest valid template of `kind`: its kind's required fields only."""
     spec: Obj = {
         "source": {"configMapRef": {"name": "module"}},
-        "credentialsRef": {"name": "credentials"},
+        "identityRef": {"kind": "Secret", "name": "credentials"},
         "jobs": {"image": "runner:1"},
     }
     return {
-        "apiVersion": f"{GROUP}/v1alpha1",
+        "apiVersion": f"{GROUP}/v1beta1",
         "kind": kind,
         "metadata": {"name": name},
         "spec": {"template": {"metadata": {"labels": {"role": "worker"}}, "spec": spec}},
@@ -72,11 +72,12 @@ def test_template_crd_is_established_with_its_names(apiserver: ApiServer, kind: 
     assert (names["kind"], names["plural"], names["shortNames"]) == (kind, plural, [short])
     assert names["categories"] == ["cluster-api", "captf"]
     assert crd["metadata"]["labels"] == {
-        "cluster.x-k8s.io/v1beta2": "v1alpha1",
+        "cluster.x-k8s.io/v1beta2": "v1alpha1_v1beta1",
         "cluster.x-k8s.io/provider": "infrastructure-terraform",
     }
-    [version] = crd["spec"]["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    older, version = crd["spec"]["versions"]
+    assert (older["name"], older["served"], older["storage"]) == ("v1alpha1", True, False)
+    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
     # The machine and pool templates show their scale-from-zero status; nothing else does.
     status = kind != "TerraformClusterTemplate"
     assert ("subresources" in version) == status

@@ -14,7 +14,7 @@ from controller.cli.people.plans import approve, changes_text, read_plans, waiti
 def _approve(args: argparse.Namespace) -> int:
     found = read_plans(args.ref, source=source_of(args))
     plan = waiting_plan(found)
-    approve(args.kubeconfig, plan)
+    approve(source_of(args), plan)
     name = plan["metadata"]["name"]
     print(f"{found.who}: approved TerraformPlan {name} ({changes_text(plan)})")
     return 0

@@ -25,8 +25,12 @@ def fail(command: str, message: str, status: int) -> int:
 
 
 def source_of(args: argparse.Namespace) -> Source:
-    """Where a command for one object reads: its --kubeconfig and -n."""
-    return Source(kubeconfig=args.kubeconfig, namespace=args.namespace)
+    """Where a command for one object reads: its --kubeconfig, -n and --request-timeout."""
+    return Source(
+        kubeconfig=args.kubeconfig,
+        namespace=args.namespace,
+        request_timeout=args.request_timeout,
+    )
 
 
 Command = Callable[[argparse.Namespace], int]

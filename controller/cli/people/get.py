@@ -13,6 +13,7 @@ import yaml
 
 from controller.cli.kinds import kind_of
 from controller.cli.live import Source, listed
+from controller.cli.live_transport import LiveTransport
 from controller.cli.people import rows, table
 from controller.cli.people.common import run_command
 from controller.core.basics.names import KINDS, LABEL_UID
@@ -21,7 +22,6 @@ from controller.core.jobs.sensitive import job_redactor
 from controller.io import api
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
-from runtime.transport import Transport, open_transport
 
 
 def _get(args: argparse.Namespace) -> int:
@@ -31,6 +31,7 @@ def _get(args: argparse.Namespace) -> int:
         namespace=None if args.all_namespaces else args.namespace,
         time_scale=args.time_scale,
         controller_namespace=args.controller_namespace,
+        request_timeout=args.request_timeout,
     )
     objects, jobs, secrets, now = asyncio.run(_read(source, kinds))
     found = [
@@ -47,7 +48,13 @@ def _get(args: argparse.Namespace) -> int:
         print(f"No CAPTF objects found in {where}.", file=sys.stderr)
     else:
         sys.stdout.write(
-            table.render(found, now, namespaces=namespace is None, kinds=args.kind is None)
+            table.render(
+                found,
+                now,
+                namespaces=namespace is None,
+                kinds=args.kind is None,
+                wide=args.output == "wide",
+            )
         )
     return 0
 
@@ -66,13 +73,13 @@ async def _read(
     source: Source, kinds: list[str]
 ) -> tuple[list[Json], dict[str, list[Json]], dict[tuple[str, str], Json], datetime]:
     ns = source.namespace or None  # an empty -n, as -A, lists every namespace
-    async with open_transport(source.kubeconfig) as t:
+    async with source.open() as t:
         objects = [obj for kind in kinds for obj in await listed(t, api.OBJECTS[kind], kind, ns)]
         jobs, secrets = await _jobs_by_uid(t, ns), await _secrets(t, ns)
         return objects, jobs, secrets, await source.now(t)
 
 
-async def _secrets(t: Transport, namespace: str | None) -> dict[tuple[str, str], Json]:
+async def _secrets(t: LiveTransport, namespace: str | None) -> dict[tuple[str, str], Json]:
     """The Secrets the messages are redacted with. Someone not allowed to read Secrets
     sees the messages as the runner wrote them, already redacted once."""
     try:
@@ -90,7 +97,7 @@ def _dump(doc: Json, output: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
-async def _jobs_by_uid(t: Transport, namespace: str | None) -> dict[str, list[Json]]:
+async def _jobs_by_uid(t: LiveTransport, namespace: str | None) -> dict[str, list[Json]]:
     out: defaultdict[str, list[Json]] = defaultdict(list)
     for job in await listed(t, api.JOBS, "Job", namespace, labelSelector=LABEL_UID):
         out[job["metadata"]["labels"][LABEL_UID]].append(job)

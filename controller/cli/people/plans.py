@@ -19,7 +19,6 @@ from controller.core.decide.approvals import Phase, spec_of, status_of
 from controller.io import api
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
-from runtime.transport import open_transport
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ def read_plan(name: str, *, source: Source) -> Json:
     ns = _namespace(source)
 
     async def get() -> Json:
-        async with open_transport(source.kubeconfig) as t:
+        async with source.open() as t:
             found = await t.request("GET", api.plan_path(ns, name))
             return {"apiVersion": found.get("apiVersion", ""), "kind": PLAN_KIND} | found
 
@@ -63,7 +62,7 @@ def _namespace(source: Source) -> str:
 
 async def _read(source: Source, kind: str, name: str) -> tuple[Json, list[Json]]:
     ns = _namespace(source)
-    async with open_transport(source.kubeconfig) as t:
+    async with source.open() as t:
         try:
             obj = await t.request("GET", api.object_path(kind, ns, name))
         except ApiError as err:
@@ -104,7 +103,7 @@ def waiting_plan(found: Plans) -> Json:
     raise Refused(f"nothing of {found.who} waits for approval ({said})")
 
 
-def approve(kubeconfig: str | None, plan: Json) -> Json:
+def approve(source: Source, plan: Json) -> Json:
     """Sets spec.approved, only on the version read: a plan that changed meanwhile (made
     for other changes, or superseded) is not approved blind."""
     meta = plan["metadata"]
@@ -112,7 +111,7 @@ def approve(kubeconfig: str | None, plan: Json) -> Json:
         raise Refused(f"TerraformPlan {meta['name']} is approved already")
     path = api.plan_path(meta["namespace"], meta["name"])
     who = f"TerraformPlan {meta['name']}"
-    return patch_as_read(kubeconfig, path, who, plan, {"spec": {"approved": True}})
+    return patch_as_read(source, path, who, plan, {"spec": {"approved": True}})
 
 
 def changes_text(plan: Json) -> str:

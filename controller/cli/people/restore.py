@@ -41,7 +41,7 @@ def _restore(args: argparse.Namespace) -> int:
             f"{live.who} last restored serial {args.serial} already; remove the annotation "
             f"{ANN_RESTORE_SERIAL}, wait for status.lastRestoredSerial to clear, then ask again"
         )
-    annotate(args.kubeconfig, live.snap.obj, {ANN_RESTORE_SERIAL: str(args.serial)})
+    annotate(source_of(args), live.snap.obj, {ANN_RESTORE_SERIAL: str(args.serial)})
     print(f"{live.who}: restore of state serial {args.serial} ({found[args.serial]}) requested")
     return 0
 

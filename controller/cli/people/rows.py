@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from controller.core.basics.names import ANN_RETRY, CAPI_CLUSTER, COND_IDENTITY_ALLOWED, Op
+from controller.core.basics import changes
+from controller.core.basics.names import (
+    ANN_RETRY,
+    CAPI_CLUSTER,
+    COND_IDENTITY_ALLOWED,
+    COND_POLICY_COMPLIANT,
+    Op,
+)
 from controller.core.basics.redact import Redactor
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, format_time, parse_time
@@ -50,6 +57,10 @@ class Row:
     # A contract machine's HealthWatched condition (status, reason, message): the health
     # watch's last reading and next one; None for other objects.
     health: Json | None = None
+    # status.lastRun.changes: what the newest run's plan changes; None when it says none.
+    changes: Json | None = None
+    # The PolicyCompliant condition (status, reason, message); None while no policy judged.
+    policy: Json | None = None
 
 
 def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) -> Row:
@@ -79,15 +90,38 @@ def row_of(obj: Json, jobs: Iterable[Json], redactor: RedactorOf | None = None) 
         last_run=_last_run(status),
         source=source_cell(obj),
         image=status.get("image") if isinstance(status.get("image"), dict) else None,
-        health=_health(status),
+        health=_condition(status, "HealthWatched"),
+        changes=_changes(status),
+        policy=_condition(status, COND_POLICY_COMPLIANT),
     )
 
 
-def _health(status: Json) -> Json | None:
+def _condition(status: Json, kind: str) -> Json | None:
     for cond in status.get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == "HealthWatched":
+        if isinstance(cond, dict) and cond.get("type") == kind:
             return {key: cond.get(key) for key in ("status", "reason", "message")}
     return None
+
+
+def _changes(status: Json) -> Json | None:
+    found = changes.from_json((status.get("lastRun") or {}).get("changes"))
+    return None if found is None else found.to_json()
+
+
+# The symbols `tofu plan` prints for each action, in the order counted.
+_SYMBOLS = (("create", "+"), ("update", "~"), ("replace", "-/+"), ("delete", "-"))
+
+
+def changes_cell(shown: Json | None) -> str:
+    """`+2 ~1 -/+1 -0`: the newest run's plan, counted per action; `-` when none says."""
+    if not shown:
+        return "-"
+    return " ".join(f"{symbol}{shown.get(action, 0)}" for action, symbol in _SYMBOLS)
+
+
+def policy_cell(policy: Json | None) -> str:
+    """The PolicyCompliant condition's reason; `-` while no policy judged the object."""
+    return str(policy.get("reason") or "-") if policy else "-"
 
 
 # Hex digits of a digest shown in the SOURCE column (as `docker images` shows 12).
@@ -230,6 +264,8 @@ def to_json(row: Row, now: datetime) -> Json:
         "source": row.source or None,
         "image": row.image,
         "health": row.health,
+        "changes": row.changes,
+        "policy": row.policy,
     }
     return out
 

@@ -34,18 +34,18 @@ from controller.runner.kube import TransportKube
 from controller.runner.state import StateError, StateStore, StoredState
 from controller.runner.state_body import lineage_of, serial_of
 from runtime.jsonobj import Json
-from runtime.transport import open_transport
 
 T = TypeVar("T")
 PUSHER = "captf state push"
 
 
 def _run(args: argparse.Namespace, live: Live, body: Callable[[StateStore], Awaitable[T]]) -> T:
-    """`body` with a store of the object's state, over the command's kubeconfig."""
+    """`body` with a store of the object's state, over the command's live transport."""
 
     async def go() -> T:
-        async with open_transport(args.kubeconfig) as transport:
-            kube = TransportKube(transport, live.snap.namespace)
+        async with source_of(args).open() as transport:
+            # The live transport waits out transient answers already (--request-timeout).
+            kube = TransportKube(transport, live.snap.namespace, delays=())
             store = StateStore(
                 kube,
                 secret_name=state_secret_name(live.snap.namespace, live.kind, live.name),

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from controller.cli.people.rows import Row, last_run_cell
+from controller.cli.people.rows import Row, changes_cell, last_run_cell, policy_cell
 
 # A cell wider than this is cut with an ellipsis; `-o json` prints it whole.
 ERROR_WIDTH = 120
@@ -58,9 +58,12 @@ def render(
     namespaces: bool = False,
     kinds: bool = False,
     clean: Callable[[str], str] = lambda text: text,
+    wide: bool = False,
 ) -> str:
     """The table; `namespaces` adds the NAMESPACE column (-A), `kinds` prefixes names
-    with their kind (no KIND given). `clean` redacts a message before it is shown."""
+    with their kind (no KIND given), `wide` (-o wide) CHANGES (the newest run's plan:
+    +create ~update -/+replace -delete) and POLICY (the PolicyCompliant reason). `clean`
+    redacts a message before it is shown."""
     header = [
         "NAME",
         "CLUSTER",
@@ -74,6 +77,8 @@ def render(
         "LAST RUN",
         "LAST ERROR",
     ]
+    if wide:
+        header += ["CHANGES", "POLICY"]
     if namespaces:
         header.insert(0, "NAMESPACE")
     lines = [header]
@@ -92,6 +97,8 @@ def render(
             last_run_cell(row.last_run),
             one_line(clean(row.last_error)) if row.last_error else "-",
         ]
+        if wide:
+            cells += [changes_cell(row.changes), policy_cell(row.policy)]
         lines.append([row.namespace, *cells] if namespaces else cells)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = [GAP.join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in lines]

@@ -10,10 +10,13 @@ from runtime.jsonobj import Json
 
 IDENTITY: Final = "TerraformClusterIdentity"
 PLAN: Final = "TerraformPlan"
+# Its rules are compiled by the webhook (controller/policy/admission.py), not here: the
+# core does not load the CEL library.
+POLICY: Final = "TerraformPolicy"
 # A template's spec.template.spec is the spec of the kind it is named after.
 TEMPLATES: Final = {f"{kind}Template": kind for kind in KINDS}
 ROLES: Final = {CLUSTER: Role.CLUSTER, MACHINE: Role.MACHINE, POOL: Role.MACHINEPOOL}
-ADMISSION_KINDS: Final = frozenset({*KINDS, *TEMPLATES, IDENTITY, PLAN})
+ADMISSION_KINDS: Final = frozenset({*KINDS, *TEMPLATES, IDENTITY, PLAN, POLICY})
 
 
 def inputs_spec(kind: str, obj: Json) -> tuple[str, Json] | None:

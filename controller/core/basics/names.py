@@ -14,8 +14,17 @@ from enum import StrEnum
 from typing import Any, Final
 
 GROUP: Final = "infrastructure.cluster.x-k8s.io"
-VERSION: Final = "v1alpha1"
+# The storage version: what the controller reads and writes, and what the API server keeps.
+VERSION: Final = "v1beta1"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
+# Still served, and converted to VERSION and back by the controller's conversion webhook
+# (controller/core/conversion); objects stored in it are rewritten by the controller.
+OLD_VERSION: Final = "v1alpha1"
+OLD_API_VERSION: Final = f"{GROUP}/{OLD_VERSION}"
+# On an object read as VERSION: what its OLD_VERSION form held that VERSION has no field
+# for, so that reading it as OLD_VERSION again gives it back (Cluster API's providers keep
+# theirs in cluster.x-k8s.io/conversion-data). Never written as OLD_VERSION.
+ANN_CONVERSION_DATA: Final = "captf.io/conversion-data"
 
 CLUSTER: Final = "TerraformCluster"
 POOL: Final = "TerraformMachinePool"
@@ -202,6 +211,18 @@ ANN_HOLDER_CLUSTER: Final = "captf.io/holder-cluster"
 # {job name: time taken}. The Lease's holder is the cluster's own Job; at most one
 # of the two is set at any resourceVersion (controller/core/leases/family.py).
 ANN_MEMBER_JOBS: Final = "captf.io/member-jobs"
+# The background budget (issue 39, controller/core/leases/budget.py). On a run slot: the
+# class of the Job holding it, `background` or `change`, which --background-run-share
+# counts. An identity's budget Lease (scope background-budget, in the controller's
+# namespace, named by budget_lease_name): the credentials it stands for, the background
+# Jobs started in the last minute as a JSON object {job: time}, and the stretch of the
+# schedules of the objects reading the cloud through those credentials.
+ANN_HOLDER_CLASS: Final = "captf.io/holder-class"
+SCOPE_BUDGET: Final = "background-budget"
+BUDGET_PREFIX: Final = "captf-budget-"
+ANN_BUDGET_OF: Final = "captf.io/budget-of"
+ANN_BACKGROUND_STARTS: Final = "captf.io/background-starts"
+ANN_BACKGROUND_STRETCH: Final = "captf.io/background-stretch"
 
 # Compiled-in retry timing (seconds).
 BACKOFF_BASE: Final = 60.0
@@ -226,10 +247,6 @@ class Op(StrEnum):
     DRIFT = "drift"
     DESTROY = "destroy"
     RESTORE = "restore"
-
-
-# Ops that change infrastructure, and so wait for a change window.
-GATED_OPS: Final = frozenset({Op.APPLY, Op.DESTROY})
 
 
 class Reason(StrEnum):
@@ -262,9 +279,15 @@ class Reason(StrEnum):
     STATE_UNREADABLE = "StateUnreadable"
     STATE_LOST = "StateLost"
     WAITING_FOR_APPROVAL = "WaitingForApproval"
+    # A TerraformPolicy denied the plan of the newest apply (or Manual plan) for these
+    # inputs and this policy set: nothing runs until either changes.
+    POLICY_DENIED = "PolicyDenied"
     WAITING_FOR_RUN_LEASE = "WaitingForRunLease"
     WAITING_FOR_CLUSTER_OPERATION = "WaitingForClusterOperation"
     WAITING_FOR_MACHINE_OPERATIONS = "WaitingForMachineOperations"
+    # A background Job (a drift check, a re-read) waits for its share of the run slots or
+    # its identity's budget a minute (issue 39); a change never does.
+    WAITING_FOR_BACKGROUND_BUDGET = "WaitingForBackgroundBudget"
     OUTSIDE_CHANGE_WINDOW = "OutsideChangeWindow"
     DESTROYED = "Destroyed"
     SUSPENDED = "Suspended"  # spec.suspend: the op that would run next waits
@@ -452,3 +475,12 @@ class IdentityReason(StrEnum):
     NAMESPACE_NOT_ALLOWED = "NamespaceNotAllowed"
     SECRET_MISSING = "SecretMissing"
     SECRET_KEYS_MISSING = "SecretKeysMissing"
+
+
+# Policies on plans (docs/api.md, "TerraformPolicy"): cluster-scoped rules judged by the
+# runner after a plan and before its apply. An apply or plan Job records the hash of the
+# policy set it was given; the object's condition says what the newest judgement found.
+POLICY_KIND: Final = "TerraformPolicy"
+POLICY_PLURAL: Final = "terraformpolicies"
+ANN_POLICY_HASH: Final = "captf.io/policy-hash"
+COND_POLICY_COMPLIANT: Final = "PolicyCompliant"

@@ -37,6 +37,9 @@ class RunnerVar(StrEnum):
     # the fresh plan must have it, whatever the plan Secret holds by then.
     APPROVED_FINGERPRINT = "CAPTF_APPROVED_FINGERPRINT"
     RESTORE_SERIAL = "CAPTF_RESTORE_SERIAL"  # op=restore
+    # op=apply and op=plan: the policy set to judge the plan with (its JSON,
+    # controller/core/spec/plan_policies.py); absent: no policy selects the object.
+    POLICIES = "CAPTF_POLICIES"
     OUTPUTS_SECRET = "CAPTF_OUTPUTS_SECRET"  # op=apply with spec.outputs
     OUTPUTS_NAMES = "CAPTF_OUTPUTS_NAMES"  # absent: every output; set, even empty: these
     # Names only, never values: the runner reads the values itself, to redact them.

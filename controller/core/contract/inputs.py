@@ -12,10 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.core.contract.roles import CONTRACT_VERSION, Role, contract_of
+from controller.core.contract.sizing import Autoscaling, autoscaling_of
 from controller.core.contract.sources import (
-    Autoscaling,
     Bootstrap,
-    autoscaling_of,
     cluster_network_of,
     dig,
     valid_endpoint,
@@ -117,13 +116,14 @@ def machine_inputs(
 
 
 def pool_replicas(*, pool: Json, autoscaling: Autoscaling, observed: int | None) -> int:
-    """The desired capacity rendered: the MachinePool's, unless autoscaling owns it; then
-    the capacity last observed (the spec's before any), clamped into [min, max]."""
+    """The desired capacity rendered: the MachinePool's spec.replicas, whoever wrote it,
+    unless the cloud sizes the group (contract/sizing.py); then the capacity last observed
+    (the spec's before any). Within the autoscaler's bounds when it has valid ones."""
     wanted = dig(pool, "spec", "replicas")
     spec_replicas = DEFAULT_POOL_REPLICAS if wanted is None else int(wanted)
-    if not autoscaling.enabled:
-        return spec_replicas
-    return autoscaling.clamp(spec_replicas if observed is None else observed)
+    if autoscaling.enabled and observed is not None:
+        return autoscaling.clamp(observed)
+    return autoscaling.clamp(spec_replicas)
 
 
 def pool_inputs(
@@ -159,7 +159,8 @@ def pool_inputs(
 
 def hashed_inputs(role: Role, inputs: Mapping[str, Any]) -> Json:
     """The inputs the re-apply hash covers: all of them, except a pool's replicas while
-    autoscaling owns the count, so the autoscaler's own scaling never re-applies."""
+    the cloud sizes its group, so the cloud's own scaling never re-applies. Otherwise a
+    change of spec.replicas (a user's, the cluster-autoscaler's) is an apply."""
     hashed = dict(inputs)
     if role is Role.MACHINEPOOL and dig(hashed, "autoscaling", "enabled") is True:
         hashed.pop("replicas", None)

@@ -18,14 +18,6 @@ BOOTSTRAP_VALUE_KEY = "value"
 BOOTSTRAP_FORMAT_KEY = "format"
 DEFAULT_BOOTSTRAP_FORMAT = "cloud-config"
 
-AUTOSCALER_MIN = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
-AUTOSCALER_MAX = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
-
-# The reasons of the AutoscalingActive condition; it never feeds Ready.
-AUTOSCALING_DISABLED = "AutoscalingDisabled"
-AUTOSCALING_INVALID = "AutoscalingAnnotationsInvalid"
-AUTOSCALING_ACTIVE = "AutoscalingActive"
-
 
 class BootstrapDataInvalid(ValueError):
     """The bootstrap Secret lacks its `value`, or a key is not base64."""
@@ -75,42 +67,6 @@ def _decoded(value: object, name: str, key: str) -> bytes:
         return base64.b64decode(str(value), validate=True)
     except (binascii.Error, ValueError):
         raise BootstrapDataInvalid(f"bootstrap Secret {name} key {key!r} is not base64") from None
-
-
-@dataclass(frozen=True)
-class Autoscaling:
-    enabled: bool
-    min: int
-    max: int
-    # The AutoscalingActive reason: active, disabled (no annotations) or invalid.
-    reason: str
-
-    def as_input(self) -> Json:
-        return {"enabled": self.enabled, "min": self.min, "max": self.max}
-
-    def clamp(self, replicas: int) -> int:
-        return max(self.min, min(self.max, replicas)) if self.enabled else replicas
-
-
-def autoscaling_of(pool: Json) -> Autoscaling:
-    """Autoscaling is on exactly when both autoscaler annotations are present and parse
-    as integers with 0 <= min <= max; anything else is off, never an error, because the
-    pool can still apply with fixed replicas."""
-    annotations = dig(pool, "metadata", "annotations") or {}
-    low, high = annotations.get(AUTOSCALER_MIN), annotations.get(AUTOSCALER_MAX)
-    if low is None and high is None:
-        return Autoscaling(False, 0, 0, AUTOSCALING_DISABLED)
-    bounds = _integer(low), _integer(high)
-    if bounds[0] is None or bounds[1] is None or not 0 <= bounds[0] <= bounds[1]:
-        return Autoscaling(False, 0, 0, AUTOSCALING_INVALID)
-    return Autoscaling(True, bounds[0], bounds[1], AUTOSCALING_ACTIVE)
-
-
-def _integer(text: object) -> int | None:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        return None
 
 
 def valid_endpoint(endpoint: object) -> Json | None:

@@ -25,16 +25,18 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.contract.roles import declares_contract
-from controller.core.decide import approvals, contract_inputs, pinning
+from controller.core.decide import approvals, contract_inputs, pinning, runner_rbac
 from controller.core.decide.contract_inputs import NotYet, Refused
 from controller.core.decide.decision import Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
+from controller.core.decide.runner_rbac import Verdict
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, created_at, inputs_hash_of, op_of
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT, ImageFact
 from controller.core.spec.inputs import Inputs, InputsMissing, render
+from controller.core.spec.plan_policies import PolicySet, policy_set
 from controller.core.spec.policy import Policy, PolicyError, RunnerPolicy, read_policy
 from controller.core.spec.refs import cluster_of, spec_of
 from runtime.jsonobj import Json
@@ -66,6 +68,24 @@ class Context:
     def approved(self) -> frozenset[str]:
         """The waiting Jobs whose TerraformPlans are approved and current."""
         return approvals.approved_jobs(self.snap, self.inputs.hash)
+
+    @cached_property
+    def runner_verdict(self) -> Verdict | None:
+        """The runner RBAC of the object's account, once per pass: the guard `runner_rbac`
+        and the plan (its condition, what it creates before the Job) read this one; None
+        when nothing was read of the namespace's RBAC (`captf decide` from a file)."""
+        if self.facts.runner is None:
+            return None
+        return runner_rbac.verdict(
+            self.snap.namespace, self.policy.service_account, self.facts.runner
+        )
+
+    @cached_property
+    def policies(self) -> PolicySet | None:
+        """The policy set the object's apply and plan Jobs are given (None: no policy
+        selects it): its hash is the policy version a PolicyDenied wait is for."""
+        snap = self.snap
+        return policy_set(snap.policies, snap.obj, snap.related, snap.namespace_labels)
 
     @property
     def state_inputs_hash(self) -> str | None:

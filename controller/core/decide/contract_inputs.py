@@ -40,13 +40,9 @@ from controller.core.contract.roles import Role, UnknownKind, contract_for_kind
 from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.job import annotations_of, created_at, name_of
-from controller.core.spec.inputs import (
-    CONTRACT_KEY,
-    IMAGE_DIGEST_KEY,
-    IMAGE_KEY,
-    VARIABLES_KEY,
-    Inputs,
-)
+from controller.core.spec import inputs_secret
+from controller.core.spec.inputs import Inputs
+from controller.core.spec.inputs_secret import CONTRACT_KEY, InputsData, InputsSecretError
 from controller.core.spec.refs import (
     ModuleImage,
     ObjectRef,
@@ -180,8 +176,8 @@ def previous(snap: Snapshot) -> Json | None:
     applied = annotations_of(snap.state_secret).get(ANN_INPUTS_HASH) if snap.state_secret else None
     matching = [s for s in secrets if applied and annotations_of(s).get(ANN_INPUTS_HASH) == applied]
     newest = max(matching or secrets, key=lambda s: str(created_at(s) or ""))
-    parsed = _json(newest["data"][CONTRACT_KEY])
-    return parsed if isinstance(parsed, dict) else None
+    carried = _carried(newest)
+    return carried.contract if carried is not None else None
 
 
 def applied_inputs(snap: Snapshot, current: Inputs) -> Inputs | None:
@@ -203,34 +199,25 @@ def applied_inputs(snap: Snapshot, current: Inputs) -> Inputs | None:
 
 
 def _inputs_of(secret: Json, current: Inputs) -> Inputs | None:
-    data = secret.get("data") or {}
-    module: dict[str, str] = {}
-    for key, raw in data.items():
-        if key.startswith("module."):
-            text = _text(raw)
-            if text is None:
-                return None
-            module[key[len("module.") :]] = text
-    user = _json(data.get(VARIABLES_KEY))
-    given = _json(data.get(CONTRACT_KEY))
-    if not isinstance(user, dict) or not isinstance(given, dict):
+    """The inputs a Secret carries, the module image's pull policy the current spec's (the
+    Secret does not keep it); None when it carries no contract inputs or is malformed."""
+    carried = _carried(secret)
+    if carried is None or carried.contract is None:
         return None
-    image = _image_of(data, current)
-    return Inputs(module, user, current.secret_names, contract=given, image=image)
+    image = None
+    if carried.image is not None:
+        policy = current.image.pull_policy if current.image is not None else "IfNotPresent"
+        image = ModuleImage(carried.image, policy, carried.digest)
+    module, variables = dict(carried.module), carried.variables
+    return Inputs(module, variables, current.secret_names, contract=carried.contract, image=image)
 
 
-def _image_of(data: Json, current: Inputs) -> ModuleImage | None:
-    """The module image an inputs Secret names (its reference and the digest pinned with
-    it; the pull policy is the current spec's, as the Secret does not keep it), or None
-    for a ConfigMap source."""
-    raw = data.get(IMAGE_KEY)
-    reference = _text(raw) if raw is not None else None
-    if not reference:
+def _carried(secret: Json) -> InputsData | None:
+    """What an inputs Secret carries; None when it is malformed (spec/inputs_secret.py)."""
+    try:
+        return inputs_secret.decode(secret.get("data"))
+    except InputsSecretError:
         return None
-    policy = current.image.pull_policy if current.image is not None else "IfNotPresent"
-    raw_digest = data.get(IMAGE_DIGEST_KEY)
-    digest = (_text(raw_digest) if raw_digest is not None else None) or ""
-    return ModuleImage(reference, policy, digest)
 
 
 def _domain_names(outputs: Json) -> list[str]:

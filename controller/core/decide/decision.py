@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.basics.timefmt import format_time
+from controller.core.leases.writes import LeaseWrite
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,11 @@ class Run:
     restore_serial: str | None = None
     # Why the trigger holds, for `captf decide -v`; not part of the decision's identity.
     message: str = field(default="", compare=False)
+    # What the guards computed on the way (decide/guards.py), for the launch, which never
+    # computes it again: the Leases it takes, in order, and the run slots to try next
+    # should another Job take the first claim's meanwhile. Not part of the identity.
+    claims: tuple[LeaseWrite, ...] = field(default=(), compare=False, repr=False)
+    other_slots: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

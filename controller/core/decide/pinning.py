@@ -8,7 +8,7 @@ part of the durable inputs (the inputs Secret's `image.digest`, covered by the h
 so the inputs the state was applied with pin it.
 
 When the reference is resolved (a Job of these ops and kinds asks for a lookup first;
-`holds.lookup_needed`):
+the guard `image`, `holds.lookup_needed`):
 - a digest reference (`repo@sha256:...`) is its own digest: looked up only for the
   checks, before an apply or plan; never for a drift check (nothing can move);
 - an immutable TerraformMachine: before every Job until its first apply succeeds;
@@ -24,8 +24,6 @@ without a Job, as the ImageResolved condition says."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import replace
 
 from controller.core.basics.names import (
@@ -34,14 +32,14 @@ from controller.core.basics.names import (
     ANN_MODULE_IMAGE_DIGEST,
     ANN_MODULE_IMAGE_MOUNT,
     MUTABLE_KINDS,
-    Op,
     Reason,
 )
 from controller.core.decide.contract_inputs import role_of
-from controller.core.decide.decision import Requeue, Run
+from controller.core.decide.decision import Requeue
 from controller.core.decide.snapshot import Snapshot
 from controller.core.jobs.history import History
 from controller.core.jobs.job import annotations_of, created_at
+from controller.core.spec import inputs_secret
 from controller.core.spec.image import (
     IMAGE_NOT_FOUND,
     IMAGE_ROLE_MISMATCH,
@@ -55,13 +53,13 @@ from controller.core.spec.image import (
     reference_digest,
     short,
 )
-from controller.core.spec.inputs import IMAGE_DIGEST_KEY, IMAGE_KEY, Inputs
+from controller.core.spec.inputs import Inputs
+from controller.core.spec.inputs_secret import InputsSecretError
 from controller.core.spec.refs import ModuleImage
 from runtime.jsonobj import Json
 
 CONDITION = "ImageResolved"
 # The ops of a mutable kind that resolve the reference again first.
-LOOKUP_OPS = frozenset({Op.APPLY, Op.PLAN, Op.DRIFT})
 # Seconds an object waits after a lookup failed or found an image the checks refuse: a
 # missing image or credentials may be pushed or granted at any time, and no watch says
 # so; a registry that failed is asked again sooner; an image refused by its size or role
@@ -78,12 +76,15 @@ RESOLVING_WAIT = 5.0
 
 
 def secret_image(secret: Json) -> ModuleImage | None:
-    """The reference and digest an inputs Secret names (the pull policy is not kept)."""
-    data = secret.get("data") or {}
-    reference = _text(data.get(IMAGE_KEY))
-    if not reference:
+    """The reference and digest an inputs Secret names (the pull policy is not kept); None
+    for a module of files, or a malformed Secret (spec/inputs_secret.py)."""
+    try:
+        carried = inputs_secret.decode(secret.get("data"))
+    except InputsSecretError:
         return None
-    return ModuleImage(reference, digest=_text(data.get(IMAGE_DIGEST_KEY)))
+    if carried.image is None:
+        return None
+    return ModuleImage(carried.image, digest=carried.digest)
 
 
 def applied_image(snap: Snapshot) -> ModuleImage | None:
@@ -165,12 +166,12 @@ def choose(snap: Snapshot, inputs: Inputs, fact: ImageFact | None, limit: int) -
     return replace(inputs, image=replace(image, digest=digest))
 
 
-def resolving(decision: Run, reference: str) -> Requeue:
+def resolving(op: str, trigger: str, reference: str) -> Requeue:
     """The pass's decision while its lookup is outstanding: io looks the reference up as a
     step of this pass's plan and requeues the object at once; the next pass decides with
     the answer (the wait is for a controller without a registry, `captf decide`)."""
-    message = f"{decision.op} ({decision.reason}) waits for {reference} to be resolved"
-    return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=decision.op, message=message)
+    message = f"{op} ({trigger}) waits for {reference} to be resolved"
+    return Requeue(Reason.IMAGE_RESOLVING, RESOLVING_WAIT, op=op, message=message)
 
 
 def tag_moved(snap: Snapshot, inputs: Inputs, state_inputs_hash: str | None) -> str | None:
@@ -256,12 +257,3 @@ def _cond(true: bool, reason: str, message: str) -> Json:
         "reason": reason,
         "message": message,
     }
-
-
-def _text(raw: object) -> str:
-    if raw is None:
-        return ""
-    try:
-        return base64.b64decode(str(raw), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return ""

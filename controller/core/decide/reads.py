@@ -32,6 +32,7 @@ from controller.core.basics.names import (
     state_part_names,
     state_secret_name,
 )
+from controller.core.contract.sizing import CLAIM_WRITERS, claim_writers
 from controller.core.jobs.job import annotations_of, labels_of, name_of, result
 from controller.core.jobs.job_env import job_env
 from controller.core.spec.identity import credentials_secret, identity_ref_of
@@ -77,7 +78,9 @@ def capi_wanted(obj: Json) -> tuple[ObjectRef, ...]:
 # writes as Machines come and go decide nothing here: the caches keep only what
 # `capi_read` leaves, the snapshot of `captf decide` too, and a change to the rest wakes
 # nothing (issue 31: each Machine's progress woke every member of its Cluster). A rule
-# that reads more of it adds the field here.
+# that reads more of it adds the field here. Of managedFields only one thing is read: who
+# wrote a MachinePool's `replicas-managed-by: captf` (contract/sizing.py), kept under
+# CLAIM_WRITERS, since the caches drop managedFields.
 CAPI_STATUS_READ = ("initialization",)
 CAPI_METADATA_UNREAD = (
     "finalizers",
@@ -104,7 +107,19 @@ def capi_read(obj: Json) -> Json:
         found = obj.get(part)
         if isinstance(found, dict) and any(k in found for k in unread):
             out = {**out, part: {k: v for k, v in found.items() if k not in unread}}
-    return out
+    return _with_claim_writers(obj, out)
+
+
+def _with_claim_writers(obj: Json, out: Json) -> Json:
+    """`out` with CLAIM_WRITERS from `obj`'s managedFields, when it has them (an object
+    read again from a cache has none: what it kept stands)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return out
+    writers = claim_writers(metadata)
+    if writers is None:
+        return out
+    return {**out, "metadata": {**out["metadata"], CLAIM_WRITERS: writers}}
 
 
 def captf_wanted(obj: Json, capi: Related) -> tuple[tuple[ObjectRef, ...], str]:

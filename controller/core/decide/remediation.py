@@ -7,11 +7,17 @@ remediates it as it would any other: the MachineSet (or control plane) deletes i
 makes a new one, whose TerraformMachine is a new machine; the old one's destroy Job
 runs as for any deleted machine. CAPTF never deletes a Machine itself.
 
-The ask is made after REMEDIATE_AFTER readings in a row read the instance degraded,
-stopped or terminated (one reading could be a blip, and the health watch reads every
-5 min by default); it is withdrawn once the newest reading is running again. Only
-readings that tell the health count (`triggers.health_told`): a refresh that failed, a
-result without a contract reading, a null or `unknown` health are passed over, neither
+The ask is made (`unhealthy_row`):
+- at once when the newest reading says `terminated`, or when the two newest readings
+  have no provider ID although spec.providerID was written (the module no longer finds
+  the instance; one such reading could be a blip in the module's read);
+- after `threshold` readings in a row read the instance degraded, stopped, terminated,
+  or running with `healthy = false`: spec.health.unhealthyThreshold, else the
+  TerraformCluster's, else DEFAULT_THRESHOLD (one reading could be a blip, and the
+  health watch reads every 5 min by default).
+It is withdrawn once the newest reading is running (and healthy) again. Only readings
+that tell the health count (`triggers.health_told`): a refresh that failed, a result
+without a contract reading, a null or `unknown` health are passed over, neither
 unhealthy nor an end of the row; a pending reading (the instance coming up) ends it.
 
 Only an ask CAPTF made is withdrawn: beside the annotation it writes
@@ -26,17 +32,26 @@ import hashlib
 from dataclasses import dataclass
 from typing import Final
 
-from controller.core.basics.names import CAPI_MACHINE, MACHINE
+from controller.core.basics.names import CAPI_MACHINE, CLUSTER, MACHINE
 from controller.core.decide import pause, triggers
 from controller.core.decide.context import Context, speaks_contract
-from controller.core.spec.refs import owner_of
+from controller.core.jobs.history import Finished
+from controller.core.spec.policy import PolicyError, read_unhealthy_threshold
+from controller.core.spec.refs import cluster_of, owner_of, spec_of
 from runtime.jsonobj import Json
 
 ANN_REMEDIATE: Final = "cluster.x-k8s.io/remediate-machine"
 ANN_REQUESTED_BY: Final = "captf.io/remediation-requested"
-REMEDIATE_AFTER: Final = 3
+DEFAULT_THRESHOLD: Final = 3
+# Readings in a row without the provider ID that mark at once.
+GONE_READINGS: Final = 2
 REQUESTED: Final = "RemediationRequested"
 WITHDRAWN: Final = "RemediationWithdrawn"
+# How a message names what a reading found, where it is not the module's state.
+_WORDS: Final = {
+    triggers.RUNNING_UNHEALTHY: "running but not healthy",
+    triggers.GONE: "without its provider ID",
+}
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,69 @@ class OwnerMark:
     reason: str  # REQUESTED or WITHDRAWN
     message: str
     reading: str  # the Job whose reading decided it (names the Event once-only)
+
+
+@dataclass(frozen=True)
+class Row:
+    """The newest readings toward the mark, newest first: the newest telling reading,
+    the readings without a provider ID at the head of the row (at most GONE_READINGS),
+    and the unhealthy ones in a row (at most the threshold)."""
+
+    readings: tuple[tuple[Finished, str], ...]
+    count: int  # the unhealthy readings in a row, toward the threshold
+    threshold: int
+    due: str | None  # why the mark is due (the start of its message); None: not yet
+
+
+def describe(told: str) -> str:
+    return _WORDS.get(told, told)
+
+
+def threshold(ctx: Context) -> int:
+    """spec.health.unhealthyThreshold; a machine without one takes its TerraformCluster's
+    (one that is not there, or whose value cannot be read, gives the default), as it
+    takes the cluster's deletionPolicy and pod policy."""
+    if ctx.policy.unhealthy_threshold is not None:
+        return ctx.policy.unhealthy_threshold
+    cluster = ctx.snap.related.get((CLUSTER, cluster_of(ctx.snap.obj, ctx.snap.related)))
+    try:
+        inherited = read_unhealthy_threshold(spec_of(cluster)) if cluster else None
+    except PolicyError:
+        inherited = None
+    return inherited or DEFAULT_THRESHOLD
+
+
+def unhealthy_row(ctx: Context) -> Row:
+    """The row the mark is decided on (see the module's docstring)."""
+    limit = threshold(ctx)
+    readings: list[tuple[Finished, str]] = []
+    count = gone = 0
+    for record, told in triggers.health_told(ctx):
+        if told == triggers.GONE:
+            if gone == len(readings):  # still at the head of the row
+                readings.append((record, told))
+                gone += 1
+        elif told in triggers.UNHEALTHY:
+            readings.append((record, told))
+            count += 1
+        else:
+            if not readings:
+                readings.append((record, told))
+            break
+        if count >= limit or gone >= GONE_READINGS:
+            break
+    return Row(tuple(readings), count, limit, _due(readings, count, gone, limit))
+
+
+def _due(readings: list[tuple[Finished, str]], count: int, gone: int, limit: int) -> str | None:
+    if readings and readings[0][1] == "terminated":
+        return "a reading found the instance terminated"
+    if gone >= GONE_READINGS:
+        return f"{gone} readings in a row found the instance {describe(triggers.GONE)}"
+    if count >= limit:
+        newest = next(told for _, told in readings if told in triggers.UNHEALTHY)
+        return f"{count} readings in a row found the instance {describe(newest)}"
+    return None
 
 
 def owner_mark(ctx: Context) -> OwnerMark | None:
@@ -63,48 +141,33 @@ def owner_mark(ctx: Context) -> OwnerMark | None:
     if machine is None:
         return None
     notes = (machine.get("metadata") or {}).get("annotations") or {}
-    newest = _newest_reading(ctx)
-    if newest is None:
+    row = unhealthy_row(ctx)
+    if not row.readings:
         return None
-    streak = triggers.unhealthy_streak(ctx)
-    if streak >= REMEDIATE_AFTER and ANN_REMEDIATE not in notes:
+    newest, told = row.readings[0]
+    if row.due is not None and ANN_REMEDIATE not in notes:
         message = (
-            f"{streak} readings in a row found the instance {newest[1]}: "
-            f"Machine {owner.name} is marked {ANN_REMEDIATE} for its MachineHealthCheck"
+            f"{row.due}: Machine {owner.name} is marked {ANN_REMEDIATE} for its MachineHealthCheck"
         )
         patch: Json = {ANN_REMEDIATE: "", ANN_REQUESTED_BY: snap.uid}
-        return _mark(owner.name, patch, REQUESTED, message, newest[0])
-    if notes.get(ANN_REQUESTED_BY) == snap.uid and newest[1] == "running":
+        return _mark(owner.name, patch, REQUESTED, message, newest.name)
+    if notes.get(ANN_REQUESTED_BY) == snap.uid and told == "running":
         message = f"the instance reads running again: {ANN_REMEDIATE} withdrawn from {owner.name}"
         patch = {ANN_REMEDIATE: None, ANN_REQUESTED_BY: None}  # a merge patch removes them
-        return _mark(owner.name, patch, WITHDRAWN, message, newest[0])
+        return _mark(owner.name, patch, WITHDRAWN, message, newest.name)
     return None
 
 
 def readings_kept(ctx: Context) -> frozenset[str]:
     """The Jobs whose readings the mark is decided on, kept beyond the history limits
-    while they count: the newest reading that told the health and the rest of its
-    unhealthy row, at most REMEDIATE_AFTER. The row is counted from the Jobs (they are
-    the record of the readings), and the default successfulJobsHistoryLimit of 1 would
-    prune all but the newest refresh: the count could then never reach the mark. A
-    move, which carries no Jobs, starts the count again."""
+    while they count: the row (`unhealthy_row`), at most the threshold plus
+    GONE_READINGS. The row is counted from the Jobs (they are the record of the
+    readings), and the default successfulJobsHistoryLimit of 1 would prune all but the
+    newest refresh: the count could then never reach the mark. A move, which carries no
+    Jobs, starts the count again."""
     if ctx.snap.kind != MACHINE:
         return frozenset()
-    names: list[str] = []
-    for record, health in triggers.health_told(ctx):
-        if names and health not in triggers.UNHEALTHY:
-            break
-        names.append(record.name)
-        if health not in triggers.UNHEALTHY or len(names) >= REMEDIATE_AFTER:
-            break
-    return frozenset(names)
-
-
-def _newest_reading(ctx: Context) -> tuple[str, str] | None:
-    """The newest reading that tells the instance's health: (its Job's name, the state)."""
-    for record, health in triggers.health_told(ctx):
-        return record.name, health
-    return None
+    return frozenset(record.name for record, _ in unhealthy_row(ctx).readings)
 
 
 def _mark(machine: str, notes: Json, reason: str, message: str, job: str) -> OwnerMark:

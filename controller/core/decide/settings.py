@@ -14,6 +14,12 @@ from typing import Any, Protocol
 
 from controller.core.admission import env, security
 from controller.core.admission.refusal import Refusal, refusals_message
+from controller.core.leases.budget import (
+    DEFAULT_PER_MINUTE,
+    DEFAULT_SHARE,
+    check_per_minute,
+    check_share,
+)
 from controller.core.spec.image import DEFAULT_SIZE_LIMIT
 from controller.core.spec.jobpod import PodPolicyError, check_defaults
 from controller.core.spec.module_mount import AUTO, VOLUME, mount_of
@@ -30,6 +36,12 @@ class Settings:
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE  # where the run slots live
     # --max-concurrent-runs-per-cluster: slots one cluster's Jobs may hold; 0: no cap.
     max_runs_per_cluster: int = 0
+    # --background-run-share: of the run slots, what background Jobs (drift checks,
+    # re-reads) may hold at once; --background-jobs-per-minute: the background Jobs an
+    # identity without spec.backgroundJobsPerMinute may start a minute
+    # (controller/core/leases/budget.py).
+    background_run_share: float = DEFAULT_SHARE
+    background_jobs_per_minute: int = DEFAULT_PER_MINUTE
     # --allowed-images, --allowed-service-accounts; without flags nothing is restricted.
     runner: RunnerPolicy = OPEN
     # The keys of --watch-label-selector: an object's labels of these keys go onto its
@@ -43,7 +55,7 @@ class Settings:
     # --max-module-image-size: bytes of compressed layers a module image may have.
     image_size_limit: int = DEFAULT_SIZE_LIMIT
     # How a Job's pod gets a module image, `volume` or `copy`: --module-image-mount, with
-    # `auto` resolved from the API server's version when the controller starts.
+    # `auto` resolved from the API server's answers when the controller starts to lead.
     module_image_mount: str = VOLUME
 
 
@@ -66,9 +78,11 @@ def settings_of(
     slot_namespace: str = DEFAULT_SLOT_NAMESPACE,
     watch_label_selector: str | None = None,
     server_version: tuple[int, int] | None = None,
+    image_volumes: bool | None = None,
 ) -> Settings:
     """The settings from the shared flags, and from the two only `captf run` has;
-    `server_version` decides `--module-image-mount=auto` (unknown: the copy shape)."""
+    `image_volumes` (whether the API server kept a dry-run Job's image volume), else
+    `server_version`, decides `--module-image-mount=auto` (both unknown: the copy shape)."""
     return Settings(
         max_concurrent_runs=flags.max_concurrent_runs,
         slot_namespace=slot_namespace,
@@ -77,9 +91,16 @@ def settings_of(
         cannot_start_grace=float(getattr(flags, "cannot_start_grace", 60.0)),
         image_size_limit=int(getattr(flags, "max_module_image_size", DEFAULT_SIZE_LIMIT)),
         module_image_mount=mount_of(
-            str(getattr(flags, "module_image_mount", AUTO)), server_version
+            str(getattr(flags, "module_image_mount", AUTO)), server_version, image_volumes
         ),
         max_runs_per_cluster=int(getattr(flags, "max_concurrent_runs_per_cluster", 0)),
+        background_run_share=check_share(
+            float(getattr(flags, "background_run_share", DEFAULT_SHARE))
+        ),
+        background_jobs_per_minute=check_per_minute(
+            int(getattr(flags, "background_jobs_per_minute", DEFAULT_PER_MINUTE)),
+            "--background-jobs-per-minute",
+        ),
     )
 
 

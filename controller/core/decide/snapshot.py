@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     LABEL_NAME,
     LABEL_UID,
     PLAN_KIND,
+    POLICY_KIND,
     inputs_secret_prefix,
     labelled_for,
     legacy_inputs_secret_prefix,
@@ -74,6 +75,10 @@ class Snapshot:
     # controller's FailedCreate Events about the object's Jobs, and their Pending pods.
     events: tuple[Json, ...] = ()
     pods: tuple[Json, ...] = ()
+    # Every TerraformPolicy (cluster-scoped, few), and the labels of the object's
+    # Namespace: which select it is the core's (controller/core/spec/plan_policies.py).
+    policies: tuple[Json, ...] = ()
+    namespace_labels: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def kind(self) -> str:
@@ -234,7 +239,7 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
     ConfigMaps and related objects those the one read list names (reads.py), as the
     controller's caches do: a decision reads the same from a file as from the caches."""
     namespace = obj.get("metadata", {}).get("namespace")
-    jobs, leases, plans, events, pods = [], [], [], [], []
+    jobs, leases, plans, events, pods, policies = [], [], [], [], [], []
     secrets: dict[str, Json] = {}
     configmaps: dict[str, Json] = {}
     candidates: dict[tuple[str, str], Json] = {}
@@ -256,6 +261,8 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
             events.append(item)
         elif kind == "Pod" and same_ns:
             pods.append(item)
+        elif kind == POLICY_KIND:
+            policies.append(item)
         elif (kind in KINDS or kind in CAPI_KINDS) and same_ns and item is not obj:
             candidates[(str(kind), name_of(item))] = item
         else:
@@ -276,7 +283,17 @@ def build(obj: Json, others: Iterable[Json]) -> Snapshot:
         plans=tuple(plans),
         events=tuple(events),
         pods=tuple(pods),
+        policies=tuple(policies),
+        namespace_labels=MappingProxyType(_namespace_labels(str(namespace or ""), elsewhere)),
     )
+
+
+def _namespace_labels(namespace: str, items: list[Json]) -> dict[str, str]:
+    for item in items:
+        meta = item.get("metadata") or {}
+        if item.get("kind") == "Namespace" and meta.get("name") == namespace:
+            return dict(meta.get("labels") or {})
+    return {}
 
 
 def _related(obj: Json, candidates: Mapping[tuple[str, str], Json]) -> dict[tuple[str, str], Json]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller.core.basics.names import (
@@ -23,22 +23,22 @@ from controller.core.basics.names import (
 from controller.core.basics.serials import requested_serial
 from controller.core.decide import (
     approval_waits,
-    approvals,
     deletion,
-    gates,
-    holds,
+    denials,
     owners,
     pause,
     triggers,
 )
 from controller.core.decide.context import Context, context_of
-from controller.core.decide.decision import Decision, Idle, Requeue, Run
+from controller.core.decide.decision import Decision, Idle, Requeue
 from controller.core.decide.facts import NO_FACTS, Facts
 from controller.core.decide.gates import NOT_READY_WAIT
+from controller.core.decide.guards import run
 from controller.core.decide.settings import Settings
 from controller.core.decide.snapshot import Snapshot
-from controller.core.jobs import backoff, starting
+from controller.core.jobs import starting
 from controller.core.jobs.job import (
+    Outcome,
     annotations_of,
     is_finished,
     name_of,
@@ -51,7 +51,6 @@ CACHE_WAIT = 5.0
 RUNNING_WAIT = 60.0  # the Job watch wakes the reconcile sooner
 STATE_WAIT = 60.0
 APPROVAL_WAIT = 600.0  # an approval (a TerraformPlan's change) wakes the reconcile sooner
-SUSPEND_WAIT = 600.0  # the spec change that resumes wakes the reconcile sooner
 
 Step = Callable[[Context], Decision | None]
 
@@ -66,24 +65,15 @@ def decide(
 
 def decide_in(ctx: Context | Requeue) -> Decision:
     """The decision in a context read once for the pass (the planner's), or its wait: the
-    first step that applies, once spec.suspend and the holds (holds.py: a refused Job,
-    the runner's RBAC, the cached Leases, the image lookup) have had their say on a Run."""
+    first step that applies. A step that finds an op due asks `guards.run`, whose guards
+    (guards.py) turn it into their wait or a Run."""
     if isinstance(ctx, Requeue):
         return ctx
     for step in STEPS:
         decision = step(ctx)
         if decision is not None:
-            return holds.held(ctx, suspended(ctx, decision))
+            return decision
     return idle(ctx)
-
-
-def suspended(ctx: Context, decision: Decision) -> Decision:
-    """spec.suspend holds every new Job; what it holds stays visible as the op and its
-    trigger. Waits and idles pass: they start nothing."""
-    if not (ctx.policy.suspend and isinstance(decision, Run)):
-        return decision
-    message = f"spec.suspend is true; {decision.op} ({decision.reason}) would run next"
-    return Requeue(Reason.SUSPENDED, SUSPEND_WAIT, op=decision.op, message=message)
 
 
 def cache_behind(ctx: Context) -> Decision | None:
@@ -206,14 +196,22 @@ def not_ready(ctx: Context) -> Decision | None:
 
 
 def state(ctx: Context) -> Decision | None:
+    """No Job runs against a state that cannot be read, nor without the state an apply left.
+
+    Whether the object applied is read from what survives `clusterctl move` and a lost
+    status (deletion.applied_before: the inputs Secrets' applied mark, the backups, the
+    Jobs; status only beside them): with none but status, a moved object whose state is
+    gone would apply again and make its infrastructure a second time."""
     problem = deletion.unreadable(ctx)
     if problem:
         return Requeue(Reason.STATE_UNREADABLE, STATE_WAIT, message=problem)
-    serial = ctx.snap.status.get("stateSerial") or 0
-    if ctx.snap.state_secret is None and isinstance(serial, int) and serial > 0:
-        message = f"state Secret {ctx.snap.state_name} is gone but serial {serial} was applied"
-        return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
-    return None
+    if ctx.snap.state_secret is not None:
+        return None
+    shown = deletion.applied_before(ctx)
+    if shown is None:
+        return None
+    message = f"state Secret {ctx.snap.state_name} is gone, and {shown}"
+    return Requeue(Reason.STATE_LOST, STATE_WAIT, message=message)
 
 
 def approval(ctx: Context) -> Decision | None:
@@ -264,7 +262,7 @@ def refresh_after_apply(ctx: Context) -> Decision | None:
     if applied is None:
         return None
     message = f"apply Job {applied.name} left contract outputs that were not definite"
-    return run(ctx, Op.REFRESH, Reason.REFRESH_AFTER_APPLY, message=message)
+    return run(ctx, Op.REFRESH, Reason.REFRESH_AFTER_APPLY, message=message, due=applied.at)
 
 
 def health_pending(ctx: Context) -> Decision | None:
@@ -273,8 +271,33 @@ def health_pending(ctx: Context) -> Decision | None:
 
 
 def health_watch(ctx: Context) -> Decision | None:
+    """The health re-read once due; by the drift check when that comes due before the
+    next re-read would (`drift_answers_health`)."""
+    due = triggers.health_watch(ctx)
+    if due is not None and due <= ctx.now and drift_answers_health(ctx):
+        message = (
+            "the health interval has passed, and the drift check is due before the next:"
+            " it reads the machine's health"
+        )
+        return run(ctx, Op.DRIFT, Reason.HEALTH_CHECK_DUE, message=message, due=due)
     message = "the health interval has passed: the machine's health is read again"
-    return _refresh_when_due(ctx, triggers.health_watch(ctx), Reason.HEALTH_CHECK_DUE, message)
+    return _refresh_when_due(ctx, due, Reason.HEALTH_CHECK_DUE, message)
+
+
+def drift_answers_health(ctx: Context) -> bool:
+    """Whether the drift check runs in the health re-read's place: it comes due within
+    the next health interval anyway, and a drift check that finds no drift reads the
+    health as a refresh does (triggers.health_reads). One Job where there were two: of a
+    machine's 7 Jobs every 30 minutes at the default intervals, 6 (issue 39)."""
+    drift = triggers.scheduled(ctx, Op.DRIFT)
+    interval = ctx.policy.health_interval
+    if drift is None or interval is None:
+        return False
+    last = ctx.history.newest(Op.DRIFT)
+    if last is not None and last.outcome != Outcome.SUCCESS:
+        return False  # a failing drift check backs off; the health is read on its own
+    ahead = timedelta(seconds=triggers.stretched_interval(ctx, interval))
+    return drift <= ctx.now + ahead
 
 
 def membership(ctx: Context) -> Decision | None:
@@ -288,14 +311,14 @@ def _refresh_when_due(
     """A refresh Job for `reason` once its schedule's time `due` has come."""
     if due is None or due > ctx.now:
         return None
-    return run(ctx, Op.REFRESH, reason, message=message)
+    return run(ctx, Op.REFRESH, reason, message=message, due=due)
 
 
 def scheduled_checks(ctx: Context) -> Decision | None:
     for op, trigger in ((Op.DRIFT, Reason.DRIFT_CHECK_DUE), (Op.REFRESH, Reason.REFRESH_DUE)):
         due = triggers.scheduled(ctx, op)
         if due is not None and due <= ctx.now:
-            return run(ctx, op, trigger, message=f"the {op} interval has passed")
+            return run(ctx, op, trigger, message=f"the {op} interval has passed", due=due)
     return None
 
 
@@ -307,41 +330,6 @@ def idle(ctx: Context) -> Idle:
         return Idle(None, message="nothing scheduled")
     soonest = min(times)
     return Idle(max((soonest - ctx.now).total_seconds(), 0.0), message="next scheduled check")
-
-
-def run(
-    ctx: Context,
-    op: str,
-    trigger: str,
-    *,
-    guarded: bool = False,
-    remediation: bool = False,
-    plan_job: str | None = None,
-    restore_serial: str | None = None,
-    message: str = "",
-) -> Decision:
-    """Run the op unless its identity, its backoff, a change window or a lease holds it back."""
-    held = gates.identity_held(ctx, op)
-    if held is not None:
-        return held
-    if op != Op.RESTORE:
-        held = gates.check_backoff(ctx, op, trigger) or gates.check_window(ctx, op)
-        if held is not None:
-            return held
-    held = gates.check_leases(ctx)
-    if held is not None:
-        return held
-    return Run(
-        op=op,
-        reason=trigger,
-        retry=backoff.retry_number(ctx.history, op),
-        guarded=guarded and op == Op.APPLY,
-        drift_remediation=remediation and op == Op.APPLY,
-        plan_job=plan_job,
-        plan_fingerprint=approvals.approved_fingerprint(ctx.snap, plan_job) if plan_job else None,
-        restore_serial=restore_serial,
-        message=message,
-    )
 
 
 # The order, as docs/decisions.md's table "The order" lists it (a test holds the two
@@ -372,6 +360,7 @@ STEPS: tuple[Step, ...] = (
     owners.bootstrap_data,
     not_ready,
     state,
+    denials.policy_denied,
     approval,
     apply,
     refresh_after_apply,

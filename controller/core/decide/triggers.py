@@ -22,12 +22,13 @@ from controller.core.basics.names import (
 )
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import TimeFormatError, parse_time
-from controller.core.decide import pinning
+from controller.core.decide import background, pinning
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished, finished_after
 from controller.core.jobs.job import Outcome, annotations_of, created_at, seq_of
 from controller.core.jobs.readings import Reading, reading_of
+from controller.core.leases.budget import stretched
 from runtime.jsonobj import Json
 
 # The share of an interval a check may start late by: spread over it by uid, so that
@@ -42,8 +43,13 @@ HEALTH_PENDING_CAP = 300.0
 # interval's jitter differs, so the two schedules do not coincide).
 HEALTH = "health"
 MEMBERSHIP = "membership"
-# The health states of an instance that is there but not serving, or gone.
-UNHEALTHY = frozenset({"degraded", "stopped", "terminated"})
+# What a reading may say of a machine's instance beside the module's health states: running
+# with `healthy = false`, and no provider ID any more where one was written (the module no
+# longer finds the instance it made). Neither is a state a module reports.
+RUNNING_UNHEALTHY = "running-unhealthy"
+GONE = "gone"
+# The readings of an instance that is there but not serving, or gone.
+UNHEALTHY = frozenset({"degraded", "stopped", "terminated", RUNNING_UNHEALTHY})
 
 
 @dataclass(frozen=True)
@@ -116,11 +122,15 @@ def apply_due(ctx: Context) -> ApplyDue | None:
     return None
 
 
+_CHANGED_NOTHING = frozenset({Outcome.BLOCKED, Outcome.PLAN_CHANGED, Outcome.POLICY_DENIED})
+
+
 def _last_apply_failed(ctx: Context) -> bool:
     """The newest apply that is not a drift remediation failed, or was cut off mid-run
-    (it may have applied part of its change). Blocked and plan-changed changed nothing."""
+    (it may have applied part of its change). Blocked, plan-changed and policy-denied
+    changed nothing."""
     for record in ctx.history.of(Op.APPLY):
-        if record.remediation or record.outcome in (Outcome.BLOCKED, Outcome.PLAN_CHANGED):
+        if record.remediation or record.outcome in _CHANGED_NOTHING:
             continue
         return record.outcome in (Outcome.FAILURE, Outcome.INTERRUPTED)
     return False
@@ -133,6 +143,13 @@ def remediation_due(ctx: Context) -> bool:
         and ctx.history.drift_pending()
         and ctx.history.remediation_failures() < limit
     )
+
+
+def stretched_interval(ctx: Context, interval: float) -> float:
+    """A background schedule's interval under its credentials' budget: stretched by the
+    factor their budget Lease records (issue 39), so the fleet's schedules fit the budget
+    a minute; the jitter is drawn over the stretched interval, so they stay spread."""
+    return stretched(interval, background.stretch(ctx))
 
 
 def jitter(uid: str, op: str, interval: float) -> float:
@@ -148,47 +165,69 @@ def jitter(uid: str, op: str, interval: float) -> float:
 def scheduled(ctx: Context, op: str) -> datetime | None:
     """When a drift check or refresh is next due; None when it has no interval or no apply
     has succeeded yet. Measured from the op's newest finished Job, else the newest
-    successful apply, then the interval and the object's jitter. With neither Job left
-    (the state shows an apply whose Job is gone: a move, pruning) it is due at the
-    object's creation plus its jitter, at once for an object older than that: the
-    interval cannot be shown not to have elapsed, and the Job it runs anchors the
-    schedule from then on (pruning keeps each op's newest success)."""
+    successful apply, then the interval and the object's jitter (`anchored`)."""
     interval = ctx.policy.drift_interval if op == Op.DRIFT else ctx.policy.refresh_interval
     if interval is None or not ctx.has_applied():
         return None
-    late = timedelta(seconds=jitter(ctx.snap.uid, op, interval))
+    interval = stretched_interval(ctx, interval)
     last = ctx.history.newest(op)
     applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     base = last.at if last else applied.at if applied else None
-    if base is None:
-        created = created_at(ctx.snap.obj)
-        return max(ctx.now, created + late) if created else ctx.now
-    return base + timedelta(seconds=interval) + late
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, op, interval))
+
+
+def anchored(ctx: Context, base: datetime | None, interval: float, late: float) -> datetime:
+    """When a schedule measured from the Job that finished at `base` is due: `interval`
+    and the object's jitter `late` after it. With no Job to measure from (the state
+    shows an apply whose Jobs are gone: a move carries none, pruning may take them), at
+    the object's creation plus its jitter, at once for an object older than that: the
+    interval cannot be shown not to have elapsed, objects moved together do not come due
+    together, and the Job it runs anchors the schedule from then on (pruning keeps each
+    op's newest success). Every schedule is anchored so (docs/decisions.md, "The order")."""
+    if base is not None:
+        return base + timedelta(seconds=interval + late)
+    created = created_at(ctx.snap.obj)
+    return max(ctx.now, created + timedelta(seconds=late)) if created else ctx.now
 
 
 def health_watch(ctx: Context) -> datetime | None:
     """When a Ready machine's health is next re-read: spec.health.interval (5 min by
     default; 0 turns it off) after its newest successful apply or refresh, late by its
-    jitter (`jitter(uid, "health")`, under a tenth of the interval). None for a cluster
-    or pool, a module outside the contract, an object never applied, and while the
-    newest reading's health is pending: HealthPending has its own schedule then (and
-    the refresh after an apply, a step before, reads an apply's pending outputs first).
+    jitter (`jitter(uid, "health")`, under a tenth of the interval); with neither Job
+    (moved, pruned) as `anchored` says, so a moved machine is still watched and can
+    still be remediated. None for a cluster or pool, a module outside the contract, an
+    object never applied, and while the newest reading's health is pending or null:
+    HealthPending has its own schedule then (and the refresh after an apply, a step
+    before, reads an apply's pending outputs first).
     A reading that tells nothing (`unknown`, no reading in the result) or leaves outputs
     pending is read again on this schedule: nothing else would. A failed refresh backs
     off by the seed's rules (`run`)."""
     interval = ctx.policy.health_interval
     if ctx.snap.kind != MACHINE or interval is None or not speaks_contract(ctx.inputs):
         return None
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
-    if not records:
+    interval = stretched_interval(ctx, interval)
+    records = health_reads(ctx)
+    if not records and not ctx.has_applied():
         return None
-    reading = contract_reading(ctx, records[0])
+    reading = contract_reading(ctx, records[0]) if records else None
     if reading is not None and reading.health_pending:
         return None
-    late = jitter(ctx.snap.uid, HEALTH, interval)
-    return records[0].at + timedelta(seconds=interval + late)
+    base = records[0].at if records else None
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, HEALTH, interval))
+
+
+def health_reads(ctx: Context) -> list[Finished]:
+    """The successful Jobs that read a machine's instance, newest first: applies and
+    refreshes, and drift checks that found no drift, whose plan read every resource as a
+    refresh does and carries the contract reading of what it read (issue 39: a drift
+    check answers the health re-read, one Job fewer). A drift check that found drift, or
+    whose runner reported no reading, read nothing the schedule counts."""
+    return [
+        r
+        for r in ctx.history
+        if r.outcome == Outcome.SUCCESS
+        and (r.op in (Op.APPLY, Op.REFRESH) or (r.op == Op.DRIFT and reading_of(r.job)))
+    ]
 
 
 def membership(ctx: Context) -> datetime | None:
@@ -196,47 +235,51 @@ def membership(ctx: Context) -> datetime | None:
     provider_id_list, replicas and instances, which the write-back copies): every
     spec.membership.interval (60 s by default; 0 turns it off) after its newest refresh
     of any outcome, else its newest successful apply, late by its jitter
-    (`jitter(uid, "membership")`). None for a cluster or machine, a module outside the
-    contract, and a pool never applied. A failed re-read backs off as any refresh does
-    (`run`); it is never an apply's failure, and an apply due comes first (its step
-    precedes this one)."""
+    (`jitter(uid, "membership")`); with neither Job (moved, pruned) as `anchored` says.
+    None for a cluster or machine, a module outside the contract, and a pool never
+    applied. A failed re-read backs off as any refresh does (`run`); it is never an
+    apply's failure, and an apply due comes first (its step precedes this one)."""
     interval = ctx.policy.membership_interval
     if ctx.snap.kind != POOL or interval is None or not speaks_contract(ctx.inputs):
         return None
-    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
-    if applied is None:
+    interval = stretched_interval(ctx, interval)
+    if not ctx.has_applied():
         return None
+    applied = ctx.history.newest(Op.APPLY, outcome=Outcome.SUCCESS)
     refreshed = ctx.history.newest(Op.REFRESH)
-    base = refreshed.at if refreshed is not None and refreshed.at > applied.at else applied.at
-    late = jitter(ctx.snap.uid, MEMBERSHIP, interval)
-    return base + timedelta(seconds=interval + late)
+    times = [record.at for record in (applied, refreshed) if record is not None]
+    base = max(times) if times else None
+    return anchored(ctx, base, interval, jitter(ctx.snap.uid, MEMBERSHIP, interval))
 
 
 def health_told(ctx: Context) -> Iterator[tuple[Finished, str]]:
-    """The health states that say how the instance is, newest first, with the successful
-    apply or refresh that read each. A reading that tells nothing is passed over: a Job
-    that failed or was cut off, a result without a contract reading (its outputs could
-    not be read), a null or `unknown` health. Nobody could tell then, so it neither
-    counts as unhealthy nor shows the instance well."""
-    for record in ctx.history:
-        if record.op not in (Op.APPLY, Op.REFRESH) or record.outcome != Outcome.SUCCESS:
-            continue
+    """What the readings say of the instance, newest first, with the Job that read each
+    (`health_reads`: a successful apply, refresh, or drift check that found no drift):
+    the health's state, RUNNING_UNHEALTHY or GONE (`told_of`). A reading that tells
+    nothing is passed over: a result without a contract reading (its outputs could not
+    be read), a null or `unknown` health. Nobody could tell then, so it neither counts
+    as unhealthy nor shows the instance well."""
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
-        told = reading.told if reading is not None else None
+        told = told_of(ctx, reading) if reading is not None else None
         if told is not None:
             yield record, told
 
 
-def unhealthy_streak(ctx: Context) -> int:
-    """How many of the newest readings that tell the instance's health, in a row, read it
-    unhealthy (degraded, stopped, terminated): what asks Cluster API to remediate the
-    machine (controller/core/decide/remediation.py). Running or pending ends the row."""
-    count = 0
-    for _, health in health_told(ctx):
-        if health not in UNHEALTHY:
-            break
-        count += 1
-    return count
+def told_of(ctx: Context, reading: Reading) -> str | None:
+    """What one reading says of a machine's instance. `terminated` is what it says
+    whatever else is missing; a machine whose spec.providerID was written and whose
+    reading has no provider_id is GONE (the module no longer finds its instance), whatever
+    its health says; `running` with `healthy = false` is RUNNING_UNHEALTHY."""
+    told = reading.told
+    if told == "terminated":
+        return told
+    written = ctx.snap.kind == MACHINE and ctx.snap.spec.get("providerID")
+    if written and reading.waits_for("provider_id"):
+        return GONE
+    if reading.running_unhealthy:
+        return RUNNING_UNHEALTHY
+    return told
 
 
 def refresh_after_apply(ctx: Context) -> Finished | None:
@@ -267,7 +310,7 @@ def contract_reading(ctx: Context, record: Finished) -> Reading | None:
 
 def health_pending(ctx: Context) -> datetime | None:
     """When the next refresh is due while the newest contract reading (of a successful
-    apply or refresh) says health is pending: 30 s after the first pending reading of
+    apply or refresh) says health is pending or null: 30 s after the first pending reading of
     the streak, doubling with each further one, at most 5 min; None otherwise."""
     streak = _pending_streak(ctx)
     if not streak:
@@ -277,14 +320,11 @@ def health_pending(ctx: Context) -> datetime | None:
 
 
 def _pending_streak(ctx: Context) -> list[Finished]:
-    """The successful applies and refreshes with a pending health reading, newest first,
-    back to the first reading that was not pending (or the newest apply, which starts a
-    streak of its own)."""
-    records = [
-        r for r in ctx.history if r.op in (Op.APPLY, Op.REFRESH) and r.outcome == Outcome.SUCCESS
-    ]
+    """The Jobs that read the health (`health_reads`) with a pending health reading,
+    newest first, back to the first reading that was not pending (or the newest apply,
+    which starts a streak of its own)."""
     streak: list[Finished] = []
-    for record in records:
+    for record in health_reads(ctx):
         reading = contract_reading(ctx, record)
         if reading is None or not reading.health_pending:
             break

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from controller.core.basics.names import BACKOFF_BASE, BACKOFF_CAP, Op
+from controller.core.basics.names import BACKOFF_BASE, BACKOFF_CAP
+from controller.core.basics.ops import OPS
 from controller.core.jobs.history import History
 
 
@@ -43,7 +44,7 @@ def retry_number(history: History, op: str) -> int:
 
 
 # The order in which a capped op names the object's retry-capped label.
-_OP_ORDER = (Op.APPLY, Op.DESTROY, Op.PLAN, Op.DRIFT, Op.REFRESH)
+_OP_ORDER = tuple(row.op for row in OPS if row.backs_off)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controller.core.basics.names import Op
+from controller.core.basics.ops import traits
 from controller.core.basics.redact import Redactor
 from controller.core.jobs.job import (
     LONG_AGO,
@@ -153,7 +154,7 @@ def _record(
 ) -> Finished:
     at = finished_at(job) or LONG_AGO  # never None: is_finished held
     op = op_of(job)
-    readable = plan_readable(job) if op == Op.PLAN else True
+    readable = plan_readable(job) if traits(op).result_is_plan else True
     verdict = classify(job, readable)
     if redactor is not None and verdict.message:
         verdict = replace(verdict, message=redactor(job).text(verdict.message))

@@ -23,6 +23,7 @@ from controller.core.basics.names import (
     LABEL_OP,
     Op,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.basics.serials import serial_of
 from controller.core.basics.timefmt import parse_time
@@ -39,6 +40,9 @@ class Outcome(StrEnum):
     INTERRUPTED = "interrupted"  # stopped from outside: counts nowhere
     BLOCKED = "blocked"  # the guard stopped a destructive plan: waits for approval
     PLAN_CHANGED = "plan-changed"  # the approved plan no longer matched: waits
+    # A TerraformPolicy's Deny rule matched the plan: nothing applied, and nothing runs
+    # again until the inputs or the policy set change (decide/denials.py).
+    POLICY_DENIED = "policy-denied"
 
 
 # The Event reason of a Job whose termination message was no result of its own: the
@@ -46,7 +50,12 @@ class Outcome(StrEnum):
 INVALID_RESULT = "InvalidRunnerResult"
 
 # Outcomes that count toward no backoff and no retry number.
-FREE_OUTCOMES = frozenset({Outcome.INTERRUPTED, Outcome.BLOCKED, Outcome.PLAN_CHANGED})
+FREE_OUTCOMES = frozenset(
+    {Outcome.INTERRUPTED, Outcome.BLOCKED, Outcome.PLAN_CHANGED, Outcome.POLICY_DENIED}
+)
+# The Event of a blocked apply that a policy's RequireApproval rule held (its result's
+# report says so), rather than the destructive guard.
+POLICY_APPROVAL_EVENT = "PolicyApprovalRequired"
 
 
 @dataclass(frozen=True)
@@ -197,7 +206,7 @@ def _classify_complete(
         said = f" ({message})" if message and reported is not None else ""
         text = f"Job {name} completed with {why}{said}: the runner image broke the contract"
         return Classified(Outcome.FAILURE, "JobFailed", text)
-    if op_of(job) == Op.PLAN and not plan_secret_readable:
+    if traits(op_of(job)).result_is_plan and not plan_secret_readable:
         text = f"Job {name} succeeded but its plan Secret could not be read"
         return Classified(Outcome.FAILURE, "JobFailed", text)
     return Classified(Outcome.SUCCESS, None, message or f"Job {name} succeeded")
@@ -230,12 +239,22 @@ def _classify_failed(job: Json, reason: object, reported: object, message: str) 
         )
     if reported == Outcome.BLOCKED:
         text = message or f"Job {name} found a destructive plan and changed nothing"
-        return Classified(Outcome.BLOCKED, "DestructivePlanBlocked", text)
+        return Classified(Outcome.BLOCKED, _blocked_event(job), text)
+    if reported == Outcome.POLICY_DENIED:
+        text = message or f"Job {name}: a policy denied the plan; nothing was changed"
+        return Classified(Outcome.POLICY_DENIED, "PolicyDenied", text)
     if reported == Outcome.PLAN_CHANGED:
         text = message or f"Job {name}: the plan no longer matches the approved one"
         return Classified(Outcome.PLAN_CHANGED, None, text)
     why = message or ("no result" if reported is None else f"outcome {reported!r}")
     return Classified(Outcome.FAILURE, "JobFailed", f"Job {name} failed: {why}")
+
+
+def _blocked_event(job: Json) -> str:
+    """A policy's hold when the result's report asks for an approval; else the guard's."""
+    report = (result(job) or {}).get("policy")
+    asked = isinstance(report, dict) and report.get("verdict") == "approval-required"
+    return POLICY_APPROVAL_EVENT if asked else "DestructivePlanBlocked"
 
 
 def is_accounted(job: Json) -> bool:

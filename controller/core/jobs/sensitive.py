@@ -18,12 +18,16 @@ import orjson
 from controller.core.basics.redact import Redactor, redactor
 from controller.core.contract.roles import CONTRACTS
 from controller.core.jobs.job_env import JobEnv, job_env
+from controller.core.spec import inputs_secret
+from controller.core.spec.inputs_secret import (
+    CONTRACT_KEY,
+    VARIABLES_KEY,
+    InputsData,
+    InputsSecretError,
+)
 from controller.core.spec.refs import SECRET, variable_sources
 from runtime.jsonobj import Json
 
-MODULE_PREFIX = "module."
-VARIABLES_KEY = "variables.json"
-CONTRACT_KEY = "contract.json"
 # The contract inputs the generated root declares sensitive (the bootstrap payload).
 SENSITIVE_INPUTS = frozenset(
     spec.name for contract in CONTRACTS.values() for spec in contract.inputs if spec.sensitive
@@ -118,26 +122,38 @@ def leaves(value: object) -> Iterator[str]:
 
 
 def values(
-    inputs: Mapping[str, str], secret_variables: Iterable[str], credentials: Json | None
+    inputs: InputsData | None, secret_variables: Iterable[str], credentials: Json | None
 ) -> set[str]:
     """The secret values of one Job: its credentials Secret's values, and the values of
     the variables from Secrets or declared sensitive, and the sensitive contract inputs,
-    read from its rendered inputs (`module.<file>`, `variables.json` and
-    `contract.json`, as text)."""
+    of what its inputs Secret carries (None: no inputs Secret)."""
     found = set(secret_data(credentials).values())
-    module = {k[len(MODULE_PREFIX) :]: v for k, v in inputs.items() if k.startswith(MODULE_PREFIX)}
-    try:
-        variables = orjson.loads(inputs.get(VARIABLES_KEY) or "{}")
-    except orjson.JSONDecodeError:
-        variables = {}
-    if not isinstance(variables, dict):
-        variables = {}
-    for name in set(secret_variables) | sensitive_variables(module):
-        found.update(leaves(variables.get(name)))
-    contract = _json_object(inputs.get(CONTRACT_KEY))
+    if inputs is None:
+        return found
+    for name in set(secret_variables) | sensitive_variables(inputs.module):
+        found.update(leaves(inputs.variables.get(name)))
+    contract = inputs.contract or {}
     for name in SENSITIVE_INPUTS:
         found.update(leaves(contract.get(name)))
     return found
+
+
+def inputs_values(secret: Json | None, secret_variables: Iterable[str]) -> set[str]:
+    """The secret values a Job's inputs Secret carries (none without the Secret). A
+    malformed one (spec/inputs_secret.py), which every reader refuses and the runner
+    runs nothing with, hides every value its JSON keys hold that can be read: which of
+    them are secret cannot be told, and hiding too much leaks nothing."""
+    if secret is None:
+        return set()
+    try:
+        carried = inputs_secret.decode(secret.get("data"))
+    except InputsSecretError:
+        found: set[str] = set()
+        for key, text in secret_data(secret).items():
+            if key in (VARIABLES_KEY, CONTRACT_KEY):
+                found.update(leaves(_json_object(text)))
+        return found
+    return values(carried, secret_variables, None)
 
 
 def _json_object(text: str | None) -> Json:
@@ -176,8 +192,7 @@ def redactor_key(env: JobEnv) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
 
 def env_redactor(env: JobEnv, secrets: Mapping[str, Json]) -> Redactor:
     """job_redactor, from the Job's environment as job_env reads it."""
-    inputs = secret_data(secrets.get(env.inputs_secret))
-    found: set[str] = set()
+    found = inputs_values(secrets.get(env.inputs_secret), env.secret_variables)
     for name in env.from_secrets:
-        found |= values({}, [], secrets.get(name))
-    return redactor(found | values(inputs, env.secret_variables, None))
+        found |= values(None, [], secrets.get(name))
+    return redactor(found)

@@ -15,12 +15,14 @@ InvalidRunnerResult (controller/core/jobs/job.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import orjson
 
+from controller.core.basics import changes
 from controller.core.basics.names import ANN_RESULT
 from controller.core.basics.redact import Redactor
+from controller.core.jobs import policy_report
 from controller.core.jobs.job import (
     Outcome,
     annotations_of,
@@ -75,6 +77,8 @@ _KEYS: Mapping[str, Callable[[object], bool]] = {
     "job": lambda v: isinstance(v, str),
     "runtimeVersion": valid_version,
     "steps": lambda v: isinstance(v, list) and all(valid_step(s) for s in v),
+    "changes": lambda v: changes.from_json(v) is not None,
+    "policy": lambda v: policy_report.from_json(v) is not None,
 }
 
 
@@ -172,4 +176,32 @@ def redacted(value: str, redactor: Redactor) -> str:
     error = body.get("error")
     if isinstance(error, dict) and isinstance(error.get("summary"), str):
         out["error"] = error | {"summary": one_line(redactor.text(error["summary"]))}
+    # Addresses and a policy's texts are no values, but a module could put one in an
+    # address (a for_each key): they pass the same redaction.
+    shown = changes.from_json(body.get("changes"))
+    if shown is not None:
+        out["changes"] = redacted_changes(shown, redactor).to_json()
+    report = policy_report.from_json(body.get("policy"))
+    if report is not None:
+        out["policy"] = redacted_report(report, redactor).to_json()
     return value if out == body else orjson.dumps(out).decode()
+
+
+def redacted_changes(found: changes.Changes, redactor: Redactor) -> changes.Changes:
+    listed = {a: tuple(redactor.text(x) for x in v) for a, v in found.addresses.items()}
+    return changes.Changes(found.counts, listed)
+
+
+def redacted_report(report: policy_report.Report, redactor: Redactor) -> policy_report.Report:
+    return policy_report.Report(
+        report.verdict,
+        tuple(
+            replace(
+                v,
+                message=redactor.text(v.message),
+                addresses=tuple(redactor.text(a) for a in v.addresses),
+            )
+            for v in report.violations
+        ),
+        report.total,
+    )

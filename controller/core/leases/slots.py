@@ -5,7 +5,7 @@ machines and pools) hold at most that many slots at once, so one MachineDeployme
 scaling by hundreds leaves the other clusters slots to apply with.
 
 The one rule of what a run slot is and which one a Job takes: the gate that waits for a
-free slot (decide/gates.py) and the launch that claims one (plan/launching.py) read it
+free slot and the launch's claim of one (decide/claims.py, read once per decision) read it
 from here, so they cannot disagree about whether a slot is free. A slot names its
 holder's namespace and cluster (writes.py writes them); a slot taken before the cluster
 was written counts for no cluster."""
@@ -82,9 +82,11 @@ def cluster_full(
     held = 0
     for lease in _slots(leases, namespace).values():
         holder = holder_of(lease)
+        if not holder:
+            continue  # a free slot: its empty holder is no Job's, not `job`'s either
         if holder == job:
             return None
-        if holder and holder not in own_jobs and holder_cluster(lease) == cluster:
+        if holder not in own_jobs and holder_cluster(lease) == cluster:
             held += 1
     if held < cap:
         return None
@@ -97,6 +99,13 @@ def holder_cluster(lease: Json) -> tuple[str, str]:
     """The namespace and cluster of the Job holding a slot, as the slot says."""
     notes = annotations_of(lease)
     return notes.get(ANN_HOLDER_NAMESPACE, ""), notes.get(ANN_HOLDER_CLUSTER, "")
+
+
+def slot_namespaces(leases: Iterable[Json]) -> list[str]:
+    """The namespaces that hold run slots, sorted: one, the controller's, in a cluster a
+    single controller (or shards sharing its namespace) serves."""
+    found = {lease["metadata"].get("namespace") for lease in leases if is_run_slot(lease)}
+    return sorted(str(namespace) for namespace in found if namespace)
 
 
 def _slots(leases: Iterable[Json], namespace: str) -> dict[str, Json]:

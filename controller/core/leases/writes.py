@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import Enum
 
 from controller.core.basics.names import (
+    ANN_HOLDER_CLASS,
     ANN_HOLDER_CLUSTER,
     ANN_HOLDER_NAMESPACE,
     LABEL_CLUSTER,
@@ -24,7 +25,7 @@ from controller.core.basics.names import (
     Reason,
 )
 from controller.core.basics.timefmt import format_micro
-from controller.core.leases import family
+from controller.core.leases import budget_lease, family
 from controller.core.leases.family import Busy, holder_of
 from runtime.jsonobj import Json
 
@@ -37,6 +38,8 @@ class Role(Enum):
     CLUSTER_FAMILY = "cluster"  # a cluster's Job on its own operation Lease
     MEMBER_FAMILY = "member"  # a member's Job as an entry on its cluster's operation Lease
     MEMBER_OWN = "member-own"  # a member's own operation Lease (what kubectl shows)
+    # A background Job's start on its credentials' budget Lease (budget_lease.py).
+    BACKGROUND_BUDGET = "background-budget"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,12 @@ class LeaseWrite:
     # Jobs whose hold does not block this one: the object's own (finished, awaiting release).
     own: frozenset[str] = field(default_factory=frozenset)
     holder_namespace: str = ""  # run slots: where the Job lives
+    # Run slots: `background` or `change`, the class --background-run-share counts
+    # (controller/core/leases/budget.py); "" is a change.
+    holder_class: str = ""
+    # The background budget: the credentials' key and their budget a minute.
+    budget_key: str = ""
+    per_minute: int = 0
 
 
 def change_of(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Busy | None:
@@ -72,6 +81,15 @@ def change_of(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Bus
             )
         case Role.RUN_SLOT | Role.MEMBER_OWN:
             return _take(write, live, now)
+        case Role.BACKGROUND_BUDGET:
+            return budget_lease.claim(
+                live,
+                namespace=write.namespace,
+                key=write.budget_key,
+                job=write.job,
+                now=now,
+                per_minute=write.per_minute,
+            )
 
 
 def _take(write: LeaseWrite, live: Json | None, now: datetime) -> Json | Busy | None:
@@ -104,6 +122,8 @@ def lease_body(write: LeaseWrite, now: datetime) -> Json:
         meta["annotations"] = {
             ANN_HOLDER_NAMESPACE: write.holder_namespace,
             ANN_HOLDER_CLUSTER: write.cluster,  # what the per-cluster cap counts
+            # Always written: a slot taken over keeps the annotations it had.
+            ANN_HOLDER_CLASS: write.holder_class or "change",
         }
     else:
         meta["labels"] = {LABEL_CLUSTER: write.cluster, LABEL_SCOPE: SCOPE_MEMBER}

@@ -13,9 +13,11 @@ from controller.core.basics.names import (
     ANN_RETRY,
     Op,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.serials import requested_serial, serial_of
 from controller.core.decide import triggers
 from controller.core.decide.snapshot import Snapshot
+from controller.core.jobs import policy_report
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, annotations_of, is_accounted, name_of, result
 from controller.core.jobs.job_env import job_env
@@ -77,6 +79,9 @@ class Accounting:
     clear_records: tuple[str, ...]  # inputs Secrets whose record to remove
     # Inputs Secrets to mark captf.io/applied: the Job left a state (docs/deletion.md).
     mark_applied: tuple[str, ...] = ()
+    # A Warning PolicyWarning beside the Job's own Event: its plan applied, and a
+    # policy's Warn rules matched it.
+    warning: Event | None = None
 
 
 def restored_serial(finished: list[Finished]) -> int | None:
@@ -112,8 +117,29 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
         clear = _records_cleared_by(snap, record)
     releases = releases_of(snap, record.name)
     return Accounting(
-        record.name, uid, event, sample, releases, clear, _applied_marks(snap, record)
+        record.name,
+        uid,
+        event,
+        sample,
+        releases,
+        clear,
+        _applied_marks(snap, record),
+        warning=_policy_warning(snap, record, uid),
     )
+
+
+POLICY_WARNING = "PolicyWarning"
+
+
+def _policy_warning(snap: Snapshot, record: Finished, uid: str) -> Event | None:
+    """The Warning of an applied plan that a policy's Warn rules matched, naming each
+    rule and its addresses, redacted with the values the Job carried."""
+    report = policy_report.from_json((result(record.job) or {}).get("policy"))
+    if report is None or report.verdict is not policy_report.Verdict.WARNED:
+        return None
+    said = "; ".join(v.line() for v in report.violations if v.action == "Warn")
+    text = snap.redactor(record.job).text(f"applied with policy warnings: {said}")
+    return Event(event_name(record.name, uid, POLICY_WARNING), "Warning", POLICY_WARNING, text)
 
 
 def steps_of(job: Json) -> tuple[StepSample, ...]:
@@ -131,15 +157,11 @@ def steps_of(job: Json) -> tuple[StepSample, ...]:
     )
 
 
-# The ops whose Job leaves a state that says what exists (a destroy's says nothing does).
-_STATE_OPS = frozenset({Op.APPLY, Op.REFRESH, Op.RESTORE})
-
-
 def _applied_marks(snap: Snapshot, record: Finished) -> tuple[str, ...]:
     """The Job's inputs Secret, when the Job reports a state serial (it wrote or kept a
     state, success or not) and the Secret is not marked yet."""
     serial = (result(record.job) or {}).get("stateSerial")
-    if record.op not in _STATE_OPS or not isinstance(serial, int) or serial < 1:
+    if not traits(record.op).writes_state or not isinstance(serial, int) or serial < 1:
         return ()
     name = job_env(record.job).inputs_secret
     secret = snap.secrets.get(name) if name else None
@@ -233,15 +255,12 @@ def success_event(record: Finished) -> tuple[str, str] | None:
     if record.outcome != Outcome.SUCCESS:
         return None
     said = record.verdict.message
+    reason = traits(record.op).success_event
     match record.op:
-        case Op.APPLY:
-            return (DRIFT_REMEDIATED if record.remediation else APPLIED), said
-        case Op.DRIFT if (result(record.job) or {}).get("drift"):
-            return DRIFT_DETECTED, said
-        case Op.DESTROY:
-            return DESTROYED, said
-        case Op.RESTORE:
-            return RESTORED, said
+        case Op.APPLY if record.remediation:
+            reason = DRIFT_REMEDIATED
+        case Op.DRIFT if not (result(record.job) or {}).get("drift"):
+            reason = None  # no drift: nothing to announce
         case Op.PLAN:
-            return PLAN_READY, f"{said}; approve TerraformPlan {record.name} to apply it"
-    return None
+            said = f"{said}; approve TerraformPlan {record.name} to apply it"
+    return None if reason is None else (reason, said)

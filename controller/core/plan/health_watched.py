@@ -20,13 +20,13 @@ from typing import Final
 
 from controller.core.basics.names import MACHINE, Op, Reason
 from controller.core.basics.timefmt import format_time
-from controller.core.decide import pause, triggers
+from controller.core.decide import background, pause, remediation, triggers
 from controller.core.decide.context import Context, speaks_contract
 from controller.core.decide.decision import Decision, Requeue, Run
-from controller.core.decide.remediation import REMEDIATE_AFTER
 from controller.core.jobs import backoff
 from controller.core.jobs.history import Finished
 from controller.core.jobs.job import Outcome, is_finished, op_of
+from controller.core.jobs.readings import reading_of
 from runtime.jsonobj import Json
 
 HEALTH_WATCHED: Final = "HealthWatched"
@@ -52,8 +52,10 @@ def health_watched(ctx: Context, decision: Decision) -> Json | None:
     if held is not None:
         return _cond("False", HELD, f"{held}: no reading starts")
     told = next(triggers.health_told(ctx), None)
-    newest = next((r for r in ctx.history if r.op in _READS), None)
+    newest = next((r for r in ctx.history if _read(r)), None)
     coming = _next(ctx, decision)
+    note = background.stretched_note(ctx, ctx.policy.health_interval)
+    coming += f"; {note}" if note else ""
     if newest is None:
         return _cond("Unknown", NOT_READ, "no apply has finished yet: the first reads the health")
     last = _last(ctx, told)
@@ -61,6 +63,14 @@ def health_watched(ctx: Context, decision: Decision) -> Json | None:
         what = _untold(newest)
         return _cond("Unknown", FAILED, f"{what}; {last}; {coming}")
     return _cond("True", WATCHED, f"{last}; {coming}")
+
+
+def _read(record: Finished) -> bool:
+    """An apply or refresh of any outcome, or a drift check that read the health (a
+    successful one that found no drift: triggers.health_reads)."""
+    return record.op in _READS or (
+        record.op == Op.DRIFT and record.outcome == Outcome.SUCCESS and bool(reading_of(record.job))
+    )
 
 
 def _held(ctx: Context, decision: Decision) -> str | None:
@@ -79,12 +89,13 @@ def _last(ctx: Context, told: tuple[Finished, str] | None) -> str:
     if told is None:
         return "no reading has told the health yet"
     record, health = told
-    text = f"{record.op} Job {record.name} read {health} at {format_time(record.at)}"
-    streak = triggers.unhealthy_streak(ctx)
-    if streak >= REMEDIATE_AFTER:
-        text += f" ({streak} unhealthy readings in a row: the Machine is marked for remediation)"
-    elif streak:
-        text += f" ({streak} of {REMEDIATE_AFTER} unhealthy readings in a row before the"
+    text = f"{record.op} Job {record.name} read {remediation.describe(health)}"
+    text += f" at {format_time(record.at)}"
+    row = remediation.unhealthy_row(ctx)
+    if row.due is not None:
+        text += f" ({row.due}: the Machine is marked for remediation)"
+    elif row.count:
+        text += f" ({row.count} of {row.threshold} unhealthy readings in a row before the"
         text += " Machine is marked for remediation)"
     return text
 

@@ -7,7 +7,6 @@ create: no Job is ever created twice."""
 
 from __future__ import annotations
 
-import base64
 import copy
 
 from controller.core.basics.names import (
@@ -18,6 +17,7 @@ from controller.core.basics.names import (
     ANN_MODULE_IMAGE_DIGEST,
     ANN_MODULE_IMAGE_MOUNT,
     ANN_PLAN_JOB,
+    ANN_POLICY_HASH,
     ANN_RESTORE_SERIAL,
     ANN_RETRY,
     ANN_SEQ,
@@ -31,11 +31,14 @@ from controller.core.basics.names import (
     inputs_secret_prefix,
     state_secret_name,
 )
+from controller.core.basics.ops import traits
 from controller.core.basics.runner_vars import RunnerVar
 from controller.core.decide.decision import Run
 from controller.core.jobs.termination import JOB_UID_LABEL, TERMINATION_MESSAGE_PATH
+from controller.core.spec import inputs_secret as inputs_secret_codec
 from controller.core.spec.inputs import Inputs
 from controller.core.spec.module_mount import MODULE_IMAGE_DIR, VOLUME, module_mount
+from controller.core.spec.plan_policies import PolicySet
 from controller.core.spec.policy import Policy
 from controller.core.spec.refs import credentials_of, spec_of
 from runtime.jsonobj import Json
@@ -86,7 +89,7 @@ def object_labels(obj: Json) -> dict[str, str]:
 def inputs_secret(obj: Json, inputs: Inputs) -> Json:
     """The immutable durable inputs Secret; its name carries the inputs hash."""
     meta = obj["metadata"]
-    data = {k: base64.b64encode(v).decode() for k, v in inputs.secret_data().items()}
+    data = inputs_secret_codec.secret_data(inputs.carried())
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -113,11 +116,13 @@ def build_job(
     name: str,
     credentials: str | None = None,
     mount: str = VOLUME,
+    policies: PolicySet | None = None,
 ) -> Json:
     """`credentials`: the Secret in the object's namespace the runner gets as environment
     and files (controller/core/spec/identity.py's `credentials_secret`); None reads the
     object's own reference. `mount`: how a module image reaches the runner, `volume` or
-    `copy` (controller/core/spec/module_mount.py)."""
+    `copy` (controller/core/spec/module_mount.py). `policies`: the policy set an apply or
+    a plan judges its plan with (the Job records its hash)."""
     meta = obj["metadata"]
     cred = credentials_of(spec_of(obj)) if credentials is None else credentials
     notes = {ANN_RETRY: str(run.retry), ANN_SEQ: str(seq), ANN_INPUTS_HASH: inputs.hash}
@@ -129,13 +134,16 @@ def build_job(
         notes[ANN_RESTORE_SERIAL] = run.restore_serial
     if run.plan_job:
         notes[ANN_PLAN_JOB] = run.plan_job
+    judged = policies if run.op in JUDGED_OPS else None
+    if judged is not None:
+        notes[ANN_POLICY_HASH] = judged.hash
     if inputs.image is not None:
         # The reference as the spec named it (the volume names the digest): status.image.
         notes[ANN_MODULE_IMAGE] = inputs.image.reference
         if inputs.image.digest:
             notes[ANN_MODULE_IMAGE_DIGEST] = inputs.image.digest
         notes[ANN_MODULE_IMAGE_MOUNT] = mount
-    return {
+    job: Json = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
@@ -149,6 +157,21 @@ def build_job(
             obj, run, inputs=inputs, policy=policy, name=name, cred=cred, mount=mount
         ),
     }
+    if judged is not None:
+        [container] = job["spec"]["template"]["spec"]["containers"]
+        container["env"].append({"name": RunnerVar.POLICIES.value, "value": _policy_env(judged)})
+    return job
+
+
+# The ops whose plan is judged: an apply (before it applies) and a Manual plan.
+JUDGED_OPS = frozenset({Op.APPLY, Op.PLAN})
+# What a Job carries in place of a set too large for its environment (the decision waits
+# PolicyDenied before that happens): the runner cannot read it, and denies.
+TOO_LARGE = "too-large"
+
+
+def _policy_env(policies: PolicySet) -> str:
+    return TOO_LARGE if policies.too_large() else policies.encode()
 
 
 def _job_spec(
@@ -234,7 +257,7 @@ def _container(obj: Json, run: Run, *, inputs: Inputs, name: str, cred: str) -> 
         RunnerVar.WORK_DIR: "/tmp",
         RunnerVar.RESULT_FILE: TERMINATION_MESSAGE_PATH,
     }
-    if run.op in (Op.PLAN, Op.APPLY):
+    if traits(run.op).keeps_plan:
         # An apply keeps the plan it stops on (blocked, changed) under its own name.
         env[RunnerVar.PLAN_SECRET] = plan_secret_name(name)
     if run.op == Op.APPLY and run.plan_job:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from controller.core.basics import changes
 from controller.core.basics.redact import Redactor
 from controller.core.basics.timefmt import format_time
 from controller.core.jobs.history import Finished, History
@@ -26,6 +27,7 @@ from controller.core.jobs.run_report import (
     valid_step,
     valid_version,
 )
+from controller.core.jobs.termination import redacted_changes
 from runtime.jsonobj import Json
 
 DEADLINE_EVENT = "JobDeadlineExceeded"
@@ -73,6 +75,9 @@ def run_of(record: Finished, redactor: Redactor) -> Json:
     steps = res.get("steps")
     if isinstance(steps, list) and steps and all(valid_step(s) for s in steps):
         out["steps"] = [dict(s) for s in steps[-STEPS_SHOWN:]]
+    shown = changes_shown(res, redactor)
+    if shown is not None:
+        out["changes"] = shown
     return out
 
 
@@ -93,6 +98,13 @@ def cloud_note(record: Finished) -> str:
 def _signal(kind: str | None, res: Json) -> str | None:
     """The result's signal, when the kind shown is the cloud kind it gave."""
     return signal_of(res.get("error")) if kind in CLOUD_KINDS else None
+
+
+def changes_shown(res: Json, redactor: Redactor) -> Json | None:
+    """What the run's plan changes (a plan, an apply, a drift check), its addresses
+    redacted with the values its Job carried; None when the result says nothing."""
+    found = changes.from_json(res.get("changes"))
+    return None if found is None else redacted_changes(found, redactor).to_json()
 
 
 def _error_of(record: Finished, res: Json) -> tuple[str | None, str]:

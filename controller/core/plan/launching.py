@@ -1,7 +1,7 @@
 """Starting a Job, as data: its name, its inputs Secret and the Leases it takes first,
 labelled for the shard, and the wait should a Lease turn out held when read live; and
-the Warning after the API server refused one (its wait is a hold of DecideOp,
-controller/core/decide/holds.py). io carries it out
+the Warning after the API server refused one (its wait is a guard of DecideOp,
+controller/core/decide/guards.py). io carries it out
 (controller/io/launcher.py). Pure."""
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from dataclasses import dataclass, replace
 
 from controller.core.basics.names import Reason
 from controller.core.basics.runner_vars import RunnerVar
+from controller.core.decide.claims import LEASE_WAIT
 from controller.core.decide.context import Context
-from controller.core.decide.decision import Requeue, Run
+from controller.core.decide.decision import Run
 from controller.core.decide.facts import Refusal
-from controller.core.decide.gates import LEASE_WAIT
-from controller.core.decide.holds import claims_of, free_slots_of
 from controller.core.jobs.job import name_of
 from controller.core.leases.writes import LeaseWrite
 from controller.core.plan.accounting import Event
@@ -62,12 +61,12 @@ def refusal_event(refusal: Refusal | None) -> tuple[Event, ...]:
 
 def launch_of(ctx: Context, run: Run) -> Launch:
     """The Job the decision runs, with its inputs Secret and its Leases, labelled for the
-    shard. The Leases' wait, were the cached ones held, is a hold of DecideOp
-    (controller/core/decide/holds.py): a Run is decided only once they are free."""
+    shard. The Leases are the ones the guards claimed for it (controller/core/decide/
+    guards.py: a Run is decided only once the cached ones are free), carried on the Run."""
     snap, settings = ctx.snap, ctx.settings
     name, seq = snap.next_job(run.op)
-    claims = claims_of(ctx, name)
-    assert not isinstance(claims, Requeue), "holds.leases_held let this Run through"
+    assert run.claims, "a Run carries the claims of its Job"
+    assert run.claims[0].job == name, "a Run carries the claims of its Job"
     secret = None
     if inputs_secret_name(snap.obj, ctx.inputs) not in snap.secrets:
         secret = inputs_secret(snap.obj, ctx.inputs)
@@ -81,10 +80,10 @@ def launch_of(ctx: Context, run: Run) -> Launch:
         name=name,
         credentials=credentials,
         mount=settings.module_image_mount,
+        policies=ctx.policies,
     )
     labels = shard_labels(snap.obj, settings.shard_keys)
-    others = free_slots_of(snap, name, settings.slot_namespace, settings.max_concurrent_runs)[1:]
-    return labelled_launch(Launch(job, secret, claims, other_slots=tuple(others)), labels)
+    return labelled_launch(Launch(job, secret, run.claims, other_slots=run.other_slots), labels)
 
 
 # A shard's labels go on what a launch writes: the Job, its pod, its inputs Secret, and the

@@ -38,18 +38,20 @@ from controller.core.jobs.job import (
     inputs_hash_of,
     name_of,
     op_of,
+    result,
 )
 from controller.core.jobs.job import (
     is_finished as job_finished,
 )
 from controller.core.plan.jobspec import object_labels, owner_reference
+from controller.core.plan.last_run import changes_shown
 from controller.core.spec.sharding import shard_labels
 from runtime.jsonobj import Json
 
 # The fingerprint of a plan whose Job kept no summary.
 UNKNOWN = "unknown"
 # The status fields the controller owns; a pass writes them when any differs.
-_FIELDS = ("inputsHash", "fingerprint", "counts", "resources", "phase")
+_FIELDS = ("inputsHash", "fingerprint", "counts", "resources", "changes", "phase")
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ def _desired(ctx: Context, plan: Json, waiting: str | None) -> Json:
     if "fingerprint" not in out and kept_no_summary(ctx.snap, name):
         out["fingerprint"] = UNKNOWN
     job = _job(ctx, name)
+    # What an approver reads at a glance: counts and the first addresses of each action.
+    shown = changes_shown(result(job) or {}, ctx.snap.redactor(job)) if job is not None else None
+    if shown is not None:
+        out["changes"] = shown
     made_for = inputs_hash_of(job) if job is not None else None
     out["inputsHash"] = out.get("inputsHash") or made_for or ctx.inputs.hash
     out["phase"] = phase_of(ctx, plan, waiting).value

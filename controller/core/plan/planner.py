@@ -161,7 +161,7 @@ def plan_pass(
         part.todo,
     )
     policy = reading.policy
-    rbac = _runner_verdict(snap, policy, facts)
+    rbac = _runner_verdict(ctx, snap, policy, facts)
     launch = launch_of(ctx, decision) if ctx is not None and isinstance(decision, Run) else None
     lookup = _lookup(ctx, decision)
     if launch is not None and ctx is not None:
@@ -238,7 +238,7 @@ def _counted(ctx: Context | None) -> frozenset[str]:
 
 def _lookup(ctx: Context | None, decision: Decision) -> ImageLookup | None:
     """The registry lookup io makes as a step of this pass, for the next: the one the
-    decision waits for (holds.image_resolving)."""
+    decision waits for (the guard `image`, decide/guards.py)."""
     image = ctx.inputs.image if ctx is not None else None
     if ctx is None or image is None or not isinstance(decision, Requeue):
         return None
@@ -252,9 +252,15 @@ def _wait_of(reading: Reading, decision: Decision) -> Requeue | None:
     return decision if reading.wait is not None and isinstance(decision, Requeue) else None
 
 
-def _runner_verdict(snap: Snapshot, policy: Policy | None, facts: Facts) -> Verdict | None:
-    """The runner RBAC of the object's account; None when the policy cannot be read or
-    nothing was read of the namespace's RBAC (`captf decide` from a file)."""
+def _runner_verdict(
+    ctx: Context | None, snap: Snapshot, policy: Policy | None, facts: Facts
+) -> Verdict | None:
+    """The runner RBAC of the object's account: the decision context's, which the guard
+    `runner_rbac` read (once per pass); without a context (the inputs cannot be read) of
+    the policy alone. None when the policy cannot be read or nothing was read of the
+    namespace's RBAC (`captf decide` from a file)."""
+    if ctx is not None:
+        return ctx.runner_verdict
     if policy is None or facts.runner is None:
         return None
     return runner_rbac.verdict(snap.namespace, policy.service_account, facts.runner)

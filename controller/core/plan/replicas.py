@@ -1,15 +1,18 @@
-"""Autoscaling write-back: a pool whose module manages its group's size (the MachinePool
-carries valid cluster-autoscaler min/max annotations, so the module gets
-`autoscaling.enabled`) claims `cluster.x-k8s.io/replicas-managed-by` on its MachinePool
-and copies the replicas the module last observed to `MachinePool.spec.replicas`, so
-Cluster API and the cluster-autoscaler see the real size.
+"""Writes to the pool's MachinePool (contract/sizing.py says who sizes the group):
 
-The patch is guarded: it carries the MachinePool's resourceVersion as read, so a change
-made meanwhile (the autoscaler's own) fails it with a conflict and the next pass decides
-again from the newer object. A claim someone else made (another value of the annotation)
-is left alone and nothing is written; CAPTF's own claim is withdrawn when autoscaling is
-turned off, and the MachinePool's replicas are then the user's again (a change to them
-is an apply, as before). Pure: io carries the patch out."""
+- while the cloud sizes it (the user's `cluster.x-k8s.io/replicas-managed-by` and valid
+  autoscaler bounds), the replicas the module last observed go to
+  `MachinePool.spec.replicas`, so Cluster API and the cluster-autoscaler see the real
+  size. Only spec.replicas: the annotation is the user's, never ours to set;
+- CAPTF's own old claim (`replicas-managed-by: captf`, written before issue 37 and
+  recognised by who wrote it) is withdrawn, so spec.replicas is the size again and the
+  cluster-autoscaler's `/scale` holds.
+
+Without the user's annotation nothing is written: spec.replicas is the desired size, and
+a change to it is an apply. Each patch is guarded: it carries the MachinePool's
+resourceVersion as read, so a change made meanwhile (the autoscaler's own) fails it with
+a conflict and the next pass decides again from the newer object. Pure: io carries the
+patch out."""
 
 from __future__ import annotations
 
@@ -19,16 +22,15 @@ from typing import Final
 from controller.core.basics.names import POOL
 from controller.core.contract.outputs import Pending, PoolOutputs, Valid
 from controller.core.contract.roles import Role
-from controller.core.contract.sources import autoscaling_of
+from controller.core.contract.sizing import OLD_CLAIM, REPLICAS_MANAGED_BY, autoscaling_of
 from controller.core.decide import pause
 from controller.core.decide.context import Context
 from controller.core.plan.writeback import outputs_of
 from controller.core.spec.refs import owner_of
 from runtime.jsonobj import Json
 
-ANN_REPLICAS_MANAGED_BY: Final = "cluster.x-k8s.io/replicas-managed-by"
-MANAGER: Final = "captf"
 WRITTEN: Final = "ReplicasWrittenBack"
+WITHDRAWN: Final = "ReplicasClaimWithdrawn"
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class PoolPatch:
     machine_pool: str
     patch: Json  # a merge patch with metadata.resourceVersion: the guard
     message: str
-    replicas: int | None  # what is written; None: only the claim withdrawn
+    replicas: int | None  # what is written; None: only the old claim withdrawn
 
 
 def pool_patch(ctx: Context) -> PoolPatch | None:
@@ -47,26 +49,19 @@ def pool_patch(ctx: Context) -> PoolPatch | None:
     pool = snap.related.get(owner) if owner is not None else None
     if owner is None or pool is None:
         return None
-    meta = pool.get("metadata") or {}
-    claim = (meta.get("annotations") or {}).get(ANN_REPLICAS_MANAGED_BY)
-    version = str(meta.get("resourceVersion") or "")
-    if not autoscaling_of(pool).enabled:
-        if claim != MANAGER:
-            return None
-        patch = _guarded({"metadata": {"annotations": {ANN_REPLICAS_MANAGED_BY: None}}}, version)
-        return PoolPatch(owner.name, patch, "autoscaling is off: the replicas are the user's", None)
-    observed = _observed(ctx)
-    if observed is None or claim not in (None, MANAGER):
+    version = str((pool.get("metadata") or {}).get("resourceVersion") or "")
+    scaling = autoscaling_of(pool)
+    if scaling.old_claim:
+        patch = _guarded({"metadata": {"annotations": {REPLICAS_MANAGED_BY: None}}}, version)
+        message = (
+            f"{REPLICAS_MANAGED_BY}: {OLD_CLAIM}, which CAPTF wrote itself, withdrawn: "
+            f"MachinePool {owner.name} spec.replicas is the size"
+        )
+        return PoolPatch(owner.name, patch, message, None)
+    observed = _observed(ctx) if scaling.enabled else None
+    if observed is None or (pool.get("spec") or {}).get("replicas") == observed:
         return None
-    if claim == MANAGER and (pool.get("spec") or {}).get("replicas") == observed:
-        return None
-    patch = _guarded(
-        {
-            "metadata": {"annotations": {ANN_REPLICAS_MANAGED_BY: MANAGER}},
-            "spec": {"replicas": observed},
-        },
-        version,
-    )
+    patch = _guarded({"spec": {"replicas": observed}}, version)
     message = f"the module observed {observed} replicas: MachinePool {owner.name} spec.replicas set"
     return PoolPatch(owner.name, patch, message, observed)
 
@@ -79,5 +74,5 @@ def _observed(ctx: Context) -> int | None:
 
 def _guarded(patch: Json, version: str) -> Json:
     if version:
-        patch["metadata"]["resourceVersion"] = version
+        patch.setdefault("metadata", {})["resourceVersion"] = version
     return patch

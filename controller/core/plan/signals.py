@@ -227,10 +227,14 @@ def mark_event(snap: Snapshot, mark: OwnerMark | None) -> tuple[Event, ...]:
 
 
 def sized_event(snap: Snapshot, sized: PoolPatch | None) -> tuple[Event, ...]:
-    """The Event of replicas written back to the MachinePool, once per write (its name
-    carries the resourceVersion the patch was guarded by)."""
-    if sized is None or sized.replicas is None:
+    """The Event of a write to the MachinePool: replicas written back, or CAPTF's old
+    claim withdrawn; once per write (its name carries the resourceVersion the patch was
+    guarded by)."""
+    if sized is None:
         return ()
-    version = str(sized.patch["metadata"].get("resourceVersion") or "")
+    version = str((sized.patch.get("metadata") or {}).get("resourceVersion") or "")
+    if sized.replicas is None:
+        name = f"{snap.name}.claim-withdrawn.{version}"[:253]
+        return (Event(name, "Normal", replicas.WITHDRAWN, sized.message),)
     name = f"{snap.name}.replicas.{sized.replicas}.{version}"[:253]
     return (Event(name, "Normal", replicas.WRITTEN, sized.message),)

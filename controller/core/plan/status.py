@@ -34,6 +34,7 @@ from controller.core.jobs.job import (
 )
 from controller.core.plan import signals
 from controller.core.plan.last_run import cloud_note, last_run_of
+from controller.core.plan.policy_status import policy_condition
 from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
 from controller.core.spec.refs import module_image
@@ -112,6 +113,9 @@ def conditions(ctx: Context, decision: Decision) -> list[Json]:
     drift = _drift_condition(ctx)
     if drift is not None:
         out.append(drift)
+    judged = policy_condition(ctx)
+    if judged is not None:
+        out.append(judged)
     return out
 
 

@@ -42,8 +42,9 @@ from controller.core.contract.outputs import (
 )
 from controller.core.contract.provisioned import provisioned
 from controller.core.contract.roles import Role
-from controller.core.contract.sources import AUTOSCALING_ACTIVE as AUTOSCALING
-from controller.core.contract.sources import autoscaling_of, dig, valid_endpoint
+from controller.core.contract.sizing import AUTOSCALING_ACTIVE as AUTOSCALING
+from controller.core.contract.sizing import condition_of
+from controller.core.contract.sources import dig, valid_endpoint
 from controller.core.decide.context import Context
 from controller.core.decide.contract_inputs import TooLarge, role_of, state_outputs
 from controller.core.jobs.job import inputs_hash_of, result
@@ -195,19 +196,13 @@ def _instances(outputs: PoolOutputs) -> list[Json] | None:
 
 
 def _autoscaling(ctx: Context) -> Json:
-    """AutoscalingActive: whether the pool's MachinePool hands its size to the module
-    (the cluster-autoscaler's min/max annotations, the `autoscaling` input). Never feeds
-    Ready."""
+    """AutoscalingActive: whether the cloud sizes the group (the user's
+    `replicas-managed-by` with the autoscaler's bounds, contract/sizing.py), else what
+    the size is. Never feeds Ready."""
     owner = owner_of(ctx.snap.obj)
     machine_pool = ctx.snap.related.get(owner) if owner is not None else None
-    scaling = autoscaling_of(machine_pool or {})
-    if scaling.enabled:
-        message = f"the module manages the group's size, between {scaling.min} and {scaling.max}"
-        return _cond(AUTOSCALING, "True", scaling.reason, message)
-    message = (
-        "the MachinePool's spec.replicas is the size (no valid autoscaler min/max annotations)"
-    )
-    return _cond(AUTOSCALING, "False", scaling.reason, message)
+    status, reason, message = condition_of(machine_pool or {})
+    return _cond(AUTOSCALING, status, reason, message)
 
 
 def _ready(ctx: Context, *, done: bool, healthy: bool) -> Json:

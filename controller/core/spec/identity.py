@@ -1,7 +1,7 @@
 """Whose credentials an object runs with, and whether its namespace may use them.
 
 An object names its credentials with spec.identityRef: kind Secret, a Secret in its own
-namespace (the single-team form; the deprecated spec.credentialsRef reads as this), or
+namespace (the single-team form; v1alpha1's spec.credentialsRef converts to this), or
 kind TerraformClusterIdentity, a cluster-scoped identity whose spec.secretRef names a
 Secret in another namespace and whose spec.allowedNamespaces says which namespaces may
 use it. A machine or pool without a reference inherits its TerraformCluster's.
@@ -31,14 +31,10 @@ class IdentityRef(NamedTuple):
 
 
 def own_identity_ref(spec: Json) -> IdentityRef | None:
-    """The reference the spec itself makes: spec.identityRef, else the deprecated
-    spec.credentialsRef as kind Secret. The API server refuses both set at once."""
+    """The reference the spec itself makes: spec.identityRef."""
     ref = spec.get("identityRef")
     if isinstance(ref, dict) and ref.get("name"):
         return IdentityRef(str(ref.get("kind") or IDENTITY), str(ref["name"]))
-    cred = spec.get("credentialsRef")
-    if isinstance(cred, dict) and cred.get("name"):
-        return IdentityRef(SECRET, str(cred["name"]))
     return None
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from controller.core.basics.names import SECRET_SIZE_LIMIT
+from controller.core.spec import inputs_secret
+from controller.core.spec.inputs_secret import InputsData, canonical_json
 from controller.core.spec.refs import (
     CONFIGMAP,
     ModuleImage,
@@ -34,14 +35,6 @@ from controller.core.spec.refs import (
     variable_sources,
 )
 from runtime.jsonobj import Json
-
-# The durable inputs Secret's keys besides `module.<file>` (read back by the runner).
-VARIABLES_KEY = "variables.json"
-CONTRACT_KEY = "contract.json"
-# With a module image source: its reference, in place of the `module.<file>` keys.
-IMAGE_KEY = "image"
-# With a module image source: the digest the Job ran, the pin (absent before any lookup).
-IMAGE_DIGEST_KEY = "image.digest"
 
 
 class InputsMissing(LookupError):
@@ -78,19 +71,20 @@ class Inputs:
     def hash8(self) -> str:
         return self.hash[:8]
 
+    def carried(self) -> InputsData:
+        """What the durable inputs Secret carries of these inputs (inputs_secret.py)."""
+        image = self.image
+        return InputsData(
+            module=self.module,
+            variables=self.variables,
+            contract=self.contract,
+            image=image.reference if image is not None else None,
+            digest=image.digest if image is not None else "",
+        )
+
     def secret_data(self) -> dict[str, bytes]:
-        """The durable inputs Secret's data: `module.<file>` per file (or `image`, the
-        module image's reference), `variables.json`, and `contract.json` when the object
-        plays a contract role."""
-        data = {f"module.{name}": text.encode() for name, text in self.module.items()}
-        if self.image is not None:
-            data[IMAGE_KEY] = self.image.reference.encode()
-            if self.image.digest:
-                data[IMAGE_DIGEST_KEY] = self.image.digest.encode()
-        data[VARIABLES_KEY] = canonical_json(self.variables)
-        if self.contract is not None:
-            data[CONTRACT_KEY] = canonical_json(self.contract)
-        return data
+        """The durable inputs Secret's values before base64, by key (inputs_secret.py)."""
+        return inputs_secret.encode(self.carried())
 
     def size(self) -> int:
         """Bytes of Secret data, as the API server counts them against its limit."""
@@ -98,10 +92,6 @@ class Inputs:
 
     def too_large(self) -> bool:
         return self.size() > SECRET_SIZE_LIMIT
-
-
-def canonical_json(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def inputs_hash(

@@ -15,7 +15,8 @@ Both pull the module image by the same digest, with the same pull policy and the
 pull Secrets, and a pull failure shows on the pod as a kubelet reports it (an image
 volume's on the runner container, the copy's on its init container), where
 controller/core/jobs/starting.py looks. The controller chooses the shape once, from its
-`--module-image-mount` flag and the API server's version (`mount_of`). Pure."""
+`--module-image-mount` flag and what the API server says of image volumes: whether a
+dry-run Job keeps one, else its version (`mount_of`). Pure."""
 
 from __future__ import annotations
 
@@ -60,11 +61,16 @@ def version_of(info: Json) -> tuple[int, int] | None:
     return int(major[1]), int(minor[1])
 
 
-def mount_of(flag: str, version: tuple[int, int] | None) -> str:
-    """The shape the Jobs use: the flag's, or for `auto` `volume` from v1.35 on and `copy`
-    before it (and when the version is unknown: `copy` works everywhere)."""
+def mount_of(flag: str, version: tuple[int, int] | None, kept: bool | None = None) -> str:
+    """The shape the Jobs use: the flag's, or for `auto` the API server's answer. `kept`:
+    whether it kept the image volume of a dry-run Job (None: not asked, or it refused);
+    an API server drops the fields of a feature turned off, whatever its version. Without
+    that answer, the version: `volume` from v1.35 on, `copy` before it and when the version
+    is unknown (`copy` works everywhere)."""
     if flag in (VOLUME, COPY):
         return flag
+    if kept is not None:
+        return VOLUME if kept else COPY
     return VOLUME if version is not None and version >= IMAGE_VOLUMES_BY_DEFAULT else COPY
 
 

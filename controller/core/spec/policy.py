@@ -13,6 +13,7 @@ from typing import Final
 from controller.core.basics.names import MIN_INTERVAL
 from controller.core.basics.timefmt import TimeFormatError, parse_duration
 from controller.core.spec.jobpod import PodPolicy, PodPolicyError, resolve
+from controller.core.spec.skew import skew_refusal
 from controller.core.spec.windows import Window, WindowError, parse_windows
 from runtime.jsonobj import Json
 
@@ -89,6 +90,9 @@ class Policy:
     health_interval: float | None = None
     # spec.membership.interval: a pool's members re-read (None: off).
     membership_interval: float | None = None
+    # spec.health.unhealthyThreshold as written; None: the cluster's, else the default
+    # (controller/core/decide/remediation.py, `threshold`).
+    unhealthy_threshold: int | None = None
     adopt_retained_state: bool = False  # spec.adoptRetainedState
     # How the runner pod is shaped (resources, scheduling, security contexts, extra env):
     # never an input, so changing it re-applies nothing.
@@ -165,6 +169,9 @@ def _runner(jobs: Json, runner: RunnerPolicy) -> str | None:
             f"spec.jobs.image {image!r} is not allowed by the controller's "
             f"--allowed-images={allowed}"
         )
+    too_far = skew_refusal(image)
+    if too_far is not None:
+        raise PolicyError(too_far)
     account = jobs.get("serviceAccountName")
     if account is None:
         return runner.default_account()
@@ -217,6 +224,7 @@ def read_policy(
         refresh_interval=_interval(spec, "refresh"),
         health_interval=_interval(spec, "health"),
         membership_interval=_interval(spec, "membership"),
+        unhealthy_threshold=read_unhealthy_threshold(spec),
         manual=mode == "Manual",
         allow_destructive=_bool(spec, "guard", "allowDestructive"),
         windows=windows,
@@ -226,6 +234,23 @@ def read_policy(
         adopt_retained_state=bool(adopt),
         pod=pod,
     )
+
+
+# spec.health.unhealthyThreshold: how many unhealthy readings in a row ask for remediation.
+THRESHOLD_RANGE: Final = (1, 100)
+
+
+def read_unhealthy_threshold(spec: Json) -> int | None:
+    """spec.health.unhealthyThreshold, an integer from 1 to 100; None when unset."""
+    value = _section(spec, "health").get("unhealthyThreshold")
+    if value is None:
+        return None
+    low, high = THRESHOLD_RANGE
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise PolicyError(
+            f"spec.health.unhealthyThreshold must be an integer from {low} to {high}, got {value!r}"
+        )
+    return value
 
 
 DELETION_POLICIES = ("Delete", "Retain")

@@ -135,23 +135,23 @@ def bootstrap_secret_of(owner: Json | None) -> str:
 
 def credentials_of(spec: Json) -> str:
     """The Secret in the object's namespace that the spec's own reference hands the
-    runner: spec.identityRef of kind Secret (or the deprecated spec.credentialsRef), or
-    for kind TerraformClusterIdentity the identity's mirror there. A machine or pool
-    without a reference inherits its cluster's (controller/core/spec/identity.py)."""
+    runner: spec.identityRef of kind Secret, or for kind TerraformClusterIdentity the
+    identity's mirror there. A machine or pool without a reference inherits its
+    cluster's (controller/core/spec/identity.py)."""
     ref = spec.get("identityRef")
     if isinstance(ref, dict) and ref.get("name"):
         name = str(ref["name"])
         return name if ref.get("kind") == SECRET else f"{IDENTITY_MIRROR_PREFIX}{name}"
-    return _name(spec.get("credentialsRef"))
+    return ""
 
 
 def local_credentials_of(spec: Json) -> str:
-    """The user's own Secret the spec names as credentials (kind Secret, or the deprecated
-    credentialsRef); "" for an identity or no reference."""
+    """The user's own Secret the spec names as credentials (kind Secret); "" for an
+    identity or no reference."""
     ref = spec.get("identityRef")
     if isinstance(ref, dict) and ref.get("name"):
         return str(ref["name"]) if ref.get("kind") == SECRET else ""
-    return _name(spec.get("credentialsRef"))
+    return ""
 
 
 def module_configmap(spec: Json) -> str:

@@ -9,6 +9,11 @@ argv. A container with `command` runs that command instead, except that a
 `command[0]` naming the entrypoint's program (`captf`) runs the local one; `args`
 follow as Kubernetes says.
 
+An entry may also name one tag of a repository (`captf:v0.1.0`): it wins over the
+repository's for that tag only, so one table runs two releases side by side, a
+release's image (`released`) being that release's source tree, under the same
+interpreter, on its PYTHONPATH (tests/e2e/test_upgrade_e2e.py runs v0.1.0 so).
+
 The default table has one entry: the runner image and the controller image are
 both this project's `captf`, run as this checkout's CLI under the node's own
 interpreter (so a virtualenv needs no PATH). An image not in the table does not
@@ -20,6 +25,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # This checkout's `captf` under the running interpreter.
 LOCAL_CAPTF: tuple[str, ...] = (sys.executable, "-m", "controller.cli.entry")
@@ -47,7 +53,13 @@ class ImageTable:
 
     def resolve(self, image: str) -> Image:
         repository = repository_of(image)
-        found = self.entries.get(repository) or self.entries.get(repository.rsplit("/", 1)[-1])
+        name = repository.rsplit("/", 1)[-1]
+        tag = tag_of(image)
+        found = (
+            (self.entries.get(f"{name}:{tag}") if tag else None)
+            or self.entries.get(repository)
+            or self.entries.get(name)
+        )
         if found is None:
             known = ", ".join(sorted(self.entries)) or "none"
             raise UnknownImage(f"image {image!r} is not in the node's image table ({known})")
@@ -70,6 +82,18 @@ def repository_of(image: str) -> str:
     if ":" in last[-1]:
         last[-1] = last[-1].split(":", 1)[0]
     return "/".join(last)
+
+
+def tag_of(image: str) -> str:
+    """`registry:5000/team/captf:dev@sha256:...` -> `dev`; "" without a tag."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else ""
+
+
+def released(tree: Path, captf_env: Mapping[str, str]) -> Image:
+    """The `captf` of the source tree `tree` (another release's, unpacked): its own code
+    first on the path, this interpreter and its installed dependencies."""
+    return Image("captf", LOCAL_CAPTF, {**captf_env, "PYTHONPATH": str(tree)})
 
 
 def default_images(captf_env: Mapping[str, str]) -> ImageTable:

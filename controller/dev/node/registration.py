@@ -36,6 +36,8 @@ RENEW_SECONDS = 10.0
 STATUS_SECONDS = 60.0
 # Where node heartbeats live, as the kubelet keeps them.
 NODE_LEASES = "kube-node-lease"
+# The process node's own kubelet version: it is no kubelet of any release. A stand-in
+# Node reports the version its machine asks for instead (Registration's `version`).
 NODE_VERSION = "v1.35.4-captf-process-node"
 # On a Node this node cordoned as it stopped: its next start lifts the cordon.
 CORDONED_BY_SHUTDOWN = "node.captf.io/cordoned-by-shutdown"
@@ -59,8 +61,11 @@ def node_object(name: str, host_ip: str) -> Json:
     }
 
 
-def node_status(old: Json, name: str, host_ip: str, now: datetime) -> Json:
-    """Ready, no pressure, capacity; lastTransitionTime kept while a status holds."""
+def node_status(
+    old: Json, name: str, host_ip: str, now: datetime, version: str = NODE_VERSION
+) -> Json:
+    """Ready, no pressure, capacity, `version` as the kubelet's; lastTransitionTime kept
+    while a status holds."""
     stamp = format_time(now)
     previous = {c.get("type"): c for c in old.get("conditions") or []}
     wanted = {
@@ -94,7 +99,7 @@ def node_status(old: Json, name: str, host_ip: str, now: datetime) -> Json:
         "capacity": resources,
         "allocatable": resources,
         "nodeInfo": {
-            "kubeletVersion": NODE_VERSION,
+            "kubeletVersion": version,
             "kubeProxyVersion": "",
             "containerRuntimeVersion": "process://local",
             "operatingSystem": "linux",
@@ -134,16 +139,20 @@ class Registration:
         *,
         wanted: Callable[[], bool] = lambda: True,
         body: Json | None = None,
+        version: str = NODE_VERSION,
     ) -> None:
         """`wanted`: whether the machine behind the Node still exists, asked when the
         Node is found deleted (default: always, as for the process node itself). `body`:
-        the Node as created, also when registered again (default: node_object's)."""
+        the Node as created, also when registered again (default: node_object's).
+        `version`: the kubelet version the status reports, fixed for the Node's life as a
+        kubelet binary's is."""
         self._transport = transport
         self._name = name
         self._host_ip = host_ip
         self._clock = clock
         self._wanted = wanted
         self._body = body or node_object(name, host_ip)
+        self._version = version
         self._node_path = resource_path(NODES, None, name)
         self._lease_path = resource_path(LEASES, NODE_LEASES, name)
         #: The Node's spec.unschedulable as last read (a drain cordons it).
@@ -221,7 +230,8 @@ class Registration:
 
     async def _write_status(self) -> None:
         node = await self._transport.request("GET", self._node_path)
-        status = node_status(node.get("status") or {}, self._name, self._host_ip, self._clock.now())
+        old = node.get("status") or {}
+        status = node_status(old, self._name, self._host_ip, self._clock.now(), self._version)
         # A merge patch without a resourceVersion: the node-lifecycle controller writes the
         # same object (taints), and our fields are ours alone.
         written = await self._transport.request(

@@ -49,14 +49,14 @@ async def test_listed_items_carry_their_kind() -> None:
     t = Answers(
         {
             path: {
-                "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
                 "items": [{"metadata": {"name": "a"}}],
             }
         }
     )
     [item] = await listed(t, api.OBJECTS[CLUSTER], CLUSTER, None, labelSelector="x")  # type: ignore[arg-type]
     assert item == {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": CLUSTER,
         "metadata": {"name": "a"},
     }

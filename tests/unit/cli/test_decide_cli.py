@@ -112,7 +112,7 @@ def test_an_identity_in_the_file_is_read_as_the_controller_reads_it(
 ) -> None:
     """The identity, its Secret (in its own namespace) and the Namespace's labels decide."""
     spec = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws"}}
-    obj = captf(spec={**spec, "credentialsRef": None})
+    obj = captf(spec={**spec})
     source = secret("aws", {"TOKEN": "t0ken-value"})
     source["metadata"]["namespace"] = "captf-system"
     identity = {
@@ -523,7 +523,7 @@ def test_dash_reads_the_snapshot_from_standard_input(tmp_path: Path) -> None:
 LOOSE = """\
 now: 2026-06-01T12:00:00Z
 objects:
-- apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+- apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
   kind: TerraformCluster
   metadata:
     name: c1
@@ -573,3 +573,20 @@ def test_a_loosely_written_file_reads_as_the_api_would_store_it(
     # The 30s interval is read as the 1m floor: the failed check (read as failed, not
     # running) is due again a minute after it, in 30 s.
     assert orjson.loads(out) == {"action": "idle", "after": 30.0}
+
+
+def test_a_v1alpha1_object_is_read_as_the_controller_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its credentialsRef is the identityRef of kind Secret the conversion webhook makes of
+    it: a missing Secret is waited for, as for a v1beta1 object naming it."""
+    spec = {"identityRef": None, "credentialsRef": {"name": "gone"}}
+    old = captf(spec=spec) | {"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1"}
+    new = captf(spec={"identityRef": {"kind": "Secret", "name": "gone"}})
+    answers = []
+    for obj in (old, new):
+        status, out, err = _decide(capsys, _write(tmp_path, _snapshot(obj, base_objects())))
+        assert (status, err) == (0, "")
+        answers.append(orjson.loads(out))
+    assert answers[0]["reason"] == "CredentialsNotReady"
+    assert answers[0] == answers[1]

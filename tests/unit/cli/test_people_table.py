@@ -415,3 +415,42 @@ def test_the_last_run_cell_names_the_cloud_signal_behind_a_cloud_error(
         shown = rows.row_of(captf(status=status), []).last_run
         assert shown is not None
         assert shown.get("signal") == last_run.get("signal")
+
+
+def test_wide_adds_the_newest_plans_changes_and_the_policy_verdict() -> None:
+    status = {
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "InputsChanged"},
+            {
+                "type": "PolicyCompliant",
+                "status": "False",
+                "reason": "PolicyDenied",
+                "message": "m",
+            },
+        ],
+        "next": {"op": "apply", "reason": "PolicyDenied", "at": ts(NOW + timedelta(seconds=600))},
+        "lastRun": {
+            "job": "c1-apply-00000001",
+            "op": "apply",
+            "result": "policy-denied",
+            "changes": {
+                "create": 2,
+                "update": 0,
+                "replace": 1,
+                "delete": 0,
+                "addresses": {"replace": ["terraform_data.group"]},
+            },
+        },
+    }
+    row = rows.row_of(captf(status=status), [])
+    text = table.render([row], NOW, wide=True)
+    header, line = text.splitlines()
+    assert header.split()[-2:] == ["CHANGES", "POLICY"]
+    assert line.split()[-5:] == ["+2", "~0", "-/+1", "-0", "PolicyDenied"]
+    assert "CHANGES" not in table.render([row], NOW)
+    shown = rows.to_json(row, NOW)
+    assert shown["changes"]["addresses"] == {"replace": ["terraform_data.group"]}
+    assert shown["policy"]["reason"] == "PolicyDenied"
+    # An object no run has planned for, and no policy judged.
+    bare = rows.row_of(captf(status={}), [])
+    assert table.render([bare], NOW, wide=True).splitlines()[1].split()[-2:] == ["-", "-"]

@@ -35,3 +35,36 @@ def test_more_changes_than_listed_say_so() -> None:
     assert lines[2:4] == ["Approved:     no", "Approved by:  -"]
     assert lines[-1] == "  (50 of 73 listed)"
     assert len(lines) == 7 + 50 + 1
+
+
+def test_the_plan_and_the_newest_run_show_their_changes_per_action() -> None:
+    from controller.cli.people.plan_show import newest_run
+
+    plan = approval("c1-apply-00000001")
+    plan["status"]["changes"] = {
+        "create": 3,
+        "update": 0,
+        "replace": 1,
+        "delete": 0,
+        "addresses": {"create": ["a", "b"], "replace": ["g"]},
+    }
+    lines = describe(plan)
+    assert "  create 3: a, b (and 1 more)" in lines
+    assert "  replace 1: g" in lines
+    obj = {
+        "status": {
+            "lastRun": {
+                "job": "c1-drift-1",
+                "op": "drift",
+                "result": "succeeded",
+                "changes": plan["status"]["changes"],
+            },
+            "conditions": [
+                {"type": "PolicyCompliant", "reason": "Compliant", "message": "no rule matched"}
+            ],
+        }
+    }
+    shown = newest_run("TerraformCluster/c1", obj)
+    assert shown[0] == "TerraformCluster/c1: newest run c1-drift-1 (drift succeeded)"
+    assert "Changes:      3 to create, 1 to replace" in shown
+    assert shown[-1] == "Policies:     Compliant: no rule matched"

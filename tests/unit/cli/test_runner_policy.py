@@ -23,7 +23,7 @@ TEAM = RunnerPolicy(
     [
         (DEFAULT, {"image": "captf:dev"}, "captf-runner"),
         (DEFAULT, {"image": "captf:dev", "serviceAccountName": "captf-runner"}, "captf-runner"),
-        (TEAM, {"image": "registry.example.com/captf:1.4.2"}, "captf-runner"),
+        (TEAM, {"image": "registry.example.com/captf:stable"}, "captf-runner"),
         (TEAM, {"image": "captf:dev", "serviceAccountName": "team-a"}, "team-a"),
         (OPEN, {"image": "anything:1", "serviceAccountName": "whoever"}, "whoever"),
         (OPEN, {"image": "anything:1"}, None),  # the namespace's default account
@@ -68,7 +68,7 @@ def test_refused_runners_name_the_flag(
 SNAPSHOT = """\
 now: 2026-06-01T12:00:00Z
 objects:
-- apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+- apiVersion: infrastructure.cluster.x-k8s.io/v1beta1
   kind: TerraformCluster
   metadata:
     name: c1
@@ -77,7 +77,7 @@ objects:
     ownerReferences: [{apiVersion: cluster.x-k8s.io/v1beta2, kind: Cluster, name: c1}]
   spec:
     source: {configMapRef: {name: mod}}
-    jobs: {image: registry.example.com/captf:1.4.2}
+    jobs: {image: registry.example.com/captf:stable}
 - apiVersion: cluster.x-k8s.io/v1beta2
   kind: Cluster
   metadata: {name: c1, namespace: ns}

@@ -1,9 +1,11 @@
-"""The clusterctl provider repository is generated from manifests/ and keeps clusterctl's
-conventions: the provider label on every object, one Namespace, a container named
-`manager`, variables prefixed with the provider's name."""
+"""The clusterctl provider repository: this checkout's release is generated from
+manifests/ and clusterctl/templates/, the same bytes every time, and keeps clusterctl's
+conventions (the provider label on every object, one Namespace, a container named
+`manager`, variables prefixed with the provider's name); v0.1.0 is kept as released."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 from pathlib import Path
@@ -32,8 +34,77 @@ CLUSTERCTL_VARIABLES = {
 NETWORK_VARIABLES = {"POD_CIDR", "SERVICE_CIDR"}
 
 
+# v0.1.0 as released (c42ebdd): `make chart` no longer writes it.
+V0_1_0 = dict(
+    line.split()[::-1]
+    for line in """
+9c7451c9f1fc76b184c485d14457f371e46a5f033e6247d8f30d6c4b1c84dfd3  cluster-template-clusterclass.yaml
+d8d7955b1b18f3dae41f14ae6ac1e56b64858d7cb8d5967d90794f9f855796f9  cluster-template-identity.yaml
+b83f8b75f0a2c0edc20eaa3b6fc3d4254ecc4b6c7cf274e398d5d1a9748c92ea  cluster-template.yaml
+c0aed70b00b2fe6e3eccddca4d883b6df26aa14be0661acb92fd703a18626197  clusterclass-terraform.yaml
+2a4bdd6a621801ddaf5530cb74ca188282d0b06bfce694154e0fc4385ba22a4c  infrastructure-components.yaml
+52e7db5281199e999272a931fd62010e9b47bd72e33ef20fe277fed5be48aa74  metadata.yaml
+""".strip().splitlines()
+)
+
+
+def _release_root(tmp: Path) -> Path:
+    """What a release is made of, copied: manifests, templates, the image recipe, and the
+    release directories beside it."""
+    for part in ("manifests", "clusterctl"):
+        shutil.copytree(ROOT / part, tmp / part)
+    shutil.copy(ROOT / clusterctl.RECIPE, tmp / clusterctl.RECIPE)
+    return tmp
+
+
 def test_the_checked_in_repository_is_what_the_manifests_generate() -> None:
     assert clusterctl.differences(ROOT) == [], "run `make chart` after changing manifests/"
+
+
+def test_v0_1_0_is_kept_as_released() -> None:
+    directory = ROOT / clusterctl.BASE / "v0.1.0"
+    found = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir()}
+    assert found == V0_1_0
+
+
+def test_a_release_is_the_same_bytes_twice(tmp_path: Path) -> None:
+    first, second = _release_root(tmp_path / "a"), _release_root(tmp_path / "b")
+    for root in (first, second):
+        clusterctl.write(root, "v0.9.1", "registry.example.com/captf")
+    made = [root / clusterctl.BASE / "v0.9.1" for root in (first, second)]
+    files = [{p.name: p.read_bytes() for p in d.iterdir()} for d in made]
+    assert files[0] == files[1]
+    assert set(files[0]) == {*clusterctl.HAND_WRITTEN, "infrastructure-components.yaml",
+                             "metadata.yaml", "Dockerfile", "checksums.txt"}  # fmt: skip
+    lines = files[0]["checksums.txt"].decode().splitlines()
+    sums = {name: digest for digest, name in (line.split("  ") for line in lines)}
+    assert sums == {
+        n: hashlib.sha256(b).hexdigest() for n, b in files[0].items() if n != "checksums.txt"
+    }
+    text = files[0]["infrastructure-components.yaml"].decode()
+    assert "image: registry.example.com/captf:v0.9.1" in text
+    assert "--allowed-images=${TERRAFORM_RUNNER_IMAGES:=registry.example.com/captf:v0.9.1}" in text
+    series = yaml.safe_load(files[0]["metadata.yaml"])["releaseSeries"]
+    assert [(s["major"], s["minor"]) for s in series] == [(0, 1), (0, 2), (0, 9)]
+
+
+def test_a_release_version_is_vX_Y_Z(tmp_path: Path) -> None:
+    with pytest.raises(clusterctl.ClusterctlError, match=r"is not vX\.Y\.Z"):
+        clusterctl.files(ROOT, "0.2.0")
+
+
+def test_the_image_recipe_pins_every_base_image_by_digest() -> None:
+    froms = [
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("FROM ")
+    ]
+    assert froms
+    for line in froms:
+        assert re.fullmatch(r"FROM [a-z0-9.:/-]+@sha256:[0-9a-f]{64}( AS [a-z]+)?", line), line
+
+
+def test_the_release_is_pyproject_s_version() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'version = "{clusterctl.VERSION[1:]}"' in text
 
 
 def test_every_component_carries_the_provider_label() -> None:
@@ -44,9 +115,9 @@ def test_every_component_carries_the_provider_label() -> None:
         assert labels["cluster.x-k8s.io/provider"] == "infrastructure-terraform", obj["kind"]
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["captf-system"]
     crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-    assert len(crds) == 8  # the three kinds, their templates, the identity, TerraformPlan
+    assert len(crds) == 9  # the three kinds, their templates, identity, plan, policy
     for crd in crds:
-        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1alpha1"
+        assert crd["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"] == "v1alpha1_v1beta1"
 
 
 def test_the_deployment_runs_one_container_named_manager() -> None:
@@ -56,8 +127,9 @@ def test_the_deployment_runs_one_container_named_manager() -> None:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["name"] == "manager"
     # clusterctl parses images as canonical references.
-    assert container["image"] == "docker.io/library/captf:dev"
-    assert "--allowed-images=${TERRAFORM_RUNNER_IMAGES:=captf:dev}" in container["args"]
+    assert container["image"] == f"ghcr.io/captf-io/captf:{clusterctl.VERSION}"
+    image = f"ghcr.io/captf-io/captf:{clusterctl.VERSION}"
+    assert f"--allowed-images=${{TERRAFORM_RUNNER_IMAGES:={image}}}" in container["args"]
 
 
 def test_component_variables_are_prefixed_with_the_provider_name() -> None:
@@ -100,7 +172,10 @@ def test_metadata_maps_the_release_series_to_contract_v1beta2() -> None:
     metadata = yaml.safe_load((REPOSITORY / clusterctl.METADATA).read_text())
     assert metadata["apiVersion"] == "clusterctl.cluster.x-k8s.io/v1alpha3"
     assert metadata["kind"] == "Metadata"
-    assert metadata["releaseSeries"] == [{"major": 0, "minor": 1, "contract": "v1beta2"}]
+    assert metadata["releaseSeries"] == [
+        {"major": 0, "minor": 1, "contract": "v1beta2"},
+        {"major": 0, "minor": 2, "contract": "v1beta2"},
+    ]
 
 
 def test_canonical_image_names() -> None:
@@ -112,7 +187,7 @@ def test_canonical_image_names() -> None:
 
 
 def test_a_manifest_change_the_repository_cannot_follow_fails_loudly(tmp_path: Path) -> None:
-    shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
+    _release_root(tmp_path)
     deployment = tmp_path / "manifests" / "deployment.yaml"
     deployment.write_text(deployment.read_text().replace("- --log-format=json\n", ""))
     with pytest.raises(clusterctl.ClusterctlError, match="--log-format"):
@@ -123,17 +198,15 @@ def test_a_manifest_change_the_repository_cannot_follow_fails_loudly(tmp_path: P
 
 
 def test_a_stale_repository_is_reported(tmp_path: Path) -> None:
-    shutil.copytree(ROOT / "manifests", tmp_path / "manifests")
-    clusterctl.write(tmp_path)
+    _release_root(tmp_path)
     repository = tmp_path / clusterctl.REPOSITORY
-    for name in clusterctl.HAND_WRITTEN:
-        shutil.copy(REPOSITORY / name, repository / name)
     assert clusterctl.differences(tmp_path) == []
     rbac = tmp_path / "manifests" / "rbac.yaml"
     rbac.write_text(rbac.read_text().replace("verbs: [create]", "verbs: [create, patch]"))
     (repository / "cluster-template-old.yaml").write_text("")
     assert clusterctl.differences(tmp_path) == [
         clusterctl.COMPONENTS,
+        clusterctl.CHECKSUMS,
         "cluster-template-old.yaml",
     ]
 
@@ -243,3 +316,47 @@ def test_our_admission_accepts_every_generated_object(name: str) -> None:
     assert ours
     for doc in ours:
         assert spec_refusals(doc["kind"], doc) == [], (name, doc["kind"])
+
+
+TIMEOUTS = {
+    "nodeStartupTimeoutSeconds": "${TERRAFORM_NODE_STARTUP_TIMEOUT_SECONDS:=600}",
+    "unhealthyNodeConditions": [
+        {
+            "type": "Ready",
+            "status": status,
+            "timeoutSeconds": "${TERRAFORM_NODE_UNHEALTHY_TIMEOUT_SECONDS:=300}",
+        }
+        for status in ("Unknown", "False")
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "name", ["cluster-template.yaml", "cluster-template-identity.yaml", "cluster-template-aws.yaml"]
+)
+def test_the_templates_ship_a_machinehealthcheck_for_workers_and_control_plane(name: str) -> None:
+    """CAPTF's remediation mark does nothing without a MachineHealthCheck selecting the
+    Machine: the workers and the control plane each get one, their timeouts variables."""
+    docs = _docs(name)
+    checks = {d["metadata"]["name"]: d for d in docs if d["kind"] == "MachineHealthCheck"}
+    [deployment] = [d for d in docs if d["kind"] == "MachineDeployment"]
+    workers = checks[deployment["metadata"]["name"]]["spec"]
+    assert workers["clusterName"] == "${CLUSTER_NAME}"
+    label = "cluster.x-k8s.io/deployment-name"
+    assert workers["selector"] == {"matchLabels": {label: deployment["metadata"]["name"]}}
+    control = checks["${CLUSTER_NAME}-control-plane"]["spec"]
+    assert control["selector"] == {"matchLabels": {"cluster.x-k8s.io/control-plane": ""}}
+    for spec in (workers, control):
+        assert spec["checks"] == TIMEOUTS
+    substituted = [d for d in _substituted(name) if d["kind"] == "MachineHealthCheck"]
+    assert [d["spec"]["checks"]["nodeStartupTimeoutSeconds"] for d in substituted] == [600, 600]
+
+
+def test_the_class_gives_the_control_plane_and_every_worker_class_a_health_check() -> None:
+    spec = _class()["spec"]
+    assert spec["controlPlane"]["healthCheck"] == {"checks": TIMEOUTS}
+    for worker in spec["workers"]["machineDeployments"]:
+        assert worker["healthCheck"] == {"checks": TIMEOUTS}, worker["class"]
+    header = (REPOSITORY / "clusterclass-terraform.yaml").read_text().split("apiVersion:")[0]
+    for variable in VARIABLE.findall(str(TIMEOUTS)):
+        assert f"#   {variable} " in header, variable

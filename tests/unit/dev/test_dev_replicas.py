@@ -195,3 +195,10 @@ def test_the_local_webhooks_call_loopback_with_their_own_certificate() -> None:
     # Apart, so that the node rewrites the mounted path.
     at = container["args"].index("--webhook-cert-dir")
     assert container["args"][at + 1] == "/etc/captf/webhook"
+    # The CRDs convert through the same port and certificate, with no cert-manager.
+    crds = [o for o in fitted if o["kind"] == "CustomResourceDefinition"]
+    assert crds
+    for crd in crds:
+        config = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert config == {"url": "https://127.0.0.1:4343/convert", "caBundle": ca}
+        assert "cert-manager.io/inject-ca-from" not in crd["metadata"].get("annotations", {})

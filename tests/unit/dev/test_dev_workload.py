@@ -13,6 +13,7 @@ import pytest
 
 from controller.cli.main import main
 from controller.dev import workload
+from controller.dev.node import registration
 from controller.dev.phases import lines_of
 from controller.dev.timeline import Timeline
 from runtime.clock import SteppedClock
@@ -174,3 +175,49 @@ def test_make_run_refuses_bad_modules_in_one_line_before_starting_anything(
     assert out == ""
     assert err.count("\n") == 1
     assert err.startswith("captf dev run: --modules: ")
+
+
+def test_the_version_a_machine_or_a_pool_asks_its_machines_to_run() -> None:
+    machine = {"kind": "Machine", "spec": {"version": "v1.35.0", "providerID": "a://1"}}
+    pool = {"kind": "MachinePool", "spec": {"template": {"spec": {"version": "v1.34.2"}}}}
+    assert workload.asked_version(machine) == "v1.35.0"
+    assert workload.asked_version(pool) == "v1.34.2"
+    assert workload.asked_version(_machine("Running", "a://1")) == ""
+    assert workload.asked_version({"kind": "MachinePool", "spec": {}}) == ""
+
+
+def test_a_node_reports_the_kubelet_version_it_is_given() -> None:
+    now = datetime(2026, 6, 1, 2, 0, 0, tzinfo=UTC)
+    stand_in = registration.node_status({}, "n", "127.0.0.1", now, "v1.35.0")
+    assert stand_in["nodeInfo"]["kubeletVersion"] == "v1.35.0"
+    # The process node's own Node keeps its own.
+    own = registration.node_status({}, "n", "127.0.0.1", now)
+    assert own["nodeInfo"]["kubeletVersion"] == registration.NODE_VERSION
+
+
+def _cluster(available: str | None, reason: str = "") -> Json:
+    conditions = [{"type": "Available", "status": available, "reason": reason}]
+    return {"kind": "Cluster", "status": {"conditions": conditions if available else []}}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "lines"),
+    [
+        (None, _cluster("False", "NotAvailable"), []),
+        (_cluster("False", "NotAvailable"), _cluster("Unknown", "AvailableUnknown"), []),
+        (_cluster("False", "NotAvailable"), _cluster("True", "Available"), ["Available True"]),
+        (None, _cluster("True", "Available"), ["Available True"]),
+        (_cluster("True", "Available"), _cluster("True", "Available"), []),
+        (
+            _cluster("True", "Available"),
+            _cluster("False", "NotAvailable"),
+            ["Available False (NotAvailable)"],
+        ),
+    ],
+)
+def test_a_cluster_s_availability_reads_when_it_becomes_true_and_when_it_stops(
+    before: Json | None, after: Json, lines: list[str]
+) -> None:
+    assert lines_of(before, after) == lines
+    # A Machine's Available condition is not the timeline's to print.
+    assert lines_of(None, after | {"kind": "Machine"}) == []

@@ -172,6 +172,7 @@ def test_the_install_renders_in_apply_order_with_the_image_set() -> None:
             None,
         ),
         ("CustomResourceDefinition", "terraformplans.infrastructure.cluster.x-k8s.io", None),
+        ("CustomResourceDefinition", "terraformpolicies.infrastructure.cluster.x-k8s.io", None),
         ("ServiceAccount", "captf-controller", "captf-system"),
         ("ClusterRole", "captf-controller", None),
         ("ClusterRoleBinding", "captf-controller", None),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controller.dev.node.images import (
@@ -10,6 +12,7 @@ from controller.dev.node.images import (
     ImageTable,
     UnknownImage,
     default_images,
+    released,
     repository_of,
 )
 
@@ -72,3 +75,18 @@ def test_a_table_of_its_own_maps_other_images() -> None:
     ]
     with pytest.raises(UnknownImage):
         table.resolve("captf:dev")
+
+
+def test_a_tagged_entry_runs_that_release_and_only_for_its_tag(tmp_path: Path) -> None:
+    env = {"CAPTF_TOFU": "/opt/tofu"}
+    table = ImageTable({**TABLE.entries, "captf:v0.1.0": released(tmp_path, env)})
+    for image in (
+        "captf:v0.1.0",
+        "docker.io/library/captf:v0.1.0",
+        "r:5000/x/captf:v0.1.0@sha256:0",
+    ):
+        old = table.resolve(image)
+        assert old.env == {**env, "PYTHONPATH": str(tmp_path)}
+        assert old.argv == LOCAL_CAPTF
+    for image in ("captf:v0.2.0", "ghcr.io/captf-io/captf:v0.2.0", "captf:dev", "captf"):
+        assert "PYTHONPATH" not in table.resolve(image).env

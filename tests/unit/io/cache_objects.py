@@ -55,7 +55,7 @@ def meta(name: str, rv: int = 1, **extra: Any) -> Json:
 
 def captf(kind: str, name: str, rv: int = 1, *, spec: Json | None = None, **extra: Any) -> Json:
     return {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": kind,
         "metadata": meta(name, rv, **extra),
         "spec": spec or {},

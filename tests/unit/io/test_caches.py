@@ -167,7 +167,7 @@ def populated(bystanders: int) -> tuple[Caches, Json]:
     caches.secret_data.metadata = caches.secrets.store
     caches.configmap_data.metadata = caches.configmaps.store
     spec = {
-        "credentialsRef": {"name": "creds"},
+        "identityRef": {"kind": "Secret", "name": "creds"},
         "source": {"configMapRef": {"name": "mod"}},
         "dependsOn": [{"kind": CLUSTER, "name": "dep"}],
     }
@@ -182,7 +182,7 @@ def populated(bystanders: int) -> tuple[Caches, Json]:
     for name in ("creds", "c-state", "c-inputs-1"):
         caches.secrets.store.upsert(secret(name, labels={LABEL_NAME: "c", LABEL_KIND: CLUSTER}))
     for i in range(bystanders):
-        other = captf(CLUSTER, f"o{i}", spec={"credentialsRef": {"name": f"s{i}"}})
+        other = captf(CLUSTER, f"o{i}", spec={"identityRef": {"kind": "Secret", "name": f"s{i}"}})
         caches.objects[CLUSTER].store.upsert(other)
         caches.jobs.store.upsert(job_fields(job(other, f"o{i}-apply-1")))
         caches.secrets.store.upsert(secret(f"s{i}"))

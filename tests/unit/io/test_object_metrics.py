@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from controller.core import OwnerMark
 from controller.core.basics.names import (
     DATA_BYTES,
     LABEL_KIND,
@@ -262,6 +263,28 @@ def test_pass_counters(
     passes.lease_busy(obj("m1"))
     busy = base | {"reason": object_metrics.LEASE_BUSY}
     assert registry.get_sample_value("captf_lease_waits_total", busy) == 1.0
+
+
+def _mark(reason: str, reading: str) -> OwnerMark:
+    return OwnerMark("m1", {"metadata": {"annotations": {}}}, reason, "", reading)
+
+
+def test_remediation_marks_are_counted_once_per_deciding_reading() -> None:
+    """captf_remediation_requests_total: a pass replayed before the cache shows the mark
+    patches it again, and counts nothing more; the next reading's withdrawal counts."""
+    registry = CollectorRegistry()
+    passes = PassMetrics(registry)
+    base = {"namespace": NS, "kind": "TerraformMachine"}
+    requested = base | {"reason": "RemediationRequested"}
+    withdrawn = base | {"reason": "RemediationWithdrawn"}
+    assert registry.get_sample_value("captf_remediation_requests_total", requested) is None
+    passes.marked(obj("m1"), _mark("RemediationRequested", "m1-refresh-00000003"))
+    passes.marked(obj("m1"), _mark("RemediationRequested", "m1-refresh-00000003"))
+    assert registry.get_sample_value("captf_remediation_requests_total", requested) == 1.0
+    passes.marked(obj("m1"), _mark("RemediationWithdrawn", "m1-refresh-00000004"))
+    passes.marked(obj("m1"), _mark("RemediationRequested", "m1-refresh-00000006"))
+    assert registry.get_sample_value("captf_remediation_requests_total", requested) == 2.0
+    assert registry.get_sample_value("captf_remediation_requests_total", withdrawn) == 1.0
 
 
 @pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 1000, 1024 * 1024])

@@ -97,7 +97,7 @@ def test_a_cached_job_drops_what_no_rule_reads() -> None:
     }
     meta["ownerReferences"] = [
         {
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
             "kind": CLUSTER,
             "name": "c",
             "uid": owner["metadata"]["uid"],

@@ -132,7 +132,7 @@ def test_the_objects_own_status_write_does_not_wake_it(caches: Caches, woken: li
 def test_a_secret_wakes_the_objects_that_read_it_and_its_owner_only(
     caches: Caches, woken: list[str]
 ) -> None:
-    reader = captf(CLUSTER, "reader", spec={"credentialsRef": {"name": "creds"}})
+    reader = captf(CLUSTER, "reader", spec={"identityRef": {"kind": "Secret", "name": "creds"}})
     owner = captf(POOL, "owner", labels={LABEL_CLUSTER_NAME: "reader"})
     bystander = captf(CLUSTER, "bystander")
     for obj in (reader, owner, bystander):
@@ -257,6 +257,38 @@ def test_a_freed_run_slot_wakes_the_two_longest_waiting_and_an_operation_only_op
     assert woken == [f"{CLUSTER}/{NS}/op"]
 
 
+@pytest.mark.parametrize(
+    ("changes", "woken_names"),
+    [
+        # Changes wait: they are woken, not the background Jobs that waited longer.
+        (["c1", "c2"], ["c1", "c2"]),
+        # One change waits: it, and the background Job that waited longest.
+        (["c1"], ["b0", "c1"]),
+        # None: the two background Jobs that waited longest (issue 39).
+        ([], ["b0", "b1"]),
+    ],
+)
+def test_a_freed_run_slot_wakes_waiting_changes_before_background(
+    caches: Caches, woken: list[str], changes: list[str], woken_names: list[str]
+) -> None:
+    for i in range(3):
+        obj = _waiting_since(f"b{i}", "WaitingForBackgroundBudget", f"2026-06-01T12:00:0{i}Z")
+        caches.objects[CLUSTER].store.upsert(obj)
+    for i, name in enumerate(changes):
+        obj = _waiting_since(name, "WaitingForRunLease", f"2026-06-01T12:00:5{i}Z")
+        caches.objects[CLUSTER].store.upsert(obj)
+    held, freed = _freed("captf-run-slot-3", {LABEL_SCOPE: SCOPE_RUN_SLOT})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert sorted(woken) == [f"{CLUSTER}/{NS}/{name}" for name in woken_names]
+    woken.clear()
+    # An operation Lease wakes none of them: they wait for a slot or a budget.
+    held, freed = _freed("captf-op-terraformcluster-c", {})
+    caches.leases.store.upsert(held)
+    deliver(caches.leases, "MODIFIED", freed)
+    assert woken == []
+
+
 # --- Identities -----------------------------------------------------------------------------
 
 ON_AWS: Json = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws"}}
@@ -264,7 +296,7 @@ ON_AWS: Json = {"identityRef": {"kind": "TerraformClusterIdentity", "name": "aws
 
 def _identity(rv: int = 1, allowed: Json | None = None, status: Json | None = None) -> Json:
     found: Json = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformClusterIdentity",
         "metadata": {"name": "aws", "resourceVersion": str(rv)},
         "spec": {
@@ -285,7 +317,7 @@ def users(caches: Caches) -> list[Json]:
     owner = {"apiVersion": CAPI_API_VERSION, "kind": CAPI_CLUSTER, "name": "c1", "uid": "u"}
     cluster = captf(CLUSTER, "c1", spec=ON_AWS, ownerReferences=[owner])
     member = captf(POOL, "p1", labels={LABEL_CLUSTER_NAME: "c1"})
-    bystander = captf(CLUSTER, "other", spec={"credentialsRef": {"name": "creds"}})
+    bystander = captf(CLUSTER, "other", spec={"identityRef": {"kind": "Secret", "name": "creds"}})
     for obj in (cluster, member, bystander):
         caches.objects[obj["kind"]].store.upsert(obj)
     return [cluster, member]
@@ -347,7 +379,11 @@ def test_an_object_wakes_the_identity_it_starts_or_stops_naming(
     deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 2, spec={**ON_AWS, "x": 1}))
     assert woken == [f"{CLUSTER}/{NS}/c1"]
     woken.clear()
-    deliver(informer, "MODIFIED", captf(CLUSTER, "c1", 3, spec={"credentialsRef": {"name": "c"}}))
+    deliver(
+        informer,
+        "MODIFIED",
+        captf(CLUSTER, "c1", 3, spec={"identityRef": {"kind": "Secret", "name": "c"}}),
+    )
     assert woken == [f"{CLUSTER}/{NS}/c1", IDENTITY_KEY]
 
 
@@ -433,3 +469,50 @@ def test_a_secret_captf_wrote_wakes_its_object_unless_its_job_still_runs(
     woken.clear()
     deliver(caches.secrets, "ADDED", secret("creds", labels={LABEL_NAME: "c"}))
     assert woken == [f"{CLUSTER}/{NS}/c"]  # not CAPTF's: wakes it whatever runs
+
+
+def _policy(rv: int, expression: str = "resource.type == 'x'") -> Json:
+    rule = {"name": "r", "action": "Deny", "expression": expression, "message": "m"}
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "TerraformPolicy",
+        "metadata": {"name": "p", "resourceVersion": str(rv)},
+        "spec": {"rules": [rule]},
+    }
+
+
+@pytest.fixture
+def denied(caches: Caches) -> list[Json]:
+    """An object waiting PolicyDenied, one waiting for a Lease, one idle."""
+    found = []
+    for name, reason in (("c1", "PolicyDenied"), ("c2", "WaitingForRunLease"), ("c3", "Idle")):
+        obj = captf(CLUSTER, name) | {"status": {"next": {"reason": reason}}}
+        caches.objects[CLUSTER].store.upsert(obj)
+        found.append(obj)
+    return found
+
+
+@pytest.mark.usefixtures("denied")
+def test_a_policy_change_wakes_only_the_objects_a_policy_denied(
+    caches: Caches, woken: list[str]
+) -> None:
+    deliver(caches.policies, "ADDED", _policy(1))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+    woken.clear()
+    deliver(caches.policies, "MODIFIED", _policy(2))  # metadata only: the set is the same
+    assert woken == []
+    deliver(caches.policies, "MODIFIED", _policy(3, "resource.type == 'y'"))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+    woken.clear()
+    deliver(caches.policies, "DELETED", _policy(3, "resource.type == 'y'"))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]
+
+
+@pytest.mark.usefixtures("denied")
+def test_a_namespace_label_change_wakes_its_denied_objects(
+    caches: Caches, woken: list[str]
+) -> None:
+    deliver(caches.namespaces, "ADDED", _namespace(1, {"team": "a"}))
+    woken.clear()
+    deliver(caches.namespaces, "MODIFIED", _namespace(2, {"team": "b"}))
+    assert woken == [f"{CLUSTER}/{NS}/c1"]

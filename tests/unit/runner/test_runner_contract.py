@@ -164,9 +164,19 @@ def test_other_failures_carry_no_error_kind() -> None:
     assert "error" not in json.loads(RunnerResult(outcome=Outcome.FAILURE).to_json())
 
 
+def _dumps(state: Json) -> bytes:
+    return json.dumps(state).encode()
+
+
+def _with_result(result: Json) -> Json:
+    return {"metadata": {"annotations": {ANN_RESULT: json.dumps(result)}}}
+
+
 def test_the_result_carries_the_contract_reading_of_the_state_left() -> None:
-    """What the schedule waits on (controller/core/jobs/readings.py): the outputs still null,
-    and the health's state; nothing for a kind outside the contract."""
+    """What the schedule and the remediation mark read (controller/core/jobs/readings.py):
+    the outputs still null, the health's state and its `healthy` (a running instance the
+    module calls unhealthy counts toward the mark); nothing for a kind outside the
+    contract."""
     state = {
         "version": 4,
         "serial": 3,
@@ -180,14 +190,23 @@ def test_the_result_carries_the_contract_reading_of_the_state_left() -> None:
     }
     data = json.dumps(state).encode()
     reading = contract_reading(data, MACHINE)
-    assert reading == {"pending": ["provider_id"], "health": "pending"}
+    assert reading == {"pending": ["provider_id"], "health": "pending", "healthy": False}
     ready = json.loads(data)
     ready["outputs"]["provider_id"]["value"] = "captf://demo/m-0"
     ready["outputs"]["health"]["value"] = {"state": "running", "healthy": True}
     assert contract_reading(json.dumps(ready).encode(), MACHINE) == {
         "pending": [],
         "health": "running",
+        "healthy": True,
     }
+    sick = json.loads(json.dumps(ready))
+    sick["outputs"]["health"]["value"] = {"state": "running", "healthy": False}
+    sick_reading = reading_of(_with_result({"contract": contract_reading(_dumps(sick), MACHINE)}))
+    assert sick_reading is not None
+    assert sick_reading.running_unhealthy
+    unset = json.loads(json.dumps(ready))
+    unset["outputs"]["health"]["value"] = None
+    assert contract_reading(_dumps(unset), MACHINE) == {"pending": ["health"], "health": None}
     assert contract_reading(data, "Job") is None
     reading_job = {"metadata": {"annotations": {ANN_RESULT: json.dumps({"contract": reading})}}}
     found = reading_of(reading_job)

@@ -327,6 +327,27 @@ async def test_no_drift(kube: FakeKube, tmp_path: Path) -> None:
     assert (result.outcome, result.drift) == (Outcome.SUCCESS, False)
 
 
+async def test_a_drift_check_without_drift_reports_what_it_read(
+    kube: FakeKube, tmp_path: Path
+) -> None:
+    """A plan that found no drift read every resource afresh: its outputs are a reading,
+    as a refresh's are (issue 39: it answers a machine's health re-read). A plan with
+    changes reports none: what it plans is not what is there."""
+    with_state(kube, 4)
+    outputs = {"endpoint": {"value": {"host": "h", "port": 6443}}, "health": {"value": None}}
+    still = ScriptedTofu(tmp_path, plan={"planned_values": {"outputs": outputs}})
+    result = await execute(environ("drift"), kube, still, tmp_path)
+    assert (result.outcome, result.drift) == (Outcome.SUCCESS, False)
+    assert result.contract is not None
+    assert "endpoint" not in result.contract["pending"]  # type: ignore[operator]
+    drifted = ScriptedTofu(
+        tmp_path,
+        plan=plan_json(("local_file.f", ["update"])) | {"planned_values": {"outputs": outputs}},
+    )
+    result = await execute(environ("drift"), kube, drifted, tmp_path)
+    assert (result.drift, result.contract) == (True, None)
+
+
 async def test_failed_drift_check_is_a_failure(kube: FakeKube, tmp_path: Path) -> None:
     tofu = ScriptedTofu(tmp_path, codes={"plan": 1})
     result = await execute(environ("drift"), kube, tofu, tmp_path)

@@ -58,7 +58,7 @@ async def test_every_output_goes_to_the_secret_and_only_names_to_the_result(
     meta = kube.secrets["c-outputs"]["metadata"]
     assert meta["labels"] == {"captf.io/outputs-of": "c", "captf.io/managed-by": "captf"}
     assert meta["ownerReferences"][0] | {} == {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "name": "c",
         "uid": "uid-c",

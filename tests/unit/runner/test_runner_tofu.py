@@ -9,6 +9,8 @@ import stat
 import sys
 from pathlib import Path
 
+from controller.core.basics.cut import VALUE_BYTES
+from controller.core.basics.redact import redactor
 from controller.runner.tofu import STDERR_TAIL, TofuRunner
 
 SCRIPT = """\
@@ -19,6 +21,10 @@ if args[0] == "env":
 elif args[0] == "noisy":
     sys.stderr.write("x" * 20000 + "\\nError: the end\\n")
     sys.exit(3)
+elif args[0] == "huge":
+    value = "v" * (10 << 20)
+    print(f'  ~ content = "{value}" -> "{value}"', flush=True)
+    print("Apply complete!")
 elif args[0] == "wait":
     got = []
     signal.signal(signal.SIGTERM, lambda *_: got.append(1))
@@ -74,6 +80,23 @@ async def test_stderr_tail_is_bounded_and_keeps_the_end(tmp_path: Path) -> None:
     assert ex.code == 3
     assert ex.stderr.endswith("Error: the end\n")
     assert len(ex.stderr) < STDERR_TAIL + 65536
+
+
+async def test_a_huge_value_is_cut_in_the_log(tmp_path: Path) -> None:
+    log = io.BytesIO()
+    runner = TofuRunner(
+        fake_tofu(tmp_path), str(tmp_path), log=log, redactor=redactor(["hunter22"])
+    )
+    ex = await runner.run("huge")
+    assert ex.code == 0
+    printed = log.getvalue()
+    assert len(printed) < 10_000  # of 20 MiB
+    kept = "v" * VALUE_BYTES
+    cut = (10 << 20) - VALUE_BYTES
+    assert f'~ content = "{kept}... ({cut} bytes cut)" -> "{kept}... ({cut} bytes cut)"' in (
+        printed.decode()
+    )
+    assert printed.endswith(b"Apply complete!\n")
 
 
 async def test_missing_binary_is_an_exit_not_an_exception(tmp_path: Path) -> None:

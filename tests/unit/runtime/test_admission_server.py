@@ -1,6 +1,7 @@
 """The AdmissionReview server over real HTTPS: answers carry the request's uid, a refusal
 its code and message, a patch in base64 JSON; a body that is no review is a 400 and a
-review that raises is a 500 (the API server then applies the failurePolicy)."""
+review that raises is a 500 (the API server then applies the failurePolicy). A
+ConversionReview beside them is answered whole: every object converted, or a Failure."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from runtime import admission
 from runtime.admission import ALLOW, AdmissionServer, Answer
 from runtime.certs import self_signed
+from runtime.conversion import Refused
 from runtime.jsonobj import Json
 
 NO_VERIFY = ssl.create_default_context()
@@ -116,3 +118,45 @@ async def test_a_renewed_certificate_is_served_without_a_restart(
                 if await _served_certificate(server.port) == new:
                     break
                 await anyio.sleep(0.05)
+
+
+def _upper(obj: Json, api_version: str) -> Json:
+    if obj.get("refuse"):
+        raise Refused("cannot convert that one")
+    return obj | {"apiVersion": api_version, "name": str(obj.get("name", "")).upper()}
+
+
+def _conversion(*objects: Json, uid: str = "c1") -> Json:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": uid, "desiredAPIVersion": "g/v2", "objects": list(objects)},
+    }
+
+
+async def test_a_conversion_review_converts_every_object_or_fails_whole() -> None:
+    async with AdmissionServer(
+        {}, address="127.0.0.1:0", conversions={"/convert": _upper}
+    ) as server:
+        status, body = await _post(
+            server.port, "/convert", _conversion({"name": "a"}, {"name": "b"})
+        )
+        assert status == 200
+        assert body is not None
+        assert body["kind"] == "ConversionReview"
+        assert body["response"]["uid"] == "c1"
+        assert body["response"]["result"] == {"status": "Success"}
+        assert body["response"]["convertedObjects"] == [
+            {"name": "A", "apiVersion": "g/v2"},
+            {"name": "B", "apiVersion": "g/v2"},
+        ]
+        _, body = await _post(server.port, "/convert", _conversion({"name": "a"}, {"refuse": 1}))
+        assert body is not None
+        assert body["response"]["result"] == {
+            "status": "Failure",
+            "message": "cannot convert that one",
+        }
+        assert body["response"]["convertedObjects"] == []
+        for malformed in ({}, {"request": {"uid": "x"}}, {"request": {"uid": "x", "objects": []}}):
+            status, _ = await _post(server.port, "/convert", malformed)
+            assert status == 400

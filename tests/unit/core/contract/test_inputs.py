@@ -7,8 +7,10 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from controller.core.contract import inputs, sources
+from controller.core.contract import inputs, sizing, sources
 from controller.core.contract.roles import Role, contract_of
 from controller.core.contract.sources import BootstrapDataInvalid, bootstrap_of
 from runtime.jsonobj import Json
@@ -267,34 +269,8 @@ def _pool(replicas: int | None = 3, annotations: dict[str, str] | None = None) -
     }
 
 
-@pytest.mark.parametrize(
-    ("annotations", "expected", "reason"),
-    [
-        ({}, {"enabled": False, "min": 0, "max": 0}, "AutoscalingDisabled"),
-        ({MIN: "1", MAX: "5"}, {"enabled": True, "min": 1, "max": 5}, "AutoscalingActive"),
-        ({MIN: "0", MAX: "0"}, {"enabled": True, "min": 0, "max": 0}, "AutoscalingActive"),
-        ({MIN: "1"}, {"enabled": False, "min": 0, "max": 0}, "AutoscalingAnnotationsInvalid"),
-        (
-            {MIN: "6", MAX: "5"},
-            {"enabled": False, "min": 0, "max": 0},
-            "AutoscalingAnnotationsInvalid",
-        ),
-        (
-            {MIN: "-1", MAX: "5"},
-            {"enabled": False, "min": 0, "max": 0},
-            "AutoscalingAnnotationsInvalid",
-        ),
-        (
-            {MIN: "x", MAX: "5"},
-            {"enabled": False, "min": 0, "max": 0},
-            "AutoscalingAnnotationsInvalid",
-        ),
-    ],
-)
-def test_autoscaling(annotations: dict[str, str], expected: Json, reason: str) -> None:
-    got = sources.autoscaling_of(_pool(annotations=annotations))
-    assert got.as_input() == expected
-    assert got.reason == reason
+MANAGED = "cluster.x-k8s.io/replicas-managed-by"
+BOUNDS = {MIN: "1", MAX: "5"}
 
 
 @pytest.mark.parametrize(
@@ -304,10 +280,21 @@ def test_autoscaling(annotations: dict[str, str], expected: Json, reason: str) -
         (None, {}, None, 1),
         (0, {}, None, 0),
         (3, {}, 7, 3),  # fixed replicas: the spec is authoritative
-        (3, {MIN: "1", MAX: "5"}, None, 3),
-        (3, {MIN: "1", MAX: "5"}, 4, 4),
-        (3, {MIN: "1", MAX: "5"}, 9, 5),
-        (3, {MIN: "2", MAX: "5"}, 0, 2),
+        # Issue 37: the autoscaler's annotations alone leave spec.replicas the size (the
+        # cluster-autoscaler writes it through /scale), only bounded by them.
+        (4, BOUNDS, 2, 4),
+        (3, BOUNDS, None, 3),
+        (9, BOUNDS, 4, 5),
+        (0, {MIN: "2", MAX: "5"}, None, 2),
+        (0, {MIN: "0", MAX: "5"}, None, 0),  # scale from zero
+        (3, {MIN: "1"}, 4, 3),  # invalid bounds bound nothing
+        # The user's replicas-managed-by: the cloud sizes the group.
+        (3, BOUNDS | {MANAGED: "cloud"}, None, 3),
+        (3, BOUNDS | {MANAGED: "cloud"}, 4, 4),
+        (3, BOUNDS | {MANAGED: "cloud"}, 9, 5),
+        (3, {MIN: "2", MAX: "5", MANAGED: "cloud"}, 0, 2),
+        (3, BOUNDS | {MANAGED: "false"}, 4, 3),  # "false" is Cluster API's "not managed"
+        (3, {MANAGED: "cloud"}, 4, 3),  # no bounds to give the cloud: spec.replicas
     ],
 )
 def test_pool_replicas(
@@ -315,9 +302,35 @@ def test_pool_replicas(
 ) -> None:
     pool = _pool(replicas, annotations)
     got = inputs.pool_replicas(
-        pool=pool, autoscaling=sources.autoscaling_of(pool), observed=observed
+        pool=pool, autoscaling=sizing.autoscaling_of(pool), observed=observed
     )
     assert got == expected
+
+
+_SIZES = st.integers(min_value=0, max_value=20)
+_NOTE = st.one_of(st.none(), _SIZES.map(str), st.sampled_from(["", "x", "-1"]))
+_MANAGED_BY = st.one_of(st.none(), st.sampled_from(["cloud", "false", "", "captf"]))
+
+
+@given(spec=_SIZES, observed=st.one_of(st.none(), _SIZES), low=_NOTE, high=_NOTE, by=_MANAGED_BY)
+def test_the_observed_size_is_rendered_only_when_the_cloud_sizes_the_group(
+    spec: int, observed: int | None, low: str | None, high: str | None, by: str | None
+) -> None:
+    """Issue 37's invariant: without the user's replicas-managed-by (or without valid
+    bounds) the module's `replicas` is spec.replicas, held within valid bounds, whatever
+    was observed; the hash covers it exactly then."""
+    notes = {k: v for k, v in ((MIN, low), (MAX, high), (MANAGED, by)) if v is not None}
+    pool = _pool(spec, notes)
+    scaling = sizing.autoscaling_of(pool)
+    got = inputs.pool_replicas(pool=pool, autoscaling=scaling, observed=observed)
+    if scaling.bounded:
+        assert scaling.min <= got <= scaling.max
+    if not scaling.enabled:
+        assert got == scaling.clamp(spec)
+        assert got == inputs.pool_replicas(pool=pool, autoscaling=scaling, observed=None)
+    assert scaling.enabled == (by not in (None, "false") and scaling.bounded)
+    rendered = _pool_inputs(pool, observed)
+    assert ("replicas" in inputs.hashed_inputs(Role.MACHINEPOOL, rendered)) is not scaling.enabled
 
 
 def _pool_inputs(pool: Json, observed: int | None = None) -> Json:
@@ -351,11 +364,19 @@ def test_an_empty_pool_spec_renders_empty_collections() -> None:
     assert (got["failure_domains"], got["node_labels"], got["kubernetes_version"]) == ([], {}, None)
 
 
-def test_the_hash_leaves_out_replicas_only_while_autoscaling() -> None:
+def test_the_hash_leaves_out_replicas_only_while_the_cloud_sizes_the_group() -> None:
     fixed = _pool_inputs(_pool(2))
     assert inputs.hashed_inputs(Role.MACHINEPOOL, fixed) == fixed
-    scaled = _pool_inputs(_pool(2, {MIN: "1", MAX: "5"}), observed=4)
+    # Issue 37: under the autoscaler's annotations alone a change of spec.replicas (its
+    # /scale) is an apply.
+    bounded = [
+        inputs.hashed_inputs(Role.MACHINEPOOL, _pool_inputs(_pool(n, BOUNDS))) for n in (2, 4)
+    ]
+    assert [h["replicas"] for h in bounded] == [2, 4]
+    assert bounded[0] != bounded[1]
+    managed = BOUNDS | {MANAGED: "cloud"}
+    scaled = _pool_inputs(_pool(2, managed), observed=4)
     assert "replicas" not in inputs.hashed_inputs(Role.MACHINEPOOL, scaled)
-    assert inputs.hashed_inputs(
-        Role.MACHINEPOOL, _pool_inputs(_pool(2, {MIN: "1", MAX: "5"}), 3)
-    ) == (inputs.hashed_inputs(Role.MACHINEPOOL, scaled))
+    assert inputs.hashed_inputs(Role.MACHINEPOOL, _pool_inputs(_pool(2, managed), 3)) == (
+        inputs.hashed_inputs(Role.MACHINEPOOL, scaled)
+    )

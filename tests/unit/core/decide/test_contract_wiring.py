@@ -207,22 +207,39 @@ def test_the_hash_covers_the_contract_inputs_but_no_uid() -> None:
     assert read_spec(moved_snap, RunnerPolicy()).inputs == inputs
 
 
-def test_a_pool_under_autoscaling_hashes_without_replicas() -> None:
-    notes = {
-        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
-        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
-    }
-    hashes = []
-    for replicas in (2, 4):
-        owner = capi.machine_pool(annotations=notes)
-        obj = capi.owned(POOL, "tp1", owner=owner, status={"replicas": replicas})
-        others = [module_configmap("tp1", ROLE_MODULE), capi.bootstrap_secret("p1-bootstrap")]
-        inputs = read_spec(capi.snap_of(obj, others, [capi.cluster(), owner]), RunnerPolicy())
-        assert inputs.inputs is not None
-        assert inputs.inputs.contract is not None
-        assert inputs.inputs.contract["replicas"] == replicas
-        hashes.append(inputs.inputs.hash)
-    assert hashes[0] == hashes[1]
+def _pool_hash(notes: dict[str, str], *, spec: int, observed: int) -> tuple[int, str]:
+    """The rendered replicas and the inputs hash of a pool whose MachinePool says `spec`
+    and whose module last observed `observed`."""
+    owner = capi.machine_pool(annotations=notes, replicas=spec)
+    obj = capi.owned(POOL, "tp1", owner=owner, status={"replicas": observed})
+    others = [module_configmap("tp1", ROLE_MODULE), capi.bootstrap_secret("p1-bootstrap")]
+    inputs = read_spec(capi.snap_of(obj, others, [capi.cluster(), owner]), RunnerPolicy())
+    assert inputs.inputs is not None
+    assert inputs.inputs.contract is not None
+    return inputs.inputs.contract["replicas"], inputs.inputs.hash
+
+
+BOUNDS = {
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
+    "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+}
+
+
+def test_a_pool_whose_cloud_sizes_its_group_hashes_without_replicas() -> None:
+    notes = BOUNDS | {"cluster.x-k8s.io/replicas-managed-by": "cloud"}
+    found = [_pool_hash(notes, spec=2, observed=observed) for observed in (2, 4)]
+    assert [replicas for replicas, _ in found] == [2, 4]
+    assert found[0][1] == found[1][1]
+
+
+def test_a_pool_the_cluster_autoscaler_scales_applies_its_spec_replicas() -> None:
+    """Issue 37: the autoscaler's annotations alone; its /scale from 2 to 4 changes
+    spec.replicas, which is rendered and hashed: an apply. What the module last observed
+    (2) does not hold it back."""
+    before = _pool_hash(BOUNDS, spec=2, observed=2)
+    after = _pool_hash(BOUNDS, spec=4, observed=2)
+    assert (before[0], after[0]) == (2, 4)
+    assert before[1] != after[1]
 
 
 def test_the_durable_secret_holds_contract_json_and_its_payload_is_redacted() -> None:
@@ -231,8 +248,7 @@ def test_the_durable_secret_holds_contract_json_and_its_payload_is_redacted() ->
     assert inputs.contract is not None
     data = inputs.secret_data()
     assert orjson.loads(data["contract.json"]) == inputs.contract
-    texts = {k: v.decode() for k, v in data.items()}
-    assert inputs.contract["bootstrap_data"] in values(texts, [], None)
+    assert inputs.contract["bootstrap_data"] in values(inputs.carried(), [], None)
 
 
 def test_a_machine_once_applied_keeps_the_inputs_it_was_applied_with() -> None:

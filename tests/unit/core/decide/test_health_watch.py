@@ -181,3 +181,48 @@ def test_a_reading_that_is_not_definite_is_still_read_again(result: Json, reason
     )
     out = decided(_member(), _with_cluster(_applied(900), refreshed))
     assert (out.get("op"), out.get("reason")) == ("refresh", reason), out
+
+
+def _drift(seconds_ago: float, outcome: str = "succeeded", result: Json | None = None) -> Json:
+    return job(
+        "drift",
+        1,
+        outcome,
+        owner="m1",
+        kind=MACHINE,
+        finished=ago(seconds=seconds_ago),
+        result=result,
+    )
+
+
+@pytest.mark.parametrize(
+    ("others", "decision"),
+    [
+        # The drift check comes due within the next five minutes: it reads the health now,
+        # one Job where there were two (issue 39).
+        ([_applied(1700)], ("run", "drift", "HealthCheckDue")),
+        # Half an hour off: the re-read is a refresh of its own.
+        ([_applied(900)], ("run", "refresh", "HealthCheckDue")),
+        # A drift check that found no drift read the health: the watch counts from it.
+        ([_applied(1700), _drift(60, result={"drift": False, **DEFINITE})], ("idle", None, None)),
+        # One that found drift read nothing the watch counts; nor does a failed one, which
+        # backs off on its own while the health is read by a refresh.
+        (
+            [_applied(1700), _drift(60, result={"drift": True})],
+            ("run", "refresh", "HealthCheckDue"),
+        ),
+        ([_applied(3400), _drift(1700, "failed")], ("run", "refresh", "HealthCheckDue")),
+    ],
+)
+def test_a_drift_check_answers_the_health_re_read(
+    others: list[Json], decision: tuple[str, str | None, str | None]
+) -> None:
+    drifting = captf(MACHINE, "m1", spec={"drift": {"interval": "30m"}})
+    out = decided(drifting, _with_cluster(*others), at=NOW + timedelta(seconds=40))
+    assert (out["action"], out.get("op"), out.get("reason")) == decision, out
+    # With drift checks off, the health is always read by a refresh of its own.
+    if decision[1] == "drift":
+        assert (
+            decided(_member(), _with_cluster(*others), at=NOW + timedelta(seconds=40))["op"]
+            == "refresh"
+        )

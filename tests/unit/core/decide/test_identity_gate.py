@@ -23,7 +23,7 @@ from tests.builders import (
     state,
 )
 
-ON_AWS: Json = {"identityRef": {"kind": IDENTITY, "name": "aws"}, "credentialsRef": None}
+ON_AWS: Json = {"identityRef": {"kind": IDENTITY, "name": "aws"}}
 
 
 def identity(allowed: list[str], required: list[str] | None = None) -> Json:
@@ -107,7 +107,7 @@ def test_an_allowed_identity_s_job_gets_the_mirror_as_env_and_files() -> None:
 
 
 def test_a_machine_inherits_its_cluster_s_identity() -> None:
-    member = captf(MACHINE, "m1", spec={"credentialsRef": None})
+    member = captf(MACHINE, "m1", spec={"identityRef": None})
     cluster = captf(CLUSTER, "c1", spec=ON_AWS, ready=True)
     others = [*owners_of(member), cluster, module_configmap("m1"), *world(allowed=["team-b"])]
     snap = snapshot.build(member, others)
@@ -127,7 +127,7 @@ def test_no_secret_value_reaches_the_status_or_the_message() -> None:
 
 
 def test_the_kind_secret_form_keeps_the_older_wait() -> None:
-    spec = {"identityRef": {"kind": "Secret", "name": "mine"}, "credentialsRef": None}
+    spec = {"identityRef": {"kind": "Secret", "name": "mine"}}
     decision = decide(snapshot.build(captf(spec=spec), base_objects(applied=False)), NOW)
     assert isinstance(decision, Requeue)
     assert (decision.reason, decision.message) == (

@@ -220,8 +220,9 @@ def test_an_applied_machine_never_resolves_again_and_notes_a_moved_tag() -> None
     drift = pass_of(obj, due)
     assert drift.image_lookup is None
     assert isinstance(drift.decision, Run)
-    # Its apply's result carried no contract reading: the health watch reads it again.
-    assert (drift.decision.op, drift.decision.reason) == ("refresh", Reason.HEALTH_CHECK_DUE)
+    # Its apply's result carried no contract reading: the health watch reads it again, by
+    # its drift check, due as well (issue 39: one Job reads both).
+    assert (drift.decision.op, drift.decision.reason) == ("drift", Reason.HEALTH_CHECK_DUE)
     assert volume_of(drift) == f"reg.local/team/mod@{D1}"
     # Another object's lookup, in io's cache, shows the tag moved: noted, not used.
     seen = pass_of(obj, due, resolved(D2, MACHINE, asked=False))

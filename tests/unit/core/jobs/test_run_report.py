@@ -67,10 +67,11 @@ def test_the_runtime_version_is_a_version_or_nothing() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_crds_error_kinds_are_the_closed_set(kind: str) -> None:
     crd = yaml.safe_load((CRDS / f"infrastructure.cluster.x-k8s.io_{kind}.yaml").read_text())
-    [version] = crd["spec"]["versions"]
-    last_run = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["lastRun"]
-    assert set(last_run["properties"]["errorKind"]["enum"]) == ERROR_KINDS
-    assert last_run["properties"]["summary"]["maxLength"] == SUMMARY_LIMIT
+    for version in crd["spec"]["versions"]:
+        status = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+        last_run = status["properties"]["lastRun"]
+        assert set(last_run["properties"]["errorKind"]["enum"]) == ERROR_KINDS
+        assert last_run["properties"]["summary"]["maxLength"] == SUMMARY_LIMIT
 
 
 def _steps(*steps: tuple[str, int, float]) -> dict[str, object]:

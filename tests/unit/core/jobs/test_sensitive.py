@@ -19,6 +19,7 @@ from controller.core.jobs.sensitive import (
 )
 from controller.core.plan import jobspec
 from controller.core.spec import inputs as inputs_mod
+from controller.core.spec.inputs_secret import InputsData
 from controller.core.spec.policy import read_policy
 
 MODULE_TF = """
@@ -56,10 +57,8 @@ def test_unreadable_json_modules_declare_nothing(broken: str) -> None:
 
 
 def test_values_of_secret_and_sensitive_variables_and_credentials() -> None:
-    inputs = {
-        "module.main.tf": MODULE_TF,
-        "variables.json": '{"token": "tok-123456", "plain": "visible", "db": {"pw": "pw-7890"}}',
-    }
+    variables = {"token": "tok-123456", "plain": "visible", "db": {"pw": "pw-7890"}}
+    inputs = InputsData({"main.tf": MODULE_TF}, variables)
     creds = secret("creds", {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI"})
     assert values(inputs, ["db"], creds) == {"tok-123456", "pw-7890", "wJalrXUtnFEMI"}
 
@@ -69,11 +68,11 @@ def test_the_controller_rebuilds_the_runners_set_from_the_job() -> None:
         "source": {"configMapRef": {"name": "mod"}},
         "variables": {"plain": "visible"},
         "variablesFrom": [{"secretRef": {"name": "vars"}}],
-        "credentialsRef": {"name": "creds"},
+        "identityRef": {"kind": "Secret", "name": "creds"},
         "jobs": {"image": "runner:1"},
     }
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

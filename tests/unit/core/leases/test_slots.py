@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from controller.core import plan_pass
 from controller.core.basics.names import CLUSTER, MACHINE, Reason
 from controller.core.decide import snapshot
+from controller.core.decide.claims import LEASE_WAIT
 from controller.core.decide.decision import to_json
-from controller.core.decide.gates import LEASE_WAIT
 from controller.core.decide.settings import Settings
 from controller.core.decide.steps import decide
 from controller.core.leases.family import Busy, holder_of

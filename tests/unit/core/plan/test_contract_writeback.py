@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from controller.core.basics.names import CLUSTER, MACHINE, POOL
 from controller.core.decide import snapshot
 from controller.core.decide.context import read_spec
@@ -245,7 +247,11 @@ def test_a_pool_shows_its_instances_and_whether_autoscaling_is_active() -> None:
         "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "1",
         "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
     }
-    active = conditions(_pool_plan(POOL_OUT, bounds))["AutoscalingActive"]
+    bounded = conditions(_pool_plan(POOL_OUT, bounds))["AutoscalingActive"]
+    assert (bounded["status"], bounded["reason"]) == ("False", "ReplicasFromSpec")
+    assert "[1, 5]" in bounded["message"]
+    managed = bounds | {"cluster.x-k8s.io/replicas-managed-by": "cloud"}
+    active = conditions(_pool_plan(POOL_OUT, managed))["AutoscalingActive"]
     assert (active["status"], active["reason"]) == ("True", "AutoscalingActive")
     assert "between 1 and 5" in active["message"]
 
@@ -257,10 +263,17 @@ BOUNDS = {
 MANAGED = "cluster.x-k8s.io/replicas-managed-by"
 
 
-def _sized(annotations: dict[str, str], replicas: int | None = 2) -> Json | None:
+def _sized(
+    annotations: dict[str, str], replicas: int | None = 2, writers: list[str] | None = None
+) -> Json | None:
+    """The patch of the pool's MachinePool (at `replicas`, resourceVersion 41) when the
+    module observed 4; `writers` the managers of the annotation, by managedFields."""
     owner_cluster = capi.cluster()
     owner = capi.machine_pool(annotations=annotations, replicas=replicas)
     owner["metadata"]["resourceVersion"] = "41"
+    if writers is not None:
+        owned = [(manager, "Update") for manager in writers]
+        owner["metadata"]["managedFields"] = capi.annotation_writers(MANAGED, owned)
     tp = capi.owned(POOL, "tp1", owner=owner)
     others = [
         module_configmap("tp1", ROLE_MODULE),
@@ -272,16 +285,33 @@ def _sized(annotations: dict[str, str], replicas: int | None = 2) -> Json | None
     return None if todo.pool_patch is None else todo.pool_patch.patch
 
 
-def test_an_autoscaled_pool_claims_its_machine_pool_and_writes_the_observed_replicas() -> None:
-    """Issue 30: the module observed 4; the MachinePool says 2; the patch is guarded by
-    the resourceVersion read."""
-    assert _sized(BOUNDS) == {
-        "metadata": {"annotations": {MANAGED: "captf"}, "resourceVersion": "41"},
-        "spec": {"replicas": 4},
-    }
-    assert _sized(BOUNDS | {MANAGED: "captf"}, replicas=4) is None  # already so
-    assert _sized(BOUNDS | {MANAGED: "someone-else"}) is None  # not ours to take
-    assert _sized({}) is None  # without autoscaling the replicas are the user's
-    assert _sized({MANAGED: "captf"}) == {  # autoscaling turned off: the claim withdrawn
-        "metadata": {"annotations": {MANAGED: None}, "resourceVersion": "41"}
-    }
+WRITTEN = {"metadata": {"resourceVersion": "41"}, "spec": {"replicas": 4}}
+WITHDRAWN = {"metadata": {"annotations": {MANAGED: None}, "resourceVersion": "41"}}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "replicas", "writers", "patch"),
+    [
+        # Issue 37: the autoscaler's annotations alone leave spec.replicas the size (its
+        # /scale holds): nothing is written, and never a claim.
+        (BOUNDS, 2, None, None),
+        ({}, 2, None, None),
+        # The user's replicas-managed-by, any value: the cloud's size is written back,
+        # only spec.replicas.
+        (BOUNDS | {MANAGED: "cloud"}, 2, None, WRITTEN),
+        (BOUNDS | {MANAGED: "captf"}, 2, None, WRITTEN),  # no sign it is ours: the user's
+        (BOUNDS | {MANAGED: "captf"}, 2, ["kubectl"], WRITTEN),
+        (BOUNDS | {MANAGED: "cloud"}, 4, None, None),  # already so
+        (BOUNDS | {MANAGED: "false"}, 2, None, None),
+        ({MANAGED: "cloud"}, 2, None, None),  # no bounds: spec.replicas is the size
+        # CAPTF's own old claim, by who wrote it: withdrawn, with or without the bounds.
+        (BOUNDS | {MANAGED: "captf"}, 2, ["Python"], WITHDRAWN),
+        (BOUNDS | {MANAGED: "captf"}, 4, ["Python"], WITHDRAWN),
+        ({MANAGED: "captf"}, 2, ["Python"], WITHDRAWN),
+    ],
+)
+def test_the_machine_pool_is_written_only_when_the_cloud_sizes_its_group(
+    annotations: dict[str, str], replicas: int, writers: list[str] | None, patch: Json | None
+) -> None:
+    """The module observed 4; every patch is guarded by the resourceVersion read."""
+    assert _sized(annotations, replicas, writers) == patch

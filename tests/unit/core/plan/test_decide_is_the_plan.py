@@ -14,6 +14,7 @@ created), three paths agree:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -25,8 +26,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.cli.decide_command import decided
+from controller.cli.decide_settings import settings_for
+from controller.cli.main import parser
 from controller.cli.snapshot_file import load
-from controller.core.basics.names import LABEL_RUNNER, LABEL_SCOPE, SCOPE_RUN_SLOT, Reason
+from controller.core.basics.names import (
+    ANN_HOLDER_CLUSTER,
+    ANN_HOLDER_NAMESPACE,
+    LABEL_RUNNER,
+    LABEL_SCOPE,
+    SCOPE_RUN_SLOT,
+    Reason,
+)
 from controller.core.basics.timefmt import format_time
 from controller.core.decide import snapshot
 from controller.core.decide.decision import Requeue, Run, to_json
@@ -39,6 +49,7 @@ from controller.core.spec.image import REGISTRY_UNAVAILABLE, Resolved, Unresolve
 from runtime.jsonobj import Json
 from tests.builders import (
     NOW,
+    NS,
     ago,
     base_objects,
     captf,
@@ -51,6 +62,10 @@ IMAGE = "registry.example/m:1"
 DIGEST = "sha256:" + "ab" * 32
 
 SLOTS = st.lists(st.sampled_from(["c1-apply-00000001", "other-apply-1", None]), max_size=3)
+# The controller's namespace, where its run slots are, and its per-cluster cap: decide
+# finds the one in the slots and takes the other from its flag (issue 37, item 4).
+HOME = st.sampled_from(["default", "captf-system"])
+CAP = st.integers(0, 2)
 ACTIVE = st.sampled_from([None, "c1-apply-00000009", "c1-drift-00000001"])
 RUNNING = st.booleans()
 ACCOUNT = st.sampled_from([None, "captf-runner", "mine"])
@@ -91,6 +106,7 @@ def _objects(
     running: bool,
     account: str | None,
     image: bool,
+    home: str = NS,
 ) -> list[Json]:
     spec = dict(spec)
     if account is not None:
@@ -101,11 +117,18 @@ def _objects(
     if active is not None:
         obj["status"] = {"activeJob": active}
     held = [
-        lease(f"captf-run-slot-{i}", holder, {LABEL_SCOPE: SCOPE_RUN_SLOT})
+        _in(home, lease(f"captf-run-slot-{i}", holder, {LABEL_SCOPE: SCOPE_RUN_SLOT}))
         for i, holder in enumerate(slots)
     ]
     busy = [job("apply", 7, None, state="Running")] if running else []
     return [obj, *base_objects(), *_jobs(specs), *held, *busy]
+
+
+def _in(home: str, slot: Json) -> Json:
+    """A run slot of the controller's namespace `home`, held for a Job of cluster c1."""
+    slot["metadata"]["namespace"] = home
+    slot["metadata"]["annotations"] = {ANN_HOLDER_NAMESPACE: NS, ANN_HOLDER_CLUSTER: "c1"}
+    return slot
 
 
 def _file(objects: list[Json]) -> tuple[Any, list[Json]]:
@@ -135,6 +158,8 @@ def _file(objects: list[Json]) -> tuple[Any, list[Json]]:
         }
     ),
     st.integers(1, 3),
+    HOME,
+    CAP,
 )
 def test_captf_decide_prints_the_decision_the_plan_carries_out(
     spec: Json,
@@ -146,9 +171,11 @@ def test_captf_decide_prints_the_decision_the_plan_carries_out(
     image: bool,
     fields: dict[str, Any],
     runs: int,
+    home: str,
+    cap: int,
 ) -> None:
-    objects = _objects(spec, specs, slots, active, running, account, image)
-    chosen = Settings(max_concurrent_runs=runs)
+    objects = _objects(spec, specs, slots, active, running, account, image, home)
+    chosen = Settings(max_concurrent_runs=runs, max_runs_per_cluster=cap, slot_namespace=home)
     snap = snapshot.build(objects[0], objects[1:])
     facts = Facts(**fields)
 
@@ -161,9 +188,14 @@ def test_captf_decide_prints_the_decision_the_plan_carries_out(
     assert resolving == (todo.image_lookup is not None)
     assert decision_of(snap, NOW, settings=chosen, facts=facts) == todo.decision
 
-    # `captf decide -f`: no Facts.
+    # `captf decide -f`: no Facts; the slot flags given, the namespace found in the slots
+    # (the runner policy, which the CLI's defaults restrict, as chosen).
     now, read = _file(objects)
-    offline = decided(now, read, chosen)
+    flags = ["--max-concurrent-runs", str(runs), "--max-concurrent-runs-per-cluster", str(cap)]
+    found = settings_for(parser().parse_args(["decide", "-f", "-", *flags]), {}, read)
+    slot_flags = (found.max_concurrent_runs, found.max_runs_per_cluster, found.slot_namespace)
+    assert slot_flags == (runs, cap, home if slots else "default")
+    offline = decided(now, read, replace(chosen, slot_namespace=found.slot_namespace))
     assert to_json(offline, verbose=True) == to_json(
         plan_pass(snap, NOW, settings=chosen, facts=NO_FACTS).decision, verbose=True
     )

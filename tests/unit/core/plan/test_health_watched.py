@@ -19,6 +19,7 @@ from controller.core.decide.triggers import HEALTH, jitter
 from controller.core.plan.planner import plan_pass
 from runtime.jsonobj import Json
 from tests.builders import MODULE, NOW, ago, captf, job
+from tests.unit.core.decide.test_background import budget
 from tests.unit.core.decide.test_schedule import _member, _with_cluster
 
 LATE = jitter("uid-m1", HEALTH, 300)
@@ -94,7 +95,10 @@ def _at(seconds_ago: float) -> str:
             [_apply(300, "stopped"), _refresh(1, 200, "stopped"), _refresh(2, 100, "degraded")],
             "True",
             "HealthWatched",
-            ["read degraded", "3 unhealthy readings in a row: the Machine is marked"],
+            [
+                "read degraded",
+                "3 readings in a row found the instance degraded: the Machine is marked",
+            ],
         ),
         # A failed refresh: Unknown, the last telling reading, the retry after its delay.
         (
@@ -200,3 +204,17 @@ def test_the_message_changes_with_a_reading_not_with_every_pass(
     if not isinstance(one.decision, Run) and not isinstance(two.decision, Run):
         assert conds[0]["message"] == conds[1]["message"]
     assert all(c["status"] in ("True", "Unknown") for c in conds)
+
+
+def test_a_stretched_watch_says_how_often_and_whose_budget() -> None:
+    """Issue 39: while the credentials' schedules are stretched to fit their budget, the
+    message says the interval read and the budget it fits (the budget Lease holds the
+    stretch; tests/unit/core/decide/test_background.py builds it)."""
+    lease = budget([], stretch="2.4")
+    lease["metadata"]["namespace"] = "default"  # the slots' namespace of the default settings
+    others = _with_cluster(_apply(60), lease)
+    todo = plan_pass(snapshot.build(_member(), others), NOW)
+    assert todo.status is not None
+    cond = {c["type"]: c for c in todo.status["conditions"]}["HealthWatched"]
+    assert cond["message"].endswith("; every 12m (budget of secret default/creds: 60/min)")
+    assert "every" not in watched(_member(), _apply(60))["message"]

@@ -26,9 +26,9 @@ POLICY: Json = {
 def _pod(jobs: Json, *, cred: bool = True) -> Json:
     spec: Json = {"source": {"configMapRef": {"name": "m"}}, "jobs": {"image": "captf:dev", **jobs}}
     if cred:
-        spec["credentialsRef"] = {"name": "creds"}
+        spec["identityRef"] = {"kind": "Secret", "name": "creds"}
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

@@ -1,6 +1,8 @@
 """Issue 30's Events of a pool: `MembershipChanged` when the write-back gives the pool
 another member set (told by counts, under a name a replayed pass computes again), and
-`ReplicasWrittenBack` when an autoscaled pool's replicas go to its MachinePool."""
+`ReplicasWrittenBack` when the cloud's size goes to its MachinePool (issue 37: only
+under the user's `replicas-managed-by`), `ReplicasClaimWithdrawn` when CAPTF's own old
+claim goes."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def _pool_snap(
     generation: int = 3,
     outputs: Json | None = None,
     annotations: dict[str, str] | None = None,
+    writers: list[str] | None = None,
 ) -> Any:
     """The applied pool tp1 whose spec holds `members`; the state's outputs `outputs`
     (a pool of A and B by default); its MachinePool of 2 replicas carries `annotations`
@@ -34,6 +37,9 @@ def _pool_snap(
     notes = BOUNDS if annotations is None else annotations
     owner_cluster, owner = capi.cluster(), capi.machine_pool(annotations=notes, replicas=2)
     owner["metadata"]["resourceVersion"] = "41"
+    if writers is not None:
+        owned = [(manager, "Update") for manager in writers]
+        owner["metadata"]["managedFields"] = capi.annotation_writers(ANN, owned)
     spec = {"providerIDList": members} if members else None
     tp = capi.owned(POOL, "tp1", owner=owner, spec=spec)
     tp["metadata"]["generation"] = generation
@@ -109,18 +115,18 @@ def test_no_member_list_written_tells_nothing(patch: Json | None) -> None:
     assert [e for e in told if e.reason == signals.MEMBERSHIP_CHANGED] == []
 
 
-MANAGED = {replicas.ANN_REPLICAS_MANAGED_BY: replicas.MANAGER}
+ANN = "cluster.x-k8s.io/replicas-managed-by"
+MANAGED = {ANN: "cloud"}
 
 
 @pytest.mark.parametrize(
     ("annotations", "observed", "told"),
     [
-        (BOUNDS, 4, True),  # the claim and the replicas written
-        (BOUNDS, 2, True),  # the claim made, at the replicas it already has
-        (BOUNDS | MANAGED, 4, True),  # ours: the new size written
-        (BOUNDS | MANAGED, 2, False),  # ours and already so: nothing written
+        (BOUNDS | MANAGED, 4, True),  # the cloud sizes it: the new size written
+        (BOUNDS | MANAGED, 2, False),  # already so: nothing written
+        (BOUNDS, 4, False),  # the autoscaler's annotations alone: spec.replicas is the size
         ({}, 4, False),  # no autoscaling: the replicas are the user's
-        (BOUNDS | {replicas.ANN_REPLICAS_MANAGED_BY: "other"}, 4, False),  # not ours
+        (BOUNDS | {ANN: "false"}, 4, False),  # Cluster API's "not managed"
     ],
 )
 def test_replicas_written_back_is_an_event_once_per_guarded_write(
@@ -138,3 +144,18 @@ def test_replicas_written_back_is_an_event_once_per_guarded_write(
         assert event.type == "Normal"
         assert f"{observed} replicas" in event.message
         assert event.name.endswith(f".replicas.{observed}.41")
+
+
+def test_the_old_claim_withdrawn_is_an_event_once_per_guarded_write() -> None:
+    """CAPTF's own `replicas-managed-by: captf` (its old write alone owns the field) goes,
+    told once under the resourceVersion the patch carries; no replicas are written."""
+    notes = BOUNDS | {ANN: "captf"}
+    members = [A, B, C, D]
+    snap = _pool_snap(members, outputs=_outputs(members), annotations=notes, writers=["Python"])
+    todo = plan_pass(snap, NOW)
+    assert todo.pool_patch is not None
+    assert todo.pool_patch.replicas is None
+    assert _told(todo, replicas.WRITTEN) == []
+    [event] = _told(todo, replicas.WITHDRAWN)
+    assert (event.type, event.name) == ("Normal", "tp1.claim-withdrawn.41")
+    assert "spec.replicas is the size" in event.message

@@ -10,7 +10,8 @@ from controller.core.decide.snapshot import build
 from controller.core.decide.steps import decide
 from controller.core.plan import jobspec
 from controller.core.spec.image import Resolved
-from controller.core.spec.inputs import IMAGE_KEY, Inputs, inputs_hash, render
+from controller.core.spec.inputs import Inputs, inputs_hash, render
+from controller.core.spec.inputs_secret import IMAGE_KEY
 from controller.core.spec.policy import OPEN, read_policy
 from controller.core.spec.refs import ModuleImage
 from runtime.jsonobj import Json
@@ -34,7 +35,7 @@ def _image_spec(reference: str = "registry.local/m:1", policy: str | None = None
 
 def _job(spec: Json) -> Json:
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,

@@ -8,7 +8,11 @@ No wall-clock assertion: CPU time of this process only, and two checks that a li
 clears by far and a quadratic one (the regex that rescanned blank lines: 8 s for 40,000
 lines) fails by far. First the growth from n to 4n at small sizes, fast even when it fails:
 linear work grows 4 times (less, with the pass's fixed cost), quadratic 16. Then the pass at
-the limit, within the 2 s docs/decide.md promises (measured here: well under 0.5 s)."""
+the limit against a peer measured in the same run: an ordinary module of the same size
+(resource blocks), whose pass is what any 1 MiB module costs. A hostile one may cost a few
+times that (measured here: the ordinary pass 0.24 s, the worst hostile one 0.75 s, 3.1
+times); a quadratic scan costs tens of times. A ratio, not seconds: on a shared machine
+both passes slow down alike, so the bound holds on the code, not on the machine's load."""
 
 from __future__ import annotations
 
@@ -38,8 +42,25 @@ ROOM = 16 * 1024
 LIMIT = SECRET_SIZE_LIMIT - ROOM
 GROWTH = 8.0  # between linear (4) and quadratic (16)
 SLACK = 0.05  # seconds: the pass's own cost and the noise of a shared machine
-BUDGET = 2.0  # seconds of CPU for one pass at the limits
+RATIO = 8.0  # a pass at the limits against the ordinary module's pass of the same size
 JOBS = 4  # finished Jobs carrying the module: each one's redactor reads it
+
+
+def _ordinary(size: int) -> Module:
+    """The peer: a module of `size` bytes as people write them, one resource block after
+    another."""
+    blocks, length, i = [], 0, 0
+    while length < size:
+        block = f'resource "terraform_data" "r{i}" {{\n  input = "value {i}"\n}}\n'
+        blocks.append(block)
+        length, i = length + len(block), i + 1
+    return {"main.tf": "".join(blocks)}
+
+
+@pytest.fixture(scope="module")
+def budget() -> float:
+    """CPU seconds a hostile pass at the limits may take: RATIO times the peer's pass."""
+    return RATIO * _cpu(_snapshot(_ordinary(LIMIT)))
 
 
 def _lines(unit: str) -> Callable[[int], Module]:
@@ -126,9 +147,9 @@ def test_a_pass_grows_linearly_with_a_hostile_module(shape: str) -> None:
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_a_pass_at_the_module_size_limit_is_within_budget(shape: str) -> None:
+def test_a_pass_at_the_module_size_limit_is_within_budget(shape: str, budget: float) -> None:
     snap = _snapshot(SHAPES[shape](LIMIT))
-    assert _cpu(snap) <= BUDGET, shape
+    assert _cpu(snap) <= budget, shape
 
 
 OUTPUTS: dict[str, str] = {
@@ -142,14 +163,16 @@ OUTPUTS: dict[str, str] = {
 
 
 @pytest.mark.parametrize("shape", OUTPUTS)
-def test_a_pass_with_contract_outputs_at_their_limit_is_within_budget(shape: str) -> None:
+def test_a_pass_with_contract_outputs_at_their_limit_is_within_budget(
+    shape: str, budget: float
+) -> None:
     outputs = OUTPUTS[shape]
     assert len(outputs.encode()) <= STATE_OUTPUTS_LIMIT
-    assert _cpu(_snapshot({}, outputs)) <= BUDGET, shape
+    assert _cpu(_snapshot({}, outputs)) <= budget, shape
 
 
-def test_a_pass_whose_sensitive_variable_fills_the_inputs_is_within_budget() -> None:
+def test_a_pass_whose_sensitive_variable_fills_the_inputs_is_within_budget(budget: float) -> None:
     # Each of its values, and each of their encodings, is a pattern of the Jobs' redactor.
     tokens = [f"t{i:09d}" for i in range(LIMIT // 14)]
     module = {"secret.tf": 'variable "tokens" {\n  sensitive = true\n}\n'}
-    assert _cpu(_snapshot(module, variables={"tokens": tokens})) <= BUDGET
+    assert _cpu(_snapshot(module, variables={"tokens": tokens})) <= budget

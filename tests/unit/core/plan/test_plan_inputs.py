@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from controller.cli.decide_settings import settings_for
 from controller.cli.main import parser
 from controller.core.decide import snapshot
+from controller.core.decide.claims import LEASE_WAIT
 from controller.core.decide.decision import Requeue, Run
 from controller.core.decide.facts import Facts, Refusal
-from controller.core.decide.gates import LEASE_WAIT
-from controller.core.decide.settings import DEFAULT_SLOT_NAMESPACE, Settings, settings_of
+from controller.core.decide.settings import DEFAULT_SLOT_NAMESPACE, Settings
 from controller.core.plan.planner import plan_pass
 from controller.io.config import ControllerConfig
 from tests import builders as b
@@ -76,7 +77,12 @@ def test_captf_run_and_captf_decide_build_the_same_settings() -> None:
     flags += ["--allowed-service-accounts", "runner"]
     run = ControllerConfig.from_args(parser().parse_args(["run", *flags]))
     decide = parser().parse_args(["decide", "-f", "x.yaml", *flags])
-    assert run.settings(slot_namespace=DEFAULT_SLOT_NAMESPACE) == settings_of(decide)
-    assert settings_of(decide).runner.images == ("captf:*", "mirror/*")
+    assert run.settings(slot_namespace=DEFAULT_SLOT_NAMESPACE) == settings_for(decide, {}, [])
+    assert settings_for(decide, {}, []).runner.images == ("captf:*", "mirror/*")
+    # The controller's namespace and the cap, as each is given them (issue 37, item 4).
+    flags += ["--controller-namespace", "captf-system", "--max-concurrent-runs-per-cluster", "2"]
+    run = ControllerConfig.from_args(parser().parse_args(["run", *flags]))
+    decide = parser().parse_args(["decide", "-f", "x.yaml", *flags])
+    assert run.settings(slot_namespace="captf-system") == settings_for(decide, {}, [])
     sharded = ControllerConfig(watch_label_selector=f"{SHARD} in (a)").settings("captf-system")
     assert (sharded.shard_keys, sharded.slot_namespace) == ((SHARD,), "captf-system")

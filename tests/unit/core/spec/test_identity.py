@@ -165,7 +165,7 @@ def test_a_missing_key_is_named_and_no_value_is() -> None:
     [
         ({"identityRef": {"kind": IDENTITY, "name": "aws"}}, IdentityRef(IDENTITY, "aws")),
         ({"identityRef": {"kind": "Secret", "name": "mine"}}, IdentityRef("Secret", "mine")),
-        ({"credentialsRef": {"name": "creds"}}, IdentityRef("Secret", "creds")),
+        ({"identityRef": {"kind": "Secret", "name": "creds"}}, IdentityRef("Secret", "creds")),
         ({}, None),
     ],
 )
@@ -173,17 +173,17 @@ def test_own_reference(spec: Json, expected: IdentityRef | None) -> None:
     assert own_identity_ref(spec) == expected
 
 
-ON_AWS = {"identityRef": {"kind": IDENTITY, "name": "aws"}, "credentialsRef": None}
-NO_REF = {"credentialsRef": None}
+ON_AWS = {"identityRef": {"kind": IDENTITY, "name": "aws"}}
+NO_REF = {"identityRef": None}
 
 
 @pytest.mark.parametrize(
     ("member_spec", "cluster_spec", "expected"),
     [
         (NO_REF, ON_AWS, IdentityRef(IDENTITY, "aws")),  # inherits the cluster's
-        ({"credentialsRef": {"name": "own"}}, ON_AWS, IdentityRef("Secret", "own")),
+        ({"identityRef": {"kind": "Secret", "name": "own"}}, ON_AWS, IdentityRef("Secret", "own")),
         (
-            {"identityRef": {"kind": IDENTITY, "name": "gcp"}, "credentialsRef": None},
+            {"identityRef": {"kind": IDENTITY, "name": "gcp"}},
             ON_AWS,
             IdentityRef(IDENTITY, "gcp"),
         ),
@@ -221,7 +221,7 @@ def test_identity_in_use_lists_objects_and_templates_that_name_it() -> None:
     objects = [
         captf(CLUSTER, "c1", spec=ON_AWS),
         captf(CLUSTER, "c2", spec={"identityRef": {"kind": IDENTITY, "name": "gcp"}}),
-        captf(CLUSTER, "c3"),  # credentialsRef
+        captf(CLUSTER, "c3"),  # its own Secret
         captf(MACHINE, "m1", spec=NO_REF),  # inherits: its cluster is listed
         template,
     ]

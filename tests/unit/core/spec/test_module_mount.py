@@ -58,13 +58,44 @@ def test_the_shape_is_the_flag_s_or_the_version_s(
     assert settings_of(Flags(), server_version=version).module_image_mount == shape
 
 
+@pytest.mark.parametrize(
+    ("flag", "version", "kept", "shape"),
+    [
+        # The API server's dry run wins over its version: a v1.35 with the gate off...
+        ("auto", (1, 35), False, COPY),
+        # ...and an older one with the gate turned on.
+        ("auto", (1, 33), True, VOLUME),
+        ("auto", None, True, VOLUME),
+        # The dry run refused: the version decides, as before.
+        ("auto", (1, 35), None, VOLUME),
+        ("auto", (1, 34), None, COPY),
+        # The flag's own shape is never second-guessed.
+        ("volume", (1, 35), False, VOLUME),
+        ("copy", (1, 35), True, COPY),
+    ],
+)
+def test_auto_takes_the_dry_run_s_answer_else_the_version_s(
+    flag: str, version: tuple[int, int] | None, kept: bool | None, shape: str
+) -> None:
+    assert mount_of(flag, version, kept) == shape
+
+    class Flags:
+        max_concurrent_runs = 10
+        allowed_images = "*"
+        allowed_service_accounts = "*"
+        module_image_mount = flag
+
+    settings = settings_of(Flags(), server_version=version, image_volumes=kept)
+    assert settings.module_image_mount == shape
+
+
 def _job(mount: str, jobs: Json | None = None) -> Json:
     spec: Json = {
         "source": {"image": f"registry.local/m@{DIGEST}", "imagePullPolicy": "Always"},
         "jobs": {"image": "captf:dev", **(jobs or {})},
     }
     obj = {
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1",
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "TerraformCluster",
         "metadata": {"name": "c", "namespace": "ns", "uid": "u1"},
         "spec": spec,
