@@ -72,6 +72,7 @@ HAND_WRITTEN = (
     "cluster-template.yaml",
     "cluster-template-clusterclass.yaml",
     "cluster-template-identity.yaml",
+    "cluster-template-aws.yaml",
     "clusterclass-terraform.yaml",
 )
 # The runner image the hand-written templates name, replaced by the release's.

@@ -6,9 +6,9 @@ OpenTofu at `captf/runtime`, an optional filesystem provider mirror under
 The mirror holds only the providers the module requires (`HOST/NAMESPACE/TYPE`
 directories of the mirror given, packed or unpacked alike); one the mirror lacks for
 the image's platform is `MirrorLacks`.
-Two layers hold it: the runtime's, the same for every module, then the module's and
-its mirror's; members are listed in a fixed order with fixed modes so the same inputs
-make the same layers."""
+Up to three layers hold it: the runtime's, the same for every module, the mirror's, the
+same for every module requiring the same providers, then the module's; members are
+listed in a fixed order with fixed modes so the same inputs make the same layers."""
 
 from __future__ import annotations
 
@@ -80,12 +80,19 @@ def members(
     return found
 
 
-def split(members: list[Member]) -> tuple[list[Member], list[Member]]:
-    """The runtime's layer (`captf/` and the runtime) and the module's (`captf/` again,
-    the module and the mirror): the runtime's is the same for every module."""
+def split(members: list[Member]) -> tuple[list[Member], ...]:
+    """The runtime's layer (`captf/` and the runtime), the providers' (`captf/` again and
+    the mirror) when the mirror holds a provider, and the module's (`captf/` and the rest).
+    The runtime's is the same for every module, and the providers' for every module
+    requiring the same providers: the roles of one module set share both, so a registry
+    holds a 905 MB provider once (and a client pushes it once) however many images carry
+    it. A module requiring none keeps its empty `captf/providers/` in its own layer."""
     runtime = [m for m in members if m.name in (ROOT, RUNTIME)]
-    module = [m for m in members if m.name != RUNTIME]
-    return runtime, module
+    providers = [m for m in members if m.name == ROOT or m.name.is_relative_to(PROVIDERS)]
+    if not any(m.name.parent.is_relative_to(PROVIDERS) for m in providers):
+        return runtime, [m for m in members if m.name != RUNTIME]
+    module = [m for m in members if m.name == ROOT or m.name.is_relative_to(MODULE)]
+    return runtime, providers, module
 
 
 def mirror_members(mirror: Path, required: Collection[str], platform: str) -> list[Member]:

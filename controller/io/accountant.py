@@ -51,8 +51,9 @@ class JobMetrics:
         self.failures = Counter(
             "captf_job_failures_total",
             "Finished Jobs counted as failures, by the reason of their Event "
-            "(JobFailed, JobDeadlineExceeded)",
-            ["kind", "op", "reason"],
+            "(JobFailed, JobDeadlineExceeded) and the error kind status.lastRun shows "
+            "(cloud-throttled, apply, timeout, ...; empty when none)",
+            ["kind", "op", "reason", "error_kind"],
             registry=registry,
         )
         self.steps = Histogram(
@@ -71,7 +72,7 @@ class JobMetrics:
             return False
         self.attempts.labels(sample.kind, sample.op, sample.outcome).observe(sample.attempt)
         if sample.failure is not None:
-            self.failures.labels(sample.kind, sample.op, sample.failure).inc()
+            self.failures.labels(sample.kind, sample.op, sample.failure, sample.error_kind).inc()
         for step in sample.steps:
             self.steps.labels(sample.kind, sample.op, step.name, step.result).observe(step.seconds)
         if sample.uid:

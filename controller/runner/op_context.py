@@ -11,6 +11,7 @@ from typing import Protocol
 
 from controller.core.contract import outputs as outputs_contract
 from controller.core.contract.roles import UnknownKind, contract_for_kind
+from controller.core.jobs.cloud_signals import recognise
 from controller.core.jobs.job import Outcome
 from controller.core.jobs.run_report import ErrorKind, headline, is_lock_error
 from controller.runner.env import RunnerEnv
@@ -78,9 +79,15 @@ def tofu_failed(ctx: OpContext, what: str, ex: Exit, serial: int | None = None) 
         message = f"interrupted by SIGTERM during tofu {what}{saved}\n{tail}"
         return RunnerResult(outcome=Outcome.INTERRUPTED, message=message, state_serial=serial)
     kind = ErrorKind.STATE_LOCK if is_lock_error(ex.stderr) else _KINDS[what]
+    # A failure the cloud's own signals explain is the cloud's: its kind, and which signal.
+    signal = None if kind is ErrorKind.STATE_LOCK else recognise(ex.stderr)
+    if signal is not None:
+        kind = ErrorKind(signal.kind.value)
     # The summary is tofu's own headline, never a line of its output as printed.
     summary = headline(ex.stderr) or f"tofu {what} failed"
     result = failed(f"tofu {what} failed (exit {ex.code}):\n{tail}", kind, serial, summary=summary)
+    if signal is not None:
+        result = replace(result, signal=signal.name)
     missing = _missing_outputs(ctx, ex.stderr)
     return result if missing is None else replace(result, missing_outputs=missing)
 

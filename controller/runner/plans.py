@@ -32,9 +32,20 @@ def _actions(change: Json) -> list[str]:
     return list((change.get("change") or {}).get("actions") or [])
 
 
+# The replacement of a resource an earlier apply failed to finish creating (the provider
+# marked it tainted): a half-made resource, never one in service, so replacing it is how
+# a failed apply converges, and waiting for a person would only hold the object back.
+_UNFINISHED = "replace_because_tainted"
+
+
 def destroyed(plan: Json) -> list[str]:
-    """Addresses the plan deletes or replaces (the destructive guard's concern)."""
-    return [c.get("address", "?") for c in _resource_changes(plan) if "delete" in _actions(c)]
+    """Addresses the plan deletes or replaces (the destructive guard's concern), but not
+    the replacement of a tainted resource."""
+    return [
+        c.get("address", "?")
+        for c in _resource_changes(plan)
+        if "delete" in _actions(c) and c.get("action_reason") != _UNFINISHED
+    ]
 
 
 def changed(plan: Json) -> list[str]:

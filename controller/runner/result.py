@@ -14,9 +14,9 @@ in RESULT_LIMIT bytes of JSON. What gives way when it would not, first to last:
 5. the rest of the message, then the last step.
 
 The outcome, the Job's uid, the state serial, the plan Secret, drift, the output names,
-the contract reading, the error kind, the changes' counts and the policy report (at
-most 1 KiB by construction) never give way: a result too large even without the rest is
-written as a failure saying so, with its state serial."""
+the contract reading, the error kind with its signal, the changes' counts and the policy
+report (at most 1 KiB by construction) never give way: a result too large even without
+the rest is written as a failure saying so, with its state serial."""
 
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ class RunnerResult:
     # Why a failed op failed, and its one-line summary (run_report.one_line: no values).
     error_kind: ErrorKind | None = None
     summary: str = ""
+    # With a cloud error kind: the signal of cloud_signals' table that gave it.
+    signal: str | None = None
     # The run: the Job's uid (the controller checks it names the Job it read it from),
     # the runtime's version and the steps in order.
     job_uid: str | None = None
@@ -165,6 +167,8 @@ class RunnerResult:
         summary = one_line(self.summary, SUMMARY_LIMIT) if self.summary else ""
         if summary:
             error["summary"] = summary
+        if self.signal is not None and kind is self.error_kind:
+            error["signal"] = self.signal
         if self.missing_outputs is not None:
             error["outputs"] = list(self.missing_outputs)
         return error

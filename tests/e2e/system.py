@@ -181,6 +181,7 @@ async def running_system(
     tofu: Path,
     crane: Path | None = None,
     copier: Path | None = None,
+    images_dir: Path | None = None,
     **controller: Any,
 ) -> AsyncIterator[System]:
     """The controller and a process node (pods of `namespace` only) until the block ends;
@@ -188,6 +189,7 @@ async def running_system(
     controller provides (bound to manifests/runner-rbac.yaml's ClusterRole): nothing is
     applied in the namespace by hand. With `crane`, the node pulls image volumes with it;
     with `copier`, the captf image carries it (a module image Job's copy shape);
+    `images_dir` is the node's image cache (default: the test's own, empty);
     `controller` overrides the controller's settings."""
     clock = LoopClock(SCALE)
     infra = tmp_path / "infra"
@@ -221,6 +223,7 @@ async def running_system(
                 # Short: OpenTofu's plugin sockets live under the runner's TMPDIR.
                 pods_dir=pods_dir,
                 crane=crane,
+                images_dir=images_dir,
             ):
                 with anyio.fail_after(30):
                     await started.wait()

@@ -240,6 +240,41 @@ def test_generate_cluster_clusterclass_flavor_adds_the_class(
     assert topology["workers"]["machineDeployments"][0]["replicas"] == 3
 
 
+AWS = {"TERRAFORM_AWS_REGION": "eu-west-1", "TERRAFORM_AWS_AMI_ID": "ami-0123456789abcdef0"}
+
+
+def test_generate_cluster_aws_flavor_runs_the_aws_modules(capi_build: Path, workdir: Path) -> None:
+    """The aws flavour: the three objects of our kinds on modules/aws's images, their
+    variables typed as the modules declare them (an unset optional one is null)."""
+    out = run_clusterctl(
+        capi_build, workdir, "generate", "cluster", "aws", *CLUSTER_FLAGS,
+        "--flavor", "aws", "--target-namespace", "ns",
+        env=AWS | {"TERRAFORM_AWS_MODULE_IMAGES": "registry.example/aws",
+                   "TERRAFORM_AWS_SSH_KEY_NAME": "ops"},
+    )  # fmt: skip
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in documents(out)}
+    infra = objects["TerraformCluster", "aws"]["spec"]
+    assert infra["source"]["image"] == "registry.example/aws/cluster:v1"
+    assert infra["variables"] == {"region": "eu-west-1", "availability_zones": []}
+    assert infra["identityRef"] == {"kind": "Secret", "name": "aws-credentials"}
+    workers = objects["TerraformMachineTemplate", "aws-md-0"]["spec"]["template"]["spec"]
+    assert workers["source"]["image"] == "registry.example/aws/machine:v1"
+    assert workers["variables"] == {
+        "region": "eu-west-1",
+        "ami_id": "ami-0123456789abcdef0",
+        "instance_type": "m6i.large",
+        "key_name": "ops",
+        "instance_profile": None,
+    }
+    # The kubelet registers with the providerID the machine module reports.
+    config = objects["KubeadmConfigTemplate", "aws-md-0"]["spec"]["template"]["spec"]
+    [arg] = config["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+    assert arg == {
+        "name": "provider-id",
+        "value": "aws:///{{ v1.availability_zone }}/{{ v1.instance_id }}",
+    }
+
+
 # -- on the API server, with Cluster API's manager ---------------------------------------
 
 
@@ -435,3 +470,23 @@ async def test_the_identity_flavor_is_accepted(
             "DELETE",
             f"/apis/{INFRA}/terraformclusteridentities/{body['metadata']['name']}",
         )
+
+
+@ON_THE_SERVER
+async def test_the_aws_flavor_is_accepted(
+    capi: ClusterApi, apiserver: ApiServer, capi_build: Path, workdir: Path, namespace: str
+) -> None:
+    """Every object of the aws flavour passes validation (our CRDs, Cluster API's and
+    kubeadm's webhooks and schemas), and the Cluster takes its TerraformCluster."""
+    out = run_clusterctl(
+        capi_build, workdir, "generate", "cluster", "awsc", *CLUSTER_FLAGS,
+        "--flavor", "aws", "--target-namespace", namespace, env=AWS,
+    )  # fmt: skip
+    await create_all(apiserver, documents(out), namespace)
+    infra = await wait_for(
+        apiserver,
+        f"/apis/{INFRA}/namespaces/{namespace}/terraformclusters/awsc",
+        lambda o: any(r["kind"] == "Cluster" for r in o["metadata"].get("ownerReferences", [])),
+        "the Cluster owns its TerraformCluster",
+    )
+    assert infra["spec"]["variables"]["region"] == "eu-west-1"

@@ -140,7 +140,7 @@ def source_cell(obj: Json) -> str:
     return f"image@{algorithm}:{hexes[:DIGEST_SHOWN]}" if hexes else "image@unpinned"
 
 
-_LAST_RUN_KEYS = ("job", "op", "result", "errorKind", "summary", "finishedAt")
+_LAST_RUN_KEYS = ("job", "op", "result", "errorKind", "signal", "summary", "finishedAt")
 
 
 def _last_run(status: Json) -> Json | None:
@@ -151,11 +151,15 @@ def _last_run(status: Json) -> Json | None:
 
 
 def last_run_cell(last_run: Json | None) -> str:
-    """`apply failed (state-lock)`: the newest run's op, result and error kind."""
+    """`apply failed (state-lock)`: the newest run's op, result and error kind, with the
+    cloud's signal when one explains it (`apply failed (cloud-throttled: aws:Throttling)`)."""
     if not last_run or not last_run.get("op"):
         return "-"
     text = f"{last_run['op']} {last_run.get('result', '?')}"
-    return f"{text} ({last_run['errorKind']})" if last_run.get("errorKind") else text
+    if not last_run.get("errorKind"):
+        return text
+    signal = f": {last_run['signal']}" if last_run.get("signal") else ""
+    return f"{text} ({last_run['errorKind']}{signal})"
 
 
 def _machine(obj: Json) -> str:

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 import orjson
 
+from controller.core.jobs.cloud_signals import SIGNALS, CloudKind
 from runtime.jsonobj import Json
 
 SUMMARY_LIMIT = 160
@@ -49,9 +50,16 @@ class ErrorKind(StrEnum):
     TIMEOUT = "timeout"  # killed at the Job's activeDeadlineSeconds
     CONTRACT = "contract"  # the Job finished without a readable result of its own
     INTERNAL = "internal"  # an error of the runner itself
+    # A step failed on the cloud's own transient error, a signal of cloud_signals' table
+    # carried beside it: who should act is the account's operator, not the module's author.
+    CLOUD_THROTTLED = CloudKind.THROTTLED.value
+    CLOUD_CAPACITY = CloudKind.CAPACITY.value
+    CLOUD_UNAVAILABLE = CloudKind.UNAVAILABLE.value
+    CLOUD_CREDENTIALS = CloudKind.CREDENTIALS.value
 
 
 ERROR_KINDS = frozenset(kind.value for kind in ErrorKind)
+CLOUD_KINDS = frozenset(kind.value for kind in CloudKind)
 
 # Where tofu's stderr says why it stopped: its diagnostic headlines.
 _HEADLINE = re.compile(r"^[ \t]*(?:│[ \t]*)?Error:[ \t]*(\S.*)$", re.MULTILINE)
@@ -134,10 +142,13 @@ def valid_step(value: object) -> bool:
 
 
 def valid_error(value: object) -> bool:
-    """{kind, summary?, outputs?}: a kind of the closed set, a short summary."""
+    """{kind, summary?, outputs?, signal?}: a kind of the closed set, a short summary; a
+    cloud kind with the signal of the table that gives that kind, and only then."""
     if not isinstance(value, Mapping) or value.get("kind") not in ERROR_KINDS:
         return False
-    if not set(value) <= {"kind", "summary", "outputs"}:
+    if not set(value) <= {"kind", "summary", "outputs", "signal"}:
+        return False
+    if (value["kind"] in CLOUD_KINDS or "signal" in value) and not _signal_of_kind(value):
         return False
     summary = value.get("summary", "")
     outputs = value.get("outputs", [])
@@ -147,6 +158,19 @@ def valid_error(value: object) -> bool:
         and isinstance(outputs, list)
         and all(isinstance(o, str) for o in outputs)
     )
+
+
+def _signal_of_kind(error: Mapping[str, object]) -> bool:
+    signal = error.get("signal")
+    return isinstance(signal, str) and SIGNALS.get(signal) == error["kind"]
+
+
+def signal_of(error: object) -> str | None:
+    """The recognised signal a result's error carries (checked as valid_error checks it);
+    None for any other error."""
+    if isinstance(error, Mapping) and "kind" in error and _signal_of_kind(error):
+        return str(error["signal"])
+    return None
 
 
 def step_ok(step: Json) -> bool:

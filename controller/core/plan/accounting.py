@@ -25,6 +25,7 @@ from controller.core.jobs.run_report import KNOWN_STEPS, step_ok, valid_step
 from controller.core.leases import family
 from controller.core.leases.family import holder_of
 from controller.core.leases.writes import LeaseWrite, Role
+from controller.core.plan.last_run import error_kind
 from controller.core.spec.refs import cluster_of
 from runtime.jsonobj import Json
 
@@ -59,6 +60,9 @@ class Sample:
     outcome: str
     attempt: int
     failure: str | None = None  # the Event reason of a counted failure
+    # A counted failure's error kind, as status.lastRun shows it ("" when it names none):
+    # what tells a throttled fleet (cloud-*) from a broken module.
+    error_kind: str = ""
     steps: tuple[StepSample, ...] = ()
 
 
@@ -105,6 +109,7 @@ def accounting_of(snap: Snapshot, history: History, record: Finished) -> Account
         outcome=record.outcome.value,
         attempt=attempt_number(history, record),
         failure=(verdict.event or "JobFailed") if failed else None,
+        error_kind=(error_kind(record) or "") if failed else "",
         steps=steps_of(record.job),
     )
     clear: tuple[str, ...] = ()

@@ -19,9 +19,11 @@ from controller.core.basics.timefmt import format_time
 from controller.core.jobs.history import Finished, History
 from controller.core.jobs.job import Outcome, error_kind_of, result
 from controller.core.jobs.run_report import (
+    CLOUD_KINDS,
     ERROR_KINDS,
     ErrorKind,
     one_line,
+    signal_of,
     valid_step,
     valid_version,
 )
@@ -65,6 +67,9 @@ def run_of(record: Finished, redactor: Redactor) -> Json:
     kind, summary = _error_of(record, res)
     if kind is not None:
         out["errorKind"] = kind
+        signal = _signal(kind, res)
+        if signal is not None:
+            out["signal"] = signal
     if summary and record.outcome is not Outcome.SUCCESS:
         out["summary"] = one_line(redactor.text(summary))
     steps = res.get("steps")
@@ -74,6 +79,25 @@ def run_of(record: Finished, redactor: Redactor) -> Json:
     if shown is not None:
         out["changes"] = shown
     return out
+
+
+def error_kind(record: Finished) -> str | None:
+    """The error kind lastRun shows for this Job: None unless it failed."""
+    return _error_of(record, result(record.job) or {})[0]
+
+
+def cloud_note(record: Finished) -> str:
+    """`cloud-throttled (aws:RequestLimitExceeded)`, for a failure the cloud's own signal
+    explains; "" for any other Job."""
+    res = result(record.job) or {}
+    kind = _error_of(record, res)[0]
+    signal = _signal(kind, res)
+    return f"{kind} ({signal})" if signal is not None else ""
+
+
+def _signal(kind: str | None, res: Json) -> str | None:
+    """The result's signal, when the kind shown is the cloud kind it gave."""
+    return signal_of(res.get("error")) if kind in CLOUD_KINDS else None
 
 
 def changes_shown(res: Json, redactor: Redactor) -> Json | None:

@@ -33,7 +33,7 @@ from controller.core.jobs.job import (
     result,
 )
 from controller.core.plan import signals
-from controller.core.plan.last_run import last_run_of
+from controller.core.plan.last_run import cloud_note, last_run_of
 from controller.core.plan.policy_status import policy_condition
 from controller.core.plan.writeback import WriteBack
 from controller.core.spec.identity import verdict_of
@@ -195,7 +195,10 @@ def _apply_condition(ctx: Context) -> Json | None:
         # A termination message that was no result of the Job's own says so by its reason.
         invalid = record.verdict.event == INVALID_RESULT
         reason = INVALID_RESULT if invalid else "ApplyFailed"
-        return _cond("ApplyJobSucceeded", False, reason, record.verdict.message)
+        # The cloud's own error is named first, so who should act reads at a glance.
+        note = cloud_note(record)
+        message = f"{note}: {record.verdict.message}" if note else record.verdict.message
+        return _cond("ApplyJobSucceeded", False, reason, message)
     return None
 
 

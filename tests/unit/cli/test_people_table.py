@@ -386,6 +386,37 @@ def test_the_source_column_shows_the_shape_and_the_pinned_digest(
     assert (cell or "-") in line.split()
 
 
+@pytest.mark.parametrize(
+    ("last_run", "cell"),
+    [
+        (None, "-"),
+        ({"op": "apply", "result": "succeeded"}, "apply succeeded"),
+        (
+            {"op": "apply", "result": "failed", "errorKind": "state-lock"},
+            "apply failed (state-lock)",
+        ),
+        (
+            {
+                "op": "refresh",
+                "result": "failed",
+                "errorKind": "cloud-throttled",
+                "signal": "aws:RequestLimitExceeded",
+            },
+            "refresh failed (cloud-throttled: aws:RequestLimitExceeded)",
+        ),
+    ],
+)
+def test_the_last_run_cell_names_the_cloud_signal_behind_a_cloud_error(
+    last_run: dict[str, str] | None, cell: str
+) -> None:
+    assert rows.last_run_cell(last_run) == cell
+    if last_run is not None:
+        status = {"lastRun": last_run | {"job": "j", "finishedAt": ts(NOW)}}
+        shown = rows.row_of(captf(status=status), []).last_run
+        assert shown is not None
+        assert shown.get("signal") == last_run.get("signal")
+
+
 def test_wide_adds_the_newest_plans_changes_and_the_policy_verdict() -> None:
     status = {
         "conditions": [

@@ -297,6 +297,9 @@ def _substituted(name: str) -> list[dict[str, Any]]:
         "KUBERNETES_VERSION": "v1.35.0",
         "CONTROL_PLANE_MACHINE_COUNT": "1",
         "WORKER_MACHINE_COUNT": "2",
+        # What the aws flavour requires.
+        "TERRAFORM_AWS_REGION": "eu-west-1",
+        "TERRAFORM_AWS_AMI_ID": "ami-0123456789abcdef0",
     }
     text = _DEFAULTED.sub(lambda m: m.group(2), (REPOSITORY / name).read_text())
     text = _PLAIN.sub(lambda m: given[m.group(1)], text)
@@ -328,7 +331,9 @@ TIMEOUTS = {
 }
 
 
-@pytest.mark.parametrize("name", ["cluster-template.yaml", "cluster-template-identity.yaml"])
+@pytest.mark.parametrize(
+    "name", ["cluster-template.yaml", "cluster-template-identity.yaml", "cluster-template-aws.yaml"]
+)
 def test_the_templates_ship_a_machinehealthcheck_for_workers_and_control_plane(name: str) -> None:
     """CAPTF's remediation mark does nothing without a MachineHealthCheck selecting the
     Machine: the workers and the control plane each get one, their timeouts variables."""

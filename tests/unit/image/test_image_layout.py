@@ -180,8 +180,8 @@ def test_the_runtime_has_a_layer_of_its_own_the_same_for_every_module(tmp_path: 
     second = plan(other, Role.CLUSTER, runtime=fake_runtime(tmp_path), providers=providers)
     assert [str(m.name) for m in first.layers[0].members] == ["captf", "captf/runtime"]
     assert first.layers[0].key == second.layers[0].key
-    assert first.layers[1].key != second.layers[1].key
-    assert "captf/runtime" not in {str(m.name) for m in first.layers[1].members}
+    assert first.layers[-1].key != second.layers[-1].key
+    assert "captf/runtime" not in {str(m.name) for m in first.layers[-1].members}
     again = plan(module, Role.CLUSTER, runtime=fake_runtime(tmp_path), providers=providers)
     assert again.key == first.key
     assert plan(module, Role.MACHINE, runtime=fake_runtime(tmp_path), providers=providers).key != (
@@ -195,3 +195,43 @@ def fake_runtime(tmp_path: Path) -> Path:
         runtime.write_text('#!/bin/sh\necho \'{"terraform_version": "1.12.6"}\'\n')
         runtime.chmod(0o755)
     return runtime
+
+
+def test_modules_requiring_the_same_providers_share_the_providers_layer(tmp_path: Path) -> None:
+    """The three roles of a module set carry one provider layer: a registry stores it once."""
+    _, _, providers = _tree(tmp_path)
+    roles = {}
+    for role in Role:
+        directory = tmp_path / f"set-{role.value}"
+        directory.mkdir()
+        (directory / "main.tf").write_text(
+            f'# {role.value}\nresource "local_file" "f" {{\n  filename = "x"\n  content = ""\n}}\n'
+        )
+        roles[role] = plan(directory, role, runtime=fake_runtime(tmp_path), providers=providers)
+    for planned in roles.values():
+        assert len(planned.layers) == 3
+        names = [str(m.name) for m in planned.layers[1].members]
+        assert names[:2] == ["captf", "captf/providers"]
+        assert all(n == "captf" or n.startswith("captf/providers") for n in names)
+        assert not any(
+            n.startswith("captf/providers")
+            for m in planned.layers[2].members
+            for n in [str(m.name)]
+        )
+    assert len({p.layers[1].key for p in roles.values()}) == 1  # one provider layer
+    assert len({p.layers[0].key for p in roles.values()}) == 1  # one runtime layer
+    assert len({p.layers[2].key for p in roles.values()}) == 3  # a module layer each
+
+
+@pytest.mark.parametrize("mirror", [False, True], ids=["no mirror", "nothing required"])
+def test_an_image_carrying_no_provider_has_two_layers(tmp_path: Path, mirror: bool) -> None:
+    module, _, providers = _tree(tmp_path)
+    planned = plan(
+        module,
+        Role.CLUSTER,
+        runtime=fake_runtime(tmp_path),
+        providers=providers if mirror else None,
+    )
+    assert len(planned.layers) == 2
+    names = {str(m.name) for m in planned.layers[1].members}
+    assert ("captf/providers" in names) is mirror

@@ -241,6 +241,33 @@ async def test_failed_apply_saves_partial_state_but_not_the_new_inputs_hash(
     }
 
 
+THROTTLED = (
+    "╷\n│ Error: creating EC2 VPC: operation error EC2: CreateVpc, https response error "
+    "StatusCode: 503, RequestID: 1f, api error RequestLimitExceeded: Request limit exceeded.\n╵\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("step", "stderr", "kind", "signal"),
+    [
+        ("apply", THROTTLED, "cloud-throttled", "aws:RequestLimitExceeded"),
+        ("plan", THROTTLED, "cloud-throttled", "aws:RequestLimitExceeded"),
+        ("apply", "Error: quota exceeded\n", "apply", None),  # words only: the step's kind
+        ("apply", THROTTLED + "Error: Unsupported argument\n", "apply", None),
+        # A lock error stays one, whatever else the output says.
+        ("plan", "Error: Error acquiring the state lock\n" + THROTTLED, "state-lock", None),
+    ],
+)
+async def test_a_step_failed_on_a_cloud_signal_reports_its_kind_and_the_signal(
+    kube: FakeKube, tmp_path: Path, step: str, stderr: str, kind: str, signal: str | None
+) -> None:
+    with_state(kube, 4)
+    tofu = ScriptedTofu(tmp_path, codes={step: 1}, stderr=stderr)
+    result = await execute(environ(), kube, tofu, tmp_path)
+    error = orjson.loads(result.to_json())["error"]
+    assert (error["kind"], error.get("signal")) == (kind, signal)
+
+
 async def test_sigterm_during_apply_saves_state_and_reports_interrupted(
     kube: FakeKube, tmp_path: Path
 ) -> None:

@@ -29,6 +29,18 @@ def test_destroyed_lists_deletes_and_replacements_only() -> None:
     assert plans.destroyed({}) == []
 
 
+def test_the_replacement_of_a_tainted_resource_is_not_destructive() -> None:
+    """A resource a failed apply left half made: the next apply replaces it unguarded."""
+    tainted = change("aws_vpc.this", ["delete", "create"]) | {
+        "action_reason": "replace_because_tainted"
+    }
+    cannot_update = change("aws_instance.x", ["delete", "create"]) | {
+        "action_reason": "replace_because_cannot_update"
+    }
+    plan = {"resource_changes": [tainted, cannot_update, change("e", ["delete"])]}
+    assert plans.destroyed(plan) == ["aws_instance.x", "e"]
+
+
 def test_changed_skips_inert_actions() -> None:
     assert plans.changed(PLAN) == [
         "create b",

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.core.jobs.cloud_signals import SIGNALS, CloudKind
 from controller.core.jobs.job import Outcome
-from controller.core.jobs.run_report import ERROR_KINDS, SUMMARY_LIMIT, ErrorKind
+from controller.core.jobs.run_report import CLOUD_KINDS, ERROR_KINDS, SUMMARY_LIMIT, ErrorKind
 from controller.core.jobs.termination import result_of
 from controller.runner.main import run_op, version_of
 from controller.runner.result import MESSAGE_FLOOR, RunnerResult, Step
@@ -213,7 +214,9 @@ _steps = st.lists(
     steps=_steps,
     version=st.none() | st.from_regex(r"[0-9][0-9a-z.+-]{0,39}", fullmatch=True),
     serial=st.none() | st.integers(0, 2**40),
-    kind=st.none() | st.sampled_from(ErrorKind),
+    kind=st.none() | st.sampled_from(ErrorKind).filter(lambda k: k.value not in CLOUD_KINDS),
+    # A cloud kind is always written with the signal that gave it.
+    cloud=st.none() | st.sampled_from(sorted(SIGNALS.items())),
     outputs=st.none() | st.lists(st.from_regex(r"[a-z_]{1,30}", fullmatch=True), max_size=20),
 )
 def test_any_report_is_a_whole_result_within_the_termination_message(
@@ -224,8 +227,12 @@ def test_any_report_is_a_whole_result_within_the_termination_message(
     version: str | None,
     serial: int | None,
     kind: ErrorKind | None,
+    cloud: tuple[str, CloudKind] | None,
     outputs: list[str] | None,
 ) -> None:
+    signal = None
+    if cloud is not None:
+        signal, kind = cloud[0], ErrorKind(cloud[1].value)
     result = RunnerResult(
         outcome=outcome,
         message=message,
@@ -236,6 +243,7 @@ def test_any_report_is_a_whole_result_within_the_termination_message(
         steps=tuple(steps),
         error_kind=kind,
         summary=summary,
+        signal=signal,
     )
     text = result.to_json()
     assert len(text.encode()) <= 4096
@@ -248,6 +256,7 @@ def test_any_report_is_a_whole_result_within_the_termination_message(
     assert body["job"] == result.job_uid
     if kind is not None:
         assert body["error"]["kind"] == kind.value
+        assert body["error"].get("signal") == signal
         assert len(body["error"].get("summary", "")) <= SUMMARY_LIMIT
         assert body["error"]["kind"] in ERROR_KINDS
     kept = body.get("steps", [])

@@ -105,3 +105,39 @@ def test_malformed_steps_are_not_observed() -> None:
     snap = snapshot.build(b.captf(), [*b.base_objects(), job])
     [record] = snap.history
     assert accounting_of(snap, snap.history, record).sample.steps == ()
+
+
+@pytest.mark.parametrize(
+    ("result", "error_kind"),
+    [
+        (
+            {"error": {"kind": "cloud-throttled", "signal": "aws:Throttling", "summary": "x"}},
+            "cloud-throttled",
+        ),
+        ({"error": {"kind": "apply", "summary": "x"}}, "apply"),
+        ({}, "contract"),  # no result at all: the controller's own kind
+    ],
+)
+def test_a_failure_is_counted_with_its_error_kind(
+    result: dict[str, object], error_kind: str
+) -> None:
+    job = b.job("apply", 1, "failed" if result else None, result=result or None)
+    job["metadata"]["uid"] = "uid-job-1"
+    snap = snapshot.build(b.captf(), [*b.base_objects(), job])
+    [record] = snap.history
+    sample = accounting_of(snap, snap.history, record).sample
+    assert sample.error_kind == error_kind
+    registry = CollectorRegistry()
+    JobMetrics(registry).observe(sample)
+    labels = {"kind": "TerraformCluster", "op": "apply", "reason": "JobFailed"}
+    assert (
+        registry.get_sample_value("captf_job_failures_total", labels | {"error_kind": error_kind})
+        == 1
+    )
+
+
+def test_a_success_is_counted_with_no_error_kind() -> None:
+    job = b.job("apply", 1, "succeeded", result={"message": "applied"})
+    snap = snapshot.build(b.captf(), [*b.base_objects(), job])
+    [record] = snap.history
+    assert accounting_of(snap, snap.history, record).sample.error_kind == ""

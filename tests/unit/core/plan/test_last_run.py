@@ -132,3 +132,44 @@ def test_the_status_write_carries_last_run_and_a_second_pass_changes_nothing() -
     again = plan_pass(snapshot.build(written, [*b.base_objects(), job]), b.NOW)
     assert "lastRun" not in (again.status or {})
     assert orjson.dumps(first.status["lastRun"])  # plain JSON
+
+
+THROTTLED: Json = APPLY_FAILED | {
+    "error": {
+        "kind": "cloud-throttled",
+        "summary": "creating EC2 VPC: operation error EC2: CreateVpc, …",
+        "signal": "aws:RequestLimitExceeded",
+    }
+}
+
+
+def test_a_cloud_error_shows_its_kind_and_signal_in_last_run_and_the_apply_condition() -> None:
+    job = b.job("apply", 1, "failed", finished=b.ago(minutes=2), result=THROTTLED)
+    run = last_run_of(_history(job), _none)
+    assert run is not None
+    assert (run["errorKind"], run["signal"]) == ("cloud-throttled", "aws:RequestLimitExceeded")
+    snap = snapshot.build(b.captf(), [*b.base_objects(), job])
+    status = plan_pass(snap, b.NOW).status
+    assert status is not None
+    [applied] = [c for c in status["conditions"] if c["type"] == "ApplyJobSucceeded"]
+    assert applied["reason"] == "ApplyFailed"
+    assert applied["message"].startswith("cloud-throttled (aws:RequestLimitExceeded): Job c1-apply")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"kind": "apply", "summary": "x", "signal": "aws:RequestLimitExceeded"},  # not its kind
+        {"kind": "cloud-throttled", "summary": "x", "signal": "aws:ExpiredToken"},
+    ],
+)
+def test_a_signal_the_table_does_not_give_that_kind_is_never_shown(error: Json) -> None:
+    job = b.job("apply", 1, "failed", result=APPLY_FAILED | {"error": error})
+    run = last_run_of(_history(job), _none)
+    assert run is not None
+    assert "signal" not in run
+    snap = snapshot.build(b.captf(), [*b.base_objects(), job])
+    status = plan_pass(snap, b.NOW).status
+    assert status is not None
+    [applied] = [c for c in status["conditions"] if c["type"] == "ApplyJobSucceeded"]
+    assert applied["message"].startswith("Job c1-apply")
