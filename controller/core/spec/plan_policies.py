@@ -7,7 +7,8 @@ everything). The policy set is the rules of every policy that selects the object
 the order of the policies' names, and the subject the rules see: the object's kind,
 namespace, name and labels, and its Cluster API Cluster's name and labels. Labels under
 `captf.io/` are left out: the controller writes some itself, and a rule must not be
-judged again because of them.
+judged again because of them; so is Cluster API's cluster-name label from the object's
+labels (it arrives after creation; the subject's cluster name is the same fact).
 
 The set is what the runner judges with (`RunnerVar.POLICIES`, its JSON) and its hash is
 the policy version: a Job records the hash it was given (`captf.io/policy-hash`), and a
@@ -27,7 +28,7 @@ from typing import Final
 
 import orjson
 
-from controller.core.basics.names import CAPI_CLUSTER
+from controller.core.basics.names import CAPI_CLUSTER, LABEL_CLUSTER_NAME
 from controller.core.spec.identity import selector_matches
 from controller.core.spec.refs import cluster_name_of, spec_of
 from runtime.jsonobj import Json
@@ -168,6 +169,13 @@ def _shown(labels: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in labels.items() if not str(k).startswith(OWN_LABEL_PREFIX)}
 
 
+def _subject_labels(labels: object) -> dict[str, str]:
+    """The object's labels as its rules see them: also without Cluster API's cluster-name
+    label, which Cluster API puts on a TerraformCluster some time after it is created
+    (a denied apply must not be judged again for it); `cluster.name` says the same."""
+    return {k: v for k, v in _shown(labels).items() if k != LABEL_CLUSTER_NAME}
+
+
 def subject_of(obj: Json, related: Mapping[tuple[str, str], Json]) -> Json:
     """What the rules see of the object and its Cluster API Cluster."""
     meta = obj.get("metadata") or {}
@@ -178,7 +186,7 @@ def subject_of(obj: Json, related: Mapping[tuple[str, str], Json]) -> Json:
             "kind": str(obj.get("kind", "")),
             "namespace": str(meta.get("namespace", "")),
             "name": str(meta.get("name", "")),
-            "labels": _shown(meta.get("labels")),
+            "labels": _subject_labels(meta.get("labels")),
         },
         "cluster": {
             "name": name,

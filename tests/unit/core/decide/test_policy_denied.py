@@ -151,6 +151,18 @@ def test_the_labels_pick_the_policies() -> None:
     assert policy_set(snap.policies, snap.obj, snap.related, snap.namespace_labels) is None
 
 
+def test_cluster_api_labelling_the_object_after_a_denial_keeps_the_wait() -> None:
+    """Cluster API puts its cluster-name label on a TerraformCluster some time after it is
+    created; a denial made before the label came still holds after (the whole suite saw a
+    third apply there, judged and denied again), and the label still selects."""
+    obj, others = changed_object(), [*base_objects(), policy()]
+    others.append(denied_apply(1, policy_hash(obj, others)))
+    obj["metadata"]["labels"] = {"cluster.x-k8s.io/cluster-name": "c1"}
+    assert decided(obj, others)["reason"] == Reason.POLICY_DENIED
+    selecting = [*base_objects(), policy(objectSelector={"matchLabels": obj["metadata"]["labels"]})]
+    assert policy_hash(obj, selecting)
+
+
 def test_the_status_names_policy_rule_and_addresses() -> None:
     obj, others = changed_object(), [*base_objects(), policy()]
     others.append(denied_apply(1, policy_hash(obj, others)))
