@@ -6,6 +6,7 @@ starts anything."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -31,6 +32,19 @@ CRD_DIR = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 # it on examples that are merely slow there. A failure still prints its seed to replay.
 settings.register_profile("captf", deadline=None, print_blob=True)
 settings.load_profile("captf")
+
+
+@pytest.fixture
+def root_logger_kept() -> Iterator[None]:
+    """For a test that runs `captf run` in process: its logging setup leaves the root logger
+    one handler, on the stderr of that moment (the test's capture, closed when the test
+    ends), which would make every later test's log records print logging errors into its
+    own captured stderr. The root logger's handlers and level are put back after."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
