@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 
 import pytest
 
+from controller.core.basics.runner_vars import RunnerVar
 from runtime.envtest.client import RequestFailed
 from runtime.jsonobj import Json
 from tests.e2e.system import System, ended, result_of, terminal
@@ -201,7 +203,20 @@ def _applies_said(jobs: list[Json], status: Json) -> str:
         said = {k: v for k, v in (meta.get("annotations") or {}).items() if "captf" in k}
         outcome = result_of(job).get("outcome") if terminal(job) else "running"
         lines.append(f"{meta['name']} {meta.get('creationTimestamp')} {outcome} {said}")
+        lines.append(f"  policies given: {_policies_given(job)}")
     return "\n".join(lines)
+
+
+def _policies_given(job: Json) -> str:
+    """The policy set the Job's runner was given (its environment): the rules' names and
+    the subject they saw."""
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    for env in container.get("env") or []:
+        if env["name"] == RunnerVar.POLICIES:
+            given = json.loads(env.get("value") or "{}")
+            rules = [f"{r['policy']}/{r['name']}" for r in given.get("rules", [])]
+            return f"rules {rules} subject {given.get('subject')}"
+    return "none"
 
 
 def _apply_of(job: Json, name: str) -> bool:
