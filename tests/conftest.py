@@ -34,16 +34,20 @@ settings.register_profile("captf", deadline=None, print_blob=True)
 settings.load_profile("captf")
 
 
-@pytest.fixture
-def root_logger_kept() -> Iterator[None]:
-    """For a test that runs `captf run` in process: its logging setup leaves the root logger
-    one handler, on the stderr of that moment (the test's capture, closed when the test
-    ends), which would make every later test's log records print logging errors into its
-    own captured stderr. The root logger's handlers and level are put back after."""
+@pytest.fixture(autouse=True)
+def _root_logger_kept() -> Iterator[None]:
+    """What a test leaves on the root logger goes with it. `captf run` in process (and the
+    dev tools' basicConfig) give the root logger a handler on the stderr of that moment:
+    the test's capture, closed when the test ends, after which every log record of a
+    later test in the process prints a logging error into that test's own stderr. So a
+    plain StreamHandler added during the test is taken off after it (pytest's own
+    handlers are subclasses, and pytest takes them off itself), and the level is put back."""
     root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    before, level = set(root.handlers), root.level
     yield
-    root.handlers[:] = handlers
+    for handler in list(root.handlers):
+        if type(handler) is logging.StreamHandler and handler not in before:
+            root.removeHandler(handler)
     root.setLevel(level)
 
 

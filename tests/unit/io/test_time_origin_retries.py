@@ -68,7 +68,6 @@ async def test_any_other_failure_is_an_origin_error_at_once(error: Exception) ->
     assert api.attempts == 1
 
 
-@pytest.mark.usefixtures("root_logger_kept")
 def test_captf_run_says_an_origin_error_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
