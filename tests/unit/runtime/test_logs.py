@@ -97,19 +97,11 @@ def test_the_format_defaults_to_text_on_a_terminal(
 
 
 def test_setup_writes_one_json_object_per_line() -> None:
+    # The handler setup leaves goes after the test (tests/conftest.py's _root_logger_kept).
     out = io.StringIO()
-    root = logging.getLogger()
-    saved = list(root.handlers), root.level
-    try:
-        assert logs.setup("json", stream=out) == "json"
-        with logs.bound(object={"kind": "K", "namespace": "n", "name": "x"}):
-            logging.getLogger("captf").info("two\nlines")
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved[0]:
-            root.addHandler(handler)
-        root.setLevel(saved[1])
+    assert logs.setup("json", stream=out) == "json"
+    with logs.bound(object={"kind": "K", "namespace": "n", "name": "x"}):
+        logging.getLogger("captf").info("two\nlines")
     [line] = out.getvalue().splitlines()
     assert orjson.loads(line)["message"] == "two\nlines"
 
