@@ -156,7 +156,8 @@ async def test_the_copy_shape_applies_pins_follows_a_moved_tag_and_destroys_on_i
     assert (c2, m2) != (c1, m1)
     # The cluster re-applies the new digest; the machine drifts and destroys on its pin.
     again = await system.finished_job("pin", "apply", 2)
-    assert copied_from(again) == f"{repo}/pin-cluster@{c2}"
+    said = f"c1 {c1}, c2 {c2}, created {again['metadata'].get('creationTimestamp')}"
+    assert copied_from(again) == f"{repo}/pin-cluster@{c2}", said
     assert result_of(again)["outcome"] == "succeeded", system.log(again)
     checked = await system.finished_job("pin-m", "drift", 1)
     assert copied_from(checked) == f"{repo}/pin-machine@{m1}"
