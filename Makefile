@@ -91,8 +91,9 @@ release: $(STAMP)
 # The suite mostly waits (on controllers at a time scale, on Jobs, on API servers), so two
 # workers, each with its own API servers, take 0.53 of one's wall time on two cores (902 s
 # against 1,715 s); a file's tests stay in one worker, with its module fixtures.
-# TEST_WORKERS=0 runs it in one process.
-TEST_WORKERS ?= 2
+# The default stays one process (TEST_WORKERS=0) for now: the last two two-worker runs each
+# failed a different e2e test that passes alone; TEST_WORKERS=2 for the faster run.
+TEST_WORKERS ?= 0
 test: check kube tofu helm capi registry promtool
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --durations=40
 
