@@ -53,6 +53,22 @@ class BackgroundMetrics:
             ["identity"],
             registry=registry,
         )
+        self.shown: set[str] = set()
+
+    def show(self, key: str, stretch: float, demand: float, budget: int) -> None:
+        self.stretch.labels(key).set(stretch)
+        self.demand.labels(key).set(demand)
+        self.budget.labels(key).set(budget)
+        self.shown.add(key)
+
+    def forget_all_but(self, keys: set[str]) -> None:
+        """Drop the series of keys no object asks of any more (a member counted under
+        `none` until Cluster API labels it with its cluster, credentials no longer used):
+        a gauge left behind would report a stretch nothing has."""
+        for key in self.shown - keys:
+            for gauge in (self.stretch, self.demand, self.budget):
+                gauge.remove(key)
+        self.shown &= keys
 
 
 async def stretch_forever(
@@ -75,12 +91,10 @@ async def stretch_round(
     identities = {str(i["metadata"]["name"]): i for i in caches.identities.store}
     namespace = settings.slot_namespace
     leases = caches.all_leases()
-    for key, (stretch, demand, budget) in stretches(
-        objects, identities, settings.background_jobs_per_minute
-    ).items():
-        metrics.stretch.labels(key).set(stretch)
-        metrics.demand.labels(key).set(demand)
-        metrics.budget.labels(key).set(budget)
+    found = stretches(objects, identities, settings.background_jobs_per_minute)
+    metrics.forget_all_but(set(found))
+    for key, (stretch, demand, budget) in found.items():
+        metrics.show(key, stretch, demand, budget)
         live = budget_lease.find(leases, namespace, key)
         body = budget_lease.with_stretch(live, namespace=namespace, key=key, stretch=stretch)
         if body is None:
