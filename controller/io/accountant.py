@@ -83,16 +83,22 @@ class JobMetrics:
 
 
 async def account(
-    client: Api, obj: Json, accounting: Accounting, metrics: JobMetrics, now: datetime
+    client: Api,
+    obj: Json,
+    accounting: Accounting,
+    metrics: JobMetrics,
+    now: datetime,
+    seen: leases.SeenLeases = leases.unseen,
 ) -> None:
-    """Accounts one finished Job of `obj`, the steps in the order above."""
+    """Accounts one finished Job of `obj`, the steps in the order above (`seen`: the
+    cache's copies of the Leases it releases, written over first)."""
     if accounting.event is not None:
         await emit(client, obj, accounting.event, now)
     if accounting.warning is not None:
         await emit(client, obj, accounting.warning, now)
     metrics.observe(accounting.sample)
     for write in accounting.releases:
-        await leases.carry_out(client, write, now)
+        await leases.carry_out(client, write, now, seen)
     namespace = obj["metadata"]["namespace"]
     for secret in accounting.clear_records:
         await clear_record(client, namespace, secret)

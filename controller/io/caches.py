@@ -174,6 +174,14 @@ class Caches:
         controller's namespace is not among them."""
         return [self.leases] if self.slot_leases is None else [self.leases, self.slot_leases]
 
+    def lease(self, namespace: str, name: str) -> Json | None:
+        """The cached copy of one Lease (controller/io/leases.py writes over it first)."""
+        for informer in self.lease_caches():
+            found = informer.store.get(f"{namespace}/{name}")
+            if found is not None:
+                return found
+        return None
+
     def all_leases(self) -> list[Json]:
         """Every cached run slot and operation Lease (as stored)."""
         return [lease for inf in self.lease_caches() for lease in inf.store]

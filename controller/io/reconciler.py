@@ -271,7 +271,9 @@ class Reconciler:
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:
-            await accountant.account(self.client, obj, accounting, self.metrics, now)
+            await accountant.account(
+                self.client, obj, accounting, self.metrics, now, self.caches.lease
+            )
         if todo.gone is not None:
             await self._forget_gone(obj, todo, now)
         for job in todo.prune:
@@ -285,7 +287,7 @@ class Reconciler:
         await runner_rbac.provide(self.client, todo.runner_rbac)
         if todo.launch is not None:
             with self.memory.launching(todo.launch.name):
-                await launch(self.client, todo.launch, now)
+                await launch(self.client, todo.launch, now, self.caches.lease)
             self.memory.launched(key, todo.launch.name, owner=obj["metadata"]["uid"])
             _log_start(snap, todo)
         for event in todo.events:
@@ -337,7 +339,7 @@ class Reconciler:
             await interrupted.record(self.client, gone.record)
         # A Job that never finishes is never accounted: free its Leases here.
         for write in gone.releases:
-            await carry_out(self.client, write, now)
+            await carry_out(self.client, write, now, self.caches.lease)
         log.warning(
             "%s/%s: Job %s disappeared while it ran",
             obj["kind"],
