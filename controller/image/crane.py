@@ -7,9 +7,11 @@ and takes credentials from the user's Docker config, as it decides."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from controller.image import oci_layout
 from runtime.registry_build import RegistryMissing, registry_dir
 
 TIMEOUT_SECONDS = 300.0
@@ -36,14 +38,15 @@ def push(
     platform: str,
     user: str,
 ) -> str:
-    """Pushes an image of `layers` (on an empty OCI base) as `tag`, then sets its labels,
-    platform and user and pushes that under the same tag. Returns the digest. A layer
-    the registry holds already is not uploaded again (crane asks first)."""
-    files = [arg for layer in layers for arg in ("-f", str(layer))]
-    _crane(crane, "append", "--oci-empty-base", *files, "-t", tag)
-    flags = [arg for key, value in sorted(labels.items()) for arg in ("-l", f"{key}={value}")]
-    _crane(crane, "mutate", tag, *flags, "--set-platform", platform, "--user", user, "-t", tag)
-    return _crane(crane, "digest", tag).strip()
+    """Pushes the image of `layers` with its labels, platform and user as `tag`, in one
+    step from an OCI layout (oci_layout.py: the tag never names a half-made image).
+    Returns the digest. A layer the registry holds already is not uploaded again (crane
+    asks first)."""
+    with tempfile.TemporaryDirectory(prefix="captf-oci-") as scratch:
+        directory = Path(scratch)
+        digest = oci_layout.write(directory, layers, labels=labels, platform=platform, user=user)
+        _crane(crane, "push", str(directory), tag)
+    return digest
 
 
 def _crane(crane: Path, *args: str) -> str:

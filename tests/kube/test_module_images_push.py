@@ -4,13 +4,17 @@ from the cache."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from controller.core.contract.roles import Role
 from controller.dev import module_images
 from controller.dev.demo import EXAMPLES
 from controller.dev.workload import MODULES
+from controller.image.build import build_and_push
+from controller.image.layout import USER, labels
 from runtime.envtest.registry import Registry
 from tests.registry_support import crane
 
@@ -50,3 +54,24 @@ def test_each_module_is_pushed_by_content_and_a_second_run_reuses_the_layers(
     assert again == first
     assert all("(layers cached)" in line for line in said)
     assert sorted((tmp_path / "cache" / "module-layers").iterdir()) == layers
+
+
+def test_a_rebuild_under_the_same_tag_moves_it_once(registry: Registry, tmp_path: Path) -> None:
+    """The tag goes from the old image straight to the new: the repository never holds
+    a manifest but the two built (a controller following the tag applies each it sees)."""
+    runtime = fake_tofu(tmp_path) / "tofu"
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "main.tf").write_text("# the first version\n")
+    repository = "rebuilt/cluster"
+    tag = f"{registry.host}/{repository}:1"
+    first = build_and_push(module, Role.CLUSTER, tag, runtime=runtime, providers=None)
+    (module / "main.tf").write_text("# the second version\n")
+    second = build_and_push(module, Role.CLUSTER, tag, runtime=runtime, providers=None)
+
+    assert first != second
+    assert registry.manifests_of(repository) == {first, second}
+    assert crane(registry, "digest", tag).strip() == second
+    config = json.loads(crane(registry, "config", tag))
+    assert config["config"]["User"] == USER
+    assert config["config"]["Labels"] == labels(Role.CLUSTER, "1.12.6")
