@@ -88,17 +88,17 @@ async def account(
     accounting: Accounting,
     metrics: JobMetrics,
     now: datetime,
-    seen: leases.SeenLeases = leases.unseen,
+    known: leases.Known | None = None,
 ) -> None:
-    """Accounts one finished Job of `obj`, the steps in the order above (`seen`: the
-    cache's copies of the Leases it releases, written over first)."""
+    """Accounts one finished Job of `obj`, the steps in the order above (`known`: the
+    versions of the Leases it releases tried first)."""
     if accounting.event is not None:
         await emit(client, obj, accounting.event, now)
     if accounting.warning is not None:
         await emit(client, obj, accounting.warning, now)
     metrics.observe(accounting.sample)
     for write in accounting.releases:
-        await leases.carry_out(client, write, now, seen)
+        await leases.carry_out(client, write, now, known)
     namespace = obj["metadata"]["namespace"]
     for secret in accounting.clear_records:
         await clear_record(client, namespace, secret)

@@ -35,15 +35,15 @@ class Refused(Exception):
 
 
 async def launch(
-    client: Api, start: Launch, now: datetime, seen: leases.SeenLeases = leases.unseen
+    client: Api, start: Launch, now: datetime, known: leases.Known | None = None
 ) -> None:
     """Creates what the Job needs, then the Job. Raises LeaseBusy when a Lease is held by
     another, ApiError(409) when one changed meanwhile, Refused when the API server refuses
-    any of it; in each case after giving back the Leases it took. `seen`: the cache's
-    copies of the Leases, written over first (controller/io/leases.py)."""
+    any of it; in each case after giving back the Leases it took. `known`: the Leases'
+    versions tried first (controller/io/leases.py)."""
     taken: list[LeaseWrite] = []
     try:
-        await _create(client, start, taken, now, seen)
+        await _create(client, start, taken, now, known)
     except ApiError as err:
         await _give_back(client, taken, now)
         if err.status in REFUSED_STATUSES:
@@ -55,17 +55,17 @@ async def launch(
 
 
 async def _create(
-    client: Api, start: Launch, taken: list[LeaseWrite], now: datetime, seen: leases.SeenLeases
+    client: Api, start: Launch, taken: list[LeaseWrite], now: datetime, known: leases.Known | None
 ) -> None:
     namespace = start.job["metadata"]["namespace"]
     if start.inputs_secret is not None:
         await api.create(client, api.secret_path(namespace), start.inputs_secret)
     for claim in start.claims:
         if claim.role == Role.RUN_SLOT:
-            await _take_slot(client, claim, start.other_slots, taken, now, seen)
+            await _take_slot(client, claim, start.other_slots, taken, now, known)
             continue
         taken.append(claim)  # before the write: its answer may be lost, not its effect
-        await leases.carry_out(client, claim, now, seen)
+        await leases.carry_out(client, claim, now, known)
     await api.create(client, api.job_path(namespace), start.job)
 
 
@@ -75,7 +75,7 @@ async def _take_slot(
     others: tuple[str, ...],
     taken: list[LeaseWrite],
     now: datetime,
-    seen: leases.SeenLeases,
+    known: leases.Known | None,
 ) -> None:
     """The run slot the plan chose, else the next it named: objects launching together
     all chose the same first free slot, and all but one find it taken (issue 31). The
@@ -85,7 +85,7 @@ async def _take_slot(
         attempt = replace(claim, name=name)
         taken.append(attempt)  # before the write: its answer may be lost, not its effect
         try:
-            await leases.carry_out(client, attempt, now, seen)
+            await leases.carry_out(client, attempt, now, known)
             return
         except leases.LeaseBusy:
             if name == names[-1]:

@@ -2,20 +2,22 @@
 Lease and write it with that version's resourceVersion as precondition.
 
 The precondition is what excludes: a concurrent writer makes the write fail with 409.
-The version tried first is the cache's (`seen`): it is current for most writes (a
-Job's claims and its release are tens of seconds apart), and a write over it saves a
-read, about a quarter of what a Job costs the API server (issue 39). A cached version
-behind the live one costs a 409, and the live read follows. Only a write is tried over
-the cache: an answer of "nothing to do" or "held by another" may come from a version
-the cache has not caught up with (a slot freed by one pass and taken by the next), so
-that answer is always the live Lease's. A 409 over the live version is the reconcile's
-to retry."""
+The version tried first is the one this process knows (`Known`): the cache's, or the
+one it wrote itself when the watch has not delivered that yet (the next launch's
+claims often come sooner). A write over it saves a live read. A known version behind
+the live one costs a 409 (or a 404, for a Lease deleted since), and the live read
+follows. Only a write is tried so: an answer of "nothing to do" or "held by another"
+may come from a version the cache has not caught up with (a slot freed by one pass and
+taken by the next), so that answer is always the live Lease's. A 409 over the live
+version is the reconcile's to retry."""
 
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime
+from typing import Final
 
 from controller.core import LEASE_API, Busy, LeaseWrite, Role, change_of
 from controller.io import api
@@ -23,13 +25,50 @@ from controller.io.api import Api
 from runtime.errors import ApiError
 from runtime.jsonobj import Json
 
-# The cache's copy of a Lease by namespace and name; None when it has none.
-SeenLeases = Callable[[str, str], Json | None]
+# Answers to a write over a known version that only say it was not the live one.
+_STALE: Final = frozenset({404, 409})
 
 
-def unseen(namespace: str, name: str) -> Json | None:
-    """No cached copy: every write reads the Lease live."""
-    return None
+class Known:
+    """The Leases as this process knows them, by namespace and name: the cache's copy
+    (`cached`), or the version this process wrote last while it is newer than that.
+    Without `cached` nothing is known, and every write reads the Lease live."""
+
+    KEPT: Final = 4096  # the versions written remembered, the oldest forgotten first
+
+    def __init__(self, cached: Callable[[str, str], Json | None] | None = None) -> None:
+        self._cached = cached
+        self._written: OrderedDict[tuple[str, str], Json] = OrderedDict()
+
+    def __call__(self, namespace: str, name: str) -> Json | None:
+        if self._cached is None:
+            return None
+        cached = self._cached(namespace, name)
+        mine = self._written.get((namespace, name))
+        if mine is not None and (cached is None or _newer(mine, cached)):
+            return mine
+        self._written.pop((namespace, name), None)
+        return cached
+
+    def wrote(self, lease: Json) -> None:
+        """`lease` as the API server answered a write of it."""
+        if self._cached is None:
+            return
+        meta = lease.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        self._written[key] = lease
+        self._written.move_to_end(key)
+        while len(self._written) > self.KEPT:
+            self._written.popitem(last=False)
+
+
+def _newer(one: Json, other: Json) -> bool:
+    """Whether `one` is a later version than `other`. resourceVersions are etcd's
+    revisions here; one that is not a number is never taken for newer."""
+    try:
+        return int(one["metadata"]["resourceVersion"]) > int(other["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 class LeaseBusy(Exception):
@@ -41,12 +80,13 @@ class LeaseBusy(Exception):
 
 
 async def carry_out(
-    client: Api, write: LeaseWrite, now: datetime, seen: SeenLeases = unseen
+    client: Api, write: LeaseWrite, now: datetime, known: Known | None = None
 ) -> bool:
     """Performs the write; False when the Lease already said what it wants (nothing sent).
     Raises LeaseBusy when another holds it, ApiError(409) when it changed meanwhile."""
+    known = known or Known()
     path = api.lease_path(write.namespace, write.name)
-    if await _over_cached(client, path, write, seen(write.namespace, write.name), now):
+    if await _over_known(client, path, write, known, now):
         return True
     live = await api.get_or_none(client, path)
     change = change_of(write, None if live is None else LEASE_API | live, now)
@@ -55,26 +95,27 @@ async def carry_out(
     if isinstance(change, Busy):
         raise LeaseBusy(change)
     if live is None:
-        await client.request("POST", api.lease_path(write.namespace), body=change)
+        known.wrote(await client.request("POST", api.lease_path(write.namespace), body=change))
     else:
-        await client.request("PUT", path, body=change)
+        known.wrote(await client.request("PUT", path, body=change))
     return True
 
 
-async def _over_cached(
-    client: Api, path: str, write: LeaseWrite, cached: Json | None, now: datetime
+async def _over_known(
+    client: Api, path: str, write: LeaseWrite, known: Known, now: datetime
 ) -> bool:
-    """The write over the cache's version; True when it took, False when the live
-    Lease must answer (no cached copy, nothing to write or a holder in it, or 409)."""
-    if cached is None:
+    """The write over the known version; True when it took, False when the live Lease
+    must answer (none known, nothing to write or a holder in it, or not the live one)."""
+    version = known(write.namespace, write.name)
+    if version is None:
         return False
-    change = change_of(write, LEASE_API | cached, now)
+    change = change_of(write, LEASE_API | version, now)
     if change is None or isinstance(change, Busy):
         return False
     try:
-        await client.request("PUT", path, body=change)
+        known.wrote(await client.request("PUT", path, body=change))
     except ApiError as err:
-        if err.status != 409:
+        if err.status not in _STALE:
             raise
         return False
     return True

@@ -128,7 +128,7 @@ from controller.io.api import Api
 from controller.io.caches import Caches
 from controller.io.keys import parse_key
 from controller.io.launcher import Refused, launch
-from controller.io.leases import LeaseBusy, carry_out
+from controller.io.leases import Known, LeaseBusy, carry_out
 from controller.io.memory import BeingFreed, Memory
 from controller.io.object_metrics import PassMetrics
 from controller.io.registry import ImageRegistry, cached_for
@@ -149,11 +149,13 @@ class Reconciler:
     metrics: JobMetrics
     settings: Settings = field(default_factory=Settings)  # the operator's, built once
     memory: Memory = field(init=False)  # this process's, shared with the janitor
+    leases: Known = field(init=False)  # the Leases' versions its writes try first
     registry: ImageRegistry | None = None  # module image lookups; default: a new one
     passes: PassMetrics | None = None  # the lease-wait and identity counters; None: none
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.clock)
+        self.leases = Known(self.caches.lease)
         if self.registry is None:
             self.registry = ImageRegistry(self.clock)
 
@@ -271,9 +273,7 @@ class Reconciler:
         if todo.restore_tried is not None:
             obj = _typed(obj, await api.patch_status(self.client, obj, todo.restore_tried))
         for accounting in todo.accounts:
-            await accountant.account(
-                self.client, obj, accounting, self.metrics, now, self.caches.lease
-            )
+            await accountant.account(self.client, obj, accounting, self.metrics, now, self.leases)
         if todo.gone is not None:
             await self._forget_gone(obj, todo, now)
         for job in todo.prune:
@@ -287,7 +287,7 @@ class Reconciler:
         await runner_rbac.provide(self.client, todo.runner_rbac)
         if todo.launch is not None:
             with self.memory.launching(todo.launch.name):
-                await launch(self.client, todo.launch, now, self.caches.lease)
+                await launch(self.client, todo.launch, now, self.leases)
             self.memory.launched(key, todo.launch.name, owner=obj["metadata"]["uid"])
             _log_start(snap, todo)
         for event in todo.events:
@@ -339,7 +339,7 @@ class Reconciler:
             await interrupted.record(self.client, gone.record)
         # A Job that never finishes is never accounted: free its Leases here.
         for write in gone.releases:
-            await carry_out(self.client, write, now, self.caches.lease)
+            await carry_out(self.client, write, now, self.leases)
         log.warning(
             "%s/%s: Job %s disappeared while it ran",
             obj["kind"],

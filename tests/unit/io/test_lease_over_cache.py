@@ -1,5 +1,6 @@
-"""A Lease write tries the cache's copy first and reads live only when it must
-(controller/io/leases.py): a current copy saves the read; a copy behind the live Lease
+"""A Lease write tries the version the process knows first and reads live only when it
+must (controller/io/leases.py): a current copy saves the read, and so does the version
+the process wrote itself before the cache shows it; a version behind the live Lease
 costs a 409 and the live read, and whatever the live Lease says then stands; an answer
 of "nothing to do" or "held by another" is never taken from the cache."""
 
@@ -14,7 +15,7 @@ import pytest
 
 from controller.core import LeaseWrite, Role, change_of, holder_of
 from controller.io import api
-from controller.io.leases import LeaseBusy, carry_out
+from controller.io.leases import Known, LeaseBusy, carry_out
 from runtime.jsonobj import Json
 from tests.fakeapi import FakeApi
 
@@ -54,9 +55,10 @@ async def written(server: Counted, write: LeaseWrite) -> Json:
     return out
 
 
-def cache_of(lease: Json | None) -> Any:
+def cache_of(lease: Json | None) -> Known:
+    """What the process knows when its cache holds `lease` (None: no copy)."""
     held = copy.deepcopy(lease)
-    return lambda namespace, name: held if (namespace, name) == (HOME, SLOT) else None
+    return Known(lambda namespace, name: held if (namespace, name) == (HOME, SLOT) else None)
 
 
 async def live_holder(server: FakeApi) -> str:
@@ -116,3 +118,29 @@ async def test_without_a_copy_the_lease_is_read_live() -> None:
 
     assert server.asked == [("GET", PATH), ("PUT", PATH)]
     assert not await live_holder(server)
+
+
+async def test_its_own_write_is_known_before_the_cache_shows_it() -> None:
+    server = Counted()
+    await written(server, claim("m2-apply-1"))
+    free = await written(server, release("m2-apply-1"))
+    known = cache_of(free)  # the cache stays at this version throughout
+
+    assert await carry_out(server, claim("m1-apply-1"), NOW, known)
+    assert await carry_out(server, release("m1-apply-1"), NOW, known)
+
+    assert server.asked == [("PUT", PATH), ("PUT", PATH)]
+    assert not await live_holder(server)
+
+
+async def test_a_lease_deleted_since_is_read_live_and_created_again() -> None:
+    server = Counted()
+    await written(server, claim("m2-apply-1"))
+    gone = await written(server, release("m2-apply-1"))
+    await server.request("DELETE", PATH, body={})
+    server.asked.clear()
+
+    assert await carry_out(server, claim("m1-apply-1"), NOW, cache_of(gone))
+
+    assert server.asked == [("PUT", PATH), ("GET", PATH), ("POST", api.lease_path(HOME))]
+    assert await live_holder(server) == "m1-apply-1"
