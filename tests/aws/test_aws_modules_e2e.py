@@ -196,8 +196,14 @@ async def pool(objects: CapiObjects, images: dict[str, str], moto: Moto) -> None
     scaling.set_desired_capacity(
         AutoScalingGroupName=group["AutoScalingGroupName"], DesiredCapacity=3
     )
-    infra = await members_are(objects, scaling, 3)
-    assert infra["status"]["replicas"] == 3
+    await members_are(objects, scaling, 3)
+
+    # The membership reading writes spec.providerIDList, then the status: a read between
+    # the two writes shows the new list beside the old count.
+    def counted(obj: Json | None) -> bool:
+        return ((obj or {}).get("status") or {}).get("replicas") == 3
+
+    await objects.until("TerraformMachinePool", POOL, counted, "status.replicas 3", within=LONG)
 
 
 async def members_are(objects: CapiObjects, scaling: Any, count: int) -> Json:
