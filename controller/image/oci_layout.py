@@ -27,7 +27,6 @@ CONFIG_TYPE: Final = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE: Final = "application/vnd.oci.image.layer.v1.tar+gzip"
 INDEX_TYPE: Final = "application/vnd.oci.image.index.v1+json"
 ZERO_TIME: Final = "0001-01-01T00:00:00Z"
-_CHUNK: Final = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -95,19 +94,14 @@ def diff_id(layer: Path) -> str:
     stat = layer.stat()
     seen = (str(layer.resolve()), stat.st_size, stat.st_mtime_ns)
     if seen not in _DIFF_IDS:
-        digest = hashlib.sha256()
         with gzip.open(layer, "rb") as data:
-            while chunk := data.read(_CHUNK):
-                digest.update(chunk)
-        _DIFF_IDS[seen] = f"sha256:{digest.hexdigest()}"
+            _DIFF_IDS[seen] = f"sha256:{hashlib.file_digest(data, 'sha256').hexdigest()}"
     return _DIFF_IDS[seen]
 
 
 def _layer_blob(layer: Path, blobs: Path) -> Blob:
-    digest = hashlib.sha256()
     with layer.open("rb") as data:
-        while chunk := data.read(_CHUNK):
-            digest.update(chunk)
+        digest = hashlib.file_digest(data, "sha256")
     target = blobs / digest.hexdigest()
     if not target.exists():
         try:

@@ -152,12 +152,8 @@ class Registry:
     def manifests_of(self, repository: str) -> set[str]:
         """Every manifest ever pushed to `repository` (`sha256:<hex>`), tagged or not, as
         the registry's storage keeps them: what shows a tag that once named another."""
-        revisions = (
-            (self._dir / "storage" / "docker" / "registry" / "v2" / "repositories" / repository)
-            / "_manifests"
-            / "revisions"
-            / "sha256"
-        )
+        repositories = self.storage / "docker" / "registry" / "v2" / "repositories"
+        revisions = repositories / repository / "_manifests" / "revisions" / "sha256"
         if not revisions.is_dir():
             return set()
         return {f"sha256:{entry.name}" for entry in revisions.iterdir()}

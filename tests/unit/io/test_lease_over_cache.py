@@ -55,6 +55,12 @@ async def written(server: Counted, write: LeaseWrite) -> Json:
     return out
 
 
+async def freed(server: Counted) -> Json:
+    """The slot's version once another Job held it and let go: free."""
+    await written(server, claim("m2-apply-1"))
+    return await written(server, release("m2-apply-1"))
+
+
 def cache_of(lease: Json | None) -> Known:
     """What the process knows when its cache holds `lease` (None: no copy)."""
     held = copy.deepcopy(lease)
@@ -67,8 +73,7 @@ async def live_holder(server: FakeApi) -> str:
 
 async def test_a_current_copy_is_written_over_without_a_read() -> None:
     server = Counted()
-    free = await written(server, claim("m2-apply-1"))
-    free = await written(server, release("m2-apply-1"))
+    free = await freed(server)
 
     assert await carry_out(server, claim("m1-apply-1"), NOW, cache_of(free))
 
@@ -99,8 +104,7 @@ async def test_a_holder_only_the_cache_shows_is_asked_of_the_live_lease() -> Non
 
 async def test_a_slot_free_in_the_cache_but_taken_live_is_busy() -> None:
     server = Counted()
-    free = await written(server, claim("m2-apply-1"))
-    free = await written(server, release("m2-apply-1"))
+    free = await freed(server)
     await written(server, claim("m3-apply-1"))  # taken since the cache's copy
 
     with pytest.raises(LeaseBusy):
@@ -122,9 +126,7 @@ async def test_without_a_copy_the_lease_is_read_live() -> None:
 
 async def test_its_own_write_is_known_before_the_cache_shows_it() -> None:
     server = Counted()
-    await written(server, claim("m2-apply-1"))
-    free = await written(server, release("m2-apply-1"))
-    known = cache_of(free)  # the cache stays at this version throughout
+    known = cache_of(await freed(server))  # the cache stays at this version throughout
 
     assert await carry_out(server, claim("m1-apply-1"), NOW, known)
     assert await carry_out(server, release("m1-apply-1"), NOW, known)
@@ -135,8 +137,7 @@ async def test_its_own_write_is_known_before_the_cache_shows_it() -> None:
 
 async def test_a_lease_deleted_since_is_read_live_and_created_again() -> None:
     server = Counted()
-    await written(server, claim("m2-apply-1"))
-    gone = await written(server, release("m2-apply-1"))
+    gone = await freed(server)
     await server.request("DELETE", PATH, body={})
     server.asked.clear()
 
