@@ -89,8 +89,6 @@ _RESOURCES = {
     controlplane.KIND: controlplane.CONTROL_PLANES,
 }
 LOGS = Path(".local/bench-fleet")
-# The controller's gauge of each identity's stretch (absent before issue 39).
-STRETCH_FAMILY = "captf_background_stretch"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,6 +41,8 @@ MERGE = "application/merge-patch+json"
 DEPLOYMENTS = Resource(CAPI_GROUP, CAPI_VERSION, "machinedeployments")
 # The controller's gauge of each identity's stretch (absent before issue 39).
 STRETCH_FAMILY = "captf_background_stretch"
+# The controller's reconciles by what woke them (controller/io/triggers.py).
+RECONCILES_FAMILY = "captf_reconciles"
 
 
 def say(message: str) -> None:
@@ -149,6 +151,7 @@ class Phases:
         wall = self.args.hours * 3600.0 / self.args.time_scale
         start, began = time.monotonic(), datetime.now(UTC)
         meter.lap()
+        woken = await self._reconciles()
         done: list[bool] = []
         async with anyio.create_task_group() as tg:
             await self._sleep_reporting("hold", wall / 2)
@@ -160,11 +163,13 @@ class Phases:
             await self._sleep_reporting("hold", start + wall - time.monotonic())
         end, ended = time.monotonic(), datetime.now(UTC)
         cpu = meter.lap()
+        woken = _less(await self._reconciles(), woken)
         hours = (end - start) * self.args.time_scale / 3600.0
         self._hold_report(start, end, hours, cpu)
         found = await anyio.to_thread.run_sync(requests_between, self.audit, began, ended)
         jobs = sum(self.report["hold"]["jobs_by_kind"].values())
         self.report["hold"]["api_requests_per_job"] = per_job(found, jobs)
+        self.report["hold"]["reconciles_per_job"] = _per_job(woken, jobs)
         self.report["phases"]["hold"] = {"wall_s": round(end - start, 2), "finished": True}
         return bool(done and done[0])
 
@@ -269,9 +274,26 @@ class Phases:
         pods = await self._controller_pods()
         return await anyio.to_thread.run_sync(labelled, pods, STRETCH_FAMILY, "identity")
 
+    async def _reconciles(self) -> dict[str, float]:
+        """The leader's reconciles so far by what woke them. A leader that changes in
+        the hold restarts its counts: the bench reports `controller_restarts`."""
+        pods = await self._controller_pods()
+        family, sample = RECONCILES_FAMILY, f"{RECONCILES_FAMILY}_total"
+        return await anyio.to_thread.run_sync(labelled, pods, family, "trigger", sample)
+
 
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def _less(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
+def _per_job(counts: dict[str, float], jobs: int) -> dict[str, float]:
+    """Reconciles a Job, in all and by what woke them."""
+    per = {k: round(v / max(jobs, 1), 2) for k, v in sorted(counts.items())}
+    return {"total": round(sum(counts.values()) / max(jobs, 1), 2), **per}
 
 
 def _ratio(ours: float | None, theirs: float | None) -> float | None:

@@ -43,6 +43,9 @@ def test_the_bench_of_a_small_fleet_keeps_its_invariants(
     assert hold["pods_per_hour"] > 0
     assert hold["slot_occupancy"]["background_max"] <= 5
     assert hold["api_requests_per_job"]["controller"]["total"] > 0
+    # Every background Job is launched by a pass its schedule woke (a timed requeue).
+    woken = hold["reconciles_per_job"]
+    assert woken["total"] >= woken["requeue"] > 0, woken
     assert report["stretch"] == {"identity fleet": 1.0}
     for process in ("controller", "capi", "apiserver"):
         assert hold["cpu_s_per_machine_hour"][process] > 0, process

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from controller.core.basics.names import SECRET_SIZE_LIMIT
@@ -56,8 +57,11 @@ class Inputs:
     # The module image of an image source (then `module` is empty); None for a ConfigMap.
     image: ModuleImage | None = None
 
-    @property
+    @cached_property
     def hash(self) -> str:
+        # Once per Inputs: a pass asks for it a dozen times (the status, the Job, the
+        # apply due, ...), and `replace` makes a new Inputs for any change. The fields
+        # are never changed in place.
         image = self.image
         return inputs_hash(
             self.module,

@@ -5,6 +5,7 @@ through the real API server's conversion path."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,14 @@ def _cluster(spec: Json, annotations: dict[str, str] | None = None) -> Json:
 @given(data=st.data())
 def test_v1alpha1_to_v1beta1_and_back_is_identity(path: Path, data: Any) -> None:
     obj = data.draw(STRATEGIES[path, "v1alpha1"])
+    before = copy.deepcopy(obj)
     there = convert(obj, API_VERSION)
     assert there["apiVersion"] == API_VERSION
+    there_before = copy.deepcopy(there)
     assert convert(there, OLD_API_VERSION) == obj
+    # Neither conversion wrote into what it was given (the answer shares its status).
+    assert obj == before
+    assert there == there_before
 
 
 @pytest.mark.parametrize("path", CRDS, ids=lambda p: p.stem.split("_")[1])
@@ -56,8 +62,10 @@ def test_v1alpha1_to_v1beta1_and_back_is_identity(path: Path, data: Any) -> None
 @given(data=st.data())
 def test_v1beta1_to_v1alpha1_and_back_is_identity(path: Path, data: Any) -> None:
     obj = data.draw(STRATEGIES[path, "v1beta1"])
+    before = copy.deepcopy(obj)
     back = convert(convert(obj, OLD_API_VERSION), API_VERSION)
     assert back == obj
+    assert obj == before
 
 
 def test_credentials_ref_becomes_an_identity_ref_of_kind_secret_and_comes_back() -> None:
