@@ -39,8 +39,8 @@ def convert(obj: Json, api_version: str) -> Json:
     spec and metadata are copies (what a conversion writes) and whose other parts (the
     status, most of the size) are `obj`'s own: neither may be changed after. The API
     server asks for a conversion on every write while v1alpha1 is served
-    (docs/performance.md), so a whole deep copy a call was a tenth of the controller's
-    CPU."""
+    (docs/performance.md), and a deep copy of the whole object was most of the
+    conversion's own cost."""
     group, _, version = api_version.rpartition("/")
     have = str(obj.get("apiVersion") or "")
     have_group, _, have_version = have.rpartition("/")
